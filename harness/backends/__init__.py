@@ -1,0 +1,41 @@
+"""Backends by name, and `auto`: the most faithful one this host can run for the scenario."""
+
+from __future__ import annotations
+
+from harness.backends.base import Backend, BackendOptions, WorkerHandle
+from harness.backends.local import LocalBackend
+from harness.errors import InputError
+from harness.scenario import Scenario
+
+BACKENDS: dict[str, type[Backend]] = {
+    "local": LocalBackend,
+}
+
+# `auto` tries these in order: containers, then namespaces, then loopback.
+AUTO_ORDER = ("docker", "netns", "local")
+
+
+def select_backend(name: str, scenario: Scenario | None = None) -> tuple[type[Backend], str]:
+    """(backend class, why it was chosen). An explicit name that cannot run here is an error that says why."""
+    if name == "auto":
+        reasons = []
+        for candidate in AUTO_ORDER:
+            cls = BACKENDS.get(candidate)
+            if cls is None:
+                continue
+            ok, why = cls.probe(scenario)
+            if ok:
+                skipped = "; ".join(reasons)
+                return cls, f"auto: {candidate} ({why})" + (f"; skipped {skipped}" if skipped else "")
+            reasons.append(f"{candidate}: {why}")
+        raise InputError("--backend auto: no backend can run here: " + "; ".join(reasons))
+    if name not in BACKENDS:
+        raise InputError(f"--backend: unknown backend {name!r}; known: auto, {', '.join(sorted(BACKENDS))}")
+    cls = BACKENDS[name]
+    ok, why = cls.probe(scenario)
+    if not ok:
+        raise InputError(f"--backend {name}: cannot run here: {why}")
+    return cls, f"{name} (requested; {why})"
+
+
+__all__ = ["BACKENDS", "Backend", "BackendOptions", "WorkerHandle", "select_backend"]

@@ -1,0 +1,139 @@
+"""What a backend is: it brings up one node per worker (network and shaping included), starts worker
+processes on them, and tears everything down on exit, whatever happened.
+
+The runner talks to a backend only through this interface; the worker never imports one.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from harness.scenario import Scenario
+
+
+@dataclass
+class BackendOptions:
+    link_engine: str = "auto"  # auto | tc | userspace
+    allow_unemulated: bool = False
+    image: str | None = None  # docker backend: worker image
+
+
+class WorkerHandle(ABC):
+    rank: int
+    log_path: Path
+
+    @abstractmethod
+    def poll(self) -> int | None:
+        """Exit code, or None while running."""
+
+    @abstractmethod
+    def stop(self, kill: bool = False) -> None: ...
+
+    def wait(self, timeout: float) -> int | None:
+        import time
+
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            rc = self.poll()
+            if rc is not None:
+                return rc
+            time.sleep(0.05)
+        return self.poll()
+
+
+@dataclass
+class ProcessHandle(WorkerHandle):
+    """A worker that is a host process (local and netns backends). It leads its own process group."""
+
+    rank: int
+    log_path: Path
+    proc: subprocess.Popen = field(repr=False)
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def stop(self, kill: bool = False) -> None:
+        if self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+def start_process(rank: int, argv: list[str], env: dict[str, str], log_path: Path) -> ProcessHandle:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    return ProcessHandle(rank=rank, log_path=log_path, proc=proc)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Backend(ABC):
+    """A context manager: `with backend:` brings the nodes up and always tears them down."""
+
+    name: ClassVar[str]
+
+    def __init__(self, scenario: Scenario, run_dir: Path, options: BackendOptions | None = None):
+        self.scenario = scenario
+        self.run_dir = run_dir
+        self.options = options or BackendOptions()
+
+    @classmethod
+    @abstractmethod
+    def probe(cls, scenario: Scenario | None = None) -> tuple[bool, str]:
+        """(usable here for this scenario, why or why not) without creating anything."""
+
+    def __enter__(self) -> Backend:
+        try:
+            self.setup()
+        except BaseException:
+            self.teardown()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.teardown()
+
+    def setup(self) -> None:
+        """Bring up nodes and links, apply and verify shaping."""
+
+    def teardown(self) -> None:
+        """Remove everything setup created; safe to call twice and after a partial setup."""
+
+    @abstractmethod
+    def master_addr(self) -> str: ...
+
+    def master_port(self) -> int:
+        """A fresh port per optimizer run, so a previous run's sockets in TIME_WAIT never collide."""
+        return free_port()
+
+    @abstractmethod
+    def start_worker(self, rank: int, argv: list[str], env: dict[str, str], log_path: Path) -> WorkerHandle:
+        """Start `argv` (a `python -m harness.worker ...` command) as worker `rank` on its node."""
+
+    def worker_env(self, rank: int) -> dict[str, str]:
+        """Backend-specific environment for a worker (interface to bind and count, ...)."""
+        return {}
+
+    def python(self) -> str:
+        import sys
+
+        return sys.executable
+
+    def describe(self) -> dict:
+        """For environment.json: the backend, what was emulated on every node, and what was not."""
+        return {"backend": self.name, "network_emulated": False, "nodes": [], "not_emulated": []}

@@ -1,0 +1,81 @@
+"""Corpora, a byte-level tokenizer, per-rank disjoint shards and a held-out validation split.
+
+Bytes are tokens (vocab 256): nothing to download, and every corpus a user points at works.
+The tail of the corpus is held out for validation, so no training window overlaps it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from harness.errors import InputError
+
+TEXT_SUFFIXES = {".txt", ".md", ".rst", ".py", ".json", ".yaml", ".yml", ".csv", ".tex", ".html"}
+
+
+def load_corpus(corpus: str) -> bytes:
+    """`builtin:pydoc` (CPython's reference text, ~465 KB), a text file, or a folder of text files."""
+    if corpus == "builtin:pydoc":
+        from pydoc_data.topics import topics
+
+        return "\n\n".join(topics[k] for k in sorted(topics)).encode("utf-8")
+    path = Path(corpus)
+    if path.is_file():
+        return path.read_bytes()
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
+        if not files:
+            raise InputError(f"data.corpus: folder {corpus} holds no text files ({', '.join(sorted(TEXT_SUFFIXES))})")
+        return b"\n\n".join(p.read_bytes() for p in files)
+    raise InputError(f"data.corpus: no such file or folder {corpus!r}")
+
+
+def encode(text: str | bytes) -> torch.Tensor:
+    raw = text.encode("utf-8") if isinstance(text, str) else text
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).long()
+
+
+def decode(tokens: torch.Tensor) -> str:
+    return bytes(tokens.to(torch.uint8).tolist()).decode("utf-8", errors="replace")
+
+
+@dataclass
+class Batches:
+    """Random windows from this rank's shard; the generator is seeded by (seed, rank), so runs repeat."""
+
+    shard: torch.Tensor
+    seq_len: int
+    batch_size: int
+    generator: torch.Generator
+
+    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
+        starts = torch.randint(0, len(self.shard) - self.seq_len - 1, (self.batch_size,), generator=self.generator)
+        windows = torch.stack([self.shard[s : s + self.seq_len + 1] for s in starts.tolist()])
+        return windows[:, :-1], windows[:, 1:]
+
+
+def split(tokens: torch.Tensor, val_fraction: float, rank: int, world_size: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(this rank's training shard, the shared validation tail). Shards are disjoint and contiguous."""
+    n_val = max(int(len(tokens) * val_fraction), seq_len + 2)
+    train, val = tokens[:-n_val], tokens[-n_val:]
+    per_rank = len(train) // world_size
+    if per_rank < seq_len + 2:
+        raise InputError(f"data.corpus: {len(tokens)} tokens are too few for {world_size} shards of seq_len {seq_len}")
+    return train[rank * per_rank : (rank + 1) * per_rank], val
+
+
+def train_batches(shard: torch.Tensor, seq_len: int, batch_size: int, seed: int, rank: int) -> Batches:
+    g = torch.Generator().manual_seed(seed * 1_000_003 + rank)
+    return Batches(shard, seq_len, batch_size, g)
+
+
+def validation_batches(val: torch.Tensor, seq_len: int, batch_size: int, n_batches: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Fixed, evenly spaced windows: the same on every rank and at every evaluation."""
+    n_windows = n_batches * batch_size
+    span = len(val) - seq_len - 1
+    starts = [int(i * span / max(n_windows - 1, 1)) for i in range(n_windows)]
+    windows = torch.stack([val[s : s + seq_len + 1] for s in starts])
+    return [(w[:, :-1], w[:, 1:]) for w in windows.split(batch_size)]

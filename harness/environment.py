@@ -1,0 +1,39 @@
+"""What produced a run: versions, host, kernel and git state (pyperf/asv practice: results carry their environment)."""
+
+from __future__ import annotations
+
+import platform
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import harness
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=Path(harness.__file__).parent, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def collect() -> dict:
+    import torch
+
+    commit = _git("rev-parse", "HEAD")
+    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "harness_version": harness.__version__,
+        "git_commit": commit,
+        "git_dirty": bool(dirty) if commit else None,
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda if torch.cuda.is_available() else None,
+        "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else [],
+        "host": socket.gethostname(),
+        "kernel": platform.release(),
+        "platform": platform.platform(),
+        "cpu_count": __import__("os").cpu_count(),
+    }

@@ -1,0 +1,122 @@
+"""The run folder: a new folder per run, files written atomically, and loading for report and check.
+
+Layout (DESIGN.md): scenario.yaml, environment.json, metrics.parquet, summary.json, summary.csv,
+status.json (complete / incomplete / failed, and why), workers/<optimizer>/rank<R>.jsonl and .log,
+report.md, report.html, plots/*.png.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from harness.errors import InputError
+
+SCHEMA_VERSION = 1
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write then rename: a reader never sees half a file, a crash never leaves one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: Path, obj) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def atomic_write_parquet(path: Path, df: pd.DataFrame) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        df.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def new_run_dir(out: Path, scenario_name: str) -> Path:
+    """results/<scenario>-<YYYYmmdd-HHMMSS>, never an existing folder (a suffix is added instead)."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    for i in range(1000):
+        path = out / (f"{scenario_name}-{stamp}" + (f"-{i + 1}" if i else ""))
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise InputError(f"--out: cannot create a new run folder under {out}")
+
+
+@dataclass
+class RunData:
+    """A loaded run folder, as report and check see it."""
+
+    path: Path
+    scenario: dict
+    environment: dict
+    summary: dict  # {"schema_version", "run": {...}, "baseline", "optimizers": {name: {...}}}
+    metrics: pd.DataFrame
+    status: dict = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return self.status.get("state") == "complete"
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def load_run(path: str | Path) -> RunData:
+    """Load a run folder; raises InputError naming the missing or broken file."""
+    path = Path(path)
+    if not path.is_dir():
+        raise InputError(f"{path}: not a run folder (no such directory)")
+
+    def read(name: str, parse, required: bool = True):
+        p = path / name
+        if not p.exists():
+            if required:
+                raise InputError(f"{path}: not a complete run folder ({name} is missing)")
+            return None
+        try:
+            return parse(p)
+        except Exception as e:  # any parse failure is a broken file, reported by name
+            raise InputError(f"{p}: cannot be read ({type(e).__name__}: {e})") from None
+
+    summary = read("summary.json", lambda p: json.loads(p.read_text()))
+    if not isinstance(summary, dict) or not isinstance(summary.get("optimizers"), dict):
+        raise InputError(f"{path / 'summary.json'}: not a distro-bench summary (no 'optimizers' mapping)")
+    if summary.get("schema_version", 0) > SCHEMA_VERSION:
+        raise InputError(f"{path}: written by a newer distro-bench (schema {summary['schema_version']}); upgrade to read it")
+    return RunData(
+        path=path,
+        scenario=read("scenario.yaml", lambda p: yaml.safe_load(p.read_text())) or {},
+        environment=read("environment.json", lambda p: json.loads(p.read_text()), required=False) or {},
+        summary=summary,
+        metrics=read("metrics.parquet", pd.read_parquet),
+        status=read("status.json", lambda p: json.loads(p.read_text()), required=False) or {"state": "unknown"},
+    )

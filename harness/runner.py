@@ -1,0 +1,251 @@
+"""One benchmark run: scenario -> backend -> workers -> metrics -> run folder (and report).
+
+The runner owns the run folder and the worker processes' lifetimes: workers that fail, hang or are
+interrupted are stopped, what they recorded is kept, and the folder says how the run ended.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Protocol
+
+from harness import environment, metrics
+from harness.backends import Backend, BackendOptions, select_backend
+from harness.errors import HarnessError, Interrupted, WorkerFailed
+from harness.rundir import SCHEMA_VERSION, atomic_write_json, atomic_write_parquet, atomic_write_text, new_run_dir
+from harness.scenario import Scenario, dump_scenario
+
+
+class ProgressSink(Protocol):
+    def note(self, text: str) -> None: ...
+    def start(self, optimizer: str, total_steps: int) -> None: ...
+    def step(self, optimizer: str, record: dict) -> None: ...
+    def finish(self, optimizer: str) -> None: ...
+
+
+class SilentProgress:
+    def note(self, text): pass
+    def start(self, optimizer, total_steps): pass
+    def step(self, optimizer, record): pass
+    def finish(self, optimizer): pass
+
+
+@dataclass
+class RunOptions:
+    backend: str = "auto"
+    out: Path = Path("results")
+    backend_options: BackendOptions = field(default_factory=BackendOptions)
+    write_report: bool = True
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    state: str  # complete | incomplete | failed
+    summary: dict
+
+
+def collective_timeout_s(scenario: Scenario) -> float:
+    """Long enough for the baseline's full fp32 gradient exchange over the slowest link, four times over."""
+    from harness.model import ModelConfig, parameter_shapes
+
+    params = sum(math.prod(s) for s in parameter_shapes(ModelConfig(**scenario.resolved_model())).values())
+    rates = [r for n in scenario.nodes() if n.link for r in (n.link.up, n.link.down) if r]
+    delay = max((n.link.delay + n.link.jitter for n in scenario.nodes() if n.link), default=0.0)
+    transfer = 2 * params * 4 * 8 / min(rates) if rates else 0.0
+    return 120.0 + 4 * transfer + 200 * delay
+
+
+def choose_dist_backend(scenario: Scenario) -> str:
+    """NCCL only when every worker has a GPU of its own; otherwise gloo (CPU, or GPUs shared)."""
+    try:
+        import torch
+
+        gpus = torch.cuda.device_count()
+    except Exception:
+        gpus = 0
+    nodes = scenario.nodes()
+    devices = [n.hardware.device for n in nodes]
+    if gpus == 0 or any(d == "cpu" for d in devices):
+        return "gloo"
+    explicit = [d for d in devices if d.startswith("cuda:")]
+    if len(set(explicit)) < len(explicit) or len(nodes) > gpus:
+        return "gloo"
+    return "nccl"
+
+
+@contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM (a CI timeout, `kill`) takes the same clean path as Ctrl-C."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class _Follower:
+    """Reads new complete lines of a JSONL file as it grows."""
+
+    def __init__(self, path: Path):
+        self.path, self.pos, self.buf = path, 0, ""
+
+    def new_records(self) -> list[dict]:
+        try:
+            with open(self.path) as f:
+                f.seek(self.pos)
+                chunk = f.read()
+                self.pos = f.tell()
+        except FileNotFoundError:
+            return []
+        self.buf += chunk
+        lines = self.buf.split("\n")
+        self.buf = lines.pop()
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: str, sink: ProgressSink) -> None:
+    nodes = scenario.nodes()
+    out = run_dir / "workers" / run_name
+    out.mkdir(parents=True, exist_ok=True)
+    timeout = collective_timeout_s(scenario)
+    threads = max(1, (os.cpu_count() or 1) // len(nodes))
+    common = {
+        "WORLD_SIZE": str(len(nodes)), "MASTER_ADDR": backend.master_addr(), "MASTER_PORT": str(backend.master_port()),
+        "DISTRO_BENCH_TIMEOUT_S": f"{timeout:.0f}", "DISTRO_BENCH_DIST_BACKEND": choose_dist_backend(scenario),
+        "PYTHONUNBUFFERED": "1",
+    }
+    argv = [backend.python(), "-m", "harness.worker", "--scenario", str(run_dir / "scenario.yaml"),
+            "--optimizer", run_name, "--out", str(out)]
+    handles = []
+    sink.start(run_name, scenario.train.steps)
+    try:
+        for n in nodes:
+            env = {**common, "RANK": str(n.rank), "LOCAL_RANK": str(n.rank),
+                   "DISTRO_BENCH_THREADS": str(int(n.hardware.cpus) if n.hardware.cpus else threads),
+                   **backend.worker_env(n.rank)}
+            handles.append(backend.start_worker(n.rank, argv, env, out / f"rank{n.rank}.log"))
+        followers = [_Follower(out / f"rank{n.rank}.jsonl") for n in nodes]
+        last_progress = time.monotonic()
+        # Start-up (imports, data, connecting) is not a hang: allow it on top of the collective timeout.
+        watchdog = timeout + 60.0
+        grace = 120.0
+        while True:
+            for i, f in enumerate(followers):
+                recs = f.new_records()
+                if recs:
+                    last_progress = time.monotonic()
+                    grace = 0.0
+                if i == 0:
+                    for r in recs:
+                        if r.get("type") == "step":
+                            sink.step(run_name, r)
+            codes = [h.poll() for h in handles]
+            for h, rc in zip(handles, codes):
+                if rc not in (None, 0):
+                    raise WorkerFailed(f"{run_name}: worker rank {h.rank} ({nodes[h.rank].name}) exited with code {rc}; "
+                                       f"log: {h.log_path}", rank=h.rank, log_tail=_log_tail(h.log_path))
+            if all(rc == 0 for rc in codes):
+                break
+            if time.monotonic() - last_progress > watchdog + grace:
+                steps_done = [sum(1 for _ in open(f.path)) if f.path.exists() else 0 for f in followers]
+                laggard = min(range(len(nodes)), key=lambda r: steps_done[r])
+                raise WorkerFailed(f"{run_name}: no progress for {watchdog + grace:.0f}s; rank {laggard} "
+                                   f"({nodes[laggard].name}) is furthest behind and may hang; log: {handles[laggard].log_path}",
+                                   rank=laggard, log_tail=_log_tail(handles[laggard].log_path))
+            time.sleep(0.2)
+    finally:
+        for h in handles:
+            h.stop()
+        for h in handles:
+            if h.wait(5.0) is None:
+                h.stop(kill=True)
+                h.wait(5.0)
+        sink.finish(run_name)
+
+
+def finalize(run_dir: Path, scenario: Scenario, backend_name: str, state: str, reason: str | None,
+             started: str) -> dict:
+    """Aggregate whatever the workers recorded into metrics.parquet and summary.json/csv; write status.json."""
+    df, events = metrics.read_worker_records(run_dir / "workers")
+    summary = {
+        "schema_version": SCHEMA_VERSION,
+        "run": {"scenario": scenario.name, "backend": backend_name, "state": state, "reason": reason,
+                "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "world_size": scenario.world_size},
+        "baseline": scenario.baseline,
+        "optimizers": metrics.summarize(df, events, scenario.baseline) if len(df) else {},
+    }
+    atomic_write_parquet(run_dir / "metrics.parquet", df)
+    atomic_write_json(run_dir / "summary.json", summary)
+    atomic_write_text(run_dir / "summary.csv", metrics.summary_frame(summary["optimizers"]).to_csv(index=False))
+    atomic_write_json(run_dir / "status.json", {"state": state, "reason": reason})
+    return summary
+
+
+def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | None = None) -> RunResult:
+    sink = sink or SilentProgress()
+    backend_cls, why = select_backend(options.backend, scenario)
+    sink.note(f"backend: {why}")
+    run_dir = new_run_dir(options.out, scenario.name)
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    atomic_write_text(run_dir / "scenario.yaml", dump_scenario(scenario))
+    atomic_write_json(run_dir / "status.json", {"state": "running", "reason": None})
+    env = {**environment.collect(), "backend": backend_cls.name, "backend_reason": why}
+    atomic_write_json(run_dir / "environment.json", env)
+    state, reason = "failed", None
+    try:
+        with _sigterm_as_interrupt():
+            with backend_cls(scenario, run_dir, options.backend_options) as backend:
+                env["network"] = backend.describe()
+                atomic_write_json(run_dir / "environment.json", env)
+                for run_name in scenario.optimizers:
+                    _train_one(backend, scenario, run_dir, run_name, sink)
+        state = "complete"
+    except KeyboardInterrupt:
+        state, reason = "incomplete", "interrupted (Ctrl-C or SIGTERM)"
+        raise Interrupted(f"interrupted; partial results kept in {run_dir}") from None
+    except HarnessError as e:
+        reason = str(e)
+        raise
+    except Exception as e:
+        reason = f"{type(e).__name__}: {e}"
+        raise
+    finally:
+        summary = finalize(run_dir, scenario, backend_cls.name, state, reason, started)
+        if options.write_report:
+            _write_report(run_dir, sink)
+    return RunResult(run_dir=run_dir, state=state, summary=summary)
+
+
+def _write_report(run_dir: Path, sink: ProgressSink) -> None:
+    try:
+        from harness.report import write_run_report
+    except ImportError:
+        return
+    try:
+        write_run_report(run_dir)
+    except Exception as e:  # a report failure must not lose the run's data
+        sink.note(f"report not written: {type(e).__name__}: {e}")

@@ -1,0 +1,401 @@
+"""The scenario: pydantic models, YAML loading with located errors, preset expansion.
+
+A scenario file is validated in one pass that collects every problem with its location
+(`workers[1].link: unknown link 'dls'; known: dsl, cable, ...`), so a user fixes them all at once.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from harness import presets
+from harness.errors import ScenarioError
+from harness.units import Duration, Percent, Rate, Size, format_duration, format_percent, format_rate
+
+BUILTIN_CORPORA = ("builtin:pydoc",)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LinkSpec(_Strict):
+    """One access link: node -> switch (`up`) and switch -> node (`down`); delay/jitter/loss are one-way, per direction."""
+
+    preset: str | None = None
+    up: Rate | None = None
+    down: Rate | None = None
+    delay: Duration = 0.0
+    jitter: Duration = 0.0
+    loss: Percent = 0.0
+
+    @model_validator(mode="after")
+    def _jitter_fits_delay(self) -> LinkSpec:
+        if self.jitter > self.delay:
+            raise ValueError(
+                f"jitter {format_duration(self.jitter)} exceeds delay {format_duration(self.delay)}; "
+                "an in-order access line cannot deliver a packet before it was sent"
+            )
+        return self
+
+    @property
+    def shaped(self) -> bool:
+        return any((self.up, self.down, self.delay, self.jitter, self.loss))
+
+    def describe(self) -> str:
+        parts = [f"up {format_rate(self.up)}" if self.up else "up unlimited",
+                 f"down {format_rate(self.down)}" if self.down else "down unlimited"]
+        if self.delay:
+            parts.append(f"delay {format_duration(self.delay)}" + (f" ±{format_duration(self.jitter)}" if self.jitter else ""))
+        if self.loss:
+            parts.append(f"loss {format_percent(self.loss)}")
+        return ", ".join(parts)
+
+
+_DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+
+class HardwareSpec(_Strict):
+    """A worker's hardware. `compute_scale` is throughput relative to this host (1.0 = native, 0.25 = 4x slower);
+    when absent it is derived from `tflops` relative to the fastest profile in the scenario."""
+
+    preset: str | None = None
+    device: str = "auto"
+    tflops: float | None = Field(default=None, gt=0)
+    compute_scale: float | None = Field(default=None, gt=0, le=1)
+    memory: Size | None = None
+    cpus: float | None = Field(default=None, gt=0)
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, v: str) -> str:
+        if not _DEVICE_RE.match(v):
+            raise ValueError(f"invalid device {v!r}; one of auto, cpu, cuda, cuda:N")
+        return v
+
+
+class WorkerGroup(_Strict):
+    """`{count: 4, hardware: gaming-pc, link: dsl}` or one named worker `{name: alice, ...}`."""
+
+    count: int = Field(default=1, ge=1, le=64)
+    name: str | None = Field(default=None, pattern=r"^[a-zA-Z][a-zA-Z0-9_-]{0,31}$")
+    hardware: str | HardwareSpec = "host"
+    link: str | LinkSpec | None = None
+
+
+class ModelSpec(_Strict):
+    preset: str | None = "tiny"
+    dim: int | None = Field(default=None, ge=8)
+    n_layers: int | None = Field(default=None, ge=1)
+    n_heads: int | None = Field(default=None, ge=1)
+    ffn_dim: int | None = Field(default=None, ge=8)
+    vocab_size: int | None = Field(default=None, ge=256)
+    max_seq_len: int | None = Field(default=None, ge=8)
+
+
+class DataSpec(_Strict):
+    corpus: str = "builtin:pydoc"
+    seq_len: int = Field(default=128, ge=8, le=8192)
+    batch_size: int = Field(default=8, ge=1, le=4096)
+    val_fraction: float = Field(default=0.05, gt=0, lt=0.5)
+    val_batches: int = Field(default=4, ge=1)
+
+
+class TrainSpec(_Strict):
+    steps: int = Field(default=50, ge=1, le=1_000_000)
+    eval_every: int = Field(default=10, ge=1)
+    seed: int = Field(default=0, ge=0)
+
+
+class NetworkSpec(_Strict):
+    link_engine: Literal["auto", "tc", "userspace"] = "auto"
+    # Run even when part of a link cannot be emulated here; the run folder then says what was not.
+    allow_unemulated: bool = False
+
+
+class ChecksSpec(_Strict):
+    min_reduction: float | None = Field(default=None, gt=0)
+    max_loss_gap: float | None = Field(default=None, ge=0)
+    candidate: str | None = None
+
+
+class Node(BaseModel):
+    """One worker after expansion: its rank, name and resolved hardware and link."""
+
+    model_config = ConfigDict(frozen=True)
+    rank: int
+    name: str
+    hardware_name: str
+    hardware: HardwareSpec
+    compute_scale: float
+    link_name: str | None
+    link: LinkSpec | None
+
+
+class Scenario(_Strict):
+    name: str = Field(pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}$")
+    description: str = ""
+    workers: list[WorkerGroup] = Field(min_length=1)
+    links: dict[str, LinkSpec] = Field(default_factory=dict)
+    hardware: dict[str, HardwareSpec] = Field(default_factory=dict)
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    data: DataSpec = Field(default_factory=DataSpec)
+    train: TrainSpec = Field(default_factory=TrainSpec)
+    network: NetworkSpec = Field(default_factory=NetworkSpec)
+    optimizers: dict[str, dict[str, Any]] = Field(min_length=1)
+    baseline: str = "adamw"
+    checks: ChecksSpec = Field(default_factory=ChecksSpec)
+
+    _optimizer_configs: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _base_dir: Path = PrivateAttr(default=Path("."))
+
+    # ---- resolved views -------------------------------------------------------------
+    @property
+    def world_size(self) -> int:
+        return sum(g.count for g in self.workers)
+
+    def optimizer_configs(self) -> dict[str, Any]:
+        """Run name -> validated config of its strategy (type defaults to the run name)."""
+        return dict(self._optimizer_configs)
+
+    def resolved_model(self) -> dict[str, int]:
+        return _resolve_model(self.model)
+
+    def corpus_path(self) -> str:
+        if self.data.corpus in BUILTIN_CORPORA:
+            return self.data.corpus
+        return str((self._base_dir / self.data.corpus).resolve())
+
+    def nodes(self) -> list[Node]:
+        hw_by_group = [_resolve_hardware(self, g.hardware) for g in self.workers]
+        fastest = max((hw.tflops for _, hw in hw_by_group if hw.tflops), default=None)
+        nodes: list[Node] = []
+        for group, (hw_name, hw) in zip(self.workers, hw_by_group):
+            link_name, link = _resolve_link(self, group.link)
+            if hw.compute_scale is not None:
+                scale = hw.compute_scale
+            elif hw.tflops and fastest:
+                scale = hw.tflops / fastest
+            else:
+                scale = 1.0
+            for i in range(group.count):
+                rank = len(nodes)
+                if group.name:
+                    name = group.name if group.count == 1 else f"{group.name}-{i}"
+                else:
+                    name = f"node{rank}"
+                nodes.append(Node(rank=rank, name=name, hardware_name=hw_name, hardware=hw,
+                                  compute_scale=scale, link_name=link_name, link=link))
+        return nodes
+
+    def resolved_dict(self) -> dict[str, Any]:
+        """The scenario with presets expanded and defaults filled: what `scenario.yaml` in a run folder holds."""
+        d = self.model_dump(mode="json", exclude_none=True)
+        d["model"] = {"preset": self.model.preset, **self.resolved_model()} if self.model.preset else self.resolved_model()
+        d["optimizers"] = {k: v.model_dump(mode="json") for k, v in self._optimizer_configs.items()}
+        d["links"] = {n.link_name: n.link.model_dump(mode="json", exclude_none=True)
+                      for n in self.nodes() if n.link is not None and n.link_name}
+        d["hardware"] = {n.hardware_name: n.hardware.model_dump(mode="json", exclude_none=True) for n in self.nodes()}
+        d["data"]["corpus"] = self.corpus_path()
+        return d
+
+    def with_overrides(self, *, steps: int | None = None, seed: int | None = None,
+                       optimizers: list[str] | None = None) -> Scenario:
+        """A copy with CLI overrides applied and re-validated."""
+        data = self.model_dump(mode="json", exclude_none=True)
+        data["data"]["corpus"] = self.corpus_path()
+        if steps is not None:
+            data["train"]["steps"] = steps
+        if seed is not None:
+            data["train"]["seed"] = seed
+        if optimizers:
+            unknown = [o for o in optimizers if o not in self.optimizers]
+            if unknown:
+                raise ScenarioError("--optimizer", [f"unknown optimizer {o!r}; this scenario has: "
+                                                    + ", ".join(self.optimizers) for o in unknown])
+            data["optimizers"] = {k: v for k, v in data["optimizers"].items() if k in optimizers}
+            if data["baseline"] not in optimizers:
+                data["baseline"] = optimizers[0]
+        return scenario_from_dict(data, source=f"{self.name} (with overrides)", base_dir=self._base_dir)
+
+
+def _resolve_model(m: ModelSpec) -> dict[str, int]:
+    base = dict(presets.MODELS[m.preset]) if m.preset else {}
+    for k in ("dim", "n_layers", "n_heads", "ffn_dim", "vocab_size", "max_seq_len"):
+        v = getattr(m, k)
+        if v is not None:
+            base[k] = v
+    base.setdefault("vocab_size", 256)
+    base.setdefault("max_seq_len", 512)
+    return base
+
+
+def _expand(spec_cls, raw: Any, known: dict[str, dict]):
+    """A spec that names a preset gets the preset's values under its own explicit fields."""
+    if isinstance(raw, spec_cls) and raw.preset:
+        merged = {**known[raw.preset], **raw.model_dump(exclude_unset=True)}
+        merged.pop("preset", None)
+        return spec_cls.model_validate(merged)
+    return raw
+
+
+def _resolve_link(s: Scenario, ref: str | LinkSpec | None) -> tuple[str | None, LinkSpec | None]:
+    if ref is None:
+        return None, None
+    if isinstance(ref, LinkSpec):
+        return "inline", _expand(LinkSpec, ref, presets.LINKS)
+    if ref in s.links:
+        return ref, _expand(LinkSpec, s.links[ref], presets.LINKS)
+    return ref, LinkSpec.model_validate(presets.LINKS[ref])
+
+
+def _resolve_hardware(s: Scenario, ref: str | HardwareSpec) -> tuple[str, HardwareSpec]:
+    if isinstance(ref, HardwareSpec):
+        return "inline", _expand(HardwareSpec, ref, presets.HARDWARE)
+    if ref in s.hardware:
+        return ref, _expand(HardwareSpec, s.hardware[ref], presets.HARDWARE)
+    return ref, HardwareSpec.model_validate(presets.HARDWARE[ref])
+
+
+# ---- loading and error reporting --------------------------------------------------------
+
+def _loc(parts: tuple | list) -> str:
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            out += ("." if out else "") + str(p)
+    return out or "(top level)"
+
+
+def _known(names) -> str:
+    return ", ".join(sorted(names))
+
+
+def _pydantic_problems(err: ValidationError, prefix: tuple = ()) -> list[str]:
+    problems = []
+    for e in err.errors(include_url=False):
+        loc = tuple(p for p in e["loc"] if p not in ("str", "LinkSpec", "HardwareSpec", "function-after[_jitter_fits_delay(), LinkSpec]"))
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = f"unknown field {loc[-1]!r}"
+        elif e["type"] == "missing":
+            msg = "required field is missing"
+        elif e["type"] == "string_pattern_mismatch" and loc and loc[-1] == "name":
+            msg = f"invalid name {e['input']!r}: letters, digits, '-', '_' and '.', starting with a letter or digit"
+        problems.append(f"{_loc(prefix + loc)}: {msg}")
+    # A union (str | Spec) reports the same location twice; keep one per location and message.
+    return list(dict.fromkeys(problems))
+
+
+def _reference_problems(s: Scenario) -> list[str]:
+    problems = []
+    link_names = set(s.links) | set(presets.LINKS)
+    hw_names = set(s.hardware) | set(presets.HARDWARE)
+    for i, g in enumerate(s.workers):
+        if isinstance(g.link, str) and g.link not in link_names:
+            problems.append(f"workers[{i}].link: unknown link {g.link!r}; known: {_known(link_names)}")
+        if isinstance(g.hardware, str) and g.hardware not in hw_names:
+            problems.append(f"workers[{i}].hardware: unknown hardware {g.hardware!r}; known: {_known(hw_names)}")
+        for field, spec, known in (("link", g.link, presets.LINKS), ("hardware", g.hardware, presets.HARDWARE)):
+            if not isinstance(spec, str) and spec is not None and spec.preset and spec.preset not in known:
+                problems.append(f"workers[{i}].{field}.preset: unknown preset {spec.preset!r}; known: {_known(known)}")
+    for section, specs, known in (("links", s.links, presets.LINKS), ("hardware", s.hardware, presets.HARDWARE)):
+        for name, spec in specs.items():
+            if spec.preset and spec.preset not in known:
+                problems.append(f"{section}.{name}.preset: unknown preset {spec.preset!r}; known: {_known(known)}")
+    names = [g.name for g in s.workers if g.name]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"workers: name {dup!r} is used by more than one group")
+    if s.world_size > 64:
+        problems.append(f"workers: {s.world_size} workers in all; at most 64 are supported")
+    if s.model.preset and s.model.preset not in presets.MODELS:
+        problems.append(f"model.preset: unknown model {s.model.preset!r}; known: {_known(presets.MODELS)}")
+    else:
+        m = _resolve_model(s.model)
+        missing = [k for k in ("dim", "n_layers", "n_heads", "ffn_dim") if k not in m]
+        if missing:
+            problems.append(f"model: {', '.join(missing)} required when no preset is given")
+        else:
+            if m["dim"] % m["n_heads"] or (m["dim"] // m["n_heads"]) % 2:
+                problems.append(f"model.n_heads: dim {m['dim']} must split into {m['n_heads']} heads of even size")
+            if s.data.seq_len > m["max_seq_len"]:
+                problems.append(f"data.seq_len: {s.data.seq_len} exceeds the model's max_seq_len {m['max_seq_len']}")
+    if s.data.corpus not in BUILTIN_CORPORA:
+        if s.data.corpus.startswith("builtin:"):
+            problems.append(f"data.corpus: unknown corpus {s.data.corpus!r}; built in: {_known(BUILTIN_CORPORA)}")
+        elif not (s._base_dir / s.data.corpus).exists():
+            problems.append(f"data.corpus: no such file or folder {s.data.corpus!r} "
+                            f"(relative paths are read from {s._base_dir}); or use one of {_known(BUILTIN_CORPORA)}")
+    if s.baseline not in s.optimizers:
+        problems.append(f"baseline: {s.baseline!r} is not one of the optimizers ({_known(s.optimizers)})")
+    if s.checks.candidate and s.checks.candidate not in s.optimizers:
+        problems.append(f"checks.candidate: {s.checks.candidate!r} is not one of the optimizers ({_known(s.optimizers)})")
+    if s.train.eval_every > s.train.steps:
+        problems.append(f"train.eval_every: {s.train.eval_every} is more than train.steps ({s.train.steps})")
+    return problems
+
+
+def _optimizer_problems(s: Scenario) -> tuple[dict[str, Any], list[str]]:
+    from harness.optim import STRATEGIES  # the registry; imported here because it pulls in torch
+
+    configs, problems = {}, []
+    for run_name, raw in s.optimizers.items():
+        raw = dict(raw or {})
+        kind = raw.setdefault("type", run_name)
+        if kind not in STRATEGIES:
+            where = "type" if "type" in (s.optimizers[run_name] or {}) else "(name)"
+            problems.append(f"optimizers.{run_name}.{where}: unknown optimizer {kind!r}; known: {_known(STRATEGIES)}")
+            continue
+        try:
+            configs[run_name] = STRATEGIES[kind].Config.model_validate(raw)
+        except ValidationError as e:
+            problems.extend(_pydantic_problems(e, ("optimizers", run_name)))
+    return configs, problems
+
+
+def scenario_from_dict(data: Any, source: str = "<scenario>", base_dir: Path | None = None) -> Scenario:
+    """Validate a parsed document; raise ScenarioError listing every located problem."""
+    if not isinstance(data, dict):
+        raise ScenarioError(source, [f"(top level): expected a mapping of fields, got {type(data).__name__}"])
+    if isinstance(data.get("optimizers"), dict):
+        bad = [k for k, v in data["optimizers"].items() if v is not None and not isinstance(v, dict)]
+        if bad:
+            raise ScenarioError(source, [f"optimizers.{k}: expected a mapping of options" for k in bad])
+        data = {**data, "optimizers": {k: (v or {}) for k, v in data["optimizers"].items()}}
+    try:
+        s = Scenario.model_validate(data)
+    except ValidationError as e:
+        raise ScenarioError(source, _pydantic_problems(e)) from None
+    s._base_dir = base_dir or Path(".")
+    configs, problems = _optimizer_problems(s)
+    problems = _reference_problems(s) + problems
+    if problems:
+        raise ScenarioError(source, problems)
+    s._optimizer_configs = configs
+    return s
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    path = Path(path)
+    if not path.is_file():
+        raise ScenarioError(str(path), ["no such scenario file"])
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"
+        raise ScenarioError(str(path), [f"{where}: not valid YAML ({getattr(e, 'problem', e)})"]) from None
+    except UnicodeDecodeError:
+        raise ScenarioError(str(path), ["not a UTF-8 text file"]) from None
+    return scenario_from_dict(data, source=str(path), base_dir=path.parent)
+
+
+def dump_scenario(s: Scenario) -> str:
+    return yaml.safe_dump(s.resolved_dict(), sort_keys=False)

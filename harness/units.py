@@ -1,0 +1,118 @@
+"""Strict units for scenario fields: rates in bit/s, durations in seconds, loss as a fraction, sizes in bytes.
+
+Each parser accepts one spelling family and rejects the ambiguous ones with a message that says
+what to write instead; each formatter shows a value back in the normalised spelling.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import BeforeValidator, PlainSerializer
+
+_NUMBER = r"(?P<num>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)"
+
+_RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
+_RATE_RE = re.compile(_NUMBER + r"\s*(?P<unit>[a-zA-Z]+)(?:/s)?$")
+
+
+def parse_rate(value: object) -> int:
+    """'10Mbit' -> 10_000_000 bit/s. Bytes-per-second spellings are rejected: in tc 'mbps' means MB/s."""
+    if isinstance(value, bool) or isinstance(value, (int, float)):
+        raise ValueError(f"rate {value!r} has no unit; write it like '10Mbit' (bit/s: bit, kbit, Mbit, Gbit)")
+    if not isinstance(value, str):
+        raise ValueError(f"rate must be a string like '10Mbit', got {type(value).__name__}")
+    m = _RATE_RE.match(value.strip())
+    unit = m.group("unit").lower() if m else ""
+    if not m or unit not in _RATE_UNITS:
+        hint = ""
+        if m and unit in {"b", "kb", "mb", "gb", "bps", "kbps", "mbps", "gbps", "kib", "mib", "gib"}:
+            hint = " (bytes or 'bps' are ambiguous: write bits, e.g. 80Mbit for 10 megabytes/s)"
+        raise ValueError(f"invalid rate {value!r}{hint}; write a number and one of bit, kbit, Mbit, Gbit, e.g. '10Mbit'")
+    bits = float(m.group("num")) * _RATE_UNITS[unit]
+    if bits < 8000:
+        raise ValueError(f"rate {value!r} is below 8kbit, which tc cannot shape meaningfully")
+    return int(round(bits))
+
+
+def format_rate(bits: int) -> str:
+    for unit, scale in (("Gbit", 10**9), ("Mbit", 10**6), ("kbit", 10**3)):
+        if bits >= scale:
+            return f"{bits / scale:g}{unit}"
+    return f"{bits}bit"
+
+
+_TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+_TIME_RE = re.compile(_NUMBER + r"\s*(?P<unit>us|ms|s)$")
+
+
+def parse_duration(value: object) -> float:
+    """'15ms' -> 0.015 s. A bare 0 is accepted; any other bare number is ambiguous."""
+    if value == 0 or value == "0":
+        return 0.0
+    if isinstance(value, bool) or isinstance(value, (int, float)):
+        raise ValueError(f"duration {value!r} has no unit; write it like '15ms' (us, ms or s)")
+    if not isinstance(value, str):
+        raise ValueError(f"duration must be a string like '15ms', got {type(value).__name__}")
+    m = _TIME_RE.match(value.strip())
+    if not m:
+        raise ValueError(f"invalid duration {value!r}; write a number and one of us, ms, s, e.g. '15ms'")
+    return float(m.group("num")) * _TIME_UNITS[m.group("unit")]
+
+
+def format_duration(seconds: float) -> str:
+    if seconds == 0:
+        return "0ms"
+    if seconds >= 1:
+        return f"{seconds:g}s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:g}ms"
+    return f"{seconds * 1e6:g}us"
+
+
+_PERCENT_RE = re.compile(_NUMBER + r"\s*%$")
+
+
+def parse_percent(value: object) -> float:
+    """'0.1%' -> 0.001. A bare 0 is accepted; other bare numbers are ambiguous (fraction or percent?)."""
+    if value == 0 or value == "0":
+        return 0.0
+    if not isinstance(value, str) or not _PERCENT_RE.match(value.strip()):
+        raise ValueError(f"invalid percentage {value!r}; write it with a % sign, e.g. '0.1%'")
+    pct = float(_PERCENT_RE.match(value.strip()).group("num"))
+    if pct > 100:
+        raise ValueError(f"percentage {value!r} is above 100%")
+    return pct / 100.0
+
+
+def format_percent(fraction: float) -> str:
+    return f"{fraction * 100:g}%"
+
+
+_SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_SIZE_RE = re.compile(_NUMBER + r"\s*(?P<unit>[a-zA-Z]+)$")
+
+
+def parse_size(value: object) -> int:
+    """'8GiB' -> bytes. Sizes are bytes (B, KiB/KB, MiB/MB, GiB/GB); bits are rejected."""
+    if isinstance(value, bool) or not isinstance(value, str):
+        raise ValueError(f"size {value!r} has no unit; write it like '8GiB' (B, MiB, GiB, MB, GB)")
+    m = _SIZE_RE.match(value.strip())
+    if not m or m.group("unit").lower() not in _SIZE_UNITS or m.group("unit").endswith("bit"):
+        raise ValueError(f"invalid size {value!r}; write a number and one of B, KiB, MiB, GiB, KB, MB, GB")
+    return int(float(m.group("num")) * _SIZE_UNITS[m.group("unit").lower()])
+
+
+def format_size(n: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:g}{unit}"
+    return f"{n}B"
+
+
+Rate = Annotated[int, BeforeValidator(parse_rate), PlainSerializer(format_rate, return_type=str)]
+Duration = Annotated[float, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str)]
+Percent = Annotated[float, BeforeValidator(parse_percent), PlainSerializer(format_percent, return_type=str)]
+Size = Annotated[int, BeforeValidator(parse_size), PlainSerializer(format_size, return_type=str)]

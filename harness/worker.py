@@ -1,0 +1,186 @@
+"""The training loop inside each worker process.
+
+Started by a backend (or by torchrun: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT come from the
+environment) as `python -m harness.worker --scenario S --optimizer NAME --out DIR`. It trains one
+optimizer for the scenario's steps and writes one JSON line per step to DIR/rank<R>.jsonl, flushed
+each step, so a crash loses at most the step in flight. It never imports a backend.
+
+Backend-provided environment: DISTRO_BENCH_WIRE_IFACE (interface whose counters are the wire bytes),
+DISTRO_BENCH_TIMEOUT_S (collective timeout), DISTRO_BENCH_DIST_BACKEND (gloo|nccl),
+DISTRO_BENCH_COMPUTE_SCALE (overrides the hardware profile's relative speed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from harness import data as data_mod
+from harness.comm import Comm
+from harness.model import ModelConfig, build_model
+from harness.optim import PhaseTimer, get_strategy
+from harness.scenario import Node, Scenario, load_scenario
+
+
+class WireCounter:
+    """tx/rx byte counters of one interface, read from /proc/net/dev, which shows the reader's own netns."""
+
+    def __init__(self, iface: str):
+        self.iface = iface
+        self._last = self.read()
+
+    def read(self) -> tuple[int, int]:
+        with open("/proc/net/dev") as f:
+            for line in f:
+                name, _, rest = line.partition(":")
+                if name.strip() == self.iface:
+                    fields = rest.split()
+                    return int(fields[8]), int(fields[0])  # tx_bytes, rx_bytes
+        raise RuntimeError(f"interface {self.iface} not found in /proc/net/dev")
+
+    def delta(self) -> tuple[int, int]:
+        now = self.read()
+        d = (now[0] - self._last[0], now[1] - self._last[1])
+        self._last = now
+        return d
+
+
+def pick_device(node: Node, local_rank: int) -> torch.device:
+    want = node.hardware.device
+    if want == "cpu" or (want == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"hardware of {node.name} asks for {want!r} but no CUDA device is visible")
+    if want in ("cuda", "auto"):
+        return torch.device("cuda", local_rank % torch.cuda.device_count())
+    return torch.device(want)
+
+
+def param_checksum(model: torch.nn.Module) -> str:
+    h = hashlib.sha256()
+    for _, p in sorted(model.named_parameters()):
+        h.update(p.detach().float().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, batches, device: torch.device) -> float:
+    model.eval()
+    losses = [model.loss(x.to(device), y.to(device)).item() for x, y in batches]
+    model.train()
+    return sum(losses) / len(losses)
+
+
+def _distributed_init(device: torch.device) -> None:
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 and "MASTER_ADDR" not in os.environ:
+        return
+    backend = os.environ.get("DISTRO_BENCH_DIST_BACKEND") or ("nccl" if device.type == "cuda" else "gloo")
+    timeout = timedelta(seconds=float(os.environ.get("DISTRO_BENCH_TIMEOUT_S", "300")))
+    kwargs = {"device_id": device} if backend == "nccl" else {}
+    dist.init_process_group(backend=backend, timeout=timeout, **kwargs)
+
+
+def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    node = scenario.nodes()[rank]
+    scale = float(os.environ.get("DISTRO_BENCH_COMPUTE_SCALE", node.compute_scale))
+    device = pick_device(node, local_rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        if node.hardware.memory:
+            total = torch.cuda.get_device_properties(device).total_memory
+            torch.cuda.set_per_process_memory_fraction(min(1.0, node.hardware.memory / total), device)
+    _distributed_init(device)
+    comm = Comm()
+
+    cfg = scenario.optimizer_configs()[run_name]
+    seed, steps = scenario.train.seed, scenario.train.steps
+    model = build_model(ModelConfig(**scenario.resolved_model()), seed=seed, device=device)
+    strategy = get_strategy(cfg.type)(cfg, list(model.named_parameters()), comm, steps)
+
+    d = scenario.data
+    tokens = data_mod.encode(data_mod.load_corpus(scenario.corpus_path()))
+    shard, val = data_mod.split(tokens, d.val_fraction, rank, world, d.seq_len)
+    batches = data_mod.train_batches(shard, d.seq_len, d.batch_size, seed, rank)
+    val_batches = data_mod.validation_batches(val, d.seq_len, d.batch_size, d.val_batches)
+
+    iface = os.environ.get("DISTRO_BENCH_WIRE_IFACE")
+    wire = WireCounter(iface) if iface else None
+    timer = PhaseTimer(device)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / f"rank{rank}.jsonl", "w", buffering=1) as out:
+        def emit(record: dict) -> None:
+            out.write(json.dumps(record) + "\n")
+            out.flush()
+
+        emit({"type": "start", "rank": rank, "node": node.name, "device": str(device), "compute_scale": scale,
+              "world_size": world, "time": time.time(), "params": sum(p.numel() for p in model.parameters())})
+        comm.take()
+        if wire:
+            wire.delta()
+        for step in range(steps):
+            t_start = time.time()
+            step_start = time.perf_counter()
+            with timer.phase("data"):
+                x, y = (t.to(device, non_blocking=True) for t in batches.next())
+            compute_start = time.perf_counter()
+            with timer.phase("compute"):
+                model.zero_grad(set_to_none=True)
+                loss = model.loss(x, y)
+                loss.backward()
+            # Emulate slower hardware: stretch the measured compute by waiting (1/scale - 1) times as long.
+            stretch = (time.perf_counter() - compute_start) * (1.0 / scale - 1.0)
+            if stretch > 0:
+                time.sleep(stretch)
+            t_ready = time.time()
+            strategy.step(step, timer)
+            phases = timer.take()
+            c = comm.take()
+            step_time = time.perf_counter() - step_start
+            wire_tx, wire_rx = wire.delta() if wire else (None, None)
+            record = {
+                "type": "step", "optimizer": run_name, "rank": rank, "step": step,
+                "loss": loss.item(), "val_loss": None, "lr": cfg.lr_at(step, steps),
+                "step_time_s": step_time, "data_s": phases.get("data", 0.0),
+                "compute_s": phases.get("compute", 0.0) + stretch, "stretch_s": stretch,
+                "compress_s": phases.get("compress", 0.0), "comm_s": c.seconds, "apply_s": phases.get("apply", 0.0),
+                "t_start": t_start, "t_ready": t_ready,
+                "payload_tx_bytes": c.tx_bytes, "payload_rx_bytes": c.rx_bytes, "collectives": c.calls,
+                "wire_tx_bytes": wire_tx, "wire_rx_bytes": wire_rx,
+                "tokens": x.numel(), "param_checksum": None,
+            }
+            if (step + 1) % scenario.train.eval_every == 0 or step == steps - 1:
+                record["val_loss"] = evaluate(model, val_batches, device)
+                record["param_checksum"] = param_checksum(model)
+                if wire:
+                    wire.delta()  # evaluation sends nothing, but keep its seconds out of the next step
+            emit(record)
+        emit({"type": "end", "optimizer": run_name, "rank": rank, "time": time.time(), "param_checksum": param_checksum(model)})
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m harness.worker", description=__doc__.split("\n")[0])
+    p.add_argument("--scenario", required=True, help="resolved scenario.yaml")
+    p.add_argument("--optimizer", required=True, help="optimizer run name in the scenario")
+    p.add_argument("--out", required=True, help="folder for rank<R>.jsonl")
+    args = p.parse_args(argv)
+    torch.set_num_threads(int(os.environ.get("DISTRO_BENCH_THREADS", torch.get_num_threads())))
+    train(load_scenario(args.scenario), args.optimizer, Path(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
