@@ -11,7 +11,7 @@ from rich.markup import escape
 from harness.errors import HarnessError, ScenarioError, WorkerFailed
 
 console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 @contextmanager

@@ -33,7 +33,7 @@ SUMMARY_KEYS = [
     # additions
     "reduction_basis", "compress_s_mean", "apply_s_mean", "wait_s_mean", "collectives_per_step",
     "wire_overhead", "first_val_loss", "wall_time_s", "tokens_per_s", "ranks", "replicas_identical",
-    "param_checksum",
+    "replicas_diverged_at_step", "param_checksum",
 ]
 
 
@@ -87,6 +87,9 @@ def summarize_optimizer(df: pd.DataFrame, end_checksums: dict[int, str]) -> dict
     payload = steady["payload_tx_bytes"].mean() + steady["payload_rx_bytes"].mean() if len(steady) else math.nan
     wire_tx = float(steady["wire_tx_bytes"].astype("float64").mean()) if wire_known else None
     wire_rx = float(steady["wire_rx_bytes"].astype("float64").mean()) if wire_known else None
+    # Replicas must agree at every evaluation (checksums recorded there) and at the end.
+    by_step = df.dropna(subset=["param_checksum"]).groupby("step")["param_checksum"].nunique()
+    diverged = by_step[by_step > 1]
     checksums = set(end_checksums.values())
     wall = float(df["t_start"].max() - df["t_start"].min() + step_time.iloc[-1]) if len(df) and len(step_time) else math.nan
     out = {
@@ -112,7 +115,8 @@ def summarize_optimizer(df: pd.DataFrame, end_checksums: dict[int, str]) -> dict
         "wall_time_s": wall,
         "tokens_per_s": float(df["tokens"].sum() / wall) if wall and not math.isnan(wall) else None,
         "ranks": int(df["rank"].nunique()),
-        "replicas_identical": (len(checksums) == 1) if checksums else None,
+        "replicas_identical": (len(checksums) == 1 and diverged.empty) if checksums else (False if len(diverged) else None),
+        "replicas_diverged_at_step": int(diverged.index[0]) if len(diverged) else None,
         "param_checksum": next(iter(checksums)) if len(checksums) == 1 else None,
     }
     return {k: _none_if_nan(out[k]) for k in SUMMARY_KEYS}

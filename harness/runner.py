@@ -44,6 +44,10 @@ class RunOptions:
     out: Path = Path("results")
     backend_options: BackendOptions = field(default_factory=BackendOptions)
     write_report: bool = True
+    # Overrides for the derived limits (tests and impatient users): seconds a collective may block,
+    # and seconds without any worker progress before the coordinator declares a hang.
+    collective_timeout_s: float | None = None
+    watchdog_s: float | None = None
 
 
 @dataclass
@@ -126,11 +130,25 @@ def _log_tail(path: Path, lines: int = 15) -> str:
         return ""
 
 
-def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: str, sink: ProgressSink) -> None:
+def _hang_report(out: Path, nodes, stall_s: float) -> tuple[int, str]:
+    """(suspect rank, message) from the heartbeats: a rank not blocked in a collective is the suspect."""
+    from harness.worker import read_heartbeat
+
+    beats = {n.rank: read_heartbeat(out / f"rank{n.rank}.hb") for n in nodes}
+    def key(r):
+        b = beats[r]
+        return (0 if b is None else 1, 1 if b and b[1] == "communicate" else 0, b[0] if b else -1, b[2] if b else 0.0)
+    suspect = min(beats, key=key)
+    where = ", ".join(f"rank {r}: " + (f"step {b[0]} {b[1]}" if b else "not started") for r, b in beats.items())
+    return suspect, f"no progress for {stall_s:.0f}s ({where})"
+
+
+def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: str, sink: ProgressSink,
+               options: RunOptions) -> None:
     nodes = scenario.nodes()
     out = run_dir / "workers" / run_name
     out.mkdir(parents=True, exist_ok=True)
-    timeout = collective_timeout_s(scenario)
+    timeout = options.collective_timeout_s or collective_timeout_s(scenario)
     threads = max(1, (os.cpu_count() or 1) // len(nodes))
     common = {
         "WORLD_SIZE": str(len(nodes)), "MASTER_ADDR": backend.master_addr(), "MASTER_PORT": str(backend.master_port()),
@@ -150,7 +168,7 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
         followers = [_Follower(out / f"rank{n.rank}.jsonl") for n in nodes]
         last_progress = time.monotonic()
         # Start-up (imports, data, connecting) is not a hang: allow it on top of the collective timeout.
-        watchdog = timeout + 60.0
+        watchdog = options.watchdog_s or timeout + 60.0
         grace = 120.0
         while True:
             for i, f in enumerate(followers):
@@ -170,11 +188,10 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
             if all(rc == 0 for rc in codes):
                 break
             if time.monotonic() - last_progress > watchdog + grace:
-                steps_done = [sum(1 for _ in open(f.path)) if f.path.exists() else 0 for f in followers]
-                laggard = min(range(len(nodes)), key=lambda r: steps_done[r])
-                raise WorkerFailed(f"{run_name}: no progress for {watchdog + grace:.0f}s; rank {laggard} "
-                                   f"({nodes[laggard].name}) is furthest behind and may hang; log: {handles[laggard].log_path}",
-                                   rank=laggard, log_tail=_log_tail(handles[laggard].log_path))
+                suspect, detail = _hang_report(out, nodes, watchdog + grace)
+                raise WorkerFailed(f"{run_name}: rank {suspect} ({nodes[suspect].name}) appears hung: {detail}; "
+                                   f"log: {handles[suspect].log_path}",
+                                   rank=suspect, log_tail=_log_tail(handles[suspect].log_path))
             time.sleep(0.2)
     finally:
         for h in handles:
@@ -222,7 +239,7 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
                 env["network"] = backend.describe()
                 atomic_write_json(run_dir / "environment.json", env)
                 for run_name in scenario.optimizers:
-                    _train_one(backend, scenario, run_dir, run_name, sink)
+                    _train_one(backend, scenario, run_dir, run_name, sink, options)
         state = "complete"
     except KeyboardInterrupt:
         state, reason = "incomplete", "interrupted (Ctrl-C or SIGTERM)"

@@ -17,9 +17,15 @@ _RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10
 _RATE_RE = re.compile(_NUMBER + r"\s*(?P<unit>[a-zA-Z]+)(?:/s)?$")
 
 
+def _bare_number(value: object) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, (int, float)) or (isinstance(value, str) and re.fullmatch(_NUMBER, value.strip()) is not None)
+
+
 def parse_rate(value: object) -> int:
     """'10Mbit' -> 10_000_000 bit/s. Bytes-per-second spellings are rejected: in tc 'mbps' means MB/s."""
-    if isinstance(value, bool) or isinstance(value, (int, float)):
+    if _bare_number(value):
         raise ValueError(f"rate {value!r} has no unit; write it like '10Mbit' (bit/s: bit, kbit, Mbit, Gbit)")
     if not isinstance(value, str):
         raise ValueError(f"rate must be a string like '10Mbit', got {type(value).__name__}")
@@ -51,7 +57,7 @@ def parse_duration(value: object) -> float:
     """'15ms' -> 0.015 s. A bare 0 is accepted; any other bare number is ambiguous."""
     if value == 0 or value == "0":
         return 0.0
-    if isinstance(value, bool) or isinstance(value, (int, float)):
+    if _bare_number(value):
         raise ValueError(f"duration {value!r} has no unit; write it like '15ms' (us, ms or s)")
     if not isinstance(value, str):
         raise ValueError(f"duration must be a string like '15ms', got {type(value).__name__}")

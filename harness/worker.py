@@ -54,6 +54,24 @@ class WireCounter:
         return d
 
 
+class Heartbeat:
+    """Where this rank is (step, phase, time), overwritten in place so the coordinator can name a hung rank."""
+
+    def __init__(self, path: Path):
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+
+    def beat(self, step: int, phase: str) -> None:
+        os.pwrite(self.fd, f"{step} {phase} {time.time():.3f}".ljust(63).encode() + b"\n", 0)
+
+
+def read_heartbeat(path: Path) -> tuple[int, str, float] | None:
+    try:
+        step, phase, t = path.read_text().split()
+        return int(step), phase, float(t)
+    except (OSError, ValueError):
+        return None
+
+
 def pick_device(node: Node, local_rank: int) -> torch.device:
     want = node.hardware.device
     if want == "cpu" or (want == "auto" and not torch.cuda.is_available()):
@@ -119,6 +137,7 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
     wire = WireCounter(iface) if iface else None
     timer = PhaseTimer(device)
     out_dir.mkdir(parents=True, exist_ok=True)
+    heartbeat = Heartbeat(out_dir / f"rank{rank}.hb")
     with open(out_dir / f"rank{rank}.jsonl", "w", buffering=1) as out:
         def emit(record: dict) -> None:
             out.write(json.dumps(record) + "\n")
@@ -130,6 +149,7 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
         if wire:
             wire.delta()
         for step in range(steps):
+            heartbeat.beat(step, "compute")
             t_start = time.time()
             step_start = time.perf_counter()
             with timer.phase("data"):
@@ -144,6 +164,7 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
             if stretch > 0:
                 time.sleep(stretch)
             t_ready = time.time()
+            heartbeat.beat(step, "communicate")
             strategy.step(step, timer)
             phases = timer.take()
             c = comm.take()
@@ -161,11 +182,13 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
                 "tokens": x.numel(), "param_checksum": None,
             }
             if (step + 1) % scenario.train.eval_every == 0 or step == steps - 1:
+                heartbeat.beat(step, "evaluate")
                 record["val_loss"] = evaluate(model, val_batches, device)
                 record["param_checksum"] = param_checksum(model)
                 if wire:
                     wire.delta()  # evaluation sends nothing, but keep its seconds out of the next step
             emit(record)
+        heartbeat.beat(steps, "done")
         emit({"type": "end", "optimizer": run_name, "rank": rank, "time": time.time(), "param_checksum": param_checksum(model)})
     if dist.is_initialized():
         dist.destroy_process_group()
