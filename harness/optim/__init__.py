@@ -5,9 +5,11 @@ from __future__ import annotations
 from harness.errors import InputError
 from harness.optim.adamw import AdamW
 from harness.optim.base import PhaseTimer, Strategy, StrategyConfig
+from harness.optim.distro import DisTrO
 
 STRATEGIES: dict[str, type[Strategy]] = {
     "adamw": AdamW,
+    "distro": DisTrO,
 }
 
 

@@ -1,0 +1,270 @@
+"""DisTrO in its public form, DeMo (Decoupled Momentum Optimization, arXiv 2411.19870).
+
+Per step and parameter tensor: decoupled weight decay; momentum `delta = decay * delta + lr * grad` kept
+locally; chunked 2-D DCT-II; the `topk` largest coefficients per chunk are sent (all-gather of indices
+and values) and taken out of `delta` (error feedback); every worker averages each coefficient over the
+workers that sent it, inverts the DCT and steps `p -= lr * sign(update)`.
+
+How this implementation differs from the per-tensor reference, without changing the mathematics:
+- The momentum lives in the DCT domain. The transform is orthonormal and linear, so
+  `DCT(decay * delta + lr * g) = decay * DCT(delta) + lr * DCT(g)`, and error feedback is zeroing the
+  sent coefficients: one forward DCT (of the gradient) and one inverse (of the aggregate) per step,
+  where the reference needs three.
+- Tensors with the same chunk shape are one group, one buffer, one batched matmul per direction
+  (harness/optim/dct.py; it also says how dimensions without a good divisor are padded).
+- `bucket: true` packs every group's values and indices into one uint8 buffer and does one all-gather
+  per step; `bucket: false` does two all-gathers per tensor (indices, then values) as the reference.
+
+Wire format of one worker's buffer (bucket): for every group in order, its values (codec `values`,
+chunk-major, `k` per chunk), then for every group its indices (harness/optim/codec.py: little-endian
+u8/u16/u32, the smallest that holds a chunk index, row-major within the chunk). Values come first so
+fp32/bf16 arrays start aligned. Without bucketing each tensor's indices and values are the two buffers.
+
+What error feedback takes out of `delta` is what was chosen at the precision that was sent: the exact
+coefficient for fp32 and 1-bit values (a sign carries no magnitude to subtract), the bf16-rounded one
+for bf16, so the rounding error stays in the momentum.
+
+Replicas stay identical because every worker decodes the same gathered buffers in rank order:
+scatter-adds of one worker at a time (no duplicate index within one worker's chunk, so no order-dependent
+float sums, also on CUDA), then the same inverse transform.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from pydantic import Field, model_validator
+
+from harness.optim import codec
+from harness.optim.base import PhaseTimer, Strategy, StrategyConfig
+from harness.optim.dct import ChunkDCT, TensorLayout, layout
+
+
+class DisTrOConfig(StrategyConfig):
+    """Defaults are DeMo's (topk 32, chunk 64, decay 0.999, fp32 values), bucketed."""
+
+    type: Literal["distro"] = "distro"
+    topk: int = Field(default=32, ge=1)  # coefficients sent per chunk
+    chunk: int = Field(default=64, ge=1, le=1024)  # target chunk length per dimension
+    decay: float = Field(default=0.999, ge=0, lt=1)  # momentum decay (stateful only)
+    values: codec.ValueCodec = "fp32"
+    state: Literal["stateful", "stateless"] = "stateful"
+    bucket: bool = True
+    weight_decay: float = Field(default=0.0, ge=0)  # decoupled; matrices only (norm weights are not decayed)
+
+    @model_validator(mode="after")
+    def _topk_fits(self):
+        if self.topk > self.chunk * self.chunk:
+            raise ValueError(f"topk ({self.topk}) is more than the {self.chunk * self.chunk} coefficients of a "
+                             f"{self.chunk}x{self.chunk} chunk; lower topk or raise chunk")
+        return self
+
+
+@dataclass(frozen=True)
+class Group:
+    """Tensors whose chunks have the same shape: one buffer, one transform, one top-k."""
+
+    chunk: tuple[int, int]
+    members: tuple[int, ...]  # positions in the parameter list
+    layouts: tuple[TensorLayout, ...]
+    n_chunks: int
+    k: int  # coefficients sent per chunk (topk, or the whole chunk when it is smaller)
+    width: int  # bytes per index
+
+    @property
+    def chunk_numel(self) -> int:
+        return self.chunk[0] * self.chunk[1]
+
+
+def plan(shapes: list[tuple[int, ...]], chunk: int, topk: int) -> list[Group]:
+    """Groups in order of first appearance, members in parameter order: the same on every rank."""
+    by_chunk: dict[tuple[int, int], list[tuple[int, TensorLayout]]] = {}
+    offsets: dict[tuple[int, int], int] = {}
+    for i, shape in enumerate(shapes):
+        lay = layout(tuple(shape), chunk)
+        off = offsets.get(lay.chunk, 0)
+        lay = layout(tuple(shape), chunk, offset=off)
+        offsets[lay.chunk] = off + lay.n_chunks
+        by_chunk.setdefault(lay.chunk, []).append((i, lay))
+    groups = []
+    for ch, items in by_chunk.items():
+        numel = ch[0] * ch[1]
+        groups.append(Group(ch, tuple(i for i, _ in items), tuple(lay for _, lay in items), offsets[ch],
+                            min(topk, numel), codec.index_width(numel)))
+    return groups
+
+
+def payload_tx_bytes(groups: list[Group], values: codec.ValueCodec, bucket: bool) -> int:
+    """Bytes one worker hands to all-gathers per step (1-bit values are padded to whole bytes per buffer)."""
+    total = 0
+    for g in groups:
+        if bucket:
+            n = g.n_chunks * g.k
+            total += codec.index_nbytes(n, g.width) + codec.value_nbytes(n, values)
+        else:
+            for lay in g.layouts:
+                n = lay.n_chunks * g.k
+                total += codec.index_nbytes(n, g.width) + codec.value_nbytes(n, values)
+    return total
+
+
+class DisTrO(Strategy):
+    Config = DisTrOConfig
+
+    def __init__(self, cfg: DisTrOConfig, params, comm, total_steps):
+        super().__init__(cfg, params, comm, total_steps)
+        self.tensors = [p for _, p in params]
+        self.groups = plan([tuple(p.shape) for p in self.tensors], cfg.chunk, cfg.topk)
+        device = self.tensors[0].device if self.tensors else torch.device("cpu")
+        self.dct = {g.chunk: ChunkDCT(g.chunk, device) for g in self.groups}
+        self._chunks = [torch.empty(g.n_chunks, *g.chunk, device=device) for g in self.groups]
+        self.delta = ([torch.zeros(g.n_chunks, g.chunk_numel, device=device) for g in self.groups]
+                      if cfg.state == "stateful" else None)
+        self._decayed = [p for p in self.tensors if p.ndim >= 2]
+        self._sent: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._tx_bytes = payload_tx_bytes(self.groups, cfg.values, cfg.bucket)
+
+    # ---- the step ---------------------------------------------------------------------------------
+    def step(self, step: int, timer: PhaseTimer) -> None:
+        lr = self.cfg.lr_at(step, self.total_steps)
+        with timer.phase("compress"):
+            self._sent = [self._select(gi, lr) for gi in range(len(self.groups))]
+            buffers = self._pack_bucket() if self.cfg.bucket else self._pack_per_tensor()
+        gathered = [self.comm.all_gather(b) for b in buffers]
+        with timer.phase("apply"):
+            received = self._unpack_bucket(gathered[0]) if self.cfg.bucket else self._unpack_per_tensor(gathered)
+            if self.cfg.weight_decay and self._decayed:
+                torch._foreach_mul_(self._decayed, 1.0 - lr * self.cfg.weight_decay)
+            for gi, g in enumerate(self.groups):
+                update = self._aggregate(gi, [r[gi] for r in received]).sign_()
+                for m, lay in zip(g.members, g.layouts):
+                    _add_chunks(self.tensors[m], lay, update[lay.offset : lay.offset + lay.n_chunks], -lr)
+
+    def _select(self, gi: int, lr: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """Momentum update, top-k and error feedback for one group; returns (indices, values), (n_chunks, k)."""
+        g, buf = self.groups[gi], self._chunks[gi]
+        with torch.no_grad():
+            for m, lay in zip(g.members, g.layouts):
+                grad = self.tensors[m].grad
+                part = buf[lay.offset : lay.offset + lay.n_chunks]
+                if grad is None:  # an unused parameter contributes nothing, as a zero gradient
+                    part.zero_()
+                else:
+                    lay.to_chunks(grad, part)
+            coef = self.dct[g.chunk].forward(buf).view(g.n_chunks, g.chunk_numel)
+            if self.delta is None:
+                delta = coef.mul_(lr)
+            else:
+                delta = self.delta[gi].mul_(self.cfg.decay).add_(coef, alpha=lr)
+            idx = delta.abs().topk(g.k, dim=1, sorted=False).indices
+            vals = delta.gather(1, idx)
+            if self.delta is not None:
+                if self.cfg.values == "bf16":
+                    delta.scatter_(1, idx, vals - vals.bfloat16().float())
+                else:
+                    delta.scatter_(1, idx, 0.0)
+        return idx, vals
+
+    def _aggregate(self, gi: int, per_worker: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        """Mean of each coefficient over the workers that sent it, inverse DCT: (n_chunks, cr, cc)."""
+        g = self.groups[gi]
+        total = torch.zeros(g.n_chunks, g.chunk_numel, device=self._chunks[gi].device)
+        count = torch.zeros_like(total)
+        ones = None
+        for idx, vals in per_worker:  # rank order, one worker at a time: deterministic sums
+            if ones is None:
+                ones = torch.ones_like(vals)
+            total.scatter_add_(1, idx, vals)
+            count.scatter_add_(1, idx, ones)
+        mean = total.div_(count.clamp_(min=1))
+        return self.dct[g.chunk].inverse(mean.view(g.n_chunks, *g.chunk))
+
+    # ---- wire format ------------------------------------------------------------------------------
+    def _pack_bucket(self) -> list[torch.Tensor]:
+        vals = [codec.encode_values(v, self.cfg.values) for _, v in self._sent]
+        idx = [codec.encode_indices(i, g.width) for g, (i, _) in zip(self.groups, self._sent)]
+        buf = torch.cat(vals + idx)
+        assert buf.numel() == self._tx_bytes, (buf.numel(), self._tx_bytes)
+        return [buf]
+
+    def _unpack_bucket(self, gathered: list[torch.Tensor]) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
+        out = []
+        for buf in gathered:
+            pos, vals = 0, []
+            for g in self.groups:
+                n = g.n_chunks * g.k
+                nbytes = codec.value_nbytes(n, self.cfg.values)
+                vals.append(codec.decode_values(buf[pos : pos + nbytes], self.cfg.values, n).view(g.n_chunks, g.k))
+                pos += nbytes
+            worker = []
+            for g, v in zip(self.groups, vals):
+                nbytes = codec.index_nbytes(g.n_chunks * g.k, g.width)
+                worker.append((codec.decode_indices(buf[pos : pos + nbytes], g.width).view(g.n_chunks, g.k), v))
+                pos += nbytes
+            out.append(worker)
+        return out
+
+    def _pack_per_tensor(self) -> list[torch.Tensor]:
+        """[indices, values] for every tensor in parameter order (two all-gathers each, as the reference)."""
+        pieces: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+        for g, (idx, vals) in zip(self.groups, self._sent):
+            for m, lay in zip(g.members, g.layouts):
+                rows = slice(lay.offset, lay.offset + lay.n_chunks)
+                pieces.append((m, codec.encode_indices(idx[rows], g.width), codec.encode_values(vals[rows], self.cfg.values)))
+        pieces.sort(key=lambda p: p[0])
+        return [b for _, i, v in pieces for b in (i, v)]
+
+    def _unpack_per_tensor(self, gathered: list[list[torch.Tensor]]) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
+        where = {m: (g, lay) for g in self.groups for m, lay in zip(g.members, g.layouts)}
+        world = len(gathered[0]) if gathered else self.comm.world_size
+        out = []
+        for w in range(world):
+            per_tensor = {}
+            for pos, m in enumerate(sorted(where)):
+                g, lay = where[m]
+                n = lay.n_chunks * g.k
+                idx = codec.decode_indices(gathered[2 * pos][w], g.width).view(lay.n_chunks, g.k)
+                vals = codec.decode_values(gathered[2 * pos + 1][w], self.cfg.values, n).view(lay.n_chunks, g.k)
+                per_tensor[m] = (idx, vals)
+            out.append([(torch.cat([per_tensor[m][0] for m in g.members]), torch.cat([per_tensor[m][1] for m in g.members]))
+                        for g in self.groups])
+        return out
+
+    # ---- accounting and diagnostics ---------------------------------------------------------------
+    @classmethod
+    def predict_payload_bytes(cls, cfg: DisTrOConfig, shapes, world_size):
+        tx = payload_tx_bytes(plan(list(shapes.values()), cfg.chunk, cfg.topk), cfg.values, cfg.bucket)
+        return tx, tx * (world_size - 1)
+
+    def momentum(self, i: int) -> torch.Tensor:
+        """Parameter `i`'s local momentum (what was not sent yet), in the parameter's own shape."""
+        if self.delta is None:
+            return torch.zeros_like(self.tensors[i])
+        return self._to_param(i, lambda gi: self.delta[gi])
+
+    def transmitted(self, i: int) -> torch.Tensor:
+        """What this worker sent for parameter `i` in the last step (before value coding), in its own shape."""
+        def dense(gi):
+            g, (idx, vals) = self.groups[gi], self._sent[gi]
+            return torch.zeros(g.n_chunks, g.chunk_numel, device=vals.device).scatter_(1, idx, vals)
+        return self._to_param(i, dense)
+
+    def _to_param(self, i: int, coefficients) -> torch.Tensor:
+        for gi, g in enumerate(self.groups):
+            if i in g.members:
+                lay = g.layouts[g.members.index(i)]
+                coef = coefficients(gi)[lay.offset : lay.offset + lay.n_chunks]
+                return lay.from_chunks(self.dct[g.chunk].inverse(coef.view(-1, *g.chunk))).clone()
+        raise IndexError(i)
+
+
+def _add_chunks(param: torch.Tensor, lay: TensorLayout, chunks: torch.Tensor, alpha: float) -> None:
+    """param += alpha * (chunks laid back out); in place through a strided view when nothing is padded."""
+    with torch.no_grad():
+        if not lay.padded and param.is_contiguous():
+            (gr, gc), (cr, cc) = lay.grid, lay.chunk
+            param.view(gr, cr, gc, cc).add_(chunks.view(gr, gc, cr, cc).permute(0, 2, 1, 3), alpha=alpha)
+        else:
+            param.add_(lay.from_chunks(chunks), alpha=alpha)
