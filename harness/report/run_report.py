@@ -1,0 +1,88 @@
+"""The report of one run: report.md, report.html and plots/*.png, from the stored run folder only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.report import describe, markdown, plots
+from harness.report import html as html_render
+from harness.report.check import measured_text, run_checks
+from harness.report.document import Banner, Document, Para, Section, Table
+from harness.report.load import LoadedRun, load_for_report
+from harness.rundir import atomic_write_text
+
+
+def _banners(run: LoadedRun) -> list[Banner]:
+    out = []
+    if note := run.state_note():
+        out.append(Banner("error", note))
+    out += [Banner("warn", n) for n in run.notes]
+    if not len(run.data.metrics):
+        out.append(Banner("error", "No training step was recorded: there is nothing to plot."))
+    for name, s in run.data.summary.get("optimizers", {}).items():
+        if s.get("replicas_identical") is False:
+            out.append(Banner("error", f"{name}: the workers ended with different parameters (replicas diverged); "
+                                       "its results are not those of one model."))
+    net = run.data.environment.get("network")
+    if isinstance(net, dict) and net.get("network_emulated") is False:
+        out.append(Banner("warn", f"The network was NOT emulated ({net.get('backend', 'this')} backend): step and "
+                                  "communication times do not reflect the scenario's links; bytes per step do."))
+    return out
+
+
+def _reduction_sentences(run: LoadedRun) -> list[str]:
+    out = []
+    for name, s in run.data.summary.get("optimizers", {}).items():
+        red = s.get("reduction_vs_baseline")
+        if name == run.baseline or red is None:
+            continue
+        verb = "fewer" if red >= 1 else "more"
+        factor = red if red >= 1 else 1 / red
+        out.append(f"{name} exchanges {describe.fmt_reduction(factor)} {verb} bytes per worker per step than "
+                   f"{run.baseline} ({s.get('reduction_basis') or 'payload'} bytes, sent + received).")
+    return out
+
+
+def _checks_section(run: LoadedRun) -> Section:
+    report = run_checks(run)
+    rows = [[r.check, r.optimizer or "-", measured_text(r), r.threshold, r.status, r.note]
+            for r in report.results]
+    return Section("Checks (thresholds from the scenario)", [
+        Para("What `distro-bench check` reports for this run with the scenario's own thresholds."),
+        Table(["check", "optimizer", "measured", "threshold", "result", "note"], rows,
+              numeric=[False, False, True, False, False, False])])
+
+
+def build_document(run: LoadedRun, plots_dir: Path) -> Document:
+    s = run.data.summary.get("run", {})
+    title = f"distro-bench report: {run.data.scenario.get('name', run.data.name)}"
+    subtitle = (f"Run {run.data.name}; backend {s.get('backend') or run.data.environment.get('backend', 'unknown')}; "
+                f"state {run.state}; {s.get('world_size') or '?'} workers; started {s.get('started', 'unknown')}.")
+    figures = plots.run_plots(run, plots_dir)
+    summary_blocks = [describe.summary_table(run)]
+    summary_blocks += [Para(t) for t in _reduction_sentences(run)]
+    summary_blocks.append(Para("Bytes are per worker per step, step 0 excluded; the step time is the slowest worker's; "
+                               "final loss is the training loss over the last 10% of steps, final val loss the "
+                               "held-out loss at the last evaluation."))
+    sections = [
+        Section("Scenario", describe.scenario_blocks(run)),
+        Section("Summary", summary_blocks),
+        _checks_section(run),
+        Section("Plots", figures or [Para("No plots: no training step was recorded.")]),
+        Section("What was and was not emulated", describe.emulation_blocks(run)),
+        Section("Environment", [describe.environment_table(run)]),
+    ]
+    return Document(title=title, subtitle=subtitle, banners=_banners(run), sections=sections)
+
+
+def write_run_report(run_dir: Path | str, out: Path | str | None = None) -> list[Path]:
+    """Write report.md, report.html and plots/*.png for the run folder (into `out` if given); return the paths."""
+    run = load_for_report(run_dir)
+    out = Path(out) if out is not None else Path(run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = build_document(run, out / "plots")
+    md_path, html_path = out / "report.md", out / "report.html"
+    atomic_write_text(md_path, markdown.render(doc, md_path))
+    atomic_write_text(html_path, html_render.render(doc))
+    figures = [b.path for sec in doc.sections for b in sec.blocks if hasattr(b, "path")]
+    return [md_path, html_path, *figures]
