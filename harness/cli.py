@@ -93,5 +93,11 @@ def validate(scenario: Path = typer.Argument(..., help="scenario YAML file")) ->
         console.print(f"[green]{scenario} is valid[/]")
 
 
+from harness.cli_report import check as _check, report as _report  # noqa: E402
+
+app.command(name="report")(_report)
+app.command(name="check")(_check)
+
+
 if __name__ == "__main__":
     app()
