@@ -1,0 +1,206 @@
+"""Reliability on the local backend: interrupts, crashed and hung workers, concurrent runs, fuzzed scenarios.
+
+The netns and Docker backends have their own versions of the teardown tests beside their other tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.errors import ScenarioError, WorkerFailed
+from harness.runner import RunOptions, run_scenario
+from harness.scenario import Scenario, scenario_from_dict
+
+from .conftest import tiny_scenario_dict
+
+LONG = tiny_scenario_dict(train={"steps": 400, "eval_every": 50, "seed": 0})
+
+
+def _worker_pids(marker: str) -> dict[int, int]:
+    """rank -> pid of live worker processes whose command line mentions `marker`."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().split(b"\0")
+            if b"harness.worker" not in cmd or not any(marker.encode() in c for c in cmd):
+                continue
+            if (proc / "stat").read_text().split()[2] == "Z":
+                continue
+            env = dict(kv.split(b"=", 1) for kv in (proc / "environ").read_bytes().split(b"\0") if b"=" in kv)
+            found[int(env[b"RANK"])] = int(proc.name)
+        except (OSError, KeyError, ValueError):
+            continue
+    return found
+
+
+def _wait_for_steps(out: Path, rank: int, n: int, timeout: float = 90) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        files = list(out.rglob(f"rank{rank}.jsonl"))
+        if files and sum(1 for line in files[0].read_text().splitlines() if '"step"' in line) >= n:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"rank {rank} did not reach {n} steps in {timeout}s")
+
+
+def _start_cli_run(scenario: Path, out: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--backend", "local", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _run_dir(out: Path) -> Path:
+    (d,) = [p for p in out.iterdir() if p.is_dir()]
+    return d
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_interrupt_tears_down_keeps_metrics_and_exits_130(write_scenario, tmp_path, sig):
+    out = tmp_path / "out"
+    proc = _start_cli_run(write_scenario(LONG), out)
+    try:
+        _wait_for_steps(out, 0, 3)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    d = _run_dir(out)
+    assert json.loads((d / "status.json").read_text())["state"] == "incomplete"
+    assert len(pd.read_parquet(d / "metrics.parquet")) >= 3
+    assert json.loads((d / "summary.json").read_text())["run"]["state"] == "incomplete"
+    time.sleep(0.5)
+    assert _worker_pids(str(out)) == {}, "workers left running"
+
+
+def test_killed_worker_stops_the_run_and_names_the_rank(write_scenario, tmp_path):
+    out = tmp_path / "out"
+    proc = _start_cli_run(write_scenario(LONG), out)
+    try:
+        _wait_for_steps(out, 1, 3)
+        os.kill(_worker_pids(str(out))[1], signal.SIGKILL)
+        start = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        stopped_in = time.monotonic() - start
+    finally:
+        proc.kill()
+    assert proc.returncode == 1
+    assert "worker rank 1" in err and "exited with code -9" in err
+    assert stopped_in < 30
+    d = _run_dir(out)
+    assert json.loads((d / "status.json").read_text())["state"] == "failed"
+    assert len(pd.read_parquet(d / "metrics.parquet")) >= 3
+    assert _worker_pids(str(out)) == {}
+
+
+def test_hung_worker_is_caught_by_the_watchdog(tmp_path):
+    s = scenario_from_dict(LONG)
+    out = tmp_path / "out"
+    stopped = []
+
+    def hang_rank_1():
+        _wait_for_steps(out, 1, 3)
+        pid = _worker_pids(str(out))[1]
+        os.kill(pid, signal.SIGSTOP)  # alive but making no progress: a hang, not a crash
+        stopped.append(pid)
+
+    t = threading.Thread(target=hang_rank_1, daemon=True)
+    t.start()
+    start = time.monotonic()
+    with pytest.raises(WorkerFailed) as e:
+        run_scenario(s, RunOptions(backend="local", out=out, write_report=False, watchdog_s=4, collective_timeout_s=120))
+    assert time.monotonic() - start < 90
+    assert stopped and e.value.rank == 1, str(e.value)
+    assert "appears hung" in str(e.value) and "communicate" in str(e.value)
+    assert _worker_pids(str(out)) == {}
+    assert json.loads((_run_dir(out) / "status.json").read_text())["state"] == "failed"
+
+
+def test_two_runs_at_once_do_not_collide(write_scenario, tmp_path):
+    scenario = write_scenario(tiny_scenario_dict())
+    out = tmp_path / "out"
+    procs = [_start_cli_run(scenario, out) for _ in range(2)]
+    results = [p.communicate(timeout=240) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], results
+    dirs = sorted(p for p in out.iterdir() if p.is_dir())
+    assert len(dirs) == 2
+    for d in dirs:
+        assert json.loads((d / "status.json").read_text())["state"] == "complete"
+
+
+# ---- fuzzing the scenario loader ------------------------------------------------------------
+
+_leaf = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=True),
+                  st.text(max_size=12), st.sampled_from(["10Mbit", "15ms", "0.1%", "8GiB", "dsl", "tiny", "adamw", "cuda:0"]))
+_value = st.recursive(_leaf, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                     st.dictionaries(st.text(max_size=8), inner, max_size=3)), max_leaves=8)
+
+
+def _paths(doc, prefix=()):
+    yield prefix
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield from _paths(v, prefix + (i,))
+
+
+@st.composite
+def scenario_documents(draw):
+    """Valid documents with zero to three random edits (replace, delete, add): valid and broken alike."""
+    doc = json.loads(json.dumps(tiny_scenario_dict(
+        links={"home": {"up": "10Mbit", "down": "50Mbit", "delay": "15ms", "jitter": "3ms", "loss": "0.1%"}},
+        workers=[{"count": 2, "link": "home"}, {"name": "dc", "hardware": "a100", "link": "fiber"}])))
+    for _ in range(draw(st.integers(0, 3))):
+        paths = [p for p in _paths(doc) if p]
+        path = draw(st.sampled_from(paths))
+        parent = doc
+        for k in path[:-1]:
+            parent = parent[k]
+        action = draw(st.sampled_from(["replace", "delete", "add"]))
+        if action == "replace":
+            parent[path[-1]] = draw(_value)
+        elif action == "delete" and isinstance(parent, dict):
+            del parent[path[-1]]
+        elif isinstance(parent, dict):
+            parent[draw(st.text(max_size=8))] = draw(_value)
+    return doc
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario_documents())
+def test_fuzzed_scenarios_load_or_fail_cleanly(doc):
+    try:
+        s = scenario_from_dict(doc)
+    except ScenarioError as e:
+        assert e.problems and all(isinstance(p, str) and ": " in p for p in e.problems)
+        assert e.exit_code == 2
+        return
+    assert isinstance(s, Scenario)
+    s.nodes()
+    s.resolved_dict()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(scenario_documents())
+def test_fuzzed_scenarios_through_the_cli_exit_0_or_2(cli, tmp_path, doc):
+    p = tmp_path / "fuzz.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    result = cli("validate", p)
+    assert result.exit_code in (0, 2), result.output
+    assert "Traceback" not in result.output
