@@ -1,0 +1,209 @@
+"""The delay line on real namespaces, shaped like the netns backend's star (needs root).
+
+node n<i> eth0 <-> a [delay line in l<i>] b <-> p<i> on br0 in sw; tbf on eth0 (up) and p<i> (down).
+Checksum offload stays on (the veth default), so TCP here also proves partial checksums survive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.net.delayline import DelayLine, Impairment
+from harness.net.delayline_lab import Lab, LabLink
+
+pytestmark = [pytest.mark.root, pytest.mark.timeout(180)]
+
+
+@pytest.fixture(autouse=True)
+def _needs_netns():
+    ok, why = DelayLine.available()
+    if not ok:
+        pytest.skip(why)
+    probe = f"dbench-tprobe-{time.monotonic_ns()}"
+    if subprocess.run(["ip", "netns", "add", probe], capture_output=True).returncode != 0:
+        pytest.skip("cannot create network namespaces here")
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+
+
+def need(tool: str) -> None:
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed")
+
+
+def ping(lab: Lab, src: int, dst: int, count: int, interval: float) -> tuple[list[float], int]:
+    """Per-packet RTTs in ms and the number of replies."""
+    p = subprocess.run(
+        lab.exec(src, ["ping", "-n", "-c", str(count), "-i", str(interval), "-W", "2", lab.ip(dst)]),
+        capture_output=True,
+        text=True,
+        timeout=count * interval + 30,
+    )
+    rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", p.stdout)]
+    return rtts, len(rtts)
+
+
+def link(up_ms: float, down_ms: float, jitter_ms: float = 0.0, **kw) -> LabLink:
+    return LabLink(
+        up=Impairment(up_ms / 1000, jitter_ms / 1000, seed=1),
+        down=Impairment(down_ms / 1000, jitter_ms / 1000, seed=2),
+        **kw,
+    )
+
+
+@pytest.mark.parametrize(
+    ("n0", "n1", "jitter_ms"),
+    [((5, 5), (15, 15), 1.0), ((40, 5), (15, 40), 3.0), ((40, 40), (40, 40), 4.0)],
+    ids=["5+15ms", "mixed-5-15-40ms", "40ms"],
+)
+def test_ping_rtt_is_the_sum_of_four_one_way_delays(n0, n1, jitter_ms):
+    need("ping")
+    expected = n0[0] + n1[1] + n1[0] + n0[1]  # n0 up, n1 down, n1 up, n0 down
+    with Lab([link(*n0, jitter_ms), link(*n1, jitter_ms)]) as lab:
+        ping(lab, 0, 1, 1, 0.2)  # resolve ARP first, its round trip is not the line's
+        rtts, got = ping(lab, 0, 1, 40, 0.05)
+        stats = [line.stats() for line in lab.lines]
+    assert got == 40
+    mean = sum(rtts) / len(rtts)
+    assert abs(mean - expected) <= 1.0 + 0.05 * expected, (mean, expected, stats)
+    # The jitter is really there: RTTs spread over a few ms.
+    assert max(rtts) - min(rtts) > jitter_ms
+
+
+@pytest.mark.parametrize("rate_mbit", [10, 100])
+def test_tcp_goodput_reaches_90_percent_of_the_rate_at_30ms_rtt(rate_mbit, tmp_path):
+    need("iperf3")
+    rate = rate_mbit * 1_000_000
+    spec = link(7.5, 7.5, 0.5, up_rate_bit=rate, down_rate_bit=rate, rtt_s=0.030)
+    with Lab([spec, spec], log_dir=tmp_path) as lab:
+        server = subprocess.Popen(
+            lab.exec(1, ["iperf3", "-s", "-1", "-B", lab.ip(1)]), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        try:
+            time.sleep(0.5)
+            p = subprocess.run(
+                lab.exec(0, ["iperf3", "-c", lab.ip(1), "-t", "5", "-O", "1", "-J"]),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            stats = [line.stats() for line in lab.lines]
+        finally:
+            server.kill()
+            server.wait()
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr
+    goodput = json.loads(p.stdout)["end"]["sum_received"]["bits_per_second"]
+    assert goodput >= 0.9 * rate, (goodput, stats)
+    up = stats[0]["a_to_b"]
+    assert up["bytes_out"] > 0.9 * rate / 8 * 5  # the data really went through the delay line
+    assert up["send_errors"] == 0
+
+
+def test_loss_drops_the_configured_fraction():
+    need("ping")
+    lossy = LabLink(up=Impairment(0.001, loss=0.10, seed=11), down=Impairment(0.001))
+    with Lab([lossy, link(1, 1)]) as lab:
+        ping(lab, 0, 1, 1, 0.2)
+        before = lab.lines[0].stats()["a_to_b"]["dropped_loss"]
+        _, got = ping(lab, 0, 1, 300, 0.01)
+        time.sleep(0.6)  # the stats file is rewritten twice a second
+        up = lab.lines[0].stats()["a_to_b"]
+    lost = 300 - got
+    # Binomial(300, 0.1): mean 30, sd 5.2; the band is > 3 sd wide on each side.
+    assert 12 <= lost <= 50, lost
+    assert up["dropped_loss"] - before >= lost  # every missing echo was dropped here
+    assert up["dropped_overflow"] == 0
+
+
+RECEIVER = r"""
+import json, socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], 5599))
+s.settimeout(3)
+print("ready", flush=True)
+seen = []
+try:
+    while len(seen) < int(sys.argv[2]):
+        seen.append(int(s.recv(64)))
+except socket.timeout:
+    pass
+print(json.dumps(seen), flush=True)
+"""
+
+SENDER = r"""
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(int(sys.argv[2])):
+    s.sendto(str(i).encode(), (sys.argv[1], 5599))
+    time.sleep(0.0005)
+"""
+
+
+def udp_order(lab: Lab, n: int) -> list[int]:
+    rx = subprocess.Popen(
+        lab.exec(1, [sys.executable, "-c", RECEIVER, lab.ip(1), str(n)]), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert rx.stdout.readline().strip() == "ready"
+        ping(lab, 0, 1, 1, 0.2)  # ARP resolved, so no datagram waits in the neighbour queue
+        subprocess.run(lab.exec(0, [sys.executable, "-c", SENDER, lab.ip(1), str(n)]), check=True, timeout=60)
+        out, _ = rx.communicate(timeout=30)
+    finally:
+        rx.kill()
+        rx.wait()
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("reorder", [False, True], ids=["in-order", "reorder"])
+def test_jitter_keeps_packet_order_unless_asked(reorder):
+    # 8 ms of jitter on frames 0.5 ms apart: netem-like jitter reorders heavily.
+    lab_links = [
+        LabLink(up=Impairment(0.010, 0.008, reorder=reorder, seed=5), down=Impairment(0.001)),
+        link(1, 1),
+    ]
+    with Lab(lab_links) as lab:
+        seen = udp_order(lab, 400)
+    assert len(seen) >= 390  # nothing is lost but perhaps to the host's own buffers
+    inversions = sum(a > b for a, b in zip(seen, seen[1:]))
+    if reorder:
+        assert inversions > 20
+    else:
+        assert inversions == 0
+        assert seen == sorted(seen)
+
+
+def test_start_fails_with_the_log_when_the_interface_is_missing(tmp_path):
+    ns = f"dbench-t{time.monotonic_ns() % 10**8}-l0"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        line = DelayLine(ns, "nope0", "nope1", Impairment(0.01), Impairment(0.01), log_path=tmp_path / "dl.log")
+        with pytest.raises(HarnessError, match="exited with") as err:
+            line.start()
+        assert "No such device" in str(err.value) or "nope0" in str(err.value)
+        assert not line.running()
+        line.stop()
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=True)
+
+
+def test_stop_is_idempotent_and_leaves_no_process():
+    with Lab([link(1, 1), link(1, 1)]) as lab:
+        line = lab.lines[0]
+        pid = line.pid
+        assert line.running()
+        assert line.stats()["state"] == "forwarding"
+        assert line.stats()["scheduling"] in ("fifo", "normal")
+        line.stop()
+        line.stop()
+        assert not line.running()
+        assert line.stats()["state"] == "stopped"  # final figures stay readable
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
