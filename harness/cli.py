@@ -98,6 +98,11 @@ from harness.cli_report import check as _check, report as _report  # noqa: E402
 app.command(name="report")(_report)
 app.command(name="check")(_check)
 
+from harness.cli_net import doctor as _doctor, links as _links  # noqa: E402
+
+app.command(name="doctor")(_doctor)
+app.command(name="links")(_links)
+
 
 if __name__ == "__main__":
     app()

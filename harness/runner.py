@@ -226,6 +226,7 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
     sink = sink or SilentProgress()
     backend_cls, why = select_backend(options.backend, scenario)
     sink.note(f"backend: {why}")
+    backend_cls.preflight(scenario, options.backend_options)  # a capability error stops us before the run folder
     run_dir = new_run_dir(options.out, scenario.name)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     atomic_write_text(run_dir / "scenario.yaml", dump_scenario(scenario))

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from harness.backends.base import Backend, BackendOptions, WorkerHandle
 from harness.backends.local import LocalBackend
+from harness.backends.netns import NetnsBackend
 from harness.errors import InputError
 from harness.scenario import Scenario
 
 BACKENDS: dict[str, type[Backend]] = {
     "local": LocalBackend,
+    "netns": NetnsBackend,
 }
 
 # `auto` tries these in order: containers, then namespaces, then loopback.

@@ -97,6 +97,12 @@ class Backend(ABC):
     def probe(cls, scenario: Scenario | None = None) -> tuple[bool, str]:
         """(usable here for this scenario, why or why not) without creating anything."""
 
+    @classmethod
+    def preflight(cls, scenario: Scenario, options: BackendOptions) -> object:
+        """Raise CapabilityError, before anything is created, when this backend cannot emulate the
+        scenario as asked (e.g. delay without netem or a delay line)."""
+        return None
+
     def __enter__(self) -> Backend:
         try:
             self.setup()

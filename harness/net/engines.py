@@ -1,0 +1,191 @@
+"""Link engines (how delay, jitter and loss are emulated) and the per-node link plan built with one.
+
+Rate is always a kernel token bucket (tbf) on the egress interface. Delay, jitter and loss go to:
+- `tc`: netem in the kernel, as a child of the tbf;
+- `userspace`: the userspace delay line (harness/net/delayline.py) in a link namespace between the
+  node and the switch, for kernels without netem.
+`auto` picks tc when the kernel has netem, else userspace. Planning is pure (scenario + capabilities
+in, plan out) and happens before anything is created: a scenario this host cannot emulate stops
+here with a CapabilityError naming the link, the missing piece and the way out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from harness.errors import CapabilityError, InputError
+from harness.net.probe import Capabilities
+from harness.net.shaping import QdiscPlan
+from harness.scenario import LinkSpec, Scenario
+from harness.units import format_duration, format_percent
+
+WAY_OUT = ("use --link-engine userspace (a userspace delay line), or --allow-unemulated "
+           "(run with what can be emulated; the run folder says what was not)")
+
+
+@dataclass(frozen=True)
+class Direction:
+    """What the scenario asks of one direction of one access link."""
+
+    rate_bps: int | None = None
+    delay_s: float = 0.0
+    jitter_s: float = 0.0
+    loss: float = 0.0
+
+    @property
+    def impaired(self) -> bool:
+        return bool(self.delay_s or self.jitter_s or self.loss)
+
+    def impairment_text(self) -> str:
+        parts = []
+        if self.delay_s:
+            parts.append(f"delay {format_duration(self.delay_s)}")
+        if self.jitter_s:
+            parts.append(f"jitter {format_duration(self.jitter_s)}")
+        if self.loss:
+            parts.append(f"loss {format_percent(self.loss)}")
+        return ", ".join(parts)
+
+
+def directions(link: LinkSpec | None) -> tuple[Direction, Direction]:
+    """(up, down) of a link; delay, jitter and loss are one-way and the same both ways."""
+    if link is None:
+        return Direction(), Direction()
+    d = dict(delay_s=link.delay, jitter_s=link.jitter, loss=link.loss)
+    return Direction(rate_bps=link.up, **d), Direction(rate_bps=link.down, **d)
+
+
+@dataclass(frozen=True)
+class DirectionPlan:
+    spec: Direction
+    qdisc: QdiscPlan  # tc on the egress interface (node eth0 for up, switch port for down)
+    delay_line: bool = False  # delay/jitter/loss handled by the userspace delay line
+    not_emulated: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeLinkPlan:
+    rank: int
+    name: str
+    link_name: str | None
+    up: DirectionPlan
+    down: DirectionPlan
+
+    @property
+    def needs_delay_line(self) -> bool:
+        return self.up.delay_line or self.down.delay_line
+
+    @property
+    def not_emulated(self) -> list[str]:
+        return [f"{self.name} {d}: {what}" for d, p in (("up", self.up), ("down", self.down)) for what in p.not_emulated]
+
+
+@dataclass(frozen=True)
+class NetworkPlan:
+    engine: str  # the engine delay/jitter/loss use ("none" when no link asks for them)
+    engine_reason: str
+    nodes: tuple[NodeLinkPlan, ...]
+
+    @property
+    def not_emulated(self) -> list[str]:
+        return [x for n in self.nodes for x in n.not_emulated]
+
+    @property
+    def delay_line_ranks(self) -> set[int]:
+        return {n.rank for n in self.nodes if n.needs_delay_line}
+
+
+@dataclass(frozen=True)
+class LinkEngine:
+    name: str
+    description: str
+    available: Callable[[Capabilities], tuple[bool, str]]
+    uses_delay_line: bool = False
+    aliases: tuple[str, ...] = field(default=())
+
+
+def _tc_available(caps: Capabilities) -> tuple[bool, str]:
+    if caps.netem:
+        return True, "kernel has netem"
+    if not caps.netns:
+        return False, f"network namespaces, which are unavailable ({caps.netns_error})"
+    return False, "the netem qdisc, which this kernel does not have"
+
+
+def _userspace_available(caps: Capabilities) -> tuple[bool, str]:
+    if not caps.netns:
+        return False, f"network namespaces, which are unavailable ({caps.netns_error})"
+    if not caps.delayline:
+        return False, f"the userspace delay line ({caps.delayline_detail})"
+    if not caps.ethtool:
+        return False, "ethtool (to turn off TSO/GSO/GRO so the delay line sees MTU-sized frames)"
+    return True, "userspace delay line available"
+
+
+ENGINES: dict[str, LinkEngine] = {
+    "tc": LinkEngine("tc", "netem in the kernel (child of the rate's tbf)", _tc_available),
+    "userspace": LinkEngine("userspace", "userspace delay line in a link namespace per node",
+                            _userspace_available, uses_delay_line=True),
+}
+ENGINE_CHOICES = ("auto", *ENGINES)
+
+
+def select_engine(requested: str, caps: Capabilities) -> tuple[LinkEngine | None, str]:
+    """(engine for delay/jitter/loss or None when none can run here, why)."""
+    if requested not in ENGINE_CHOICES:
+        raise InputError(f"--link-engine: unknown engine {requested!r}; one of {', '.join(ENGINE_CHOICES)}")
+    if requested != "auto":
+        ok, why = ENGINES[requested].available(caps)
+        return (ENGINES[requested], f"{requested} (requested; {why})") if ok else (None, why)
+    missing = []
+    for name in ("tc", "userspace"):
+        ok, why = ENGINES[name].available(caps)
+        if ok:
+            return ENGINES[name], f"auto: {name} ({why})"
+        missing.append(why)
+    return None, "either " + " or ".join(missing)
+
+
+def plan_links(scenario: Scenario, caps: Capabilities, *, engine: str = "auto",
+               allow_unemulated: bool = False) -> NetworkPlan:
+    """Decide, for every node and direction, what tc does, what the delay line does, and what is not
+    emulated. Raises CapabilityError (before anything is created) when part of a link cannot be
+    emulated and `allow_unemulated` is off."""
+    nodes = scenario.nodes()
+    impaired = any(d.impaired for n in nodes for d in directions(n.link))
+    chosen, reason = select_engine(engine, caps)
+    if not impaired:
+        chosen, reason = None, "no link asks for delay, jitter or loss"
+    problems: dict[str, list[str]] = {}  # link -> missing pieces, reported once per link
+    plans = []
+    for n in nodes:
+        link_label = n.link_name or "inline"
+        per_dir = []
+        for spec in directions(n.link):
+            missing = []
+            rate = spec.rate_bps
+            if rate and not caps.rate_shaping:
+                missing.append(f"rate {rate} bit/s needs the tbf qdisc")
+                rate = None
+            netem_part = spec.impaired and chosen is not None and not chosen.uses_delay_line
+            line = spec.impaired and chosen is not None and chosen.uses_delay_line
+            if spec.impaired and chosen is None:
+                missing.append(f"{spec.impairment_text()} needs {reason}")
+            qdisc = QdiscPlan(rate_bps=rate,
+                              delay_s=spec.delay_s if netem_part else 0.0,
+                              jitter_s=spec.jitter_s if netem_part else 0.0,
+                              loss=spec.loss if netem_part else 0.0)
+            if missing:
+                problems.setdefault(link_label, [])
+                for m in missing:
+                    if m not in problems[link_label]:
+                        problems[link_label].append(m)
+            per_dir.append(DirectionPlan(spec=spec, qdisc=qdisc, delay_line=line, not_emulated=tuple(missing)))
+        plans.append(NodeLinkPlan(rank=n.rank, name=n.name, link_name=n.link_name, up=per_dir[0], down=per_dir[1]))
+    if problems and not allow_unemulated:
+        where = "; ".join(f"link {link!r} ({', '.join(n.name for n in nodes if (n.link_name or 'inline') == link)}): "
+                          + "; ".join(ms) for link, ms in problems.items())
+        engine_note = f" with --link-engine {engine}" if engine != "auto" else ""
+        raise CapabilityError(f"this host cannot emulate the scenario{engine_note}: {where}. Way out: {WAY_OUT}")
+    return NetworkPlan(engine=chosen.name if chosen else "none", engine_reason=reason, nodes=tuple(plans))

@@ -1,0 +1,42 @@
+"""Names of everything we create. Every run gets a short random id, and every namespace is named
+`dbench-<id>-<role>`, so two runs never collide and `distro-bench clean` can find leftovers by prefix."""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+PREFIX = "dbench-"
+_ID_RE = re.compile(r"^[a-z0-9]{3,12}$")
+
+
+def new_run_id() -> str:
+    # 6 hex digits: 16M ids, short enough to keep namespace names readable.
+    return secrets.token_hex(3)
+
+
+def _check(run_id: str) -> str:
+    if not _ID_RE.match(run_id):
+        raise ValueError(f"run id {run_id!r}: 3-12 lowercase letters or digits")
+    return run_id
+
+
+def run_prefix(run_id: str) -> str:
+    return f"{PREFIX}{_check(run_id)}-"
+
+
+def switch_ns(run_id: str) -> str:
+    return f"{run_prefix(run_id)}sw"
+
+
+def node_ns(run_id: str, index: int) -> str:
+    return f"{run_prefix(run_id)}n{index}"
+
+
+def link_ns(run_id: str, index: int) -> str:
+    """The namespace between a node and the switch that holds its userspace delay line."""
+    return f"{run_prefix(run_id)}l{index}"
+
+
+def is_ours(name: str, run_id: str | None = None) -> bool:
+    return name.startswith(run_prefix(run_id) if run_id else PREFIX)
