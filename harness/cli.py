@@ -103,6 +103,11 @@ from harness.cli_net import doctor as _doctor, links as _links  # noqa: E402
 app.command(name="doctor")(_doctor)
 app.command(name="links")(_links)
 
+from harness.cli_docker import clean as _clean, image_app as _image_app  # noqa: E402
+
+app.add_typer(_image_app, name="image")
+app.command(name="clean")(_clean)
+
 
 if __name__ == "__main__":
     app()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from harness.backends.base import Backend, BackendOptions, WorkerHandle
+from harness.backends.docker import DockerBackend
 from harness.backends.local import LocalBackend
 from harness.backends.netns import NetnsBackend
 from harness.errors import InputError
@@ -11,6 +12,7 @@ from harness.scenario import Scenario
 BACKENDS: dict[str, type[Backend]] = {
     "local": LocalBackend,
     "netns": NetnsBackend,
+    "docker": DockerBackend,
 }
 
 # `auto` tries these in order: containers, then namespaces, then loopback.

@@ -1,0 +1,457 @@
+"""docker backend: one container per worker node, from the worker image, on a bridge network of the
+run's own; links shaped from the host, wire bytes counted on each container's `eth0`.
+
+Lifecycle: plan the links (pure; CapabilityError before anything exists) -> check the image -> a
+labelled network -> one labelled *node* container per rank, idling under docker's init -> tc on each
+container's eth0 (uplink, entered through /proc/<pid>/ns/net) and on its host-side veth (downlink),
+both read back -> workers -> containers and network removed, whatever happened.
+
+Why the containers idle and workers are `docker exec`ed into them (rather than one container per
+worker run, held back by a "go" file): a container's network namespace exists only once it runs, so
+shaping must follow its start, and the runner records environment.json (with the tc state applied)
+right after setup, before the first worker. Node containers that outlive each optimizer's workers
+are shaped once, verified once, described truthfully, and every optimizer trains on the very same
+links; a worker cannot start before shaping because it is only exec'ed after setup returns. This
+is the netns backend's model (namespaces persist, workers are processes in them) with containers.
+
+Workers run as the host user (their files in the bind-mounted run folder belong to the user), without
+NET_ADMIN/NET_RAW and with no-new-privileges, so they cannot change their own shaping.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import os
+import secrets
+import shutil
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.backends.base import Backend, BackendOptions, WorkerHandle
+from harness.errors import CapabilityError, HarnessError
+from harness.scenario import Node, Scenario
+
+LABEL_OWNER = "distro-bench"  # "1" on every container and network the backend creates
+LABEL_RUN = "distro-bench.run"
+LABEL_RANK = "distro-bench.rank"
+IFACE = "eth0"
+SHM_SIZE = "1g"  # torch's DataLoader/gloo use /dev/shm; docker's default of 64 MB is too small
+DROPPED_CAPS = ["NET_ADMIN", "NET_RAW"]
+DOCKER_WAY_OUT = ("use --backend netns (it hosts the userspace delay line), or --allow-unemulated "
+                  "(run with what can be emulated; the run folder says what was not)")
+
+
+def _owner_labels(run_id: str) -> dict[str, str]:
+    return {LABEL_OWNER: "1", LABEL_RUN: run_id}
+
+
+# ---- placement: GPUs, CPUs and memory from the hardware profile -------------------------------------
+
+def host_gpu_count() -> int:
+    """GPUs on the host as the engine sees them (nvidia-smi), whatever build of torch is installed here."""
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What one node's container is given. `gpus`: host GPU ids visible inside, numbered as on the host
+    up to the one the worker uses, so `cuda:N` and the `auto` choice (rank % count) pick the same
+    device as under the netns backend."""
+
+    gpus: tuple[int, ...] = ()
+    nano_cpus: int | None = None
+    mem_bytes: int | None = None
+
+    def describe(self) -> dict:
+        return {"gpus": list(self.gpus), "cpus": self.nano_cpus / 1e9 if self.nano_cpus else None,
+                "memory_bytes": self.mem_bytes, "shm_size": SHM_SIZE}
+
+
+def place(node: Node, n_gpus: int) -> Placement:
+    hw = node.hardware
+    gpus: tuple[int, ...] = ()
+    if hw.device.startswith("cuda:"):
+        want = int(hw.device.split(":")[1])
+        if want >= n_gpus:
+            raise CapabilityError(f"{node.name}: hardware asks for {hw.device} but the host has {n_gpus} GPU(s)")
+        gpus = tuple(range(want + 1))
+    elif hw.device == "cuda" or (hw.device == "auto" and n_gpus):
+        if not n_gpus:
+            raise CapabilityError(f"{node.name}: hardware asks for a GPU (device: cuda) but the host has none")
+        gpus = tuple(range(n_gpus))
+    # A GPU profile's `memory` is device memory (the worker caps its CUDA allocator with it); only a
+    # node that trains on the CPU gets it as the container's RAM limit.
+    mem = hw.memory if (hw.memory and not gpus) else None
+    return Placement(gpus=gpus, nano_cpus=int(hw.cpus * 1e9) if hw.cpus else None, mem_bytes=mem)
+
+
+def device_requests(p: Placement) -> list:
+    if not p.gpus:
+        return []
+    import docker
+
+    return [docker.types.DeviceRequest(device_ids=[str(g) for g in p.gpus], capabilities=[["gpu"]])]
+
+
+# ---- worker handle ------------------------------------------------------------------------------
+
+@dataclass
+class ContainerWorker(WorkerHandle):
+    """A worker process exec'ed into its node container. Its pid (inside the container) is kept in a
+    file there so stop() can signal it through the engine, without host privileges."""
+
+    rank: int
+    log_path: Path
+    api: Any = field(repr=False)
+    container_id: str = ""
+    exec_id: str = ""
+    pid_file: str = ""
+    _rc: int | None = None
+
+    def poll(self) -> int | None:
+        import docker
+
+        if self._rc is not None:
+            return self._rc
+        try:
+            info = self.api.exec_inspect(self.exec_id)
+        except docker.errors.NotFound:  # container removed under it
+            self._rc = 137
+            return self._rc
+        if info.get("Running"):
+            return None
+        if info.get("ExitCode") is None:
+            # Not started yet, or its container died (then the exec never reports an exit code).
+            try:
+                state = self.api.inspect_container(self.container_id)["State"]
+            except docker.errors.NotFound:
+                state = {"Running": False}
+            if state.get("Running"):
+                return None
+            self._rc = 137
+            return self._rc
+        self._rc = int(info["ExitCode"])
+        return self._rc
+
+    def stop(self, kill: bool = False) -> None:
+        import docker
+
+        if self.poll() is not None:
+            return
+        sig = "KILL" if kill else "TERM"
+        try:
+            ex = self.api.exec_create(self.container_id, ["sh", "-c", f'kill -{sig} "$(cat {self.pid_file})" 2>/dev/null; true'])
+            self.api.exec_start(ex["Id"])
+        except docker.errors.APIError:
+            pass  # the container is gone or stopping: nothing left to signal
+
+
+# ---- the backend --------------------------------------------------------------------------------
+
+class DockerBackend(Backend):
+    name = "docker"
+
+    def __init__(self, scenario: Scenario, run_dir: Path, options: BackendOptions | None = None):
+        super().__init__(scenario, run_dir, options)
+        self.run_id = secrets.token_hex(3)
+        self.client = None
+        self.image = None  # harness.image.ImageStatus
+        self.plan = None  # harness.net.engines.NetworkPlan
+        self.network = None
+        self.containers: list = []  # by rank
+        self.addresses: list[str] = []
+        self.pids: list[int] = []
+        self.host_veths: list[str] = []
+        self.placements: list[Placement] = []
+        self.applied: dict[int, dict] = {}
+        self.bringup_s: float | None = None
+        self.teardown_problems: list[str] = []
+        self._exec_count = 0
+
+    # ---- capability ------------------------------------------------------------------
+    @classmethod
+    def probe(cls, scenario: Scenario | None = None) -> tuple[bool, str]:
+        from harness import image
+
+        try:
+            dc = image.client(timeout=3.0)
+        except CapabilityError as e:
+            return False, str(e)
+        try:
+            status = image.image_status(dc)
+            version = dc.version().get("Version", "?")
+        finally:
+            dc.close()
+        if status.problem:
+            return False, status.problem
+        if scenario is not None and _needs_shaping(scenario) and os.geteuid() != 0:
+            return False, "shaping containers' links from the host needs root (tc in their namespaces)"
+        return True, f"engine {version} reachable, image {status.tag} matches harness {status.version}"
+
+    @classmethod
+    def preflight(cls, scenario: Scenario, options: BackendOptions):
+        """The link plan (tc only: a container has no link namespace for the userspace delay line), or
+        CapabilityError naming what cannot be emulated; creates nothing."""
+        from harness.net import probe as net_probe
+        from harness.net.engines import WAY_OUT, plan_links
+
+        if options.link_engine == "userspace":
+            raise CapabilityError("--link-engine userspace: the docker backend cannot host the userspace delay line; "
+                                  "use --backend netns, or --link-engine tc/auto (netem)")
+        if _needs_shaping(scenario) and os.geteuid() != 0:
+            raise CapabilityError("the docker backend shapes links from the host and needs root for it "
+                                  "(or run a scenario without shaped links)")
+        caps = dataclasses.replace(net_probe.probe(docker=False, gpus=False), delayline=False,
+                                   delayline_detail="not in containers")
+        try:
+            return plan_links(scenario, caps, engine="auto" if options.link_engine == "auto" else "tc",
+                              allow_unemulated=options.allow_unemulated)
+        except CapabilityError as e:
+            raise CapabilityError(str(e).replace(WAY_OUT, DOCKER_WAY_OUT)) from None
+
+    # ---- lifecycle ---------------------------------------------------------------------
+    def setup(self) -> None:
+        from harness import image
+
+        self.plan = self.preflight(self.scenario, self.options)
+        self.client = image.client()
+        self.image = image.require_image(self.client, self.options.image)
+        n_gpus = host_gpu_count()
+        self.placements = [place(n, n_gpus) for n in self.scenario.nodes()]
+        atexit.register(self.teardown)
+        t0 = time.monotonic()
+        self._create_network()
+        self._start_nodes()
+        self.bringup_s = time.monotonic() - t0
+        self._shape()
+
+    def _create_network(self) -> None:
+        # internal: workers reach each other and nothing else (no NAT to the outside world).
+        self.network = self.client.networks.create(f"distro-bench-{self.run_id}", driver="bridge", internal=True,
+                                                   labels=_owner_labels(self.run_id), check_duplicate=True)
+
+    def _mounts(self) -> dict[str, dict]:
+        run_dir = str(self.run_dir.resolve())
+        volumes = {run_dir: {"bind": run_dir, "mode": "rw"}}
+        corpus = self.scenario.corpus_path()
+        if not corpus.startswith("builtin:") and Path(corpus).exists():
+            volumes[corpus] = {"bind": corpus, "mode": "ro"}
+        return volumes
+
+    def _start_node(self, node: Node):
+        p = self.placements[node.rank]
+        kwargs: dict[str, Any] = dict(
+            image=self.image.id, command=["sleep", "infinity"], entrypoint=[], detach=True, init=True,
+            name=f"distro-bench-{self.run_id}-{node.name}", hostname=node.name,
+            labels={**_owner_labels(self.run_id), LABEL_RANK: str(node.rank)},
+            network=self.network.name, volumes=self._mounts(), user=f"{os.getuid()}:{os.getgid()}",
+            shm_size=SHM_SIZE, cap_drop=DROPPED_CAPS, security_opt=["no-new-privileges"], privileged=False,
+            environment={"HOME": "/tmp"},
+        )
+        if p.nano_cpus:
+            kwargs["nano_cpus"] = p.nano_cpus
+        if p.mem_bytes:
+            kwargs["mem_limit"] = p.mem_bytes
+        if p.gpus:
+            kwargs["device_requests"] = device_requests(p)
+        return self.client.containers.run(**kwargs)
+
+    def _start_nodes(self) -> None:
+        import docker
+
+        nodes = self.scenario.nodes()
+        # Created in parallel: the engine does the work, and bring-up time grows less with the count.
+        with ThreadPoolExecutor(max_workers=min(8, len(nodes))) as pool:
+            futures = [pool.submit(self._start_node, n) for n in nodes]
+            errors = []
+            for f in futures:
+                try:
+                    self.containers.append(f.result())
+                except docker.errors.APIError as e:
+                    errors.append(e)
+        if errors:
+            e = errors[0]
+            gpu = any(p.gpus for p in self.placements)
+            hint = " (GPU containers need the NVIDIA container toolkit configured for this engine)" if gpu else ""
+            raise CapabilityError(f"docker backend: starting node containers failed: {str(e)[:300]}{hint}")
+        self.containers.sort(key=lambda c: int(c.labels[LABEL_RANK]))
+        for c in self.containers:
+            c.reload()
+            state = c.attrs["State"]
+            if not state.get("Running"):
+                raise HarnessError(f"container {c.name} exited at once ({state.get('Status')}, code {state.get('ExitCode')}): "
+                                   + c.logs(tail=5).decode(errors="replace"))
+            self.pids.append(int(state["Pid"]))
+            self.addresses.append(c.attrs["NetworkSettings"]["Networks"][self.network.name]["IPAddress"])
+
+    def _shape(self) -> None:
+        from harness.net.ns import NetnsRef
+        from harness.net.shaping import apply_plans
+
+        assert self.plan is not None
+        if not _needs_shaping(self.scenario):
+            return
+        host = NetnsRef.current()
+        downs = {}
+        for p, pid in zip(self.plan.nodes, self.pids):
+            ns = NetnsRef(path=f"/proc/{pid}/ns/net", label=f"container {self.containers[p.rank].name}")
+            self.host_veths.append(host_veth(ns))
+            self.applied[p.rank] = {"up": apply_plans(ns, {IFACE: p.up.qdisc})[IFACE]}
+            downs[self.host_veths[-1]] = p.down.qdisc
+        applied_down = apply_plans(host, downs)
+        for p, veth in zip(self.plan.nodes, self.host_veths):
+            self.applied[p.rank]["down"] = applied_down[veth]
+
+    def teardown(self) -> None:
+        """Remove this run's containers and network, found by label, so a partial setup is covered too."""
+        atexit.unregister(self.teardown)
+        if self.client is None:
+            return
+        removed, problems = remove_labelled(self.client, self.run_id)
+        self.teardown_problems += problems
+        self.containers, self.network = [], None
+
+    # ---- workers -----------------------------------------------------------------------
+    def python(self) -> str:
+        return self.image.python if self.image else "python"
+
+    def master_addr(self) -> str:
+        if not self.addresses:
+            raise HarnessError("docker backend used before setup")
+        return self.addresses[0]
+
+    def worker_env(self, rank: int) -> dict[str, str]:
+        return {
+            "GLOO_SOCKET_IFNAME": IFACE, "DISTRO_BENCH_WIRE_IFACE": IFACE,
+            # NCCL would otherwise use shared memory or P2P between GPUs of this host and bypass the link.
+            "NCCL_SOCKET_IFNAME": IFACE, "NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1",
+            "HOME": "/tmp",
+        }
+
+    def start_worker(self, rank: int, argv: list[str], env: dict[str, str], log_path: Path) -> WorkerHandle:
+        container = self.containers[rank]
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._exec_count += 1
+        pid_file = f"/tmp/distro-bench-worker-{self._exec_count}.pid"
+        # The log goes straight to the bind-mounted run folder, as a local worker's would.
+        cmd = ["sh", "-c", 'echo $$ >"$1"; shift; exec "$@" >>"$0" 2>&1', str(log_path), pid_file, *argv]
+        # Relative paths in argv (a relative --out) resolve as on the host: the run folder is mounted at
+        # its host path, so the host's working directory exists in the container too.
+        workdir = os.getcwd() if not self.run_dir.is_absolute() else "/tmp"
+        api = self.client.api
+        ex = api.exec_create(container.id, cmd, environment=env, workdir=workdir)
+        api.exec_start(ex["Id"], detach=True)
+        return ContainerWorker(rank=rank, log_path=log_path, api=api, container_id=container.id,
+                               exec_id=ex["Id"], pid_file=pid_file)
+
+    def describe(self) -> dict:
+        nodes = []
+        plans = {p.rank: p for p in self.plan.nodes} if self.plan else {}
+        for n in self.scenario.nodes():
+            c = self.containers[n.rank] if n.rank < len(self.containers) else None
+            p = plans.get(n.rank)
+            nodes.append({
+                "rank": n.rank, "name": n.name, "address": self.addresses[n.rank] if c else None,
+                "container": c.name if c else None, "container_id": c.id[:12] if c else None,
+                "host_veth": self.host_veths[n.rank] if n.rank < len(self.host_veths) else None,
+                "link": n.link_name, "link_spec": n.link.describe() if n.link else "unshaped",
+                "resources": self.placements[n.rank].describe() if self.placements else None,
+                "applied": self.applied.get(n.rank, {}) or None,
+                "not_emulated": p.not_emulated if p else [],
+            })
+        net = self.network
+        return {
+            "backend": self.name, "network_emulated": bool(self.applied), "run_id": self.run_id,
+            "image": {"tag": self.image.tag, "id": self.image.id, "harness": self.image.version} if self.image else None,
+            "engine": self.client.version().get("Version") if self.client else None,
+            "link_engine": self.plan.engine if self.plan else None,
+            "link_engine_reason": self.plan.engine_reason if self.plan else None,
+            "topology": None if net is None else {
+                "network": net.name, "network_id": net.id[:12], "driver": "bridge", "internal": True,
+                "interface": IFACE, "uplink": f"egress of each container's {IFACE}",
+                "downlink": "egress of each container's host-side veth"},
+            "bringup_s": self.bringup_s,
+            "nodes": nodes,
+            "not_emulated": self.plan.not_emulated if self.plan else [],
+        }
+
+
+def _needs_shaping(scenario: Scenario) -> bool:
+    return any(n.link is not None and n.link.shaped for n in scenario.nodes())
+
+
+def host_veth(ns) -> str:
+    """The host-side peer of eth0 in namespace `ns`: the host interface whose index is eth0's iflink."""
+    import json
+
+    from harness.net.ns import NetnsRef, run, run_in
+
+    info = json.loads(run_in(ns, ["ip", "-j", "link", "show", "dev", IFACE]).stdout)[0]
+    peer = info.get("link_index")
+    if peer is None:
+        raise HarnessError(f"[{ns}] {IFACE} has no peer interface (not a veth?): {info}")
+    for link in json.loads(run(NetnsRef.current().wrap(["ip", "-j", "link", "show"])).stdout):
+        if link.get("ifindex") == peer:
+            return link["ifname"]
+    raise HarnessError(f"[{ns}] the host-side peer of {IFACE} (ifindex {peer}) was not found")
+
+
+# ---- leftovers ----------------------------------------------------------------------------------
+
+def remove_labelled(client, run_id: str | None = None) -> tuple[list[str], list[str]]:
+    """Remove containers, then networks, labelled as ours (one run's, or all): (removed, problems).
+    Never raises, so a teardown always gets as far as it can."""
+    import docker
+
+    label = f"{LABEL_RUN}={run_id}" if run_id else f"{LABEL_OWNER}=1"
+    removed, problems = [], []
+    try:
+        containers = client.containers.list(all=True, filters={"label": label})
+    except docker.errors.APIError as e:
+        return [], [f"listing containers: {e}"]
+    for c in containers:
+        try:
+            c.remove(force=True)
+            removed.append(f"container {c.name}")
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as e:
+            problems.append(f"container {c.name}: {str(e)[:200]}")
+    try:
+        networks = client.networks.list(filters={"label": label})
+    except docker.errors.APIError as e:
+        return removed, problems + [f"listing networks: {e}"]
+    for n in networks:
+        try:
+            n.remove()
+            removed.append(f"network {n.name}")
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as e:
+            problems.append(f"network {n.name}: {str(e)[:200]}")
+    return removed, problems
+
+
+def clean_leftovers() -> tuple[list[str], list[str]]:
+    """`distro-bench clean`, docker part: everything labelled `distro-bench=1`. No engine: nothing to do."""
+    from harness import image
+
+    try:
+        client = image.client(timeout=5.0)
+    except CapabilityError:
+        return [], []
+    try:
+        return remove_labelled(client)
+    finally:
+        client.close()

@@ -1,0 +1,55 @@
+"""CLI commands for containers: `distro-bench image build` and `distro-bench clean`."""
+
+from __future__ import annotations
+
+import typer
+from rich.markup import escape
+
+from harness.console import cli_errors, console
+
+image_app = typer.Typer(help="The worker image the docker backend runs.", no_args_is_help=True)
+
+
+@image_app.command("build")
+def image_build(
+    offline: bool = typer.Option(False, help="no registry: the debootstrap base (built if missing) and a wheelhouse "
+                                             "downloaded on this host; the build runs without network"),
+    base: str = typer.Option(None, help="base image (default: a CUDA/PyTorch image; with --offline the local "
+                                        "Debian base distro-bench-base:bookworm)"),
+    tag: str = typer.Option(None, help="image tag (default: distro-bench-worker:<harness version>)"),
+    force: bool = typer.Option(False, help="build even when an image with the same build key exists"),
+) -> None:
+    """Build the worker image (wheelhouse, then `docker build`, with progress); skipped when up to date."""
+    from harness.image import build_image
+
+    with cli_errors(), console.status("preparing", spinner="dots") as status:
+        def progress(line: str) -> None:
+            if not line.startswith("  "):
+                console.print(escape(line))
+            elif line.lstrip().startswith("Step "):
+                console.print(f"[dim]{escape(line.strip())}[/]")
+            else:
+                status.update(escape(line.strip()[:100]))
+
+        r = build_image(offline=offline, base=base, tag=tag, force=force, progress=progress)
+    what = "up to date" if r.cached else "built"
+    console.print(f"[green]{r.tag}[/] {what}: {r.id[7:19]}, {r.size_bytes / 1e6:.0f} MB, base {r.base}, {r.seconds:.1f}s")
+
+
+def clean() -> None:
+    """Remove anything a run left behind: containers and networks labelled distro-bench, dbench-* namespaces."""
+    from harness.cleanup import clean_all
+
+    with cli_errors():
+        results = clean_all()
+    failed = False
+    for backend, (removed, problems) in results.items():
+        for r in removed:
+            console.print(f"removed {escape(r)} [dim]({backend})[/]")
+        for p in problems:
+            failed = True
+            console.print(f"[red]could not remove[/] {escape(p)} [dim]({backend})[/]")
+    if not any(r for r, _ in results.values()) and not failed:
+        console.print("nothing to clean")
+    if failed:
+        raise typer.Exit(1)
