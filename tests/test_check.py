@@ -1,0 +1,145 @@
+"""`distro-bench check`, the CI gate: pass, fail and malformed input, each with its exit code."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.test_report_synthetic import make_run
+
+
+def _assert_clean(result):
+    """A user error is one readable line, never a traceback."""
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_passes_with_scenario_thresholds(cli, tmp_path):
+    r = cli("check", make_run(tmp_path))
+    assert r.exit_code == 0, r.output
+    assert "PASS" in r.output and "FAIL" not in r.output and "all checks passed" in r.output
+
+
+def test_json_output_lists_every_check(cli, tmp_path):
+    r = cli("check", make_run(tmp_path), "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["passed"] is True and data["baseline"] == "adamw" and data["candidates"] == ["distro"]
+    by_name = {(c["check"], c["optimizer"]): c for c in data["results"]}
+    assert by_name[("reduction vs adamw", "distro")]["measured"] == pytest.approx(1000, rel=0.01)
+    assert by_name[("val loss gap vs adamw", "distro")]["measured"] == pytest.approx(0.15, abs=1e-6)
+    assert by_name[("run complete", None)]["status"] == "PASS"
+    assert by_name[("replicas identical", "adamw")]["status"] == "PASS"
+
+
+@pytest.mark.parametrize("flags, failing", [
+    (["--min-reduction", "5000"], "reduction vs adamw"),
+    (["--max-loss-gap", "0.1"], "val loss gap vs adamw"),
+])
+def test_fails_when_a_threshold_is_missed(cli, tmp_path, flags, failing):
+    r = cli("check", make_run(tmp_path), *flags, "--json")
+    assert r.exit_code == 1, r.output
+    failed = [c["check"] for c in json.loads(r.stdout)["results"] if c["status"] == "FAIL"]
+    assert failed == [failing]
+
+
+def test_flags_override_the_scenario_and_scenario_thresholds_apply_without_flags(cli, tmp_path):
+    run = make_run(tmp_path, checks={"min_reduction": 2000, "max_loss_gap": 0.3})
+    assert cli("check", run).exit_code == 1
+    assert cli("check", run, "--min-reduction", "10").exit_code == 0
+
+
+def test_fails_when_replicas_differ(cli, tmp_path):
+    r = cli("check", make_run(tmp_path, diverge="distro"), "--json")
+    assert r.exit_code == 1
+    failed = [c for c in json.loads(r.stdout)["results"] if c["status"] == "FAIL"]
+    assert [(c["check"], c["optimizer"]) for c in failed] == [("replicas identical", "distro")]
+    assert "different parameters" in failed[0]["note"]
+
+
+def test_fails_on_an_incomplete_run_and_says_why(cli, tmp_path):
+    r = cli("check", make_run(tmp_path, state="failed", reason="distro: worker rank 2 exited with code 1"))
+    assert r.exit_code == 1
+    text = " ".join(r.output.split())
+    assert "This run FAILED" in text and "rank 2 exited with code 1" in text
+
+
+def test_fails_when_there_is_no_candidate_to_check(cli, tmp_path):
+    run = make_run(tmp_path, optimizers={"adamw": (2_000_000, 2_000_000, 2.4, 0.1)})
+    r = cli("check", run, "--json")
+    assert r.exit_code == 1
+    assert "only the baseline" in r.stdout
+
+
+def test_candidate_and_baseline_flags(cli, tmp_path):
+    opts = {"adamw": (2_000_000, 2_000_000, 2.4, 0.1), "distro": (1_000, 3_000, 2.55, 0.1),
+            "demo-bf16": (20_000, 60_000, 2.5, 0.1)}
+    run = make_run(tmp_path, optimizers=opts)
+    assert cli("check", run).exit_code == 1  # demo-bf16 is only 50x
+    assert cli("check", run, "--candidate", "distro").exit_code == 0
+    r = cli("check", run, "--baseline", "demo-bf16", "--candidate", "distro", "--min-reduction", "15", "--json")
+    assert r.exit_code == 0, r.output
+    red = [c for c in json.loads(r.stdout)["results"] if c["check"].startswith("reduction")][0]
+    assert red["measured"] == pytest.approx(20, rel=0.01)
+
+
+def test_candidate_from_the_scenario_checks(cli, tmp_path):
+    opts = {"adamw": (2_000_000, 2_000_000, 2.4, 0.1), "distro": (1_000, 3_000, 2.55, 0.1),
+            "demo-bf16": (20_000, 60_000, 2.5, 0.1)}
+    run = make_run(tmp_path, optimizers=opts, checks={"min_reduction": 100, "candidate": "distro"})
+    r = cli("check", run, "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["candidates"] == ["distro"]
+
+
+@pytest.mark.parametrize("breakage", ["missing", "not_a_run", "no_summary", "bad_json", "bad_parquet", "foreign_json"])
+def test_malformed_run_folder_exits_2(cli, tmp_path, breakage):
+    run = tmp_path / "nowhere"
+    if breakage != "missing":
+        run = make_run(tmp_path)
+        if breakage == "not_a_run":
+            run = tmp_path / "empty"
+            run.mkdir()
+        elif breakage == "no_summary":
+            (run / "summary.json").unlink()
+        elif breakage == "bad_json":
+            (run / "summary.json").write_text("{not json")
+        elif breakage == "bad_parquet":
+            (run / "metrics.parquet").write_bytes(b"PAR1 garbage")
+        elif breakage == "foreign_json":
+            (run / "summary.json").write_text('{"hello": 1}')
+    r = cli("check", run)
+    assert r.exit_code == 2, r.output
+    _assert_clean(r)
+    assert "error:" in r.output and len(r.output.strip().splitlines()) <= 3
+
+
+@pytest.mark.parametrize("flags", [["--candidate", "nope"], ["--baseline", "nope"], ["--candidate", "adamw"],
+                                   ["--min-reduction", "-1"], ["--max-loss-gap", "abc"]])
+def test_bad_flags_exit_2(cli, tmp_path, flags):
+    r = cli("check", make_run(tmp_path), *flags)
+    assert r.exit_code == 2, r.output
+    _assert_clean(r)
+
+
+def test_crashed_run_still_loads_and_fails_the_gate(cli, tmp_path):
+    run = make_run(tmp_path)
+    (run / "summary.json").unlink()
+    (run / "metrics.parquet").unlink()
+    (run / "status.json").write_text('{"state": "running", "reason": null}')
+    # The workers' own records are what a killed harness leaves behind.
+    df_run = make_run(tmp_path / "src")
+    import pandas as pd
+
+    df = pd.read_parquet(df_run / "metrics.parquet")
+    for (opt, rank), rows in df.groupby(["optimizer", "rank"]):
+        folder = run / "workers" / str(opt)
+        folder.mkdir(parents=True, exist_ok=True)
+        recs = [{"type": "step", **{k: (None if pd.isna(v) else v) for k, v in row.items()}}
+                for row in rows.to_dict("records")]
+        (folder / f"rank{rank}.jsonl").write_text("\n".join(json.dumps(x, default=str) for x in recs) + "\n")
+    r = cli("check", run)
+    assert r.exit_code == 1, r.output
+    _assert_clean(r)
+    text = " ".join(r.output.split())
+    assert "did not finish" in text and "rebuilt from the workers' records" in text

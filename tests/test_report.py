@@ -1,0 +1,250 @@
+"""`distro-bench report`: per-run reports, comparison across runs, and the HTML opened in headless Chromium."""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.test_report_synthetic import make_run
+
+PLOTS = ["loss_vs_step", "loss_vs_time", "bytes_per_step", "step_time_breakdown", "per_rank", "time_to_target"]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_run_report_files_and_content(cli, tmp_path):
+    run = make_run(tmp_path)
+    r = cli("report", run)
+    assert r.exit_code == 0, r.output
+    md = (run / "report.md").read_text()
+    for name in PLOTS:
+        png = run / "plots" / f"{name}.png"
+        assert png.read_bytes().startswith(PNG_MAGIC), name
+        assert f"(plots/{name}.png)" in md
+    # the scenario in words, the summary with the reduction factor, emulation, environment
+    assert "4 workers on host" in md and "link dsl: up 10Mbit, down 50Mbit, delay 15ms ±3ms, loss 0.1%" in md
+    assert re.search(r"\| distro \|.*\| 1,000x \(wire\) \|", md)
+    assert "distro exchanges 1,000x fewer bytes per worker per step than adamw" in md
+    assert "delay, jitter, loss: no netem in this kernel" in md
+    assert "| git_commit | " + "a" * 40 + " |" in md
+    assert "## Checks" in md and "| reduction vs adamw | distro | 1,000.0x | >= 100x | PASS |" in md
+    assert "FAILED" not in md.split("## Scenario")[0]
+
+
+def test_html_is_self_contained(tmp_path):
+    from harness.report import write_run_report
+
+    run = make_run(tmp_path)
+    write_run_report(run)
+    html = (run / "report.html").read_text()
+    srcs = re.findall(r'src="([^"]*)"', html)
+    assert len(srcs) == len(PLOTS) and all(s.startswith("data:image/png;base64,") for s in srcs)
+    for s in srcs:
+        assert base64.b64decode(s.split(",", 1)[1]).startswith(PNG_MAGIC)
+    assert not re.search(r"https?://|<link\b|<script\b|@import|url\(", html)
+
+
+def test_failed_run_says_so_at_the_top(tmp_path):
+    from harness.report import write_run_report
+
+    run = make_run(tmp_path, state="incomplete", reason="interrupted (Ctrl-C or SIGTERM)")
+    write_run_report(run)
+    top = (run / "report.md").read_text().split("## Scenario")[0]
+    assert "This run is INCOMPLETE" in top and "interrupted (Ctrl-C or SIGTERM)" in top
+    html = (run / "report.html").read_text()
+    assert html.index('class="banner error"') < html.index("<h2>")
+
+
+def test_run_with_no_steps_still_gets_a_report(tmp_path):
+    from harness.report import write_run_report
+
+    run = make_run(tmp_path, state="failed", reason="rank 0 exited with code 1")
+    import pandas as pd
+
+    df = pd.read_parquet(run / "metrics.parquet").iloc[0:0]
+    df.to_parquet(run / "metrics.parquet", index=False)
+    summary = yaml.safe_load((run / "summary.json").read_text())
+    summary["optimizers"] = {}
+    (run / "summary.json").write_text(yaml.safe_dump(summary))  # YAML is a JSON superset: fine for the test
+    import json
+
+    (run / "summary.json").write_text(json.dumps(summary))
+    paths = write_run_report(run)
+    md = (run / "report.md").read_text()
+    assert "No training step was recorded" in md and "This run FAILED" in md
+    assert [p.name for p in paths] == ["report.md", "report.html"]
+
+
+def test_wire_not_measured_is_said(tmp_path):
+    from harness.report import write_run_report
+
+    run = make_run(tmp_path, wire=False)
+    write_run_report(run)
+    md = (run / "report.md").read_text()
+    assert "not measured" in md and "1,000x (payload)" in md
+
+
+def test_straggler_plot_and_report_out_folder(cli, tmp_path):
+    run = make_run(tmp_path, straggler=1)
+    out = tmp_path / "elsewhere"
+    r = cli("report", run, "--out", out)
+    assert r.exit_code == 0, r.output
+    assert (out / "report.html").is_file() and (out / "plots" / "per_rank.png").is_file()
+    assert not (run / "report.md").exists()  # --out leaves the run folder as it was
+
+
+def test_report_bad_folder_exits_2(cli, tmp_path):
+    r = cli("report", tmp_path / "missing")
+    assert r.exit_code == 2 and "Traceback" not in r.output and "not a run folder" in r.output
+
+
+def test_comparison_of_two_scenarios(cli, tmp_path):
+    a = make_run(tmp_path, "a", scenario="home-dsl")
+    b = make_run(tmp_path, "b", scenario="datacenter", link={"up": "10Gbit", "down": "10Gbit"},
+                 optimizers={"adamw": (2_000_000, 2_000_000, 2.4, 0.05), "distro": (1_000, 3_000, 2.55, 0.05)})
+    out = tmp_path / "cmp"
+    r = cli("report", a, b, "--out", out)
+    assert r.exit_code == 0, r.output
+    md = (out / "report.md").read_text()
+    assert "R1 home-dsl" in md and "R2 datacenter" in md
+    rows = [line for line in md.splitlines() if line.startswith("| adamw |") or line.startswith("| distro |")]
+    assert len(rows) == 4
+    # half the compute: step time really changed; bytes are identical
+    assert re.search(r"\| adamw \| R2 datacenter \| [^|]+ \| -\d+\.\d% \| 4\.16 \| no change \|", md), md
+    for name in ("compare_step_time", "compare_bytes", "compare_final_loss"):
+        assert (out / "plots" / f"{name}.png").read_bytes().startswith(PNG_MAGIC)
+        assert f"(plots/{name}.png)" in md
+    assert "DIFFERENT ENVIRONMENTS" not in md
+
+
+def test_comparison_names_noise_and_flags_environments(cli, tmp_path, monkeypatch):
+    a = make_run(tmp_path, "a", noise_seed=0, step_time_noise=0.02)
+    b = make_run(tmp_path, "b", noise_seed=2, step_time_noise=0.02, env={"git_commit": "b" * 40, "torch": "2.14.0"})
+    monkeypatch.chdir(tmp_path)
+    r = cli("report", a, b)
+    assert r.exit_code == 0, r.output
+    outs = list((tmp_path / "results").glob("compare-*"))
+    assert len(outs) == 1
+    md = (outs[0] / "report.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| adamw | R2"))
+    assert row.split("|")[4].strip() == "not significant"
+    top = _flat(md.split("## Runs")[0])
+    assert "DIFFERENT ENVIRONMENTS" in top and "git_commit" in top and "torch: R1 synth 2.13.0+cpu, R2 synth 2.14.0" in top
+
+
+def test_stats_name_noise():
+    from harness.report.stats import Sample, describe_change
+
+    assert describe_change(Sample(1.0, 0.2, 10), Sample(1.05, 0.2, 10)) == "not significant"
+    assert describe_change(Sample(1.0, 0.01, 10), Sample(1.5, 0.01, 10)) == "+50.0%"
+    assert describe_change(Sample(4e6, 0.0, 10), Sample(4e3, 0.0, 10)) == "-99.9%"
+    assert describe_change(Sample(4e6, 0.0, 10), Sample(4e6, 0.0, 10)) == "no change"
+
+
+# ---- the HTML in a real browser ------------------------------------------------------------------
+
+_CHECKER = """<script>
+window.__errors = [];
+window.addEventListener('error', function (e) {
+  window.__errors.push(String(e.message || (e.target && (e.target.currentSrc || e.target.tagName)) || 'error'));
+}, true);
+window.addEventListener('load', function () {
+  var imgs = Array.prototype.slice.call(document.images);
+  var ok = imgs.filter(function (i) { return i.complete && i.naturalWidth > 0 && i.naturalHeight > 0; });
+  var d = document.createElement('div');
+  d.id = 'render-check';
+  d.setAttribute('data-images', String(imgs.length));
+  d.setAttribute('data-loaded', String(ok.length));
+  d.setAttribute('data-errors', window.__errors.join(' | '));
+  document.body.appendChild(d);
+});
+</script>"""
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if path := shutil.which(name):
+            return path
+    pytest.skip("headless Chromium is not installed (.ci/run installs Debian's `chromium`)")
+
+
+def _browse(args: list[str], profile: Path, timeout: float = 120.0) -> tuple[str, str]:
+    """Run headless Chromium; its whole process group is killed afterwards, whatever happens."""
+    cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    assert proc.returncode == 0, err[-2000:]
+    return out, err
+
+
+def _console_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+
+
+@pytest.mark.browser
+def test_html_report_renders_every_plot_in_chromium(tmp_path):
+    from PIL import Image
+
+    from harness.report import write_run_report
+
+    run = make_run(tmp_path / "runs", straggler=3)
+    write_run_report(run)
+    html = (run / "report.html").read_text()
+    expected = html.count("<img ")
+    assert expected == len(PLOTS)
+
+    checked = tmp_path / "checked.html"
+    checked.write_text(html.replace("<head>", "<head>" + _CHECKER, 1))
+    dom, err = _browse(["--virtual-time-budget=10000", "--dump-dom", checked.as_uri()], tmp_path / "profile1")
+    marker = re.search(r'<div id="render-check" data-images="(\d+)" data-loaded="(\d+)" data-errors="([^"]*)"', dom)
+    assert marker, "the page never finished loading:\n" + dom[-1000:]
+    assert (int(marker[1]), int(marker[2])) == (expected, expected)
+    assert marker[3] == ""
+    assert _console_lines(err) == []
+
+    shot = tmp_path / "shot.png"
+    _, err = _browse([f"--screenshot={shot}", "--window-size=1200,2400", "--hide-scrollbars",
+                      (run / "report.html").as_uri()], tmp_path / "profile2")
+    assert _console_lines(err) == []
+    img = Image.open(shot).convert("L")
+    assert img.size == (1200, 2400)
+    # A blank or unstyled page has few grey levels; rendered plots and tables have many.
+    assert len(img.getcolors(maxcolors=256 * 256) or range(256)) > 30
+
+
+# ---- a real run, end to end --------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_real_run_writes_its_report_and_passes_the_gate(cli, tmp_path, write_scenario):
+    from tests.conftest import tiny_scenario_dict
+
+    scen = write_scenario(tiny_scenario_dict(checks={"max_loss_gap": 5.0}))
+    r = cli("run", scen, "--backend", "local", "--out", tmp_path / "results")
+    assert r.exit_code == 0, r.output
+    run = Path(r.output.strip().splitlines()[-1])
+    md = (run / "report.md").read_text()
+    assert "## Summary" in md and "| adamw (baseline) | 6 |" in md
+    assert all((run / "plots" / f"{p}.png").is_file() for p in PLOTS)
+    r = cli("check", run, "--json")
+    # Only the baseline ran: a loss-gap threshold with no candidate is a failed gate, not a silent pass.
+    assert r.exit_code == 1 and "only the baseline" in r.stdout
