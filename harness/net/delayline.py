@@ -57,6 +57,8 @@ SOL_PACKET = 263
 PACKET_VNET_HDR = 15
 PACKET_IGNORE_OUTGOING = 23
 PACKET_OUTGOING = 4
+PACKET_STATISTICS = 6
+TPACKET_STATS = struct.Struct("@II")  # tp_packets, tp_drops; reading resets them
 SO_SNDBUFFORCE = 32
 SO_RCVBUFFORCE = 33
 PR_SET_TIMERSLACK = 29
@@ -221,10 +223,11 @@ def _precise_timers(realtime: bool) -> str:
 
 class _Counters:
     __slots__ = ("frames_in", "bytes_in", "frames_out", "bytes_out", "send_errors", "late_s_sum", "late_s_max",
-                 "rx_lag_s_sum")  # fmt: skip
+                 "rx_lag_s_sum", "dropped_socket")  # fmt: skip
 
     def __init__(self) -> None:
         self.frames_in = self.bytes_in = self.frames_out = self.bytes_out = self.send_errors = 0
+        self.dropped_socket = 0
         self.late_s_sum = self.late_s_max = self.rx_lag_s_sum = 0.0
 
 
@@ -236,6 +239,7 @@ def _direction_stats(c: _Counters, sched: Schedule) -> dict:
         "bytes_out": c.bytes_out,
         "dropped_loss": sched.dropped_loss,
         "dropped_overflow": sched.dropped_overflow,
+        "dropped_socket": c.dropped_socket,  # the kernel's, when we did not read fast enough
         "send_errors": c.send_errors,
         "queued_frames": len(sched),
         "late_s_mean": c.late_s_sum / c.frames_out if c.frames_out else 0.0,
@@ -283,6 +287,13 @@ def forward(
     started = time.time()
 
     def write_stats(state: str) -> None:
+        for sock_in, _, _, c in dirs:
+            try:
+                c.dropped_socket += TPACKET_STATS.unpack(
+                    sock_in.getsockopt(SOL_PACKET, PACKET_STATISTICS, TPACKET_STATS.size)
+                )[1]
+            except OSError:
+                pass
         _write_json(
             stats_path,
             {
@@ -290,6 +301,10 @@ def forward(
                 "pid": os.getpid(),
                 "started": started,
                 "updated": time.time(),
+                # This forwarder's CPU time, for its cost per bit. System time includes the
+                # kernel's delivery of what we send (veth peer, bridge, the node's stack).
+                "cpu_user_s": (t := os.times()).user,
+                "cpu_sys_s": t.system,
                 "interfaces": [iface_a, iface_b],
                 "scheduling": policy,
                 "lead_s": lead,
@@ -423,6 +438,8 @@ class DelayLine:
         a_to_b: Impairment,
         b_to_a: Impairment,
         log_path: Path | None = None,
+        *,
+        realtime: bool = True,
     ):
         self.netns = netns
         self.iface_a = iface_a
@@ -430,6 +447,7 @@ class DelayLine:
         self.a_to_b = a_to_b
         self.b_to_a = b_to_a
         self.log_path = Path(log_path) if log_path is not None else None
+        self.realtime = realtime  # SCHED_FIFO priority 1 for the forwarder, where permitted
         self._proc: subprocess.Popen | None = None
         self._tmpdir: Path | None = None
         self._stats_path: Path | None = None
@@ -464,6 +482,7 @@ class DelayLine:
             "--b-to-a", json.dumps(asdict(self.b_to_a)),
             "--stats", str(stats_path),
             "--parent-pid", str(os.getpid()),
+            *([] if self.realtime else ["--no-realtime"]),
         ]  # fmt: skip
 
     def start(self) -> None:

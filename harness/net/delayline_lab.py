@@ -50,8 +50,11 @@ def run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
 class Lab:
     """`with Lab([LabLink(...), LabLink(...)]) as lab:` then `lab.ns(i)`, `lab.ip(i)`, `lab.lines`."""
 
-    def __init__(self, links: list[LabLink], log_dir: Path | None = None, prefix: str | None = None):
+    def __init__(
+        self, links: list[LabLink], log_dir: Path | None = None, prefix: str | None = None, realtime: bool = True
+    ):
         self.links = links
+        self.realtime = realtime
         self.prefix = prefix or f"dbench-t{secrets.token_hex(3)}-"
         self.log_dir = log_dir
         self.lines: list[DelayLine | None] = []
@@ -124,7 +127,7 @@ class Lab:
             line = None
             if link.delay_line:
                 log = self.log_dir / f"delayline-{i}.log" if self.log_dir else None
-                line = DelayLine(self.link_ns(i), "a", "b", link.up, link.down, log_path=log)
+                line = DelayLine(self.link_ns(i), "a", "b", link.up, link.down, log_path=log, realtime=self.realtime)
                 self.lines.append(line)
                 line.start()
             else:
