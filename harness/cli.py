@@ -108,6 +108,10 @@ from harness.cli_docker import clean as _clean, image_app as _image_app  # noqa:
 app.add_typer(_image_app, name="image")
 app.command(name="clean")(_clean)
 
+from harness.cli_project import project as _project  # noqa: E402
+
+app.command(name="project")(_project)
+
 
 if __name__ == "__main__":
     app()

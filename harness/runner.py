@@ -239,6 +239,7 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
             with backend_cls(scenario, run_dir, options.backend_options) as backend:
                 env["network"] = backend.describe()
                 atomic_write_json(run_dir / "environment.json", env)
+                _write_prediction(run_dir, scenario, env["network"])
                 for run_name in scenario.optimizers:
                     _train_one(backend, scenario, run_dir, run_name, sink, options)
         state = "complete"
@@ -256,6 +257,20 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
         if options.write_report:
             _write_report(run_dir, sink)
     return RunResult(run_dir=run_dir, state=state, summary=summary)
+
+
+def _write_prediction(run_dir: Path, scenario: Scenario, network: dict) -> None:
+    """The projection model's figures for this very run, so the report can set them beside the measurement."""
+    from harness.projection import UNSHAPED_BPS, project
+
+    emulated = network.get("network_emulated", False)
+    nodes = scenario.nodes()
+    if not emulated:  # loopback: the links the scenario names were not there
+        nodes = [n.model_copy(update={"link": None}) for n in nodes]
+    atomic_write_json(run_dir / "prediction.json", {
+        "network_emulated": emulated, "unshaped_bps": UNSHAPED_BPS,
+        "optimizers": {p.optimizer: p.as_dict() for p in project(scenario, nodes=nodes)},
+    })
 
 
 def _write_report(run_dir: Path, sink: ProgressSink) -> None:

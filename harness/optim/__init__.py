@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.errors import InputError
 from harness.optim.adamw import AdamW
-from harness.optim.base import PhaseTimer, Strategy, StrategyConfig
+from harness.optim.base import Collective, PhaseTimer, Strategy, StrategyConfig
 from harness.optim.distro import DisTrO
 
 STRATEGIES: dict[str, type[Strategy]] = {
@@ -20,4 +20,4 @@ def get_strategy(name: str) -> type[Strategy]:
         raise InputError(f"unknown optimizer {name!r}; known: {', '.join(sorted(STRATEGIES))}") from None
 
 
-__all__ = ["STRATEGIES", "get_strategy", "PhaseTimer", "Strategy", "StrategyConfig"]
+__all__ = ["Collective", "STRATEGIES", "get_strategy", "PhaseTimer", "Strategy", "StrategyConfig"]

@@ -13,7 +13,7 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from harness.optim.base import PhaseTimer, Strategy, StrategyConfig
+from harness.optim.base import Collective, PhaseTimer, Strategy, StrategyConfig
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
@@ -82,7 +82,13 @@ class AdamW(Strategy):
             self.opt.step()
 
     @classmethod
-    def predict_payload_bytes(cls, cfg: AdamWConfig, shapes, world_size):
+    def predict_collectives(cls, cfg: AdamWConfig, shapes, world_size):
         elem = torch.tensor([], dtype=_DTYPES[cfg.grad_dtype]).element_size()
-        total = sum(math.prod(s) for s in shapes.values()) * elem
+        numels = [math.prod(s) for s in shapes.values()]
+        return [Collective("all_reduce", sum(numels[i] for i in b) * elem)
+                for b in _buckets(numels, elem, cfg.bucket_mb * 2**20)]
+
+    @classmethod
+    def predict_payload_bytes(cls, cfg: AdamWConfig, shapes, world_size):
+        total = sum(c.nbytes for c in cls.predict_collectives(cfg, shapes, world_size))
         return total, (total if world_size > 1 else 0)

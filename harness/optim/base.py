@@ -7,6 +7,7 @@ import time
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import torch
@@ -34,6 +35,15 @@ class StrategyConfig(BaseModel):
         progress = (step - self.warmup_steps) / max(total_steps - self.warmup_steps, 1)
         cos = 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
         return self.lr * (self.min_lr_ratio + (1 - self.min_lr_ratio) * cos)
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective a strategy issues per step: its kind and this worker's buffer size in bytes
+    (all-reduce: the whole buffer; all-gather: this worker's own contribution)."""
+
+    kind: Literal["all_reduce", "all_gather"]
+    nbytes: int
 
 
 class PhaseTimer:
@@ -81,3 +91,8 @@ class Strategy(ABC):
     @abstractmethod
     def predict_payload_bytes(cls, cfg: StrategyConfig, shapes: dict[str, tuple[int, ...]], world_size: int) -> tuple[int, int]:
         """(tx, rx) payload bytes per worker per step, from parameter shapes and options alone."""
+
+    @classmethod
+    def predict_collectives(cls, cfg: StrategyConfig, shapes: dict[str, tuple[int, ...]], world_size: int) -> list[Collective]:
+        """The collectives of one step in issue order, from parameter shapes and options alone (for projections)."""
+        raise NotImplementedError(f"{cls.__name__} does not predict its collectives")

@@ -1,0 +1,167 @@
+"""A model of bytes and step time per optimizer, for settings nobody can run here (1.2B on 32 home machines).
+
+Bytes come from the real parameter shapes and each strategy's own accounting of its collectives
+(`Strategy.predict_collectives`), never a rule of thumb. Time is built from the links:
+
+- Collectives are rings, as gloo and NCCL run them on a flat network: an all-reduce of B bytes is
+  2(N-1) rounds in which every worker sends B/N to its right neighbour; an all-gather of s bytes each
+  is N-1 rounds of s. In a star of access links, a round from worker i to i+1 crosses i's uplink and
+  i+1's downlink, and ends when the slowest pair has delivered: round time = max over pairs of
+  (chunk on the wire / min(up_i, down_i+1)) + max over pairs of (one-way delay up_i + down_i+1).
+- Wire bytes = payload x the TCP/IPv4/Ethernet framing of full-size segments (1514 bytes on the wire
+  per 1448 bytes of payload, MTU 1500 with TCP timestamps).
+- Compute = 6 x parameters x tokens per worker per step / (the profile's TFLOPS x MFU); a step is the
+  slowest worker's compute plus the communication (nothing overlaps in our loop).
+
+It leaves out TCP slow start after idle periods and congestion on lossy links, so it is a lower bound
+on communication time where loss is high or steps are long apart.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from harness.model import ModelConfig, parameter_shapes
+from harness.optim import STRATEGIES, Collective
+from harness.scenario import Node, Scenario
+
+MSS = 1448  # payload per TCP segment at MTU 1500 with timestamps
+FRAME = 1514  # Ethernet frame carrying it (14 + 20 IP + 32 TCP + 1448)
+WIRE_FACTOR = FRAME / MSS
+DEFAULT_MFU = 0.4  # model FLOPs utilisation a tuned small-LLM trainer reaches on a modern GPU
+UNSHAPED_BPS = 10e9  # an unshaped veth/bridge path is treated as 10 Gbit/s
+
+
+@dataclass(frozen=True)
+class Projection:
+    optimizer: str
+    workers: int
+    params: int
+    payload_tx_bytes: int
+    payload_rx_bytes: int
+    wire_tx_bytes: float
+    wire_rx_bytes: float
+    collectives: int
+    rounds: int
+    latency_s: float  # rounds x the slowest hop's one-way delay
+    transfer_s: float  # bytes over the bottleneck rates
+    comm_s: float
+    compute_s: float | None  # None where a profile has no TFLOPS figure
+    step_s: float | None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _ring_hops(nodes: list[Node]) -> list[tuple[float, float]]:
+    """(bottleneck bit/s, one-way delay s) of each hop i -> i+1 of the ring."""
+    hops = []
+    for i, a in enumerate(nodes):
+        b = nodes[(i + 1) % len(nodes)]
+        up = (a.link.up if a.link and a.link.up else UNSHAPED_BPS)
+        down = (b.link.down if b.link and b.link.down else UNSHAPED_BPS)
+        delay = (a.link.delay if a.link else 0.0) + (b.link.delay if b.link else 0.0)
+        hops.append((min(up, down), delay))
+    return hops
+
+
+def collective_time(c: Collective, nodes: list[Node]) -> tuple[int, float, float]:
+    """(rounds, latency seconds, transfer seconds) of one ring collective over these nodes' links."""
+    n = len(nodes)
+    if n == 1:
+        return 0, 0.0, 0.0
+    if c.kind == "all_reduce":
+        rounds, chunk = 2 * (n - 1), c.nbytes / n
+    else:
+        rounds, chunk = n - 1, c.nbytes
+    hops = _ring_hops(nodes)
+    per_round_transfer = max(chunk * WIRE_FACTOR * 8 / rate for rate, _ in hops)
+    per_round_latency = max(delay for _, delay in hops)
+    return rounds, rounds * per_round_latency, rounds * per_round_transfer
+
+
+def compute_seconds(params: int, tokens: int, nodes: list[Node], mfu: float = DEFAULT_MFU) -> float | None:
+    flops = 6 * params * tokens
+    tflops = [n.hardware.tflops for n in nodes]
+    if any(t is None for t in tflops):
+        return None
+    return max(flops / (t * 1e12 * mfu) for t in tflops)
+
+
+def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict | None = None,
+            optimizers: list[str] | None = None, mfu: float = DEFAULT_MFU) -> list[Projection]:
+    """One projection per optimizer for the scenario (or the given nodes / model preset values)."""
+    nodes = nodes or scenario.nodes()
+    cfg = ModelConfig(**(model or scenario.resolved_model()))
+    shapes = parameter_shapes(cfg)
+    params = sum(math.prod(s) for s in shapes.values())
+    tokens = scenario.data.seq_len * scenario.data.batch_size
+    n = len(nodes)
+    out = []
+    for name, ocfg in scenario.optimizer_configs().items():
+        if optimizers and name not in optimizers:
+            continue
+        strategy = STRATEGIES[ocfg.type]
+        colls = strategy.predict_collectives(ocfg, shapes, n)
+        tx, rx = strategy.predict_payload_bytes(ocfg, shapes, n)
+        rounds = latency = transfer = 0.0
+        wire_each_way = 0.0
+        for c in colls:
+            r, lat, xfer = collective_time(c, nodes)
+            rounds, latency, transfer = rounds + r, latency + lat, transfer + xfer
+            per_round = c.nbytes / n if c.kind == "all_reduce" else c.nbytes
+            wire_each_way += r * per_round * WIRE_FACTOR
+        compute = compute_seconds(params, tokens, nodes, mfu)
+        comm = latency + transfer
+        out.append(Projection(
+            optimizer=name, workers=n, params=params, payload_tx_bytes=tx, payload_rx_bytes=rx,
+            wire_tx_bytes=wire_each_way, wire_rx_bytes=wire_each_way, collectives=len(colls), rounds=int(rounds),
+            latency_s=latency, transfer_s=transfer, comm_s=comm, compute_s=compute,
+            step_s=None if compute is None else compute + comm))
+    return out
+
+
+def nodes_like(scenario: Scenario, count: int) -> list[Node]:
+    """`count` workers cycling through the scenario's own nodes (their hardware and links)."""
+    base = scenario.nodes()
+    return [base[i % len(base)].model_copy(update={"rank": i, "name": f"{base[i % len(base)].name}#{i}"})
+            for i in range(count)]
+
+
+def nodes_with_rate(nodes: list[Node], up_bps: float, down_bps: float) -> list[Node]:
+    """The same nodes with every link's rates replaced (delay, jitter and loss kept)."""
+    from harness.scenario import LinkSpec
+
+    out = []
+    for n in nodes:
+        link = (n.link or LinkSpec()).model_copy(update={"up": int(up_bps), "down": int(down_bps)})
+        out.append(n.model_copy(update={"link": link}))
+    return out
+
+
+# ---- the DisTrO report's accounting ----------------------------------------------------------
+
+PAPER = {  # Nous Research, "A Preliminary Report on DisTrO" (2024), Table 1: Llama 2 1.2B, 32 workers
+    "adamw_bytes": 74.4e9, "distro_bytes": 86.8e6, "ratio": 857, "adamw_loss": 2.449, "distro_loss": 2.373,
+    "workers": 32,
+}
+
+
+def paper_accounting(proj: Projection, strategy_kind: str) -> dict:
+    """Our projected bytes in several accountings, to line up with the paper's per-step figures.
+
+    The paper's 74.4 GB equals 1.2B parameters x 2 bytes (bf16 gradients) x 31 peers: every worker's full
+    gradient received from each other worker (an all-gather of gradients, not a ring all-reduce).
+    Its 86.8 MB is the same for DisTrO: what one worker receives from its 31 peers.
+    """
+    n = proj.workers
+    return {
+        "optimizer": proj.optimizer,
+        # what this harness reports: tx + rx payload per worker per step
+        "payload_tx_rx": proj.payload_tx_bytes + proj.payload_rx_bytes,
+        # ring wire bytes, one direction, per worker per step
+        "wire_each_way": proj.wire_tx_bytes,
+        # the paper's: received from N-1 peers, baseline as bf16 gradients gathered from everyone
+        "paper_style": (proj.params * 2 * (n - 1)) if strategy_kind == "adamw" else proj.payload_rx_bytes,
+    }
