@@ -1,0 +1,111 @@
+"""The pure parts of network emulation: tc plans, read-back verification, naming, the star's ip lines."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.net import naming
+from harness.net.shaping import QdiscPlan, check_qdiscs, tc_commands
+from harness.net.topology import StarSpec
+
+
+def test_rate_only_is_one_tbf():
+    plan = QdiscPlan(rate_bps=10_000_000)
+    assert tc_commands("eth0", plan) == [
+        ["tc", "qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "tbf",
+         "rate", "10000000bit", "burst", "6250", "limit", "131250"],
+    ]
+
+
+def test_small_rate_keeps_a_burst_of_four_frames():
+    plan = QdiscPlan(rate_bps=1_000_000)
+    assert plan.burst_bytes == 4 * 1514
+    assert plan.limit_bytes == 16 * 1514 + 4 * 1514
+
+
+def test_rate_and_impairment_put_netem_under_tbf():
+    plan = QdiscPlan(rate_bps=50_000_000, delay_s=0.015, jitter_s=0.003, loss=0.001)
+    cmds = tc_commands("p3", plan)
+    assert cmds[0][:9] == ["tc", "qdisc", "replace", "dev", "p3", "root", "handle", "1:", "tbf"]
+    assert cmds[1] == ["tc", "qdisc", "replace", "dev", "p3", "parent", "1:1", "handle", "10:", "netem",
+                       "limit", "1000", "delay", "15000us", "3000us", "loss", "random", "0.1%"]
+
+
+def test_netem_alone_goes_to_the_root_and_sizes_its_queue_to_the_bdp():
+    plan = QdiscPlan(delay_s=0.025, loss=0.005)
+    (cmd,) = tc_commands("eth0", plan)
+    assert cmd[5:8] == ["root", "handle", "10:"]
+    assert cmd[cmd.index("limit") + 1] == str(plan.netem_limit_packets)
+    # No rate: assume 10 Gbit, so 25 ms holds ~20k frames, twice over.
+    assert plan.netem_limit_packets > 20_000
+    assert cmd[-3:] == ["loss", "random", "0.5%"]
+
+
+def test_empty_plan_has_no_commands():
+    assert tc_commands("eth0", QdiscPlan()) == []
+    assert QdiscPlan().empty
+
+
+TBF = {"kind": "tbf", "handle": "1:", "dev": "eth0", "root": True, "options": {"rate": 1250000, "burst": 6250}}
+NETEM = {"kind": "netem", "handle": "10:", "dev": "eth0", "parent": "1:1",
+         "options": {"limit": 1000, "delay": {"delay": 0.015, "jitter": 0.003, "correlation": 0},
+                     "loss-random": {"loss": 0.001, "correlation": 0}}}
+
+
+def test_check_accepts_what_was_planned():
+    assert check_qdiscs("eth0", QdiscPlan(rate_bps=10_000_000), [TBF]) == []
+    full = QdiscPlan(rate_bps=10_000_000, delay_s=0.015, jitter_s=0.003, loss=0.001)
+    assert check_qdiscs("eth0", full, [TBF, NETEM]) == []
+
+
+def test_check_catches_a_missing_netem_child():
+    # What tcconfig leaves behind on a kernel without netem while exiting 0.
+    full = QdiscPlan(rate_bps=10_000_000, delay_s=0.015)
+    problems = check_qdiscs("eth0", full, [TBF])
+    assert len(problems) == 1 and "netem" in problems[0]
+
+
+def test_check_catches_wrong_values_and_extras():
+    assert "rate" in check_qdiscs("eth0", QdiscPlan(rate_bps=20_000_000), [TBF])[0]
+    wrong_delay = QdiscPlan(rate_bps=10_000_000, delay_s=0.030, jitter_s=0.003, loss=0.001)
+    assert any("delay" in p for p in check_qdiscs("eth0", wrong_delay, [TBF, NETEM]))
+    assert any("unplanned netem" in p for p in check_qdiscs("eth0", QdiscPlan(rate_bps=10_000_000), [TBF, NETEM]))
+    noqueue = {"kind": "noqueue", "handle": "0:", "dev": "eth0", "root": True, "options": {}}
+    assert check_qdiscs("eth0", QdiscPlan(), [noqueue]) == []
+    assert check_qdiscs("eth0", QdiscPlan(), [TBF])
+    assert "expected tbf" in check_qdiscs("eth0", QdiscPlan(rate_bps=10_000_000), [noqueue])[0]
+
+
+def test_check_ignores_other_interfaces():
+    other = dict(TBF, dev="p1")
+    assert "expected tbf" in check_qdiscs("eth0", QdiscPlan(rate_bps=10_000_000), [other])[0]
+
+
+def test_names_are_scoped_by_run_id():
+    rid = naming.new_run_id()
+    assert naming.switch_ns(rid) == f"dbench-{rid}-sw"
+    assert naming.node_ns(rid, 3) == f"dbench-{rid}-n3"
+    assert naming.link_ns(rid, 3) == f"dbench-{rid}-l3"
+    assert naming.is_ours(naming.node_ns(rid, 0), rid)
+    assert not naming.is_ours(naming.node_ns("abc123", 0), rid)
+    assert naming.is_ours("dbench-abc123-sw") and not naming.is_ours("docker0")
+    with pytest.raises(ValueError):
+        naming.switch_ns("Bad Id")
+    assert len({naming.new_run_id() for _ in range(200)}) == 200
+
+
+def test_star_creates_veths_in_place_and_link_namespaces_only_where_asked():
+    spec = StarSpec.build("abc123", 3, {1})
+    assert spec.namespaces() == ["dbench-abc123-sw", "dbench-abc123-n0", "dbench-abc123-n1", "dbench-abc123-l1",
+                                 "dbench-abc123-n2"]
+    lines = spec.veth_lines()
+    assert lines[0] == "link add name eth0 netns dbench-abc123-n0 type veth peer name p0 netns dbench-abc123-sw"
+    assert lines[1] == "link add name eth0 netns dbench-abc123-n1 type veth peer name a netns dbench-abc123-l1"
+    assert lines[2] == "link add name b netns dbench-abc123-l1 type veth peer name p1 netns dbench-abc123-sw"
+    assert all(" netns " in line for line in lines)  # never a veth end left in the root namespace
+    ns = spec.ns_lines()
+    assert "addr add 10.77.0.254/24 dev br0" in ns["dbench-abc123-sw"]
+    assert "addr add 10.77.0.3/24 dev eth0" in ns["dbench-abc123-n2"]
+    assert any("nf_call_iptables 0" in x for x in ns["dbench-abc123-sw"])
+    assert spec.offload_targets() == [("dbench-abc123-n1", "eth0"), ("dbench-abc123-l1", "a"),
+                                      ("dbench-abc123-l1", "b"), ("dbench-abc123-sw", "p1")]
