@@ -143,3 +143,18 @@ def test_crashed_run_still_loads_and_fails_the_gate(cli, tmp_path):
     _assert_clean(r)
     text = " ".join(r.output.split())
     assert "did not finish" in text and "rebuilt from the workers' records" in text
+
+
+def test_ci_and_the_example_workflow_run_the_gate():
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    steps = yaml.safe_load((root / ".github/workflows/distro-bench.yml").read_text())["jobs"]["gate"]["steps"]
+    runs = [s.get("run", "") for s in steps]
+    i_run = next(i for i, r in enumerate(runs) if "distro-bench run scenarios/ci-smoke.yaml" in r)
+    i_check = next(i for i, r in enumerate(runs) if r.startswith("distro-bench check"))
+    assert i_run < i_check and "if" not in steps[i_check]  # the check step fails the job
+    ci = (root / ".ci/run").read_text()
+    assert ci.index("python -m pytest") < ci.index("distro-bench run scenarios/ci-smoke.yaml") < ci.index("distro-bench check")

@@ -74,20 +74,23 @@ def bytes_per_step(run: LoadedRun, out: Path) -> Figure:
     width = 0.38
     values_all = []
     wire_missing = 0
+    some_wire = any(analysis.total_bytes(summaries[n], "wire") for n in names)
     for j, (kind, label) in enumerate((("payload", "payload (handed to collectives)"),
                                        ("wire", "wire (counted on the interface)"))):
         style = {"color": ["#808080", "#ffffff"][j], "hatch": ["//", ".."][j], "edgecolor": "black"}
         shown = []
-        for p, n in zip(x + (j - 0.5) * width, names):
+        # Side by side when wire bytes exist; a lone centred payload bar otherwise.
+        for p, n in zip(x + ((j - 0.5) * width if some_wire else 0.0), names):
             v = analysis.total_bytes(summaries[n], kind)
             if v:
                 shown.append((p, v))
             elif kind == "wire":
                 wire_missing += 1
-                ax.text(p, 0.03, "wire not measured", transform=ax.get_xaxis_transform(), ha="center",
-                        va="bottom", fontsize=7, rotation=90)
+                if some_wire:
+                    ax.text(p, 0.03, "wire not measured", transform=ax.get_xaxis_transform(), ha="center",
+                            va="bottom", fontsize=7, rotation=90)
         if shown:
-            ax.bar([p for p, _ in shown], [v for _, v in shown], width, label=label, **style)
+            ax.bar([p for p, _ in shown], [v for _, v in shown], width if some_wire else 0.5, label=label, **style)
             for p, v in shown:
                 ax.annotate(human_bytes(v), (p, v), ha="center", va="bottom", fontsize=8,
                             xytext=(0, 2), textcoords="offset points")
@@ -142,7 +145,7 @@ def step_time(run: LoadedRun, out: Path) -> Figure:
     ax.set(title="Where a step's time goes (mean over workers and steps, step 0 excluded)",
            ylabel="seconds per step")
     if names:
-        ax.margins(y=0.15)
+        ax.set_ylim(0, 1.12 * max(sum(p.values()) for p in parts.values()) or 1.0)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="phase")
     else:
         note_on_axes(ax, "no steps recorded")
@@ -173,7 +176,9 @@ def per_rank(run: LoadedRun, out: Path) -> Figure:
                 ax.annotate("slowest", (slow, top), ha="center", va="bottom", xytext=(0, 2),
                             textcoords="offset points", fontsize=8, fontweight="bold")
     axes[0][0].set_ylabel("seconds per step (mean)")
-    axes[0][0].margins(y=0.12)
+    tops = [analysis.rank_breakdown(df).drop(columns="rank").sum(axis=1).max() for df in frames.values()]
+    if tops and max(tops) > 0:
+        axes[0][0].set_ylim(0, 1.12 * max(tops))
     if frames:
         axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="phase")
     else:
