@@ -127,6 +127,7 @@ class DisTrO(Strategy):
         self._tx_bytes = payload_tx_bytes(self.groups, cfg.values, cfg.bucket)
 
     # ---- the step ---------------------------------------------------------------------------------
+    @torch.no_grad()
     def step(self, step: int, timer: PhaseTimer) -> None:
         lr = self.cfg.lr_at(step, self.total_steps)
         with timer.phase("compress"):
@@ -145,27 +146,42 @@ class DisTrO(Strategy):
     def _select(self, gi: int, lr: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Momentum update, top-k and error feedback for one group; returns (indices, values), (n_chunks, k)."""
         g, buf = self.groups[gi], self._chunks[gi]
-        with torch.no_grad():
-            for m, lay in zip(g.members, g.layouts):
-                grad = self.tensors[m].grad
-                part = buf[lay.offset : lay.offset + lay.n_chunks]
-                if grad is None:  # an unused parameter contributes nothing, as a zero gradient
-                    part.zero_()
-                else:
-                    lay.to_chunks(grad, part)
-            coef = self.dct[g.chunk].forward(buf).view(g.n_chunks, g.chunk_numel)
-            if self.delta is None:
-                delta = coef.mul_(lr)
+        for m, lay in zip(g.members, g.layouts):
+            grad = self.tensors[m].grad
+            part = buf[lay.offset : lay.offset + lay.n_chunks]
+            if grad is None:  # an unused parameter contributes nothing, as a zero gradient
+                part.zero_()
             else:
-                delta = self.delta[gi].mul_(self.cfg.decay).add_(coef, alpha=lr)
-            idx = delta.abs().topk(g.k, dim=1, sorted=False).indices
-            vals = delta.gather(1, idx)
+                lay.to_chunks(grad, part)
+        coef = self.dct[g.chunk].forward(buf).view(g.n_chunks, g.chunk_numel)
+        if self.delta is None:
+            delta = coef.mul_(lr)
+        else:
+            delta = self.delta[gi].mul_(self.cfg.decay).add_(coef, alpha=lr)
+        idx = delta.abs().topk(g.k, dim=1, sorted=False).indices
+        vals = delta.gather(1, idx)
+        if self.cfg.values == "bf16":
+            sent = vals.bfloat16().float()
             if self.delta is not None:
-                if self.cfg.values == "bf16":
-                    delta.scatter_(1, idx, vals - vals.bfloat16().float())
-                else:
-                    delta.scatter_(1, idx, 0.0)
+                delta.scatter_(1, idx, vals - sent)
+            vals = sent
+        elif self.delta is not None:
+            delta.scatter_(1, idx, 0.0)
+        if self.delta is not None:
+            self._drop_padding(gi)
         return idx, vals
+
+    def _drop_padding(self, gi: int) -> None:
+        """Zero the momentum of padded tensors' padding (error feedback leaves some there), so a padded
+        tensor's momentum is exactly that of its real elements, as in the reference. Two extra transforms
+        of those tensors' chunks only."""
+        g, dct = self.groups[gi], self.dct[self.groups[gi].chunk]
+        for lay in g.layouts:
+            if lay.padded:
+                rows = self.delta[gi][lay.offset : lay.offset + lay.n_chunks]
+                chunks = torch.empty(lay.n_chunks, *g.chunk, device=rows.device)
+                lay.to_chunks(lay.from_chunks(dct.inverse(rows.view(-1, *g.chunk))), chunks)
+                rows.copy_(dct.forward(chunks).view(lay.n_chunks, -1))
 
     def _aggregate(self, gi: int, per_worker: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
         """Mean of each coefficient over the workers that sent it, inverse DCT: (n_chunks, cr, cc)."""
@@ -245,12 +261,13 @@ class DisTrO(Strategy):
         return self._to_param(i, lambda gi: self.delta[gi])
 
     def transmitted(self, i: int) -> torch.Tensor:
-        """What this worker sent for parameter `i` in the last step (before value coding), in its own shape."""
+        """What the last step took out of parameter `i`'s momentum to send (bf16-rounded for bf16), in its shape."""
         def dense(gi):
             g, (idx, vals) = self.groups[gi], self._sent[gi]
             return torch.zeros(g.n_chunks, g.chunk_numel, device=vals.device).scatter_(1, idx, vals)
         return self._to_param(i, dense)
 
+    @torch.no_grad()
     def _to_param(self, i: int, coefficients) -> torch.Tensor:
         for gi, g in enumerate(self.groups):
             if i in g.members:
@@ -262,9 +279,8 @@ class DisTrO(Strategy):
 
 def _add_chunks(param: torch.Tensor, lay: TensorLayout, chunks: torch.Tensor, alpha: float) -> None:
     """param += alpha * (chunks laid back out); in place through a strided view when nothing is padded."""
-    with torch.no_grad():
-        if not lay.padded and param.is_contiguous():
-            (gr, gc), (cr, cc) = lay.grid, lay.chunk
-            param.view(gr, cr, gc, cc).add_(chunks.view(gr, gc, cr, cc).permute(0, 2, 1, 3), alpha=alpha)
-        else:
-            param.add_(lay.from_chunks(chunks), alpha=alpha)
+    if not lay.padded and param.is_contiguous():
+        (gr, gc), (cr, cc) = lay.grid, lay.chunk
+        param.view(gr, cr, gc, cc).add_(chunks.view(gr, gc, cr, cc).permute(0, 2, 1, 3), alpha=alpha)
+    else:
+        param.add_(lay.from_chunks(chunks), alpha=alpha)

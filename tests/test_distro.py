@@ -1,0 +1,187 @@
+"""DisTrO in one process: the algorithm's invariants, agreement with the per-tensor reference, byte accounting."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import pytest
+import torch
+from pydantic import ValidationError
+
+from harness.comm import Comm
+from harness.errors import ScenarioError
+from harness.model import ModelConfig, build_model, parameter_shapes
+from harness.optim import STRATEGIES, PhaseTimer, get_strategy
+from harness.optim.distro import DisTrO, DisTrOConfig
+from harness.presets import MODELS
+from harness.scenario import scenario_from_dict
+
+from .conftest import REPO, tiny_scenario_dict
+
+# Odd shapes on purpose: a prime dimension (padded), a vector, a 3-D tensor, a chunk-sized matrix.
+SHAPES = [(48, 40), (37,), (8, 3, 16), (131, 16), (16, 16)]
+
+
+def _reference():
+    spec = importlib.util.spec_from_file_location("distro_reference", REPO / "benchmarks" / "distro_reference.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.ReferenceDeMo
+
+
+def _params(seed: int = 0) -> list[torch.nn.Parameter]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.nn.Parameter(torch.randn(s, generator=g) * 0.1) for s in SHAPES]
+
+
+def _set_grads(params, seed: int) -> None:
+    g = torch.Generator().manual_seed(1000 + seed)
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=g)
+
+
+def _strategy(params, **options) -> DisTrO:
+    cfg = DisTrOConfig(**{"lr": 0.01, "chunk": 16, "topk": 3, **options})
+    return DisTrO(cfg, [(f"p{i}", p) for i, p in enumerate(params)], Comm(), total_steps=100)
+
+
+def _timer() -> PhaseTimer:
+    return PhaseTimer(torch.device("cpu"))
+
+
+def test_registered_and_configurable_from_a_scenario():
+    assert get_strategy("distro") is DisTrO and STRATEGIES["distro"] is DisTrO
+    s = scenario_from_dict(tiny_scenario_dict(optimizers={
+        "adamw": {"lr": 1e-3},
+        "distro": {"lr": 3e-3, "topk": 4, "values": "1bit"},
+        "distro-nobucket": {"type": "distro", "lr": 3e-3, "bucket": False, "state": "stateless", "values": "bf16"},
+    }))
+    cfgs = s.optimizer_configs()
+    assert cfgs["distro"].topk == 4 and cfgs["distro"].bucket
+    assert cfgs["distro-nobucket"].type == "distro" and not cfgs["distro-nobucket"].bucket
+
+
+@pytest.mark.parametrize(("options", "where"), [
+    ({"values": "int4"}, "values"), ({"topk": 5000, "chunk": 64}, "topk"), ({"decay": 1.0}, "decay"),
+    ({"state": "lazy"}, "state"),
+])
+def test_bad_options_rejected_with_their_name(options, where):
+    with pytest.raises(ValidationError):
+        DisTrOConfig(lr=1e-3, **options)
+    with pytest.raises(ScenarioError) as e:
+        scenario_from_dict(tiny_scenario_dict(optimizers={"adamw": {"lr": 1e-3}, "distro": {"lr": 1e-3, **options}}))
+    assert "optimizers.distro" in str(e.value) and where in str(e.value)
+
+
+@pytest.mark.parametrize("state", ["stateful", "stateless"])
+def test_full_topk_one_worker_steps_by_sign_of_momentum(state):
+    params = _params()
+    before = [p.detach().clone() for p in params]
+    s = _strategy(params, topk=16 * 16, values="fp32", state=state, decay=0.9)
+    _set_grads(params, 0)
+    s.step(0, _timer())
+    momentum = [0.01 * p.grad for p in params]  # everything is sent, so nothing is left: delta = lr * g
+    for p, b, m in zip(params, before, momentum):
+        step = (b - p.detach()) / 0.01
+        clear = m.abs() > 1e-6  # where float rounding cannot flip the sign
+        assert clear.float().mean() > 0.99
+        assert torch.allclose(step[clear], torch.sign(m)[clear], atol=1e-4)
+
+
+@pytest.mark.parametrize("values", ["fp32", "bf16", "1bit"])
+def test_residual_plus_transmitted_is_momentum(values):
+    params = _params()
+    s = _strategy(params, values=values, decay=0.9)
+    for step in range(3):
+        old = [s.momentum(i) for i in range(len(params))]
+        _set_grads(params, step)
+        s.step(step, _timer())
+        for i, p in enumerate(params):
+            expected = 0.9 * old[i] + 0.01 * p.grad
+            got = s.momentum(i) + s.transmitted(i)
+            assert torch.allclose(got, expected, atol=1e-6), (values, step, i)
+    assert any(s.momentum(i).abs().sum() > 0 for i in range(len(params)))
+
+
+def test_stateless_keeps_no_momentum():
+    params = _params()
+    s = _strategy(params, state="stateless")
+    _set_grads(params, 0)
+    s.step(0, _timer())
+    assert s.delta is None and all(s.momentum(i).abs().sum() == 0 for i in range(len(params)))
+
+
+def test_sends_top_k_per_chunk_only():
+    params = _params()
+    s = _strategy(params, topk=3)
+    _set_grads(params, 0)
+    s.step(0, _timer())
+    for g, (idx, vals) in zip(s.groups, s._sent):
+        assert idx.shape == vals.shape == (g.n_chunks, min(3, g.chunk_numel))
+        dense = torch.zeros(g.n_chunks, g.chunk_numel).scatter_(1, idx, vals)
+        assert ((dense != 0).sum(1) <= 3).all()
+
+
+@pytest.mark.parametrize("values", ["fp32", "1bit"])
+def test_matches_the_per_tensor_reference(values):
+    ours_p, ref_p = _params(), _params()
+    ours = _strategy(ours_p, values=values, weight_decay=0.1, decay=0.95)
+    ref = _reference()(ref_p, Comm(), lr=0.01, topk=3, chunk=16, decay=0.95, values=values, weight_decay=0.1)
+    for step in range(5):
+        _set_grads(ours_p, step)
+        _set_grads(ref_p, step)
+        ours.step(step, _timer())
+        ref.step()
+    for a, b in zip(ours_p, ref_p):
+        differ = (a - b).abs() > 1e-5
+        # A coefficient within rounding of a top-k tie, or an update within rounding of 0, may differ.
+        assert differ.float().mean() < 0.01, differ.float().mean()
+    assert any(not torch.equal(a, p) for a, p in zip(ours_p, _params()))
+
+
+@pytest.mark.parametrize("values", ["fp32", "bf16", "1bit"])
+@pytest.mark.parametrize("bucket", [True, False])
+def test_predicted_bytes_equal_counted_bytes_one_worker(values, bucket):
+    params = _params()
+    s = _strategy(params, values=values, bucket=bucket)
+    s.comm.take()
+    _set_grads(params, 0)
+    s.step(0, _timer())
+    counted = s.comm.take()
+    shapes = {f"p{i}": tuple(p.shape) for i, p in enumerate(params)}
+    assert DisTrO.predict_payload_bytes(s.cfg, shapes, 1) == (counted.tx_bytes, counted.rx_bytes)
+    assert DisTrO.predict_payload_bytes(s.cfg, shapes, 4) == (counted.tx_bytes, 3 * counted.tx_bytes)
+
+
+def test_tiny_model_payload_is_about_2_125_bytes_per_coefficient():
+    cfg = DisTrOConfig(lr=1e-3, topk=4, chunk=64, values="1bit")
+    shapes = parameter_shapes(ModelConfig(**MODELS["tiny"]))
+    tx, rx = DisTrO.predict_payload_bytes(cfg, shapes, 4)
+    matrices = sum(math.prod(s) for s in shapes.values() if len(s) == 2)
+    vectors = sum(math.prod(s) for s in shapes.values() if len(s) == 1)
+    # u16 index + 1 bit per coefficient for 64x64 chunks; u8 + 1 bit for the norm vectors' 64-chunks
+    assert tx == matrices // 4096 * 4 * 17 // 8 + vectors // 64 * 4 * 9 // 8
+    assert rx == 3 * tx
+
+
+def test_prime_dimension_is_compressed_not_sent_dense():
+    cfg = DisTrOConfig(lr=1e-3, topk=4, chunk=64, values="1bit")
+    tx, _ = DisTrO.predict_payload_bytes(cfg, {"vocab": (50257, 64)}, 2)
+    assert tx < 50257 * 64 * 4 / 500
+
+
+def test_trains_a_model_in_one_process():
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(dim=32, n_layers=1, n_heads=2, ffn_dim=64, vocab_size=32), seed=0)
+    s = DisTrO(DisTrOConfig(lr=3e-3, topk=8, chunk=16, values="1bit"), list(model.named_parameters()), Comm(), 40)
+    x = torch.randint(0, 32, (4, 16))
+    y = torch.roll(x, -1, dims=1)  # a learnable mapping
+    losses = []
+    for step in range(40):
+        model.zero_grad()
+        loss = model.loss(x, y)
+        loss.backward()
+        s.step(step, _timer())
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] - 0.3, losses

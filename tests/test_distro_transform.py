@@ -1,0 +1,108 @@
+"""DisTrO's chunked DCT and wire codecs: exact round trips, chunk plans, byte layouts."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.optim import codec
+from harness.optim.dct import ChunkDCT, chunk_length, dct_matrix, layout
+
+
+@pytest.mark.parametrize(("n", "expected"), [
+    (128, (64, 128)), (384, (64, 384)), (96, (48, 96)), (10, (10, 10)), (1, (1, 1)),
+    (257, (52, 260)),  # prime: 5 padded chunks, not 257 chunks of one element
+    (131, (44, 132)),
+])
+def test_chunk_length(n, expected):
+    assert chunk_length(n, 64) == expected
+
+
+def test_dct_matrix_is_orthonormal_dct_ii():
+    n = 8
+    d = dct_matrix(n).double()
+    assert torch.allclose(d @ d.T, torch.eye(n, dtype=torch.float64), atol=1e-6)
+    x = torch.randn(n, dtype=torch.float64)
+    # DCT-II by its definition, orthonormal scaling
+    ref = torch.tensor([math.sqrt((1 if k == 0 else 2) / n)
+                        * sum(x[i] * math.cos(math.pi * (2 * i + 1) * k / (2 * n)) for i in range(n)) for k in range(n)],
+                       dtype=torch.float64)
+    assert torch.allclose(d @ x, ref, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(128, 384), (257, 100), (7,), (130,), (3, 5, 64), (), (64, 64)])
+def test_dct_round_trip(shape):
+    torch.manual_seed(0)
+    t = torch.randn(shape)
+    lay = layout(shape, 64)
+    buf = torch.empty(lay.n_chunks, *lay.chunk)
+    lay.to_chunks(t, buf)
+    dct = ChunkDCT(lay.chunk)
+    coef = dct.forward(buf)
+    assert not torch.allclose(coef, buf) or lay.chunk == (1, 1)  # it did transform something
+    back = lay.from_chunks(dct.inverse(coef))
+    assert back.shape == t.shape
+    assert torch.allclose(back, t, atol=1e-5)
+
+
+def test_batched_transform_equals_per_chunk_transform():
+    torch.manual_seed(1)
+    x = torch.randn(5, 16, 8)
+    dr, dc = dct_matrix(16), dct_matrix(8)
+    batched = ChunkDCT((16, 8)).forward(x)
+    for i in range(5):
+        assert torch.allclose(batched[i], dr @ x[i] @ dc.T, atol=1e-5)
+
+
+def test_padding_is_zero_and_cropped():
+    lay = layout((257, 64), 64)
+    assert lay.padded and lay.padded_rows == 260 and lay.n_chunks == 5
+    buf = torch.empty(lay.n_chunks, *lay.chunk)
+    lay.to_chunks(torch.ones(257, 64), buf)
+    assert buf.sum().item() == 257 * 64  # the 3 padded rows are zeros
+
+
+@pytest.mark.parametrize(("numel", "width"), [(1, 1), (64, 1), (256, 1), (257, 2), (4096, 2), (65536, 2), (65537, 4)])
+def test_index_width(numel, width):
+    assert codec.index_width(numel) == width
+
+
+def test_u16_indices_round_trip_and_are_little_endian_u16():
+    idx = torch.tensor([0, 1, 255, 256, 4095, 32767, 32768, 65535])
+    buf = codec.encode_indices(idx, 2)
+    assert buf.dtype == torch.uint8 and buf.numel() == 2 * idx.numel()
+    assert buf.numpy().tobytes() == idx.numpy().astype("<u2").tobytes()
+    assert torch.equal(codec.decode_indices(buf, 2), idx)
+
+
+@given(st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=40), st.sampled_from([1, 2, 4]))
+@settings(max_examples=50, deadline=None)
+def test_indices_round_trip(values, width):
+    idx = torch.tensor([v % (1 << (8 * width)) for v in values], dtype=torch.int64)
+    assert torch.equal(codec.decode_indices(codec.encode_indices(idx, width), width), idx)
+
+
+@given(st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=1, max_size=70))
+@settings(max_examples=60, deadline=None)
+def test_one_bit_values_round_trip(values):
+    v = torch.tensor(values, dtype=torch.float32)
+    buf = codec.encode_values(v, "1bit")
+    assert buf.dtype == torch.uint8 and buf.numel() == math.ceil(len(values) / 8) == codec.value_nbytes(len(values), "1bit")
+    expected = torch.where(v >= 0, 1.0, -1.0)
+    assert torch.equal(codec.decode_values(buf, "1bit", len(values)), expected)
+    bits = np.unpackbits(buf.numpy(), bitorder="little")[: len(values)]
+    assert (bits == (v >= 0).numpy()).all()
+
+
+@pytest.mark.parametrize("kind", ["fp32", "bf16"])
+def test_float_values_round_trip(kind):
+    v = torch.randn(13)
+    buf = codec.encode_values(v, kind)
+    assert buf.numel() == codec.value_nbytes(13, kind)
+    out = codec.decode_values(buf, kind, 13)
+    assert torch.equal(out, v if kind == "fp32" else v.bfloat16().float())
