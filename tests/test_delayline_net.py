@@ -207,3 +207,16 @@ def test_stop_is_idempotent_and_leaves_no_process():
         assert line.stats()["state"] == "stopped"  # final figures stay readable
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_survives_its_interface_going_down_and_up():
+    need("ping")
+    with Lab([link(1, 1), link(1, 1)]) as lab:
+        line = lab.lines[0]
+        for state in ("down", "up"):
+            subprocess.run(["ip", "-n", lab.link_ns(0), "link", "set", "dev", "a", state], check=True)
+        time.sleep(0.6)
+        assert line.running()
+        _, got = ping(lab, 0, 1, 5, 0.2)  # the first may wait for the link's qdisc to come back
+        assert got >= 4
+        assert line.stats()["a_to_b"]["link_errors"] == 1

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import errno
 import gc
 import heapq
 import json
@@ -223,11 +224,11 @@ def _precise_timers(realtime: bool) -> str:
 
 class _Counters:
     __slots__ = ("frames_in", "bytes_in", "frames_out", "bytes_out", "send_errors", "late_s_sum", "late_s_max",
-                 "rx_lag_s_sum", "dropped_socket")  # fmt: skip
+                 "rx_lag_s_sum", "dropped_socket", "link_errors")  # fmt: skip
 
     def __init__(self) -> None:
         self.frames_in = self.bytes_in = self.frames_out = self.bytes_out = self.send_errors = 0
-        self.dropped_socket = 0
+        self.dropped_socket = self.link_errors = 0
         self.late_s_sum = self.late_s_max = self.rx_lag_s_sum = 0.0
 
 
@@ -241,6 +242,7 @@ def _direction_stats(c: _Counters, sched: Schedule) -> dict:
         "dropped_overflow": sched.dropped_overflow,
         "dropped_socket": c.dropped_socket,  # the kernel's, when we did not read fast enough
         "send_errors": c.send_errors,
+        "link_errors": c.link_errors,  # the input interface went down or away
         "queued_frames": len(sched),
         "late_s_mean": c.late_s_sum / c.frames_out if c.frames_out else 0.0,
         "late_s_max": c.late_s_max,
@@ -369,6 +371,13 @@ def forward(
                 try:
                     frame, anc, _flags, addr = sock_in.recvmsg(MAX_FRAME, ANC_BUF, dontwait)
                 except (BlockingIOError, InterruptedError):
+                    break
+                except OSError as e:
+                    # The interface went down (reported once) or away: keep forwarding the other
+                    # way; frames flow again when it comes back up.
+                    if e.errno not in (errno.ENETDOWN, errno.ENXIO, errno.ENODEV):
+                        raise
+                    c.link_errors += 1
                     break
                 if addr[2] == PACKET_OUTGOING:
                     continue  # our own send, on kernels without PACKET_IGNORE_OUTGOING
