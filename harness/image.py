@@ -136,6 +136,17 @@ def image_status(docker_client, tag: str | None = None) -> ImageStatus:
                        source=labels.get(LABEL_SOURCE), python=labels.get(LABEL_PYTHON, IMAGE_PYTHON))
 
 
+def matching_images(docker_client) -> list[ImageStatus]:
+    """Every tagged worker image that holds this harness (version and source)."""
+    found = []
+    for img in docker_client.images.list(filters={"label": f"{LABEL_KIND}=worker"}):
+        for tag in img.tags:
+            status = image_status(docker_client, tag)
+            if status.problem is None:
+                found.append(status)
+    return found
+
+
 def require_image(docker_client, tag: str | None = None) -> ImageStatus:
     status = image_status(docker_client, tag)
     if status.problem:
@@ -294,9 +305,10 @@ def build_key(base_id: str, reqs: list[str], wheelhouse: Path | None, offline: b
 
 
 def build_image(*, offline: bool = False, base: str | None = None, tag: str | None = None, force: bool = False,
-                progress: Progress = _quiet, docker_client=None) -> BuildResult:
+                no_cache: bool = False, progress: Progress = _quiet, docker_client=None) -> BuildResult:
     """Build (or find up to date) the worker image. `offline`: the debootstrap base by default, every
-    package from a host-side wheelhouse, and no network during the build."""
+    package from a host-side wheelhouse, and no network during the build. `force` builds even when the
+    image is up to date (layers still come from the cache unless `no_cache`)."""
     t0 = time.monotonic()
     dc = docker_client or client()
     tag = tag or default_tag()
@@ -310,7 +322,7 @@ def build_image(*, offline: bool = False, base: str | None = None, tag: str | No
     wheelhouse = build_wheelhouse(reqs, info.python_version, progress) if offline else None
     key = build_key(info.id, reqs, wheelhouse, offline)
     current = image_status(dc, tag)
-    if not force and current.exists and (dc.images.get(tag).labels or {}).get(LABEL_KEY) == key:
+    if not (force or no_cache) and current.exists and (dc.images.get(tag).labels or {}).get(LABEL_KEY) == key:
         progress(f"{tag} is up to date (build key {key})")
         img = dc.images.get(tag)
         return BuildResult(tag, img.id, base, True, time.monotonic() - t0, wheelhouse, img.attrs.get("Size", 0))
@@ -320,13 +332,13 @@ def build_image(*, offline: bool = False, base: str | None = None, tag: str | No
         ctx = Path(tmp)
         _prepare_context(ctx, reqs, wheelhouse)
         progress(f"docker build -t {tag} (base {base}{', offline: --network none' if offline else ''})")
-        image_id = _stream_build(dc, ctx, tag, buildargs, "none" if offline else None, progress)
+        image_id = _stream_build(dc, ctx, tag, buildargs, "none" if offline else None, no_cache, progress)
     img = dc.images.get(image_id)
     progress(f"built {tag} ({img.short_id}, {img.attrs.get('Size', 0) / 1e6:.0f} MB) in {time.monotonic() - t0:.0f}s")
     return BuildResult(tag, img.id, base, False, time.monotonic() - t0, wheelhouse, img.attrs.get("Size", 0))
 
 
-def _stream_build(dc, ctx: Path, tag: str, buildargs: dict, network_mode: str | None,
+def _stream_build(dc, ctx: Path, tag: str, buildargs: dict, network_mode: str | None, no_cache: bool,
                   progress: Progress) -> str:
     import docker
 
@@ -334,7 +346,7 @@ def _stream_build(dc, ctx: Path, tag: str, buildargs: dict, network_mode: str | 
     image_id = None
     try:
         stream = dc.api.build(path=str(ctx), tag=tag, buildargs=buildargs, rm=True, forcerm=True,
-                              decode=True, network_mode=network_mode, pull=False)
+                              decode=True, network_mode=network_mode, pull=False, nocache=no_cache)
         for chunk in stream:
             if "error" in chunk:
                 raise HarnessError(f"docker build of {tag} failed: {chunk['error'].strip()}"

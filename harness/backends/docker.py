@@ -190,6 +190,9 @@ class DockerBackend(Backend):
             return False, str(e)
         try:
             status = image.image_status(dc)
+            if status.problem:
+                # `--image` is not known here: any worker image that matches this harness will do.
+                status = next((s for s in image.matching_images(dc)), status)
             version = dc.version().get("Version", "?")
         finally:
             dc.close()

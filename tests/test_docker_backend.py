@@ -1,0 +1,249 @@
+"""Docker backend against a real engine: end-to-end run with shaped links, workers that cannot
+reshape their link, teardown on failure and Ctrl-C, `clean`, `auto`. Skips only where there is no
+engine (or no root for shaping); `.ci/run` starts an engine and builds the images first."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import image
+from harness.backends.docker import LABEL_OWNER, LABEL_RUN, DockerBackend, remove_labelled
+from harness.errors import CapabilityError, HarnessError
+from harness.scenario import scenario_from_dict
+from tests.conftest import REPO, tiny_scenario_dict
+
+pytestmark = [pytest.mark.docker]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    try:
+        client = image.client(timeout=5.0)
+    except CapabilityError as e:
+        pytest.skip(f"no Docker engine on this host ({e}); .ci/run starts one with containers/start-engine.sh")
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def built_image(engine):
+    """The worker image, built here only if missing or stale (CI builds it before the tests)."""
+    import docker
+
+    try:
+        engine.images.get(image.OFFLINE_BASE)
+    except docker.errors.ImageNotFound:
+        if subprocess.run(["sh", "-c", "command -v debootstrap"], capture_output=True).returncode != 0:
+            pytest.skip("no base image and no debootstrap to build one (apt-get install debootstrap)")
+    return image.build_image(offline=True, docker_client=engine)
+
+
+@pytest.fixture
+def worker_image(built_image, engine):
+    """Re-checked per test: in a shared work tree the harness source may change during the module,
+    and the backend refuses an image built from other source (rebuilding then takes seconds)."""
+    if image.image_status(engine, built_image.tag).problem:
+        return image.build_image(offline=True, docker_client=engine)
+    return built_image
+
+
+def ours(engine, run_id: str | None = None) -> list[str]:
+    label = f"{LABEL_RUN}={run_id}" if run_id else f"{LABEL_OWNER}=1"
+    return ([c.name for c in engine.containers.list(all=True, filters={"label": label})]
+            + [n.name for n in engine.networks.list(filters={"label": label})])
+
+
+@pytest.fixture
+def tracked(engine):
+    """Backends a test creates; after the test, none of their containers or networks may remain
+    (they are removed here in any case, so a failing test leaves nothing behind)."""
+    backends: list[DockerBackend] = []
+    yield backends
+    left = [name for b in backends for name in ours(engine, b.run_id)]
+    for b in backends:
+        remove_labelled(engine, b.run_id)
+    assert not left, f"left behind: {left}"
+
+
+def needs_root():
+    if os.geteuid() != 0:
+        pytest.skip("shaping containers' links from the host needs root")
+
+
+def shaped(up="20Mbit", down="20Mbit", count=2) -> dict:
+    return tiny_scenario_dict(workers=[{"count": count, "hardware": "host", "link": "l"}],
+                              links={"l": {"up": up, "down": down}})
+
+
+def exec_as_worker(engine, container_id: str, argv: list[str]) -> tuple[int, str]:
+    """Run a command in a node container exactly as a worker runs: same user, no extra privileges."""
+    ex = engine.api.exec_create(container_id, argv)
+    out = engine.api.exec_start(ex["Id"]).decode(errors="replace")
+    return engine.api.exec_inspect(ex["Id"])["ExitCode"], out
+
+
+# ---- end to end ----------------------------------------------------------------------------------
+
+def test_ci_smoke_end_to_end_with_shaped_links(worker_image, engine, tmp_path):
+    needs_root()
+    out = tmp_path / "results"
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", str(REPO / "scenarios" / "ci-smoke.yaml"),
+                           "--backend", "docker", "--out", str(out)],
+                          capture_output=True, text=True, timeout=1200, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run_dir = Path(proc.stdout.strip().splitlines()[-1])
+    assert run_dir.parent == out and run_dir.is_dir()
+    # The same kind of run folder as the netns backend's.
+    for f in ("scenario.yaml", "environment.json", "metrics.parquet", "summary.json", "summary.csv", "status.json"):
+        assert (run_dir / f).is_file(), f
+    assert json.loads((run_dir / "status.json").read_text())["state"] == "complete"
+    for r in range(4):
+        assert (run_dir / "workers" / "adamw" / f"rank{r}.jsonl").stat().st_size > 0
+        assert (run_dir / "workers" / "adamw" / f"rank{r}.log").exists()
+        assert (run_dir / "workers" / "adamw" / f"rank{r}.jsonl").stat().st_uid == os.getuid()
+    s = json.loads((run_dir / "summary.json").read_text())["optimizers"]["adamw"]
+    assert s["wire_tx_bytes_per_step"] and s["wire_rx_bytes_per_step"]
+    payload = s["payload_tx_bytes_per_step"]
+    # All-reduce on the wire: payload plus TCP/IP overhead, never less, never wildly more.
+    assert 0.95 * payload < s["wire_tx_bytes_per_step"] < 3 * payload
+    env = json.loads((run_dir / "environment.json").read_text())
+    net = env["network"]
+    assert env["backend"] == "docker" and net["backend"] == "docker" and net["network_emulated"]
+    assert net["image"]["tag"] == worker_image.tag
+    assert len(net["nodes"]) == 4 and not net["not_emulated"]
+    for node in net["nodes"]:
+        for direction in ("up", "down"):
+            tbf = [q for q in node["applied"][direction]["qdiscs"] if q["kind"] == "tbf"]
+            assert tbf and int(tbf[0]["options"]["rate"]) * 8 == 100_000_000, node
+    assert not ours(engine, net["run_id"])
+
+
+# ---- isolation: a worker cannot change its own shaping --------------------------------------------
+
+def test_worker_cannot_reshape_its_link(worker_image, engine, tmp_path, tracked):
+    needs_root()
+    from harness.net.ns import NetnsRef
+    from harness.net.shaping import read_qdiscs
+
+    b = DockerBackend(scenario_from_dict(shaped()), tmp_path / "run")
+    tracked.append(b)
+    with b:
+        c = b.containers[0]
+        host_cfg = c.attrs["HostConfig"]
+        assert not host_cfg["Privileged"] and {"NET_ADMIN", "NET_RAW"} <= set(host_cfg["CapDrop"])
+        assert host_cfg["ShmSize"] == 2**30
+        rc, out = exec_as_worker(engine, c.id, ["tc", "qdisc", "replace", "dev", "eth0", "root", "tbf",
+                                                "rate", "1gbit", "burst", "100k", "latency", "1ms"])
+        assert rc != 0 and "Operation not permitted" in out, out
+        rc, out = exec_as_worker(engine, c.id, ["tc", "qdisc", "del", "dev", "eth0", "root"])
+        assert rc != 0 and "Operation not permitted" in out, out
+        rc, out = exec_as_worker(engine, c.id, ["ip", "link", "set", "eth0", "mtu", "1400"])
+        assert rc != 0 and "Operation not permitted" in out, out
+        # Without iproute2 a worker would try through Python: the kernel says no just the same.
+        rc, out = exec_as_worker(engine, c.id, [b.python(), "-c", (
+            "import fcntl, socket, struct, errno\n"
+            "s = socket.socket()\n"
+            "try:\n"
+            "    fcntl.ioctl(s, 0x8922, struct.pack('16si12x', b'eth0', 1400))\n"  # SIOCSIFMTU
+            "except OSError as e:\n"
+            "    print('errno', e.errno == errno.EPERM)\n")])
+        assert "errno True" in out, out
+        # What the host applied is still there, unchanged.
+        qd = read_qdiscs(NetnsRef(path=f"/proc/{b.pids[0]}/ns/net"), "eth0")
+        tbf = [q for q in qd if q["kind"] == "tbf"]
+        assert tbf and int(tbf[0]["options"]["rate"]) * 8 == 20_000_000
+        desc = b.describe()
+        assert desc["nodes"][0]["applied"]["up"]["iface"] == "eth0"
+        assert desc["nodes"][0]["host_veth"] == b.host_veths[0]
+
+
+def test_workers_are_polled_stopped_and_logged(worker_image, engine, tmp_path, tracked):
+    b = DockerBackend(scenario_from_dict(tiny_scenario_dict()), tmp_path / "run")
+    tracked.append(b)
+    with b:
+        log = tmp_path / "run" / "w" / "rank0.log"
+        quick = b.start_worker(0, [b.python(), "-c", "print('hello from', __import__('socket').gethostname())"],
+                               {"X": "1"}, log)
+        assert quick.wait(60) == 0
+        assert "hello from node0" in log.read_text()
+        failing = b.start_worker(1, [b.python(), "-c", "raise SystemExit(3)"], {}, tmp_path / "run" / "w" / "rank1.log")
+        assert failing.wait(60) == 3
+        slow = b.start_worker(0, [b.python(), "-c", "import time; print('up', flush=True); time.sleep(300)"], {}, log)
+        deadline = time.monotonic() + 60
+        while "up" not in log.read_text().split("node0", 1)[-1] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert slow.poll() is None
+        slow.stop()
+        assert slow.wait(30) not in (None, 0)
+
+
+# ---- teardown --------------------------------------------------------------------------------------
+
+def test_ctrl_c_inside_the_run_removes_containers_and_network(worker_image, engine, tmp_path, tracked):
+    b = DockerBackend(scenario_from_dict(tiny_scenario_dict()), tmp_path / "run")
+    tracked.append(b)
+    with pytest.raises(KeyboardInterrupt):
+        with b:
+            assert len(ours(engine, b.run_id)) == 3  # two containers and the network
+            raise KeyboardInterrupt
+    assert ours(engine, b.run_id) == []
+
+
+def test_failed_setup_removes_what_it_created(worker_image, engine, tmp_path, tracked, monkeypatch):
+    def broken(self):
+        assert len(ours(engine, self.run_id)) == 3
+        raise HarnessError("shaping failed (injected)")
+
+    monkeypatch.setattr(DockerBackend, "_shape", broken)
+    b = DockerBackend(scenario_from_dict(tiny_scenario_dict()), tmp_path / "run")
+    tracked.append(b)
+    with pytest.raises(HarnessError, match="injected"):
+        with b:
+            pass
+    assert ours(engine, b.run_id) == []
+
+
+def test_clean_removes_labelled_leftovers(worker_image, engine, cli, monkeypatch):
+    from harness import cleanup
+
+    monkeypatch.setitem(cleanup.CLEANERS, "netns", lambda: ([], []))  # this test is about containers
+    labels = {LABEL_OWNER: "1", LABEL_RUN: "leftover"}
+    net = engine.networks.create("distro-bench-leftover", internal=True, labels=labels)
+    try:
+        engine.containers.run(worker_image.id, ["sleep", "infinity"], detach=True, labels=labels,
+                              network=net.name, name="distro-bench-leftover-node0")
+        r = cli("clean")
+        assert r.exit_code == 0, r.output
+        assert "container distro-bench-leftover-node0" in r.output and "network distro-bench-leftover" in r.output
+        assert ours(engine, "leftover") == []
+    finally:
+        remove_labelled(engine, "leftover")
+
+
+# ---- choosing the backend and the image ----------------------------------------------------------------
+
+def test_auto_picks_docker_when_engine_and_image_are_there(worker_image):
+    from harness.backends import select_backend
+
+    cls, why = select_backend("auto", scenario_from_dict(tiny_scenario_dict()))
+    assert cls is DockerBackend and "auto: docker" in why and worker_image.tag in why
+
+
+def test_missing_image_is_refused_with_how_to_build(worker_image, cli, write_scenario, tmp_path):
+    r = cli("run", write_scenario(tiny_scenario_dict()), "--backend", "docker", "--image", "distro-bench-worker:nope",
+            "--out", tmp_path / "out")
+    assert r.exit_code == 2, r.output
+    assert "not found" in r.output and "distro-bench image build --offline" in r.output
+
+
+def test_second_build_is_skipped(worker_image, engine):
+    first = image.build_image(offline=True, docker_client=engine)
+    again = image.build_image(offline=True, docker_client=engine)
+    assert again.cached and again.id == first.id
