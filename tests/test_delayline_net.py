@@ -105,6 +105,8 @@ def test_tcp_goodput_reaches_90_percent_of_the_rate_at_30ms_rtt(rate_mbit, tmp_p
     up = stats[0]["a_to_b"]
     assert up["bytes_out"] > 0.9 * rate / 8 * 5  # the data really went through the delay line
     assert up["send_errors"] == 0
+    kept = json.loads((tmp_path / "delayline-0.stats.json").read_text())  # left beside the log on stop
+    assert kept["state"] == "stopped" and kept["a_to_b"]["bytes_out"] >= up["bytes_out"]
 
 
 def test_loss_drops_the_configured_fraction():

@@ -479,6 +479,11 @@ class DelayLine:
         return True, "AF_PACKET raw sockets (userspace delay line)"
 
     @property
+    def stats_path_beside_log(self) -> Path | None:
+        """Where stop() leaves the final stats when there is a log: `<log stem>.stats.json`."""
+        return self.log_path.with_name(self.log_path.stem + ".stats.json") if self.log_path else None
+
+    @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
@@ -550,6 +555,9 @@ class DelayLine:
                     proc.kill()
                     proc.wait(timeout=3)
             self._final_stats = self._read_stats()
+            if self.log_path is not None and self._final_stats:
+                # Beside the log, so a run folder keeps what the line did (drops, lateness).
+                _write_json(self.stats_path_beside_log, self._final_stats)
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
