@@ -222,3 +222,37 @@ def test_survives_its_interface_going_down_and_up():
         _, got = ping(lab, 0, 1, 5, 0.2)  # the first may wait for the link's qdisc to come back
         assert got >= 4
         assert line.stats()["a_to_b"]["link_errors"] == 1
+
+
+def test_netns_backend_with_the_userspace_engine(tmp_path):
+    """End to end through the netns backend: each node's link namespace gets a running delay line,
+    environment.json's description names the engine, and node-to-node RTT is the four delays' sum."""
+    need("ping")
+    from harness.backends.base import BackendOptions
+    from harness.backends.netns import NetnsBackend
+    from harness.net.linktest import LinkTarget
+    from harness.scenario import scenario_from_dict
+    from tests.conftest import tiny_scenario_dict
+
+    d = tiny_scenario_dict()
+    d["links"] = {
+        "near": {"up": "20Mbit", "down": "20Mbit", "delay": "5ms", "jitter": "1ms"},
+        "far": {"up": "20Mbit", "down": "20Mbit", "delay": "40ms", "jitter": "3ms", "loss": "0.1%"},
+    }
+    d["workers"] = [{"name": "near", "hardware": "host", "link": "near"}, {"name": "far", "hardware": "host", "link": "far"}]
+    with NetnsBackend(scenario_from_dict(d), tmp_path, BackendOptions(link_engine="userspace")) as backend:
+        net = backend.describe()
+        assert net["link_engine"] == "userspace" and net["not_emulated"] == []
+        assert all(n["applied"]["delay_line"] for n in net["nodes"])
+        assert all(line.running() for line in backend.delay_lines.values())
+        near, far = backend.link_targets()
+        assert isinstance(near, LinkTarget)
+        subprocess.run(near.ns.wrap(["ping", "-n", "-c", "1", far.addr]), capture_output=True)  # ARP first
+        argv = ["ping", "-n", "-c", "40", "-i", "0.05", "-W", "2", far.addr]
+        out = subprocess.run(near.ns.wrap(argv), capture_output=True, text=True, timeout=60).stdout
+    rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
+    assert len(rtts) >= 36  # 0.1% loss each way
+    expected = 5 + 40 + 40 + 5
+    assert abs(sum(rtts) / len(rtts) - expected) <= 1.0 + 0.05 * expected, rtts
+    assert sorted(p.name for p in (tmp_path / "net").glob("*.stats.json")) == [
+        "delayline-far.stats.json", "delayline-near.stats.json"]
