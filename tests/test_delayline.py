@@ -108,6 +108,8 @@ def test_command_runs_the_module_inside_the_namespace():
     assert Impairment(**json.loads(cmd[cmd.index("--a-to-b") + 1])) == up
     assert Impairment(**json.loads(cmd[cmd.index("--b-to-a") + 1])) == down
     assert cmd[cmd.index("--parent-pid") + 1] == str(os.getpid())
+    by_path = DelayLine("/proc/123/ns/net", "a", "b", up, down).command(Path("/tmp/s.json"))
+    assert by_path[:2] == ["nsenter", "--net=/proc/123/ns/net"] and by_path[3:5] == ["-m", "harness.net.delayline"]
 
 
 def test_stop_and_stats_before_start_are_harmless():

@@ -256,3 +256,16 @@ def test_netns_backend_with_the_userspace_engine(tmp_path):
     assert abs(sum(rtts) / len(rtts) - expected) <= 1.0 + 0.05 * expected, rtts
     assert sorted(p.name for p in (tmp_path / "net").glob("*.stats.json")) == [
         "delayline-far.stats.json", "delayline-near.stats.json"]
+
+
+def test_namespace_given_as_a_path():
+    # How a container's namespace (/proc/<pid>/ns/net) is addressed: nsenter instead of ip netns.
+    need("ping")
+    with Lab([link(5, 5), link(1, 1)]) as lab:
+        lab.lines[0].stop()
+        line = DelayLine(f"/run/netns/{lab.link_ns(0)}", "a", "b", Impairment(0.005), Impairment(0.005))
+        with line:
+            ping(lab, 0, 1, 1, 0.2)
+            rtts, got = ping(lab, 0, 1, 10, 0.05)
+        assert not line.running()
+    assert got == 10 and 11 - 1 <= sum(rtts) / len(rtts) <= 12 + 1  # 5 + 1 + 1 + 5 ms

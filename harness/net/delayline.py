@@ -435,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class DelayLine:
-    """Owns one forwarder process inside `netns`, between `iface_a` (node side) and `iface_b`."""
+    """Owns one forwarder process inside `netns` (a name from `ip netns`, or a path such as
+    /proc/<pid>/ns/net), between `iface_a` (node side) and `iface_b` (switch side)."""
 
     START_TIMEOUT_S = 10.0
 
@@ -488,8 +489,10 @@ class DelayLine:
         return self._proc.pid if self._proc is not None else None
 
     def command(self, stats_path: Path) -> list[str]:
+        # A path (a container's /proc/<pid>/ns/net) is entered with nsenter, a name with ip netns.
+        enter = ["nsenter", f"--net={self.netns}"] if self.netns.startswith("/") else ["ip", "netns", "exec", self.netns]
         return [
-            "ip", "netns", "exec", self.netns,
+            *enter,
             sys.executable, "-m", "harness.net.delayline",
             "--a", self.iface_a, "--b", self.iface_b,
             "--a-to-b", json.dumps(asdict(self.a_to_b)),
