@@ -18,6 +18,7 @@ def image_build(
                                         "Debian base distro-bench-base:bookworm)"),
     tag: str = typer.Option(None, help="image tag (default: distro-bench-worker:<harness version>)"),
     force: bool = typer.Option(False, help="build even when an image with the same build key exists"),
+    no_cache: bool = typer.Option(False, "--no-cache", help="rebuild every layer (implies --force)"),
 ) -> None:
     """Build the worker image (wheelhouse, then `docker build`, with progress); skipped when up to date."""
     from harness.image import build_image
@@ -27,11 +28,13 @@ def image_build(
             if not line.startswith("  "):
                 console.print(escape(line))
             elif line.lstrip().startswith("Step "):
-                console.print(f"[dim]{escape(line.strip())}[/]")
+                step = " ".join(line.split())  # one line per step: RUN commands span many
+                width = max(40, console.width - 1)
+                console.print(f"[dim]{escape(step if len(step) <= width else step[:width - 3] + '...')}[/]")
             else:
                 status.update(escape(line.strip()[:100]))
 
-        r = build_image(offline=offline, base=base, tag=tag, force=force, progress=progress)
+        r = build_image(offline=offline, base=base, tag=tag, force=force, no_cache=no_cache, progress=progress)
     what = "up to date" if r.cached else "built"
     console.print(f"[green]{r.tag}[/] {what}: {r.id[7:19]}, {r.size_bytes / 1e6:.0f} MB, base {r.base}, {r.seconds:.1f}s")
 

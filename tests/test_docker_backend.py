@@ -91,6 +91,7 @@ def exec_as_worker(engine, container_id: str, argv: list[str]) -> tuple[int, str
 
 # ---- end to end ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_ci_smoke_end_to_end_with_shaped_links(worker_image, engine, tmp_path):
     needs_root()
     out = tmp_path / "results"
@@ -194,6 +195,36 @@ def test_ctrl_c_inside_the_run_removes_containers_and_network(worker_image, engi
             assert len(ours(engine, b.run_id)) == 3  # two containers and the network
             raise KeyboardInterrupt
     assert ours(engine, b.run_id) == []
+
+
+def test_ctrl_c_of_the_cli_mid_training_leaves_nothing(worker_image, engine, write_scenario, tmp_path):
+    import signal
+
+    out = tmp_path / "results"
+    scen = write_scenario(tiny_scenario_dict(train={"steps": 10_000, "eval_every": 1000}))
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scen), "--backend", "docker", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    run_id, left = None, []
+    try:
+        deadline = time.monotonic() + 300
+        while not list(out.glob("*/workers/adamw/rank1.jsonl")) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stdout.read()
+            time.sleep(0.5)
+        env = json.loads(next(out.glob("*/environment.json")).read_text())
+        run_id = env["network"]["run_id"]
+        assert len(ours(engine, run_id)) == 3
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(120) == 130
+        left = ours(engine, run_id)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if run_id:
+            remove_labelled(engine, run_id)
+    assert left == []
+    status = json.loads(next(out.glob("*/status.json")).read_text())
+    assert status["state"] == "incomplete"
 
 
 def test_failed_setup_removes_what_it_created(worker_image, engine, tmp_path, tracked, monkeypatch):

@@ -175,7 +175,8 @@ class DockerBackend(Backend):
         self.host_veths: list[str] = []
         self.placements: list[Placement] = []
         self.applied: dict[int, dict] = {}
-        self.bringup_s: float | None = None
+        self.bringup_s: float | None = None  # network and containers up, seconds
+        self.shaping_s: float | None = None  # tc applied and read back on every link, seconds
         self.teardown_problems: list[str] = []
         self._exec_count = 0
 
@@ -238,6 +239,7 @@ class DockerBackend(Backend):
         self._start_nodes()
         self.bringup_s = time.monotonic() - t0
         self._shape()
+        self.shaping_s = time.monotonic() - t0 - self.bringup_s
 
     def _create_network(self) -> None:
         # internal: workers reach each other and nothing else (no NAT to the outside world).
@@ -384,7 +386,7 @@ class DockerBackend(Backend):
                 "network": net.name, "network_id": net.id[:12], "driver": "bridge", "internal": True,
                 "interface": IFACE, "uplink": f"egress of each container's {IFACE}",
                 "downlink": "egress of each container's host-side veth"},
-            "bringup_s": self.bringup_s,
+            "bringup_s": self.bringup_s, "shaping_s": self.shaping_s,
             "nodes": nodes,
             "not_emulated": self.plan.not_emulated if self.plan else [],
         }
