@@ -38,7 +38,7 @@ import torch
 from pydantic import Field, model_validator
 
 from harness.optim import codec
-from harness.optim.base import PhaseTimer, Strategy, StrategyConfig
+from harness.optim.base import Collective, PhaseTimer, Strategy, StrategyConfig
 from harness.optim.dct import ChunkDCT, TensorLayout, layout
 
 
@@ -253,6 +253,20 @@ class DisTrO(Strategy):
     def predict_payload_bytes(cls, cfg: DisTrOConfig, shapes, world_size):
         tx = payload_tx_bytes(plan(list(shapes.values()), cfg.chunk, cfg.topk), cfg.values, cfg.bucket)
         return tx, tx * (world_size - 1)
+
+    @classmethod
+    def predict_collectives(cls, cfg: DisTrOConfig, shapes, world_size):
+        """One all-gather of the packed buffer (bucket), or indices then values per tensor, as `step` issues them."""
+        groups = plan(list(shapes.values()), cfg.chunk, cfg.topk)
+        if cfg.bucket:
+            return [Collective("all_gather", payload_tx_bytes(groups, cfg.values, True))]
+        per_tensor = {}
+        for g in groups:
+            for i, lay in zip(g.members, g.layouts):
+                n = lay.n_chunks * g.k
+                per_tensor[i] = [Collective("all_gather", codec.index_nbytes(n, g.width)),
+                                 Collective("all_gather", codec.value_nbytes(n, cfg.values))]
+        return [c for i in sorted(per_tensor) for c in per_tensor[i]]
 
     def momentum(self, i: int) -> torch.Tensor:
         """Parameter `i`'s local momentum (what was not sent yet), in the parameter's own shape."""
