@@ -3,6 +3,8 @@
 Payload accounting (per worker, per call), as DESIGN.md defines it:
 - all-reduce of B bytes: tx B (our contribution), rx B (the reduced result counts as received);
 - all-gather of s bytes from each of N workers: tx s, rx (N-1)*s.
+`ring_bytes` is what a ring algorithm (gloo's, NCCL's) moves per worker in each direction for the same
+calls: 2(N-1)/N * B for an all-reduce, (N-1)*s for an all-gather. Wire counters are compared with it.
 Counting happens on the real buffers handed to torch.distributed, never estimated afterwards.
 """
 
@@ -21,6 +23,7 @@ class CommStats:
     rx_bytes: int = 0
     seconds: float = 0.0
     calls: int = 0
+    ring_bytes: float = 0.0
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -52,6 +55,7 @@ class Comm:
         n = _nbytes(tensor)
         self._stats.tx_bytes += n
         self._stats.rx_bytes += n if self.world_size > 1 else 0
+        self._stats.ring_bytes += 2 * (self.world_size - 1) / self.world_size * n
         return tensor
 
     def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
@@ -64,6 +68,7 @@ class Comm:
         n = _nbytes(tensor)
         self._stats.tx_bytes += n
         self._stats.rx_bytes += n * (self.world_size - 1)
+        self._stats.ring_bytes += n * (self.world_size - 1)
         return out
 
     def take(self) -> CommStats:

@@ -20,6 +20,7 @@ METRIC_COLUMNS: dict[str, str] = {
     "wait_s": "float64",  # derived: time this rank was ready before the slowest rank of the step
     "t_start": "float64", "t_ready": "float64",
     "payload_tx_bytes": "int64", "payload_rx_bytes": "int64", "collectives": "int64",
+    "ring_bytes": "float64",  # bytes a ring algorithm moves per worker each way for this step's collectives
     "wire_tx_bytes": "Int64", "wire_rx_bytes": "Int64",
     "tokens": "int64", "param_checksum": "string",
 }
@@ -32,7 +33,7 @@ SUMMARY_KEYS = [
     "final_loss", "final_val_loss", "reduction_vs_baseline",
     # additions
     "reduction_basis", "compress_s_mean", "apply_s_mean", "wait_s_mean", "collectives_per_step",
-    "wire_overhead", "first_val_loss", "wall_time_s", "tokens_per_s", "ranks", "replicas_identical",
+    "ring_bytes_per_step", "wire_overhead", "first_val_loss", "wall_time_s", "tokens_per_s", "ranks", "replicas_identical",
     "replicas_diverged_at_step", "param_checksum",
 ]
 
@@ -84,7 +85,7 @@ def summarize_optimizer(df: pd.DataFrame, end_checksums: dict[int, str]) -> dict
     tail = df[df["step"] >= steps - max(1, steps // 10)]
     val = df.dropna(subset=["val_loss"]).groupby("step")["val_loss"].mean()
     wire_known = steady["wire_tx_bytes"].notna().all() and len(steady) > 0
-    payload = steady["payload_tx_bytes"].mean() + steady["payload_rx_bytes"].mean() if len(steady) else math.nan
+    ring = float(steady["ring_bytes"].mean()) if len(steady) else math.nan
     wire_tx = float(steady["wire_tx_bytes"].astype("float64").mean()) if wire_known else None
     wire_rx = float(steady["wire_rx_bytes"].astype("float64").mean()) if wire_known else None
     # Replicas must agree at every evaluation (checksums recorded there) and at the end.
@@ -110,7 +111,9 @@ def summarize_optimizer(df: pd.DataFrame, end_checksums: dict[int, str]) -> dict
         "apply_s_mean": float(steady["apply_s"].mean()),
         "wait_s_mean": float(steady["wait_s"].mean()),
         "collectives_per_step": float(steady["collectives"].mean()),
-        "wire_overhead": (wire_tx + wire_rx) / payload - 1 if wire_known and payload else None,
+        "ring_bytes_per_step": ring,
+        # framing and protocol bytes on top of what the ring algorithm must move, both directions
+        "wire_overhead": (wire_tx + wire_rx) / (2 * ring) - 1 if wire_known and ring else None,
         "first_val_loss": float(val.iloc[0]) if len(val) else None,
         "wall_time_s": wall,
         "tokens_per_s": float(df["tokens"].sum() / wall) if wall and not math.isnan(wall) else None,

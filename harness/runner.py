@@ -239,7 +239,7 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
             with backend_cls(scenario, run_dir, options.backend_options) as backend:
                 env["network"] = backend.describe()
                 atomic_write_json(run_dir / "environment.json", env)
-                _write_prediction(run_dir, scenario, env["network"])
+                _write_prediction(run_dir, scenario, env["network"], sink)
                 for run_name in scenario.optimizers:
                     _train_one(backend, scenario, run_dir, run_name, sink, options)
         state = "complete"
@@ -259,7 +259,7 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
     return RunResult(run_dir=run_dir, state=state, summary=summary)
 
 
-def _write_prediction(run_dir: Path, scenario: Scenario, network: dict) -> None:
+def _write_prediction(run_dir: Path, scenario: Scenario, network: dict, sink: ProgressSink) -> None:
     """The projection model's figures for this very run, so the report can set them beside the measurement."""
     from harness.projection import UNSHAPED_BPS, project
 
@@ -267,9 +267,14 @@ def _write_prediction(run_dir: Path, scenario: Scenario, network: dict) -> None:
     nodes = scenario.nodes()
     if not emulated:  # loopback: the links the scenario names were not there
         nodes = [n.model_copy(update={"link": None}) for n in nodes]
+    try:
+        projections = project(scenario, nodes=nodes)
+    except NotImplementedError as e:  # a strategy without a byte model must not stop a measurement
+        sink.note(f"no prediction for this run: {e}")
+        return
     atomic_write_json(run_dir / "prediction.json", {
         "network_emulated": emulated, "unshaped_bps": UNSHAPED_BPS,
-        "optimizers": {p.optimizer: p.as_dict() for p in project(scenario, nodes=nodes)},
+        "optimizers": {p.optimizer: p.as_dict() for p in projections},
     })
 
 

@@ -177,7 +177,7 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
                 "compute_s": phases.get("compute", 0.0) + stretch, "stretch_s": stretch,
                 "compress_s": phases.get("compress", 0.0), "comm_s": c.seconds, "apply_s": phases.get("apply", 0.0),
                 "t_start": t_start, "t_ready": t_ready,
-                "payload_tx_bytes": c.tx_bytes, "payload_rx_bytes": c.rx_bytes, "collectives": c.calls,
+                "payload_tx_bytes": c.tx_bytes, "payload_rx_bytes": c.rx_bytes, "collectives": c.calls, "ring_bytes": c.ring_bytes,
                 "wire_tx_bytes": wire_tx, "wire_rx_bytes": wire_rx,
                 "tokens": x.numel(), "param_checksum": None,
             }
