@@ -211,6 +211,7 @@ class Scenario(_Strict):
         data["data"]["corpus"] = self.corpus_path()
         if steps is not None:
             data["train"]["steps"] = steps
+            data["train"]["eval_every"] = min(data["train"].get("eval_every", 10), steps)
         if seed is not None:
             data["train"]["seed"] = seed
         if optimizers:

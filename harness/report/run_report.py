@@ -9,6 +9,7 @@ from harness.report import html as html_render
 from harness.report.check import measured_text, run_checks
 from harness.report.document import Banner, Document, Para, Section, Table
 from harness.report.load import LoadedRun, load_for_report
+from harness.report.prediction import prediction_section
 from harness.rundir import atomic_write_text
 
 
@@ -69,6 +70,7 @@ def build_document(run: LoadedRun, plots_dir: Path) -> Document:
         Section("Summary", summary_blocks),
         _checks_section(run),
         Section("Plots", figures or [Para("No plots: no training step was recorded.")]),
+        *filter(None, [prediction_section(run)]),
         Section("What was and was not emulated", describe.emulation_blocks(run)),
         Section("Environment", [describe.environment_table(run)]),
     ]

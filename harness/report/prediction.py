@@ -1,0 +1,62 @@
+"""The projection model's prediction for a run (prediction.json, written when the run started) beside
+what the run measured: bytes per worker per step and communication seconds per step."""
+
+from __future__ import annotations
+
+import json
+
+from harness.report import analysis
+from harness.report.describe import fmt
+from harness.report.document import Para, Section, Table
+from harness.report.load import LoadedRun
+
+
+def measured_comm_s(df) -> float:
+    """Mean seconds per step a rank spent moving data: time in collectives less waiting for the slowest rank."""
+    s = analysis.steady(df)
+    return float((s["comm_s"] - s["wait_s"].fillna(0.0)).clip(lower=0.0).mean())
+
+
+def prediction_rows(run: LoadedRun) -> list[dict]:
+    path = run.data.path / "prediction.json"
+    if not path.exists():
+        return []
+    pred = json.loads(path.read_text())
+    rows = []
+    for name, p in pred.get("optimizers", {}).items():
+        df = run.data.metrics[run.data.metrics["optimizer"] == name]
+        s = run.data.summary.get("optimizers", {}).get(name)
+        if not len(df) or not s:
+            continue
+        comm = measured_comm_s(df)
+        rows.append({
+            "optimizer": name,
+            "payload_predicted": p["payload_tx_bytes"] + p["payload_rx_bytes"],
+            "payload_measured": (s["payload_tx_bytes_per_step"] or 0) + (s["payload_rx_bytes_per_step"] or 0),
+            "wire_predicted": p["wire_tx_bytes"],
+            "wire_measured": s.get("wire_tx_bytes_per_step"),
+            "comm_predicted": p["comm_s"],
+            "comm_measured": comm,
+            "comm_ratio": comm / p["comm_s"] if p["comm_s"] else None,
+            "emulated": pred.get("network_emulated", False),
+        })
+    return rows
+
+
+def prediction_section(run: LoadedRun) -> Section | None:
+    rows = prediction_rows(run)
+    if not rows:
+        return None
+    table = Table(
+        ["optimizer", "payload B/step predicted", "measured", "wire B/step each way predicted", "measured",
+         "comm s/step predicted", "measured", "measured / predicted"],
+        [[r["optimizer"], fmt(r["payload_predicted"]), fmt(r["payload_measured"]), fmt(r["wire_predicted"]),
+          fmt(r["wire_measured"]), fmt(r["comm_predicted"]), fmt(r["comm_measured"]), fmt(r["comm_ratio"])]
+         for r in rows])
+    blocks = [Para("`distro-bench project`'s model of this run (ring collectives over the scenario's links; see the "
+                   "README's 'Projection' section), written before training, beside the measurement. Measured "
+                   "communication is time in collectives less the wait for the slowest worker."), table]
+    if not rows[0]["emulated"]:
+        blocks.append(Para("The network was not emulated, so the prediction assumes unshaped 10 Gbit/s paths; "
+                           "only the byte columns are comparable with a real network."))
+    return Section("Prediction vs measurement", blocks)
