@@ -26,7 +26,34 @@ from harness.scenario import Scenario, scenario_from_dict
 
 from .conftest import tiny_scenario_dict
 
-LONG = tiny_scenario_dict(train={"steps": 400, "eval_every": 50, "seed": 0})
+LONG = tiny_scenario_dict(train={"steps": 400, "eval_every": 50, "seed": 0},
+                          workers=[{"count": 2, "hardware": "host", "link": {"up": "1Gbit", "down": "1Gbit"}}])
+
+
+def _netns_usable() -> str | None:
+    """Why the netns backend cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "needs root for network namespaces"
+    from harness.backends.netns import NetnsBackend
+
+    ok, why = NetnsBackend.probe(None)
+    return None if ok else why
+
+
+@pytest.fixture(params=["local", "netns"])
+def backend(request):
+    """Each reliability test on the loopback backend and on real namespaces; afterwards none of ours remain."""
+    if request.param == "netns" and (why := _netns_usable()):
+        pytest.skip(f"netns backend unavailable: {why}")
+    before = set(_our_namespaces())
+    yield request.param
+    left = set(_our_namespaces()) - before
+    assert not left, f"namespaces left behind: {left}"
+
+
+def _our_namespaces() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout if os.geteuid() == 0 else ""
+    return [line.split()[0] for line in out.splitlines() if line.startswith("dbench-")]
 
 
 def _worker_pids(marker: str) -> dict[int, int]:
@@ -58,8 +85,8 @@ def _wait_for_steps(out: Path, rank: int, n: int, timeout: float = 90) -> None:
     raise AssertionError(f"rank {rank} did not reach {n} steps in {timeout}s")
 
 
-def _start_cli_run(scenario: Path, out: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--backend", "local", "--out", str(out)],
+def _start_cli_run(scenario: Path, out: Path, backend: str = "local") -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--backend", backend, "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -69,9 +96,9 @@ def _run_dir(out: Path) -> Path:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_interrupt_tears_down_keeps_metrics_and_exits_130(write_scenario, tmp_path, sig):
+def test_interrupt_tears_down_keeps_metrics_and_exits_130(write_scenario, tmp_path, sig, backend):
     out = tmp_path / "out"
-    proc = _start_cli_run(write_scenario(LONG), out)
+    proc = _start_cli_run(write_scenario(LONG), out, backend)
     try:
         _wait_for_steps(out, 0, 3)
         proc.send_signal(sig)
@@ -87,9 +114,9 @@ def test_interrupt_tears_down_keeps_metrics_and_exits_130(write_scenario, tmp_pa
     assert _worker_pids(str(out)) == {}, "workers left running"
 
 
-def test_killed_worker_stops_the_run_and_names_the_rank(write_scenario, tmp_path):
+def test_killed_worker_stops_the_run_and_names_the_rank(write_scenario, tmp_path, backend):
     out = tmp_path / "out"
-    proc = _start_cli_run(write_scenario(LONG), out)
+    proc = _start_cli_run(write_scenario(LONG), out, backend)
     try:
         _wait_for_steps(out, 1, 3)
         os.kill(_worker_pids(str(out))[1], signal.SIGKILL)
@@ -107,7 +134,7 @@ def test_killed_worker_stops_the_run_and_names_the_rank(write_scenario, tmp_path
     assert _worker_pids(str(out)) == {}
 
 
-def test_hung_worker_is_caught_by_the_watchdog(tmp_path):
+def test_hung_worker_is_caught_by_the_watchdog(tmp_path, backend):
     s = scenario_from_dict(LONG)
     out = tmp_path / "out"
     stopped = []
@@ -122,7 +149,7 @@ def test_hung_worker_is_caught_by_the_watchdog(tmp_path):
     t.start()
     start = time.monotonic()
     with pytest.raises(WorkerFailed) as e:
-        run_scenario(s, RunOptions(backend="local", out=out, write_report=False, watchdog_s=4, collective_timeout_s=120))
+        run_scenario(s, RunOptions(backend=backend, out=out, write_report=False, watchdog_s=4, collective_timeout_s=120))
     assert time.monotonic() - start < 90
     assert stopped and e.value.rank == 1, str(e.value)
     assert "appears hung" in str(e.value) and "communicate" in str(e.value)
@@ -130,10 +157,10 @@ def test_hung_worker_is_caught_by_the_watchdog(tmp_path):
     assert json.loads((_run_dir(out) / "status.json").read_text())["state"] == "failed"
 
 
-def test_two_runs_at_once_do_not_collide(write_scenario, tmp_path):
-    scenario = write_scenario(tiny_scenario_dict())
+def test_two_runs_at_once_do_not_collide(write_scenario, tmp_path, backend):
+    scenario = write_scenario(tiny_scenario_dict(workers=[{"count": 2, "link": {"up": "1Gbit", "down": "1Gbit"}}]))
     out = tmp_path / "out"
-    procs = [_start_cli_run(scenario, out) for _ in range(2)]
+    procs = [_start_cli_run(scenario, out, backend) for _ in range(2)]
     results = [p.communicate(timeout=240) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], results
     dirs = sorted(p for p in out.iterdir() if p.is_dir())
