@@ -38,6 +38,7 @@ def scenario(shaped: bool):
 
 def bringup(shaped: bool, repeat: int) -> None:
     s = scenario(shaped)
+    image.build_image(offline=True)  # the harness source may have changed meanwhile (shared work tree)
     ups, shapes, downs = [], [], []
     for _ in range(repeat):
         with tempfile.TemporaryDirectory() as tmp:
