@@ -45,18 +45,16 @@ class LoopbackComm:
         return tensor
 
 
-def _median_ms(fn, repeats: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
 
 
-def measure(preset: str, *, world: int, batch: int, seq_len: int, repeats: int, topk: int, values: str) -> dict:
+def measure(preset: str, *, world: int, batch: int, seq_len: int, repeats: int, topk: int, values: str,
+            warmup: int = 2) -> dict:
+    """Median milliseconds of each part. The three are interleaved in every repeat, so load from other
+    processes on a shared machine falls on all of them alike instead of on whichever ran during a spike."""
     model = build_model(ModelConfig(**MODELS[preset]), seed=0)
     params = list(model.named_parameters())
     g = torch.Generator().manual_seed(0)
@@ -67,26 +65,21 @@ def measure(preset: str, *, world: int, batch: int, seq_len: int, repeats: int, 
         model.zero_grad(set_to_none=True)
         model.loss(x, y).backward()
 
-    fb = _median_ms(fwd_bwd, repeats)
-    fwd_bwd()  # gradients in place for the optimizers; both then see the same ones every step
-
     cfg = DisTrOConfig(lr=1e-4, topk=topk, chunk=64, values=values, bucket=True)
     distro = DisTrO(cfg, params, LoopbackComm(world), total_steps=10**6)
-    timer = PhaseTimer(torch.device("cpu"))
-    step = iter(range(10**6))
-    work = []
-
-    def distro_step():
-        distro.step(next(step), timer)
-        phases = timer.take()
-        work.append(phases.get("compress", 0.0) + phases.get("apply", 0.0))
-
-    total = _median_ms(distro_step, repeats)
-    ours = statistics.median(work[-repeats:]) * 1e3
-
     ref = ReferenceDeMo([p for _, p in params], LoopbackComm(world), lr=1e-4, topk=topk, chunk=64,
                         decay=cfg.decay, values=values)
-    reference = _median_ms(ref.step, repeats)
+    timer = PhaseTimer(torch.device("cpu"))
+    rows = []
+    for i in range(warmup + repeats):
+        fb = _timed(fwd_bwd)  # leaves fresh gradients for both optimizers
+        timer.take()
+        step = _timed(lambda: distro.step(i, timer))
+        phases = timer.take()
+        reference = _timed(ref.step)
+        if i >= warmup:
+            rows.append((fb, phases.get("compress", 0.0) + phases.get("apply", 0.0), step, reference))
+    fb, ours, total, reference = (statistics.median(col) * 1e3 for col in zip(*rows))
     return {"preset": preset, "params": sum(p.numel() for _, p in params), "fwd_bwd_ms": fb, "distro_ms": ours,
             "distro_step_ms": total, "reference_ms": reference}
 

@@ -40,9 +40,9 @@ def test_dct_round_trip(shape):
     torch.manual_seed(0)
     t = torch.randn(shape)
     lay = layout(shape, 64)
-    buf = torch.empty(lay.n_chunks, *lay.chunk)
+    buf = torch.empty(lay.chunk[0], lay.n_chunks, lay.chunk[1])
     lay.to_chunks(t, buf)
-    dct = ChunkDCT(lay.chunk)
+    dct = ChunkDCT(lay.chunk, lay.n_chunks)
     coef = dct.forward(buf)
     assert not torch.allclose(coef, buf) or lay.chunk == (1, 1)  # it did transform something
     back = lay.from_chunks(dct.inverse(coef))
@@ -52,19 +52,38 @@ def test_dct_round_trip(shape):
 
 def test_batched_transform_equals_per_chunk_transform():
     torch.manual_seed(1)
-    x = torch.randn(5, 16, 8)
+    x = torch.randn(16, 5, 8)  # five 16x8 chunks, laid out (rows, chunks, cols)
     dr, dc = dct_matrix(16), dct_matrix(8)
-    batched = ChunkDCT((16, 8)).forward(x)
-    for i in range(5):
-        assert torch.allclose(batched[i], dr @ x[i] @ dc.T, atol=1e-5)
+    dct = ChunkDCT((16, 8), 5)
+    coef = dct.forward(x)
+    for j in range(5):
+        assert torch.allclose(coef[:, j], dr @ x[:, j] @ dc.T, atol=1e-5)
+    acc = torch.ones(16, 5, 8)
+    dct.forward(x, out=acc, beta=0.5, alpha=2.0)
+    assert torch.allclose(acc, 0.5 + 2.0 * coef, atol=1e-5)
+
+
+def test_sparse_inverse_equals_dense_inverse():
+    torch.manual_seed(2)
+    dct = ChunkDCT((16, 8), 5)
+    idx = torch.stack([torch.randperm(128)[:6] for _ in range(5)])
+    idx[:, 1] = idx[:, 0]  # a repeated index adds up
+    vals = torch.randn(5, 6)
+    dense = torch.zeros(5, 128)
+    for j in range(5):
+        for i, v in zip(idx[j].tolist(), vals[j].tolist()):
+            dense[j, i] += v
+    expected = dct.inverse(dense.view(5, 16, 8).transpose(0, 1).contiguous()).transpose(0, 1).clone()
+    assert torch.allclose(dct.sparse_inverse(idx, vals), expected, atol=1e-6)
 
 
 def test_padding_is_zero_and_cropped():
     lay = layout((257, 64), 64)
     assert lay.padded and lay.padded_rows == 260 and lay.n_chunks == 5
-    buf = torch.empty(lay.n_chunks, *lay.chunk)
+    buf = torch.empty(lay.chunk[0], lay.n_chunks, lay.chunk[1])
     lay.to_chunks(torch.ones(257, 64), buf)
     assert buf.sum().item() == 257 * 64  # the 3 padded rows are zeros
+    assert lay.from_chunks(buf).shape == (257, 64)
 
 
 @pytest.mark.parametrize(("numel", "width"), [(1, 1), (64, 1), (256, 1), (257, 2), (4096, 2), (65536, 2), (65537, 4)])

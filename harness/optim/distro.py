@@ -118,13 +118,22 @@ class DisTrO(Strategy):
         self.tensors = [p for _, p in params]
         self.groups = plan([tuple(p.shape) for p in self.tensors], cfg.chunk, cfg.topk)
         device = self.tensors[0].device if self.tensors else torch.device("cpu")
-        self.dct = {g.chunk: ChunkDCT(g.chunk, device) for g in self.groups}
-        self._chunks = [torch.empty(g.n_chunks, *g.chunk, device=device) for g in self.groups]
-        self.delta = ([torch.zeros(g.n_chunks, g.chunk_numel, device=device) for g in self.groups]
+        self.dct = {g.chunk: ChunkDCT(g.chunk, g.n_chunks, device) for g in self.groups}
+        # Per group, laid out (cr, chunks, cc) as harness/optim/dct.py explains: the gradient's chunks,
+        # then (free once transformed) |delta| chunk by chunk, or the dense aggregate.
+        self._chunks = [torch.empty(g.chunk[0], g.n_chunks, g.chunk[1], device=device) for g in self.groups]
+        self.delta = ([torch.zeros(g.chunk[0], g.n_chunks, g.chunk[1], device=device) for g in self.groups]
                       if cfg.state == "stateful" else None)
+        # Flat position in a group buffer of chunk j's coefficient 0: positions = base + r * chunks * cc + c.
+        self._base = [torch.arange(g.n_chunks, device=device)[:, None] * g.chunk[1] for g in self.groups]
         self._decayed = [p for p in self.tensors if p.ndim >= 2]
         self._sent: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._tx_bytes = payload_tx_bytes(self.groups, cfg.values, cfg.bucket)
+
+    def _positions(self, gi: int, idx: torch.Tensor) -> torch.Tensor:
+        """Flat positions in a (cr, chunks, cc) group buffer of row-major chunk indices `idx` (chunks, k)."""
+        g = self.groups[gi]
+        return self._base[gi] + (idx // g.chunk[1]) * (g.n_chunks * g.chunk[1]) + idx % g.chunk[1]
 
     # ---- the step ---------------------------------------------------------------------------------
     @torch.no_grad()
@@ -138,35 +147,37 @@ class DisTrO(Strategy):
             received = self._unpack_bucket(gathered[0]) if self.cfg.bucket else self._unpack_per_tensor(gathered)
             if self.cfg.weight_decay and self._decayed:
                 torch._foreach_mul_(self._decayed, 1.0 - lr * self.cfg.weight_decay)
-            for gi, g in enumerate(self.groups):
-                update = self._aggregate(gi, [r[gi] for r in received]).sign_()
-                for m, lay in zip(g.members, g.layouts):
-                    _add_chunks(self.tensors[m], lay, update[lay.offset : lay.offset + lay.n_chunks], -lr)
+            for gi in range(len(self.groups)):
+                self._apply(gi, [r[gi] for r in received], lr)
 
     def _select(self, gi: int, lr: float) -> tuple[torch.Tensor, torch.Tensor]:
-        """Momentum update, top-k and error feedback for one group; returns (indices, values), (n_chunks, k)."""
+        """Momentum update, top-k and error feedback for one group: (row-major indices, values), each (chunks, k)."""
         g, buf = self.groups[gi], self._chunks[gi]
         for m, lay in zip(g.members, g.layouts):
             grad = self.tensors[m].grad
-            part = buf[lay.offset : lay.offset + lay.n_chunks]
             if grad is None:  # an unused parameter contributes nothing, as a zero gradient
-                part.zero_()
+                lay.part(buf).zero_()
             else:
-                lay.to_chunks(grad, part)
-        coef = self.dct[g.chunk].forward(buf).view(g.n_chunks, g.chunk_numel)
+                lay.to_chunks(grad, buf)
+        dct = self.dct[g.chunk]
         if self.delta is None:
-            delta = coef.mul_(lr)
-        else:
-            delta = self.delta[gi].mul_(self.cfg.decay).add_(coef, alpha=lr)
-        idx = delta.abs().topk(g.k, dim=1, sorted=False).indices
-        vals = delta.gather(1, idx)
+            delta = dct.forward(buf, alpha=lr)
+        else:  # delta = decay * delta + lr * DCT(grad), fused into the transform's last GEMM
+            delta = dct.forward(buf, out=self.delta[gi], beta=self.cfg.decay, alpha=lr)
+        cr, n, cc = delta.shape
+        # |delta| chunk by chunk (one pass that also brings each chunk together), then top-k per chunk
+        magnitude = buf.view(n, cr, cc)
+        torch.abs(delta.permute(1, 0, 2), out=magnitude)
+        idx = magnitude.view(n, cr * cc).topk(g.k, dim=1, sorted=False).indices
+        flat, pos = delta.view(-1), self._positions(gi, idx)
+        vals = flat[pos]
         if self.cfg.values == "bf16":
             sent = vals.bfloat16().float()
             if self.delta is not None:
-                delta.scatter_(1, idx, vals - sent)
+                flat[pos] = vals - sent
             vals = sent
         elif self.delta is not None:
-            delta.scatter_(1, idx, 0.0)
+            flat[pos] = 0.0
         if self.delta is not None:
             self._drop_padding(gi)
         return idx, vals
@@ -178,24 +189,38 @@ class DisTrO(Strategy):
         g, dct = self.groups[gi], self.dct[self.groups[gi].chunk]
         for lay in g.layouts:
             if lay.padded:
-                rows = self.delta[gi][lay.offset : lay.offset + lay.n_chunks]
-                chunks = torch.empty(lay.n_chunks, *g.chunk, device=rows.device)
-                lay.to_chunks(lay.from_chunks(dct.inverse(rows.view(-1, *g.chunk))), chunks)
-                rows.copy_(dct.forward(chunks).view(lay.n_chunks, -1))
+                part = lay.part(self.delta[gi])
+                real = lay.from_chunks(dct.inverse(part.contiguous()))
+                chunks = torch.empty(g.chunk[0], lay.n_chunks, g.chunk[1], device=part.device)
+                lay.to_chunks(real, chunks)
+                part.copy_(dct.forward(chunks))
 
-    def _aggregate(self, gi: int, per_worker: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
-        """Mean of each coefficient over the workers that sent it, inverse DCT: (n_chunks, cr, cc)."""
-        g = self.groups[gi]
-        total = torch.zeros(g.n_chunks, g.chunk_numel, device=self._chunks[gi].device)
+    def _apply(self, gi: int, per_worker: list[tuple[torch.Tensor, torch.Tensor]], lr: float) -> None:
+        """Mean of each coefficient over the workers that sent it, inverse DCT, p -= lr * sign."""
+        g, dct = self.groups[gi], self.dct[self.groups[gi].chunk]
+        idx = torch.cat([i for i, _ in per_worker], dim=1)  # rank order
+        vals = torch.cat([v for _, v in per_worker], dim=1)
+        if 2 * idx.shape[1] <= sum(g.chunk):
+            # Few coefficients per chunk (topk 4 from 4 workers: 16 of 4096): count the senders of each by
+            # comparing a chunk's indices (each worker's are distinct), and transform just those.
+            senders = (idx[:, :, None] == idx[:, None, :]).sum(-1)
+            update = dct.sparse_inverse(idx, vals / senders).sign_()  # (chunks, cr, cc)
+            for m, lay in zip(g.members, g.layouts):
+                rows = update[lay.offset : lay.offset + lay.n_chunks]
+                _add(self.tensors[m], lay, rows.view(lay.grid[0], lay.grid[1], *g.chunk).permute(0, 2, 1, 3), -lr)
+            return
+        # Dense: scatter-adds one worker at a time, in rank order; each adds to distinct coefficients, so
+        # the sums do not depend on scheduling (CPU threads, CUDA atomics) and every rank gets the same bits.
+        total = self._chunks[gi].zero_()
         count = torch.zeros_like(total)
-        ones = None
-        for idx, vals in per_worker:  # rank order, one worker at a time: deterministic sums
-            if ones is None:
-                ones = torch.ones_like(vals)
-            total.scatter_add_(1, idx, vals)
-            count.scatter_add_(1, idx, ones)
-        mean = total.div_(count.clamp_(min=1))
-        return self.dct[g.chunk].inverse(mean.view(g.n_chunks, *g.chunk))
+        ones = torch.ones_like(per_worker[0][1]).view(-1)
+        for i, v in per_worker:
+            pos = self._positions(gi, i).view(-1)
+            total.view(-1).scatter_add_(0, pos, v.reshape(-1))
+            count.view(-1).scatter_add_(0, pos, ones)
+        update = dct.inverse(total.div_(count.clamp_(min=1))).sign_()  # (cr, chunks, cc)
+        for m, lay in zip(g.members, g.layouts):
+            _add(self.tensors[m], lay, lay.blocks(lay.part(update)), -lr)
 
     # ---- wire format ------------------------------------------------------------------------------
     def _pack_bucket(self) -> list[torch.Tensor]:
@@ -217,7 +242,8 @@ class DisTrO(Strategy):
             worker = []
             for g, v in zip(self.groups, vals):
                 nbytes = codec.index_nbytes(g.n_chunks * g.k, g.width)
-                worker.append((codec.decode_indices(buf[pos : pos + nbytes], g.width).view(g.n_chunks, g.k), v))
+                idx = codec.decode_indices(buf[pos : pos + nbytes], g.width)
+                worker.append((idx.view(g.n_chunks, g.k), v))
                 pos += nbytes
             out.append(worker)
         return out
@@ -228,7 +254,8 @@ class DisTrO(Strategy):
         for g, (idx, vals) in zip(self.groups, self._sent):
             for m, lay in zip(g.members, g.layouts):
                 rows = slice(lay.offset, lay.offset + lay.n_chunks)
-                pieces.append((m, codec.encode_indices(idx[rows], g.width), codec.encode_values(vals[rows], self.cfg.values)))
+                wire_idx = codec.encode_indices(idx[rows], g.width)
+                pieces.append((m, wire_idx, codec.encode_values(vals[rows], self.cfg.values)))
         pieces.sort(key=lambda p: p[0])
         return [b for _, i, v in pieces for b in (i, v)]
 
@@ -241,7 +268,8 @@ class DisTrO(Strategy):
             for pos, m in enumerate(sorted(where)):
                 g, lay = where[m]
                 n = lay.n_chunks * g.k
-                idx = codec.decode_indices(gathered[2 * pos][w], g.width).view(lay.n_chunks, g.k)
+                idx = codec.decode_indices(gathered[2 * pos][w], g.width)
+                idx = idx.view(lay.n_chunks, g.k)
                 vals = codec.decode_values(gathered[2 * pos + 1][w], self.cfg.values, n).view(lay.n_chunks, g.k)
                 per_tensor[m] = (idx, vals)
             out.append([(torch.cat([per_tensor[m][0] for m in g.members]), torch.cat([per_tensor[m][1] for m in g.members]))
@@ -277,8 +305,10 @@ class DisTrO(Strategy):
     def transmitted(self, i: int) -> torch.Tensor:
         """What the last step took out of parameter `i`'s momentum to send (bf16-rounded for bf16), in its shape."""
         def dense(gi):
-            g, (idx, vals) = self.groups[gi], self._sent[gi]
-            return torch.zeros(g.n_chunks, g.chunk_numel, device=vals.device).scatter_(1, idx, vals)
+            (idx, vals), g = self._sent[gi], self.groups[gi]
+            out = torch.zeros(g.chunk[0], g.n_chunks, g.chunk[1], device=vals.device)
+            out.view(-1)[self._positions(gi, idx)] = vals
+            return out
         return self._to_param(i, dense)
 
     @torch.no_grad()
@@ -286,15 +316,16 @@ class DisTrO(Strategy):
         for gi, g in enumerate(self.groups):
             if i in g.members:
                 lay = g.layouts[g.members.index(i)]
-                coef = coefficients(gi)[lay.offset : lay.offset + lay.n_chunks]
-                return lay.from_chunks(self.dct[g.chunk].inverse(coef.view(-1, *g.chunk))).clone()
+                return lay.from_chunks(self.dct[g.chunk].inverse(lay.part(coefficients(gi)).contiguous()))
         raise IndexError(i)
 
 
-def _add_chunks(param: torch.Tensor, lay: TensorLayout, chunks: torch.Tensor, alpha: float) -> None:
-    """param += alpha * (chunks laid back out); in place through a strided view when nothing is padded."""
+def _add(param: torch.Tensor, lay: TensorLayout, blocks: torch.Tensor, alpha: float) -> None:
+    """param += alpha * update, given as the padded matrix split (grid_r, cr, grid_c, cc); in place through a
+    strided view when nothing is padded."""
     if not lay.padded and param.is_contiguous():
         (gr, gc), (cr, cc) = lay.grid, lay.chunk
-        param.view(gr, cr, gc, cc).add_(chunks.view(gr, gc, cr, cc).permute(0, 2, 1, 3), alpha=alpha)
+        param.view(gr, cr, gc, cc).add_(blocks, alpha=alpha)
     else:
-        param.add_(lay.from_chunks(chunks), alpha=alpha)
+        m = blocks.reshape(lay.padded_rows, lay.padded_cols)[: lay.rows, : lay.cols]
+        param.add_(m.reshape(param.shape), alpha=alpha)
