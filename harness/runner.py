@@ -211,7 +211,8 @@ def finalize(run_dir: Path, scenario: Scenario, backend_name: str, state: str, r
         "schema_version": SCHEMA_VERSION,
         "run": {"scenario": scenario.name, "backend": backend_name, "state": state, "reason": reason,
                 "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "world_size": scenario.world_size},
+                "world_size": scenario.world_size,
+                "corpus_sha256": sorted({e["corpus_sha256"] for e in events if e.get("type") == "start" and "corpus_sha256" in e})},
         "baseline": scenario.baseline,
         "optimizers": metrics.summarize(df, events, scenario.baseline) if len(df) else {},
     }

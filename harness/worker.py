@@ -128,7 +128,8 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
     strategy = get_strategy(cfg.type)(cfg, list(model.named_parameters()), comm, steps)
 
     d = scenario.data
-    tokens = data_mod.encode(data_mod.load_corpus(scenario.corpus_path()))
+    corpus = data_mod.load_corpus(scenario.corpus_path())
+    tokens = data_mod.encode(corpus)
     shard, val = data_mod.split(tokens, d.val_fraction, rank, world, d.seq_len)
     batches = data_mod.train_batches(shard, d.seq_len, d.batch_size, seed, rank)
     val_batches = data_mod.validation_batches(val, d.seq_len, d.batch_size, d.val_batches)
@@ -144,7 +145,9 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
             out.flush()
 
         emit({"type": "start", "rank": rank, "node": node.name, "device": str(device), "compute_scale": scale,
-              "world_size": world, "time": time.time(), "params": sum(p.numel() for p in model.parameters())})
+              "world_size": world, "time": time.time(), "params": sum(p.numel() for p in model.parameters()),
+              # builtin:pydoc comes from this Python's stdlib: a container's Python may ship another text
+              "corpus_bytes": len(corpus), "corpus_sha256": hashlib.sha256(corpus).hexdigest()[:16]})
         comm.take()
         if wire:
             wire.delta()
