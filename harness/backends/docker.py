@@ -2,9 +2,20 @@
 run's own; links shaped from the host, wire bytes counted on each container's `eth0`.
 
 Lifecycle: plan the links (pure; CapabilityError before anything exists) -> check the image -> a
-labelled network -> one labelled *node* container per rank, idling under docker's init -> tc on each
+labelled network -> one labelled *node* container per rank, idling under docker's init -> where the
+userspace engine is used, a delay-line hop spliced into the container's eth0 -> tc on each
 container's eth0 (uplink, entered through /proc/<pid>/ns/net) and on its host-side veth (downlink),
-both read back -> workers -> containers and network removed, whatever happened.
+both read back -> delay lines started, and a ping between nodes -> workers -> delay lines stopped,
+Docker's eth0 given back, containers and network removed, whatever happened.
+
+Delay, jitter and loss without netem (the userspace engine): a container has no namespace between
+its eth0 and the bridge, so the hop goes inside the container's own namespace, set up and run from
+the host as root (harness/net/splice.py): Docker's eth0 becomes `b`, a new veth pair `eth0` <-> `a`
+takes its address, routes and MAC, and a DelayLine forwards between `a` and `b` (a->b is the
+uplink), entered with nsenter through /proc/<pid>/ns/net. Rate shaping stays where it was: the
+uplink tbf on the (new) eth0's egress, the downlink tbf on the host-side veth; the tbf is applied
+after the splice, so the read-back is of the interface the worker uses. The worker keeps no
+NET_ADMIN/NET_RAW and sees no host process: it can neither reconfigure the hop nor reach the line.
 
 Why the containers idle and workers are `docker exec`ed into them (rather than one container per
 worker run, held back by a "go" file): a container's network namespace exists only once it runs, so
@@ -42,8 +53,6 @@ LABEL_RANK = "distro-bench.rank"
 IFACE = "eth0"
 SHM_SIZE = "1g"  # torch's DataLoader/gloo use /dev/shm; docker's default of 64 MB is too small
 DROPPED_CAPS = ["NET_ADMIN", "NET_RAW"]
-DOCKER_WAY_OUT = ("use --backend netns (it hosts the userspace delay line), or --allow-unemulated "
-                  "(run with what can be emulated; the run folder says what was not)")
 
 
 def _owner_labels(run_id: str) -> dict[str, str]:
@@ -175,6 +184,8 @@ class DockerBackend(Backend):
         self.host_veths: list[str] = []
         self.placements: list[Placement] = []
         self.applied: dict[int, dict] = {}
+        self.splices: dict[int, Any] = {}  # rank -> harness.net.splice.SpliceState
+        self.delay_lines: dict[int, Any] = {}  # rank -> harness.net.delayline.DelayLine
         self.bringup_s: float | None = None  # network and containers up, seconds
         self.shaping_s: float | None = None  # tc applied and read back on every link, seconds
         self.teardown_problems: list[str] = []
@@ -205,24 +216,16 @@ class DockerBackend(Backend):
 
     @classmethod
     def preflight(cls, scenario: Scenario, options: BackendOptions):
-        """The link plan (tc only: a container has no link namespace for the userspace delay line), or
+        """The link plan (netem, or the userspace delay line spliced into each container's eth0), or
         CapabilityError naming what cannot be emulated; creates nothing."""
         from harness.net import probe as net_probe
-        from harness.net.engines import WAY_OUT, plan_links
+        from harness.net.engines import plan_links
 
-        if options.link_engine == "userspace":
-            raise CapabilityError("--link-engine userspace: the docker backend cannot host the userspace delay line; "
-                                  "use --backend netns, or --link-engine tc/auto (netem)")
         if _needs_shaping(scenario) and os.geteuid() != 0:
             raise CapabilityError("the docker backend shapes links from the host and needs root for it "
                                   "(or run a scenario without shaped links)")
-        caps = dataclasses.replace(net_probe.probe(docker=False, gpus=False), delayline=False,
-                                   delayline_detail="not in containers")
-        try:
-            return plan_links(scenario, caps, engine="auto" if options.link_engine == "auto" else "tc",
-                              allow_unemulated=options.allow_unemulated)
-        except CapabilityError as e:
-            raise CapabilityError(str(e).replace(WAY_OUT, DOCKER_WAY_OUT)) from None
+        caps = net_probe.probe(docker=False, gpus=False)
+        return plan_links(scenario, caps, engine=options.link_engine, allow_unemulated=options.allow_unemulated)
 
     # ---- lifecycle ---------------------------------------------------------------------
     def setup(self) -> None:
@@ -238,8 +241,12 @@ class DockerBackend(Backend):
         self._create_network()
         self._start_nodes()
         self.bringup_s = time.monotonic() - t0
+        self._find_host_veths()
+        self._splice()
         self._shape()
+        self._start_delay_lines()
         self.shaping_s = time.monotonic() - t0 - self.bringup_s
+        self._check_reachable()
 
     def _create_network(self) -> None:
         # internal: workers reach each other and nothing else (no NAT to the outside world).
@@ -300,6 +307,28 @@ class DockerBackend(Backend):
             self.pids.append(int(state["Pid"]))
             self.addresses.append(c.attrs["NetworkSettings"]["Networks"][self.network.name]["IPAddress"])
 
+    def _ns(self, rank: int):
+        from harness.net.ns import NetnsRef
+
+        return NetnsRef(path=f"/proc/{self.pids[rank]}/ns/net", label=f"container {self.containers[rank].name}")
+
+    def _find_host_veths(self) -> None:
+        # Before any splice: afterwards eth0's peer is `a`, inside the container.
+        if _needs_shaping(self.scenario):
+            self.host_veths = [host_veth(self._ns(r)) for r in range(len(self.containers))]
+
+    def _splice(self) -> None:
+        """A delay-line hop in each container whose plan needs one (see the module docstring)."""
+        from harness.net.ns import NetnsRef, run_in
+        from harness.net.splice import splice
+        from harness.net.topology import OFFLOADS_OFF
+
+        assert self.plan is not None
+        for rank in sorted(self.plan.delay_line_ranks):
+            self.splices[rank] = splice(self._ns(rank), IFACE)
+            # As the netns backend's switch port: frames from other nodes reach `b` MTU-sized.
+            run_in(NetnsRef.current(), ["ethtool", "-K", self.host_veths[rank], *OFFLOADS_OFF])
+
     def _shape(self) -> None:
         from harness.net.ns import NetnsRef
         from harness.net.shaping import apply_plans
@@ -307,20 +336,74 @@ class DockerBackend(Backend):
         assert self.plan is not None
         if not _needs_shaping(self.scenario):
             return
-        host = NetnsRef.current()
         downs = {}
-        for p, pid in zip(self.plan.nodes, self.pids):
-            ns = NetnsRef(path=f"/proc/{pid}/ns/net", label=f"container {self.containers[p.rank].name}")
-            self.host_veths.append(host_veth(ns))
-            self.applied[p.rank] = {"up": apply_plans(ns, {IFACE: p.up.qdisc})[IFACE]}
-            downs[self.host_veths[-1]] = p.down.qdisc
-        applied_down = apply_plans(host, downs)
-        for p, veth in zip(self.plan.nodes, self.host_veths):
-            self.applied[p.rank]["down"] = applied_down[veth]
+        for p in self.plan.nodes:
+            self.applied[p.rank] = {"up": apply_plans(self._ns(p.rank), {IFACE: p.up.qdisc})[IFACE]}
+            downs[self.host_veths[p.rank]] = p.down.qdisc
+        applied_down = apply_plans(NetnsRef.current(), downs)
+        for p in self.plan.nodes:
+            self.applied[p.rank]["down"] = applied_down[self.host_veths[p.rank]]
+
+    def _start_delay_lines(self) -> None:
+        from harness.net.delayline import DelayLine, Impairment
+        from harness.net.splice import NODE_SIDE, SWITCH_SIDE
+
+        assert self.plan is not None
+        seed = self.scenario.train.seed
+        for p in self.plan.nodes:
+            if not p.needs_delay_line:
+                continue
+            up, down = p.up.spec, p.down.spec
+            line = DelayLine(
+                netns=self._ns(p.rank).path, iface_a=NODE_SIDE, iface_b=SWITCH_SIDE,
+                a_to_b=Impairment(up.delay_s, up.jitter_s, up.loss, seed=seed * 1000 + 2 * p.rank),
+                b_to_a=Impairment(down.delay_s, down.jitter_s, down.loss, seed=seed * 1000 + 2 * p.rank + 1),
+                log_path=self.run_dir / "net" / f"delayline-{p.name}.log")
+            self.delay_lines[p.rank] = line
+            line.start()
+
+    def _check_reachable(self, timeout_s: float = 5.0) -> None:
+        """Ping the next node from each spliced node at once (the workers' path, through both delay
+        lines): a hop that does not forward fails here, not as a worker hung on its first collective."""
+        if not self.splices or len(self.containers) < 2:
+            return
+        n = len(self.containers)
+        procs = {r: subprocess.Popen(self._ns(r).wrap(["ping", "-n", "-q", "-c", "1", "-i", "0.2", "-w", f"{timeout_s:.0f}",
+                                                       self.addresses[(r + 1) % n]]),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for r in self.splices}
+        failed = []
+        for r, proc in procs.items():
+            try:
+                rc = proc.wait(timeout=timeout_s + 5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                rc = -1
+            if rc != 0:
+                failed.append(f"{self.containers[r].name} -> {self.addresses[(r + 1) % n]}")
+        if failed:
+            raise HarnessError("no ping reply through the delay line: " + ", ".join(failed))
+
+    def _stop_delay_lines(self) -> list[str]:
+        from harness.net.splice import undo
+
+        problems = []
+        for rank, line in list(self.delay_lines.items()):
+            try:
+                line.stop()
+            except Exception as e:  # keep tearing down; report at the end
+                problems.append(f"delay line of rank {rank}: {e}")
+        self.delay_lines.clear()
+        # Give Docker back the eth0 it created, so the engine's own cleanup finds it.
+        for rank, state in list(self.splices.items()):
+            problems += [f"rank {rank}: {p}" for p in undo(self._ns(rank), state)]
+        self.splices.clear()
+        return problems
 
     def teardown(self) -> None:
         """Remove this run's containers and network, found by label, so a partial setup is covered too."""
         atexit.unregister(self.teardown)
+        self.teardown_problems += self._stop_delay_lines()
         if self.client is None:
             return
         removed, problems = remove_labelled(self.client, self.run_id)
@@ -372,7 +455,7 @@ class DockerBackend(Backend):
                 "host_veth": self.host_veths[n.rank] if n.rank < len(self.host_veths) else None,
                 "link": n.link_name, "link_spec": n.link.describe() if n.link else "unshaped",
                 "resources": self.placements[n.rank].describe() if self.placements else None,
-                "applied": self.applied.get(n.rank, {}) or None,
+                "applied": self._applied(n.rank),
                 "not_emulated": p.not_emulated if p else [],
             })
         net = self.network
@@ -385,11 +468,24 @@ class DockerBackend(Backend):
             "topology": None if net is None else {
                 "network": net.name, "network_id": net.id[:12], "driver": "bridge", "internal": True,
                 "interface": IFACE, "uplink": f"egress of each container's {IFACE}",
-                "downlink": "egress of each container's host-side veth"},
+                "downlink": "egress of each container's host-side veth",
+                "delay_line": None if not self.splices else (
+                    f"spliced into {IFACE} of nodes {sorted(self.splices)}: {IFACE} <-> a | delay line | "
+                    "b (Docker's veth) <-> host veth; entered from the host")},
             "bringup_s": self.bringup_s, "shaping_s": self.shaping_s,
             "nodes": nodes,
             "not_emulated": self.plan.not_emulated if self.plan else [],
         }
+
+
+    def _applied(self, rank: int) -> dict | None:
+        applied = self.applied.get(rank)
+        if not applied:
+            return None
+        line = self.delay_lines.get(rank)
+        return {**applied, "delay_line": None if line is None else {
+            "namespace": line.netns, "interfaces": [line.iface_a, line.iface_b],
+            "up": dataclasses.asdict(line.a_to_b), "down": dataclasses.asdict(line.b_to_a)}}
 
 
 def _needs_shaping(scenario: Scenario) -> bool:

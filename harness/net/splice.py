@@ -1,0 +1,151 @@
+"""Splicing a delay-line hop into an interface of a namespace we do not own (a container's `eth0`).
+
+A Docker container has one veth, `eth0`, to the engine's bridge, and no namespace between the two
+for the userspace delay line. So the hop goes inside the container's own namespace, from the host:
+
+    before:  [container: eth0 (IP, MAC M)] <-veth-> [host: vethX on the bridge]
+    after:   [container: eth0 (IP, MAC M)] <-veth-> a | delay line | b (no IP, MAC M') <-veth-> vethX
+
+Docker's `eth0` is renamed `b` and loses its addresses; a new veth pair `eth0` <-> `a` takes the
+addresses, routes, MTU and, on `eth0`, the original MAC, so the bridge's forwarding table and every
+peer's ARP cache stay valid and the worker sees the same interface name (GLOO_SOCKET_IFNAME and the
+wire counters stay `eth0`). Details that matter:
+- `b` gets a locally administered MAC of its own: frames for M arriving on `b` are then
+  "other host" to the kernel, which drops them, so the container's stack never takes a frame
+  straight off `b` around the delay line (the delay line's AF_PACKET socket still reads them).
+- `a` and `b` have ARP off (the kernel answers ARP for any local address on any interface by
+  default; a reply from `b` would teach the bridge a MAC that bypasses the line) and no IPv6.
+- Offloads (TSO/GSO/GRO) are turned off on all three, so the line handles MTU-sized frames.
+- `undo` puts Docker's interface back as it was before the container is removed, so the engine
+  finds the `eth0` it created; a container that is already gone needs nothing.
+
+Planning (`SpliceState` from `ip -j` output, batch lines out) is pure; `splice`/`undo` run it.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+
+from harness.errors import HarnessError
+from harness.net.ns import NetCommandError, NetnsRef, run_in
+from harness.net.topology import OFFLOADS_OFF
+
+NODE_SIDE = "a"  # the delay line's interface towards the node's stack
+SWITCH_SIDE = "b"  # ... towards the bridge (Docker's original veth)
+
+
+@dataclass(frozen=True)
+class SpliceState:
+    """What the interface had before the splice: enough to rebuild it on the new veth and to undo."""
+
+    iface: str
+    mac: str
+    mtu: int
+    addresses: tuple[str, ...]  # `ip addr add` arguments, e.g. "172.18.0.2/16 brd 172.18.255.255"
+    routes: tuple[str, ...]  # `ip route add` arguments of the routes not made by an address
+    switch_mac: str  # the new MAC of `b`
+
+    @classmethod
+    def from_ip_json(cls, iface: str, addr_json: list[dict], route_json: list[dict], switch_mac: str) -> SpliceState:
+        (link,) = [x for x in addr_json if x.get("ifname") == iface] or [None]
+        if link is None:
+            raise HarnessError(f"no interface {iface!r} to splice a delay line into")
+        if link.get("linkinfo", {}).get("info_kind", "veth") != "veth":
+            raise HarnessError(f"{iface} is a {link['linkinfo']['info_kind']}, not a veth: cannot splice a delay line into it")
+        addresses = tuple(
+            f"{a['local']}/{a['prefixlen']}" + (f" brd {a['broadcast']}" if a.get("broadcast") else "")
+            for a in link.get("addr_info", []) if a.get("family") == "inet")
+        if not addresses:
+            raise HarnessError(f"{iface} has no IPv4 address to carry over")
+        return cls(iface=iface, mac=link["address"], mtu=int(link["mtu"]), addresses=addresses,
+                   routes=tuple(route_args(r, iface) for r in route_json
+                                if r.get("dev") == iface and r.get("protocol") != "kernel"),
+                   switch_mac=switch_mac)
+
+    def splice_lines(self) -> list[str]:
+        """`ip -batch` lines, run in the namespace, that put a veth pair between the stack and `iface`."""
+        i, a, b = self.iface, NODE_SIDE, SWITCH_SIDE
+        return [
+            f"link set dev {i} down",
+            f"link set dev {i} name {b}",
+            f"link set dev {b} address {self.switch_mac}",
+            f"link set dev {b} arp off",
+            f"addr flush dev {b}",
+            f"link add name {i} mtu {self.mtu} type veth peer name {a} mtu {self.mtu}",
+            f"link set dev {i} address {self.mac}",
+            f"link set dev {a} arp off",
+            *(f"addr add {x} dev {i}" for x in self.addresses),
+            f"link set dev {b} up",
+            f"link set dev {a} up",
+            f"link set dev {i} up",
+            *(f"route add {r}" for r in self.routes),
+        ]
+
+    def undo_lines(self) -> list[str]:
+        """Lines that give Docker back its own interface under its own name (addresses are not
+        restored: the container is about to be removed)."""
+        i, a, b = self.iface, NODE_SIDE, SWITCH_SIDE
+        return [f"link del dev {a}", f"link set dev {b} down", f"link set dev {b} name {i}",
+                f"link set dev {i} address {self.mac}", f"link set dev {i} arp on"]
+
+
+def route_args(route: dict, iface: str) -> str:
+    """`ip route add` arguments recreating one route of `ip -j route show` on `iface`."""
+    parts = [route["dst"]]
+    if route.get("gateway"):
+        parts += ["via", route["gateway"]]
+    parts += ["dev", iface]
+    if route.get("scope") and route["scope"] != "global":
+        parts += ["scope", route["scope"]]
+    if route.get("prefsrc"):
+        parts += ["src", route["prefsrc"]]
+    if route.get("metric") is not None:
+        parts += ["metric", str(route["metric"])]
+    return " ".join(parts)
+
+
+def random_local_mac() -> str:
+    """A unicast, locally administered MAC (x2:..), as veth gives a new interface."""
+    b = bytearray(secrets.token_bytes(6))
+    b[0] = (b[0] & 0xFC) | 0x02
+    return ":".join(f"{x:02x}" for x in b)
+
+
+def read_state(ns: NetnsRef, iface: str) -> SpliceState:
+    addr = json.loads(run_in(ns, ["ip", "-j", "-d", "addr", "show", "dev", iface]).stdout)
+    routes = json.loads(run_in(ns, ["ip", "-j", "route", "show", "dev", iface]).stdout)
+    # `ip route show dev X` leaves out the dev field; put it back for the filter.
+    routes = [{**r, "dev": r.get("dev", iface)} for r in routes]
+    return SpliceState.from_ip_json(iface, addr, routes, random_local_mac())
+
+
+def splice(ns: NetnsRef, iface: str = "eth0") -> SpliceState:
+    """Splice the veth pair into `iface` in `ns`; the state needed to undo it. On failure, whatever
+    was done is undone before the error is raised."""
+    state = read_state(ns, iface)
+    try:
+        run_in(ns, ["ip", "-batch", "-"], input="\n".join(state.splice_lines()) + "\n",
+               what=f"[{ns}] splicing a delay-line hop into {iface}")
+        for name in (iface, NODE_SIDE, SWITCH_SIDE):
+            run_in(ns, ["sysctl", "-q", "-w", f"net.ipv6.conf.{name}.disable_ipv6=1"], check=False)
+            run_in(ns, ["ethtool", "-K", name, *OFFLOADS_OFF])
+    except BaseException:
+        undo(ns, state)
+        raise
+    return state
+
+
+def undo(ns: NetnsRef, state: SpliceState) -> list[str]:
+    """Best effort, line by line (a failed splice may have stopped anywhere); the lines that failed
+    for a reason other than the namespace or interface being gone already."""
+    problems = []
+    for line in state.undo_lines():
+        try:
+            run_in(ns, ["ip", *line.split()], timeout=10)
+        except NetCommandError as e:
+            text = str(e)
+            if not any(s in text for s in ("Cannot find device", "No such file", "does not exist", "No such device")):
+                problems.append(text[:200])
+    return problems
