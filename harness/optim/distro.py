@@ -10,7 +10,7 @@ How this implementation differs from the per-tensor reference, without changing 
   `DCT(decay * delta + lr * g) = decay * DCT(delta) + lr * DCT(g)`, and error feedback is zeroing the
   sent coefficients: one forward DCT (of the gradient) and one inverse (of the aggregate) per step,
   where the reference needs three.
-- Tensors with the same chunk shape are one group, one buffer, one batched matmul per direction
+- Tensors with the same chunk shape are one group, one buffer, two GEMMs per direction
   (harness/optim/dct.py; it also says how dimensions without a good divisor are padded).
 - `bucket: true` packs every group's values and indices into one uint8 buffer and does one all-gather
   per step; `bucket: false` does two all-gathers per tensor (indices, then values) as the reference.
@@ -24,9 +24,15 @@ What error feedback takes out of `delta` is what was chosen at the precision tha
 coefficient for fp32 and 1-bit values (a sign carries no magnitude to subtract), the bf16-rounded one
 for bf16, so the rounding error stays in the momentum.
 
-Replicas stay identical because every worker decodes the same gathered buffers in rank order:
-scatter-adds of one worker at a time (no duplicate index within one worker's chunk, so no order-dependent
-float sums, also on CUDA), then the same inverse transform.
+Replicas stay identical because every worker decodes the same gathered buffers in rank order with the
+same operations: with few coefficients per chunk a sparse inverse transform of all of them (senders
+counted by comparing indices), otherwise scatter-adds of one worker at a time, each to distinct
+coefficients, so no sum depends on thread or atomic scheduling.
+
+Known limits: one bit has no zero, so a zero coefficient (only in an all-zero chunk) travels as +1;
+and an update that is exactly 0 in exact arithmetic (coefficients that cancel, which 1-bit values make
+likelier on chunk lengths that are not powers of two) takes the sign of its rounding error, the same
+on every rank.
 """
 
 from __future__ import annotations
