@@ -24,6 +24,7 @@ class CommStats:
     seconds: float = 0.0
     calls: int = 0
     ring_bytes: float = 0.0
+    first_call_time: float | None = None  # wall clock when this worker entered its first collective
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -41,6 +42,8 @@ class Comm:
         self._stats = CommStats()
 
     def _timed(self, tensor: torch.Tensor, fn) -> None:
+        if self._stats.first_call_time is None:
+            self._stats.first_call_time = time.time()
         start = time.perf_counter()
         fn()
         if tensor.is_cuda:  # NCCL returns before the kernel ends; the clock must not.

@@ -31,6 +31,9 @@ FRAME = 1514  # Ethernet frame carrying it (14 + 20 IP + 32 TCP + 1448)
 WIRE_FACTOR = FRAME / MSS
 DEFAULT_MFU = 0.4  # model FLOPs utilisation a tuned small-LLM trainer reaches on a modern GPU
 UNSHAPED_BPS = 10e9  # an unshaped veth/bridge path is treated as 10 Gbit/s
+# Software cost of one ring round (a send, a receive, a wake-up) on a quiet host with gloo or NCCL
+# sockets; a run calibrates its own from `latency_probe` (see round_overhead_from_probe).
+DEFAULT_ROUND_OVERHEAD_S = 0.2e-3
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class Projection:
     rounds: int
     latency_s: float  # rounds x the slowest hop's one-way delay
     transfer_s: float  # bytes over the bottleneck rates
+    overhead_s: float  # rounds x the host's per-round software cost
     comm_s: float
     compute_s: float | None  # None where a profile has no TFLOPS figure
     step_s: float | None
@@ -89,8 +93,19 @@ def compute_seconds(params: int, tokens: int, nodes: list[Node], mfu: float = DE
     return max(flops / (t * 1e12 * mfu) for t in tflops)
 
 
+def max_hop_delay(nodes: list[Node]) -> float:
+    return max((d for _, d in _ring_hops(nodes)), default=0.0)
+
+
+def round_overhead_from_probe(probe_s: float, nodes: list[Node]) -> float:
+    """Per-round software cost from a timed one-byte all-gather (N-1 rounds) over these links."""
+    rounds = len(nodes) - 1
+    return max(0.0, probe_s / rounds - max_hop_delay(nodes)) if rounds else 0.0
+
+
 def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict | None = None,
-            optimizers: list[str] | None = None, mfu: float = DEFAULT_MFU) -> list[Projection]:
+            optimizers: list[str] | None = None, mfu: float = DEFAULT_MFU,
+            round_overhead_s: float = DEFAULT_ROUND_OVERHEAD_S) -> list[Projection]:
     """One projection per optimizer for the scenario (or the given nodes / model preset values)."""
     nodes = nodes or scenario.nodes()
     cfg = ModelConfig(**(model or scenario.resolved_model()))
@@ -113,11 +128,12 @@ def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict 
             per_round = c.nbytes / n if c.kind == "all_reduce" else c.nbytes
             wire_each_way += r * per_round * WIRE_FACTOR
         compute = compute_seconds(params, tokens, nodes, mfu)
-        comm = latency + transfer
+        overhead = rounds * round_overhead_s
+        comm = latency + transfer + overhead
         out.append(Projection(
             optimizer=name, workers=n, params=params, payload_tx_bytes=tx, payload_rx_bytes=rx,
             wire_tx_bytes=wire_each_way, wire_rx_bytes=wire_each_way, collectives=len(colls), rounds=int(rounds),
-            latency_s=latency, transfer_s=transfer, comm_s=comm, compute_s=compute,
+            latency_s=latency, transfer_s=transfer, overhead_s=overhead, comm_s=comm, compute_s=compute,
             step_s=None if compute is None else compute + comm))
     return out
 

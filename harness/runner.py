@@ -262,7 +262,7 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
 
 def _write_prediction(run_dir: Path, scenario: Scenario, network: dict, sink: ProgressSink) -> None:
     """The projection model's figures for this very run, so the report can set them beside the measurement."""
-    from harness.projection import UNSHAPED_BPS, project
+    from harness.projection import UNSHAPED_BPS, max_hop_delay, project
 
     emulated = network.get("network_emulated", False)
     nodes = scenario.nodes()
@@ -275,6 +275,7 @@ def _write_prediction(run_dir: Path, scenario: Scenario, network: dict, sink: Pr
         return
     atomic_write_json(run_dir / "prediction.json", {
         "network_emulated": emulated, "unshaped_bps": UNSHAPED_BPS,
+        "world_size": len(nodes), "max_hop_delay_s": max_hop_delay(nodes),
         "optimizers": {p.optimizer: p.as_dict() for p in projections},
     })
 

@@ -72,6 +72,25 @@ def read_heartbeat(path: Path) -> tuple[int, str, float] | None:
         return None
 
 
+def latency_probe(device: torch.device, calls: int = 10) -> float | None:
+    """Seconds per all-gather of one byte (N-1 ring rounds of nothing): the links' delay plus this host's
+    per-round software cost. Run before training and outside the byte counters, it calibrates the
+    projection model's per-round overhead for this run's report."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return None
+    t = torch.zeros(1, dtype=torch.uint8, device=device)
+    out = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+    for _ in range(3):
+        dist.all_gather(out, t)
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(calls):
+        dist.all_gather(out, t)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return (time.perf_counter() - start) / calls
+
+
 def pick_device(node: Node, local_rank: int) -> torch.device:
     want = node.hardware.device
     if want == "cpu" or (want == "auto" and not torch.cuda.is_available()):
@@ -120,6 +139,7 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
             total = torch.cuda.get_device_properties(device).total_memory
             torch.cuda.set_per_process_memory_fraction(min(1.0, node.hardware.memory / total), device)
     _distributed_init(device)
+    probe_s = latency_probe(device)
     comm = Comm()
 
     cfg = scenario.optimizer_configs()[run_name]
@@ -147,7 +167,8 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
         emit({"type": "start", "rank": rank, "node": node.name, "device": str(device), "compute_scale": scale,
               "world_size": world, "time": time.time(), "params": sum(p.numel() for p in model.parameters()),
               # builtin:pydoc comes from this Python's stdlib: a container's Python may ship another text
-              "corpus_bytes": len(corpus), "corpus_sha256": hashlib.sha256(corpus).hexdigest()[:16]})
+              "corpus_bytes": len(corpus), "corpus_sha256": hashlib.sha256(corpus).hexdigest()[:16],
+              "probe_allgather_s": probe_s})
         comm.take()
         if wire:
             wire.delta()
@@ -179,7 +200,9 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
                 "step_time_s": step_time, "data_s": phases.get("data", 0.0),
                 "compute_s": phases.get("compute", 0.0) + stretch, "stretch_s": stretch,
                 "compress_s": phases.get("compress", 0.0), "comm_s": c.seconds, "apply_s": phases.get("apply", 0.0),
-                "t_start": t_start, "t_ready": t_ready,
+                # Ready to communicate = entering the first collective (after its own compress work), so
+                # waiting for a slower peer's compress counts as waiting, not as communication.
+                "t_start": t_start, "t_ready": c.first_call_time or t_ready,
                 "payload_tx_bytes": c.tx_bytes, "payload_rx_bytes": c.rx_bytes, "collectives": c.calls, "ring_bytes": c.ring_bytes,
                 "wire_tx_bytes": wire_tx, "wire_rx_bytes": wire_rx,
                 "tokens": x.numel(), "param_checksum": None,

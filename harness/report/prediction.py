@@ -17,11 +17,25 @@ def measured_comm_s(df) -> float:
     return float((s["comm_s"] - s["wait_s"].fillna(0.0)).clip(lower=0.0).mean())
 
 
+def calibrated_round_overhead(run: LoadedRun, pred: dict) -> float | None:
+    """Per-round software cost on this host during this run, from the workers' one-byte all-gather probe
+    (median over ranks and optimizers) less the links' own delay per round."""
+    from harness.metrics import read_worker_records
+
+    _, events = read_worker_records(run.data.path / "workers")
+    probes = sorted(e["probe_allgather_s"] for e in events if e.get("type") == "start" and e.get("probe_allgather_s"))
+    n = pred.get("world_size") or 0
+    if not probes or n < 2:
+        return None
+    return max(0.0, probes[len(probes) // 2] / (n - 1) - pred.get("max_hop_delay_s", 0.0))
+
+
 def prediction_rows(run: LoadedRun) -> list[dict]:
     path = run.data.path / "prediction.json"
     if not path.exists():
         return []
     pred = json.loads(path.read_text())
+    overhead = calibrated_round_overhead(run, pred)
     rows = []
     for name, p in pred.get("optimizers", {}).items():
         df = run.data.metrics[run.data.metrics["optimizer"] == name]
@@ -29,15 +43,18 @@ def prediction_rows(run: LoadedRun) -> list[dict]:
         if not len(df) or not s:
             continue
         comm = measured_comm_s(df)
+        predicted = p["comm_s"] if overhead is None else p["latency_s"] + p["transfer_s"] + p["rounds"] * overhead
         rows.append({
             "optimizer": name,
             "payload_predicted": p["payload_tx_bytes"] + p["payload_rx_bytes"],
             "payload_measured": (s["payload_tx_bytes_per_step"] or 0) + (s["payload_rx_bytes_per_step"] or 0),
             "wire_predicted": p["wire_tx_bytes"],
             "wire_measured": s.get("wire_tx_bytes_per_step"),
-            "comm_predicted": p["comm_s"],
+            "rounds": p["rounds"],
+            "overhead_per_round": overhead,
+            "comm_predicted": predicted,
             "comm_measured": comm,
-            "comm_ratio": comm / p["comm_s"] if p["comm_s"] else None,
+            "comm_ratio": comm / predicted if predicted else None,
             "emulated": pred.get("network_emulated", False),
         })
     return rows
@@ -49,13 +66,19 @@ def prediction_section(run: LoadedRun) -> Section | None:
         return None
     table = Table(
         ["optimizer", "payload B/step predicted", "measured", "wire B/step each way predicted", "measured",
-         "comm s/step predicted", "measured", "measured / predicted"],
+         "ring rounds", "comm s/step predicted", "measured", "measured / predicted"],
         [[r["optimizer"], fmt(r["payload_predicted"]), fmt(r["payload_measured"]), fmt(r["wire_predicted"]),
-          fmt(r["wire_measured"]), fmt(r["comm_predicted"]), fmt(r["comm_measured"]), fmt(r["comm_ratio"])]
+          fmt(r["wire_measured"]), str(r["rounds"]), fmt(r["comm_predicted"]), fmt(r["comm_measured"]),
+          fmt(r["comm_ratio"])]
          for r in rows])
-    blocks = [Para("`distro-bench project`'s model of this run (ring collectives over the scenario's links; see the "
-                   "README's 'Projection' section), written before training, beside the measurement. Measured "
-                   "communication is time in collectives less the wait for the slowest worker."), table]
+    overhead = rows[0]["overhead_per_round"]
+    calibration = (f"The host's own cost per ring round, {overhead * 1e3:.2f} ms, was calibrated before training by "
+                   "timing a one-byte all-gather over the same links (less their delay)." if overhead is not None
+                   else "No calibration probe was recorded: the model's default per-round cost is used.")
+    blocks = [Para("`distro-bench project`'s model of this run (ring collectives over the scenario's links: rounds x "
+                   "(one-way delays + host cost per round) + bytes over the bottleneck rates; see the README's "
+                   "'Projection' section) beside the measurement. Measured communication is time in collectives "
+                   "less the wait for the slowest worker. " + calibration), table]
     if not rows[0]["emulated"]:
         blocks.append(Para("The network was not emulated, so the prediction assumes unshaped 10 Gbit/s paths; "
                            "only the byte columns are comparable with a real network."))
