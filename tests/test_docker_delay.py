@@ -17,7 +17,7 @@ import pytest
 from harness.backends.base import BackendOptions
 from harness.backends.docker import DockerBackend
 from harness.errors import CapabilityError, HarnessError
-from harness.net.splice import SpliceState, random_local_mac, route_args
+from harness.net.splice import SpliceState, random_local_mac, route_args, undo_lines
 from harness.scenario import scenario_from_dict
 from tests.conftest import tiny_scenario_dict
 from tests.test_docker_backend import (  # noqa: F401  (fixtures)
@@ -44,8 +44,16 @@ def test_splice_plan_moves_address_mac_and_routes_to_a_new_eth0():
     assert "link set dev eth0 address 02:42:ac:12:00:02" in lines and "link set dev a arp off" in lines
     assert lines.index("addr add 172.18.0.2/16 brd 172.18.255.255 dev eth0") < lines.index("link set dev eth0 up")
     assert lines[-1] == "route add default via 172.18.0.1 dev eth0"  # after eth0 is up, or the kernel refuses it
-    assert st.undo_lines() == ["link del dev a", "link set dev b down", "link set dev b name eth0",
-                               "link set dev eth0 address 02:42:ac:12:00:02", "link set dev eth0 arp on"]
+
+
+def test_undo_gives_back_whatever_part_of_the_splice_exists():
+    m = "02:42:ac:12:00:02"
+    assert undo_lines({"lo": "0", "eth0": m, "a": "x", "b": "y"}) == [
+        "link del dev a", "link set dev b down", "link set dev b name eth0", f"link set dev eth0 address {m}",
+        "link set dev eth0 arp on"]
+    # Stopped between the rename and the new pair: Docker's veth keeps the MAC it has.
+    assert undo_lines({"lo": "0", "b": m}) == ["link set dev b down", "link set dev b name eth0", "link set dev eth0 arp on"]
+    assert undo_lines({"lo": "0", "eth0": m}) == []  # never spliced
 
 
 def test_route_args_keep_scope_source_and_metric():
@@ -150,11 +158,24 @@ def root_with_delay_line():
     ok, why = DelayLine.available()
     if not ok:
         pytest.skip(f"no userspace delay line here: {why}")
+    before = root_veths()
     yield
     left = our_delay_lines()
     for pid in left:
         os.kill(pid, 9)
     assert not left, f"delay-line processes left running: {left}"
+    # Docker removes a container's host-side veth only if it finds its own eth0 in there.
+    deadline = time.monotonic() + 10
+    while (new := root_veths() - before) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for name in new:  # removed, so that a failing test leaves nothing either
+        subprocess.run(["ip", "link", "del", name], capture_output=True)
+    assert not new, f"host-side veths left behind: {new}"
+
+
+def root_veths() -> set[str]:
+    out = subprocess.run(["ip", "-j", "link", "show", "type", "veth"], capture_output=True, text=True).stdout
+    return {x["ifname"] for x in json.loads(out or "[]")}
 
 
 def userspace(scen: dict, tmp_path: Path) -> DockerBackend:
@@ -182,6 +203,22 @@ for i in range(25):
         continue
     rtts.append(time.perf_counter() - t); time.sleep(0.1)
 print("rtt", statistics.mean(rtts[3:]) if len(rtts) > 3 else -1)
+"""
+
+
+TCP_SINK = """
+import socket
+s = socket.create_server(("0.0.0.0", 9978))
+c, _ = s.accept()
+while c.recv(1 << 16):
+    pass
+"""
+
+TCP_SOURCE = """
+import socket, sys
+c = socket.create_connection((sys.argv[1], 9978))
+while True:
+    c.sendall(bytes(1 << 16))
 """
 
 
@@ -316,3 +353,34 @@ def test_run_end_to_end_with_delay_on_docker(worker_image, engine, write_scenari
     print(f"step time with 4 x 5 ms per round trip: {s['step_time_s_mean']:.3f} s")
     assert not ours(engine, net["run_id"])
     assert delay_lines_of(None) == []
+
+
+def test_clean_after_a_killed_run_gives_docker_its_eth0_back(worker_image, engine, tmp_path, tracked,
+                                                             root_with_delay_line):
+    from harness.backends.docker import remove_labelled
+
+    b = userspace(delayed("5ms", "5ms"), tmp_path)
+    tracked.append(b)
+    b.setup()
+    try:
+        veths = set(b.host_veths)
+        assert veths <= root_veths()
+        # Traffic between the nodes, as training makes (with it, Docker's cleanup leaks otherwise).
+        server = engine.api.exec_create(b.containers[1].id, [b.python(), "-c", TCP_SINK])
+        engine.api.exec_start(server["Id"], detach=True)
+        time.sleep(1.0)
+        client = engine.api.exec_create(b.containers[0].id, [b.python(), "-c", TCP_SOURCE, b.addresses[1]])
+        engine.api.exec_start(client["Id"], detach=True)
+        time.sleep(2.0)
+        assert engine.api.exec_inspect(client["Id"])["Running"]
+        # As if the harness had been killed: the lines die with it, the splices and containers stay.
+        for line in b.delay_lines.values():
+            line.stop()
+        removed, problems = remove_labelled(engine, b.run_id)  # what `distro-bench clean` does
+        assert problems == [] and len(removed) == 3
+        deadline = time.monotonic() + 10
+        while veths & root_veths() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not veths & root_veths()
+    finally:
+        b.teardown()

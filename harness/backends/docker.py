@@ -395,8 +395,8 @@ class DockerBackend(Backend):
                 problems.append(f"delay line of rank {rank}: {e}")
         self.delay_lines.clear()
         # Give Docker back the eth0 it created, so the engine's own cleanup finds it.
-        for rank, state in list(self.splices.items()):
-            problems += [f"rank {rank}: {p}" for p in undo(self._ns(rank), state)]
+        for rank in list(self.splices):
+            problems += [f"rank {rank}: {p}" for p in undo(self._ns(rank), IFACE)]
         self.splices.clear()
         return problems
 
@@ -522,6 +522,7 @@ def remove_labelled(client, run_id: str | None = None) -> tuple[list[str], list[
     except docker.errors.APIError as e:
         return [], [f"listing containers: {e}"]
     for c in containers:
+        problems += unsplice(c)
         try:
             c.remove(force=True)
             removed.append(f"container {c.name}")
@@ -542,6 +543,18 @@ def remove_labelled(client, run_id: str | None = None) -> tuple[list[str], list[
         except docker.errors.APIError as e:
             problems.append(f"network {n.name}: {str(e)[:200]}")
     return removed, problems
+
+
+def unsplice(container) -> list[str]:
+    """Give a running container of ours its own eth0 back if a delay-line hop is still spliced in (a
+    killed run); Docker's cleanup needs it (harness/net/splice.py). Needs root; a no-op otherwise."""
+    from harness.net.ns import NetnsRef
+    from harness.net.splice import undo
+
+    pid = (container.attrs.get("State") or {}).get("Pid")
+    if os.geteuid() != 0 or not pid:
+        return []
+    return [f"container {container.name}: {p}" for p in undo(NetnsRef(path=f"/proc/{pid}/ns/net"), IFACE)]
 
 
 def clean_leftovers() -> tuple[list[str], list[str]]:

@@ -16,8 +16,9 @@ wire counters stay `eth0`). Details that matter:
 - `a` and `b` have ARP off (the kernel answers ARP for any local address on any interface by
   default; a reply from `b` would teach the bridge a MAC that bypasses the line) and no IPv6.
 - Offloads (TSO/GSO/GRO) are turned off on all three, so the line handles MTU-sized frames.
-- `undo` puts Docker's interface back as it was before the container is removed, so the engine
-  finds the `eth0` it created; a container that is already gone needs nothing.
+- `undo` gives Docker back its own interface as `eth0` before the container is removed (in teardown,
+  and in `clean` for a killed run): Docker's cleanup looks its interface up by that name, and when it
+  finds our veth instead it leaves the host-side veth (with our tbf) and the namespace behind.
 
 Planning (`SpliceState` from `ip -j` output, batch lines out) is pure; `splice`/`undo` run it.
 """
@@ -83,12 +84,6 @@ class SpliceState:
             *(f"route add {r}" for r in self.routes),
         ]
 
-    def undo_lines(self) -> list[str]:
-        """Lines that give Docker back its own interface under its own name (addresses are not
-        restored: the container is about to be removed)."""
-        i, a, b = self.iface, NODE_SIDE, SWITCH_SIDE
-        return [f"link del dev {a}", f"link set dev {b} down", f"link set dev {b} name {i}",
-                f"link set dev {i} address {self.mac}", f"link set dev {i} arp on"]
 
 
 def route_args(route: dict, iface: str) -> str:
@@ -132,20 +127,42 @@ def splice(ns: NetnsRef, iface: str = "eth0") -> SpliceState:
             run_in(ns, ["sysctl", "-q", "-w", f"net.ipv6.conf.{name}.disable_ipv6=1"], check=False)
             run_in(ns, ["ethtool", "-K", name, *OFFLOADS_OFF])
     except BaseException:
-        undo(ns, state)
+        undo(ns, iface)
         raise
     return state
 
 
-def undo(ns: NetnsRef, state: SpliceState) -> list[str]:
-    """Best effort, line by line (a failed splice may have stopped anywhere); the lines that failed
-    for a reason other than the namespace or interface being gone already."""
-    problems = []
-    for line in state.undo_lines():
-        try:
-            run_in(ns, ["ip", *line.split()], timeout=10)
-        except NetCommandError as e:
-            text = str(e)
-            if not any(s in text for s in ("Cannot find device", "No such file", "does not exist", "No such device")):
-                problems.append(text[:200])
-    return problems
+def undo_lines(macs: dict[str, str], iface: str = "eth0") -> list[str]:
+    """Lines that give Docker back its own interface under its own name and MAC, for whatever part of
+    a splice is present (`macs`: interface name -> MAC). No state needed: `clean` uses it on a killed
+    run's containers. Addresses are not restored: the container is about to be removed."""
+    lines = []
+    original_mac = None
+    if NODE_SIDE in macs:
+        original_mac = macs.get(iface)  # our eth0 carries Docker's MAC
+        lines.append(f"link del dev {NODE_SIDE}")  # and its peer, our eth0
+    if SWITCH_SIDE in macs:
+        lines += [f"link set dev {SWITCH_SIDE} down", f"link set dev {SWITCH_SIDE} name {iface}"]
+        if original_mac:
+            lines.append(f"link set dev {iface} address {original_mac}")
+        lines.append(f"link set dev {iface} arp on")
+    return lines
+
+
+def undo(ns: NetnsRef, iface: str = "eth0") -> list[str]:
+    """Undo a splice in `ns`, completed or not, before its container is removed: otherwise Docker
+    finds our veth under the name `eth0`, fails to move it out, and leaves its host-side veth (with
+    our tbf) and the namespace behind. Returns problems; a namespace already gone is none."""
+    try:
+        links = json.loads(run_in(ns, ["ip", "-j", "link", "show"], timeout=10).stdout)
+    except NetCommandError:
+        return []  # the container (and its namespace) is gone: nothing to give back
+    lines = undo_lines({x["ifname"]: x.get("address", "") for x in links}, iface)
+    if not lines:
+        return []
+    try:
+        run_in(ns, ["ip", "-batch", "-"], input="\n".join(lines) + "\n", timeout=10,
+               what=f"[{ns}] giving Docker its {iface} back")
+    except NetCommandError as e:
+        return [str(e)[:300]]
+    return []
