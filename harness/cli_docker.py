@@ -39,12 +39,15 @@ def image_build(
     console.print(f"[green]{r.tag}[/] {what}: {r.id[7:19]}, {r.size_bytes / 1e6:.0f} MB, base {r.base}, {r.seconds:.1f}s")
 
 
-def clean() -> None:
-    """Remove anything a run left behind: containers and networks labelled distro-bench, dbench-* namespaces."""
+def clean(
+    force: bool = typer.Option(False, "--force", help="also remove what runs that are still going use"),
+) -> None:
+    """Remove anything a finished or killed run left behind: containers and networks labelled distro-bench,
+    dbench-* namespaces. Runs still in progress are left alone unless --force."""
     from harness.cleanup import clean_all
 
     with cli_errors():
-        results = clean_all()
+        results = clean_all(include_live=force)
     failed = False
     for backend, (removed, problems) in results.items():
         for r in removed:

@@ -157,6 +157,6 @@ def test_clean_without_engine_touches_nothing(cli, monkeypatch, tmp_path):
     from harness import cleanup
 
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such.sock")
-    monkeypatch.setitem(cleanup.CLEANERS, "netns", lambda: ([], []))
+    monkeypatch.setitem(cleanup.CLEANERS, "netns", lambda include_live: ([], []))
     r = cli("clean")
     assert r.exit_code == 0 and "nothing to clean" in r.output

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from harness import owner
 from harness.scenario import Scenario
 
 
@@ -88,9 +89,13 @@ class Backend(ABC):
     name: ClassVar[str]
 
     def __init__(self, scenario: Scenario, run_dir: Path, options: BackendOptions | None = None):
+        from harness.net.naming import new_run_id
+
         self.scenario = scenario
         self.run_dir = run_dir
         self.options = options or BackendOptions()
+        # Names every namespace/container of this run; claimed while the run lives (harness/owner.py).
+        self.run_id = new_run_id()
 
     @classmethod
     @abstractmethod
@@ -104,15 +109,22 @@ class Backend(ABC):
         return None
 
     def __enter__(self) -> Backend:
+        owner.claim(self.run_id)
         try:
             self.setup()
         except BaseException:
-            self.teardown()
+            self._teardown_and_release()
             raise
         return self
 
     def __exit__(self, *exc) -> None:
-        self.teardown()
+        self._teardown_and_release()
+
+    def _teardown_and_release(self) -> None:
+        try:
+            self.teardown()
+        finally:
+            owner.release(self.run_id)
 
     def setup(self) -> None:
         """Bring up nodes and links, apply and verify shaping."""

@@ -34,7 +34,6 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import os
-import secrets
 import shutil
 import subprocess
 import time
@@ -173,7 +172,6 @@ class DockerBackend(Backend):
 
     def __init__(self, scenario: Scenario, run_dir: Path, options: BackendOptions | None = None):
         super().__init__(scenario, run_dir, options)
-        self.run_id = secrets.token_hex(3)
         self.client = None
         self.image = None  # harness.image.ImageStatus
         self.plan = None  # harness.net.engines.NetworkPlan
@@ -385,15 +383,10 @@ class DockerBackend(Backend):
             raise HarnessError("no ping reply through the delay line: " + ", ".join(failed))
 
     def _stop_delay_lines(self) -> list[str]:
+        from harness.net.delayline import stop_all
         from harness.net.splice import undo
 
-        problems = []
-        for rank, line in list(self.delay_lines.items()):
-            try:
-                line.stop()
-            except Exception as e:  # keep tearing down; report at the end
-                problems.append(f"delay line of rank {rank}: {e}")
-        self.delay_lines.clear()
+        problems = stop_all(self.delay_lines)
         # Give Docker back the eth0 it created, so the engine's own cleanup finds it.
         for rank in list(self.splices):
             problems += [f"rank {rank}: {p}" for p in undo(self._ns(rank), IFACE)]
@@ -510,15 +503,22 @@ def host_veth(ns) -> str:
 
 # ---- leftovers ----------------------------------------------------------------------------------
 
-def remove_labelled(client, run_id: str | None = None) -> tuple[list[str], list[str]]:
-    """Remove containers, then networks, labelled as ours (one run's, or all): (removed, problems).
-    Never raises, so a teardown always gets as far as it can."""
+def remove_labelled(client, run_id: str | None = None, *, include_live: bool = True) -> tuple[list[str], list[str]]:
+    """Remove containers, then networks, labelled as ours (one run's, or all; with `include_live` False,
+    not those of a run whose owner still lives): (removed, problems). Never raises, so a teardown
+    always gets as far as it can."""
     import docker
+
+    from harness.owner import owner_alive
+
+    def dead(obj) -> bool:
+        return include_live or not owner_alive((obj.attrs.get("Labels") or obj.attrs.get("Config", {}).get("Labels")
+                                                or {}).get(LABEL_RUN, ""))
 
     label = f"{LABEL_RUN}={run_id}" if run_id else f"{LABEL_OWNER}=1"
     removed, problems = [], []
     try:
-        containers = client.containers.list(all=True, filters={"label": label})
+        containers = [c for c in client.containers.list(all=True, filters={"label": label}) if dead(c)]
     except docker.errors.APIError as e:
         return [], [f"listing containers: {e}"]
     for c in containers:
@@ -531,7 +531,7 @@ def remove_labelled(client, run_id: str | None = None) -> tuple[list[str], list[
         except docker.errors.APIError as e:
             problems.append(f"container {c.name}: {str(e)[:200]}")
     try:
-        networks = client.networks.list(filters={"label": label})
+        networks = [n for n in client.networks.list(filters={"label": label}) if dead(n)]
     except docker.errors.APIError as e:
         return removed, problems + [f"listing networks: {e}"]
     for n in networks:
@@ -557,7 +557,7 @@ def unsplice(container) -> list[str]:
     return [f"container {container.name}: {p}" for p in undo(NetnsRef(path=f"/proc/{pid}/ns/net"), IFACE)]
 
 
-def clean_leftovers() -> tuple[list[str], list[str]]:
+def clean_leftovers(include_live: bool = False) -> tuple[list[str], list[str]]:
     """`distro-bench clean`, docker part: everything labelled `distro-bench=1`. No engine: nothing to do."""
     from harness import image
 
@@ -566,6 +566,6 @@ def clean_leftovers() -> tuple[list[str], list[str]]:
     except CapabilityError:
         return [], []
     try:
-        return remove_labelled(client)
+        return remove_labelled(client, include_live=include_live)
     finally:
         client.close()

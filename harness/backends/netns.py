@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness.backends.base import Backend, BackendOptions, WorkerHandle, start_process
 from harness.errors import CapabilityError, HarnessError
-from harness.net import naming, probe as net_probe
+from harness.net import probe as net_probe
 from harness.net.engines import NetworkPlan, plan_links
 from harness.net.linktest import LinkTarget
 from harness.net.ns import NetnsRef
@@ -34,7 +34,6 @@ class NetnsBackend(Backend):
 
     def __init__(self, scenario: Scenario, run_dir: Path, options: BackendOptions | None = None):
         super().__init__(scenario, run_dir, options)
-        self.run_id = naming.new_run_id()
         self.plan: NetworkPlan | None = None
         self.star: Star | None = None
         self.applied: dict[int, dict] = {}
@@ -107,13 +106,9 @@ class NetnsBackend(Backend):
             line.start()
 
     def teardown(self) -> None:
-        problems = []
-        for rank, line in list(self.delay_lines.items()):
-            try:
-                line.stop()
-            except Exception as e:  # keep tearing down; report at the end
-                problems.append(f"delay line of rank {rank}: {e}")
-        self.delay_lines.clear()
+        from harness.net.delayline import stop_all
+
+        problems = stop_all(self.delay_lines)
         if self.star is not None:
             problems += self.star.down()
         atexit.unregister(self.teardown)

@@ -61,8 +61,11 @@ def delete_namespaces(names: Iterable[str]) -> list[str]:
     return problems
 
 
-def clean(run_id: str | None = None) -> tuple[list[str], list[str]]:
-    """Remove every namespace of ours (or one run's): (removed, problems)."""
-    names = list_namespaces(run_id)
+def clean(run_id: str | None = None, *, include_live: bool = False) -> tuple[list[str], list[str]]:
+    """Remove every namespace of ours (or one run's) whose run is over: (removed, problems). A run whose
+    owning process still lives (harness/owner.py) is left alone unless `include_live`."""
+    from harness.owner import owner_alive
+
+    names = [n for n in list_namespaces(run_id) if include_live or not owner_alive(naming.run_id_of(n))]
     problems = delete_namespaces(names)
     return names, problems

@@ -601,3 +601,15 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def stop_all(lines: dict[int, DelayLine]) -> list[str]:
+    """Stop every rank's delay line (teardown keeps going past a failure) and forget them; the problems."""
+    problems = []
+    for rank, line in list(lines.items()):
+        try:
+            line.stop()
+        except Exception as e:  # keep tearing down; report at the end
+            problems.append(f"delay line of rank {rank}: {e}")
+    lines.clear()
+    return problems

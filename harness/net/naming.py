@@ -40,3 +40,8 @@ def link_ns(run_id: str, index: int) -> str:
 
 def is_ours(name: str, run_id: str | None = None) -> bool:
     return name.startswith(run_prefix(run_id) if run_id else PREFIX)
+
+
+def run_id_of(name: str) -> str:
+    """The run id in one of our names (`dbench-<id>-<role>`)."""
+    return name[len(PREFIX):].split("-", 1)[0]
