@@ -27,7 +27,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--backend", default="netns")
     args = p.parse_args()
-    print(f"{'scenario':<14}{'optimizer':<18}{'rounds':>7}{'overhead/round ms':>19}{'predicted s':>13}{'measured s':>12}{'measured/pred':>15}")
+    print(f"{'scenario':<14}{'optimizer':<18}{'rounds':>7}{'overhead/round ms':>19}{'predicted s':>13}{'measured s':>12}{'measured/pred':>15}{'median/pred':>13}")
     with tempfile.TemporaryDirectory() as out:
         for path in args.scenarios:
             s = load_scenario(path).with_overrides(steps=args.steps)
@@ -35,7 +35,8 @@ def main() -> None:
             for r in prediction_rows(load_for_report(result.run_dir)):
                 ovh = r["overhead_per_round"]
                 print(f"{s.name:<14}{r['optimizer']:<18}{r['rounds']:>7}{(ovh or 0) * 1e3:>19.2f}"
-                      f"{r['comm_predicted']:>13.4f}{r['comm_measured']:>12.4f}{r['comm_ratio']:>15.2f}")
+                      f"{r['comm_predicted']:>13.4f}{r['comm_measured']:>12.4f}{r['comm_ratio']:>15.2f}"
+                      f"{r['comm_ratio_median']:>13.2f}")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ Bytes come from the real parameter shapes and each strategy's own accounting of 
   2(N-1) rounds in which every worker sends B/N to its right neighbour; an all-gather of s bytes each
   is N-1 rounds of s. In a star of access links, a round from worker i to i+1 crosses i's uplink and
   i+1's downlink, and ends when the slowest pair has delivered: round time = max over pairs of
-  (chunk on the wire / min(up_i, down_i+1)) + max over pairs of (one-way delay up_i + down_i+1).
+  (chunk on the wire / min(up_i, down_i+1)) + max over pairs of the pair's round trip (gloo's
+  rendezvous: see _ring_hops) + the host's own cost per round (calibrated per run).
 - Wire bytes = payload x the TCP/IPv4/Ethernet framing of full-size segments (1514 bytes on the wire
   per 1448 bytes of payload, MTU 1500 with TCP timestamps).
 - Compute = 6 x parameters x tokens per worker per step / (the profile's TFLOPS x MFU); a step is the
@@ -32,7 +33,7 @@ WIRE_FACTOR = FRAME / MSS
 DEFAULT_MFU = 0.4  # model FLOPs utilisation a tuned small-LLM trainer reaches on a modern GPU
 UNSHAPED_BPS = 10e9  # an unshaped veth/bridge path is treated as 10 Gbit/s
 # Software cost of one ring round (a send, a receive, a wake-up) on a quiet host with gloo or NCCL
-# sockets; a run calibrates its own from `latency_probe` (see round_overhead_from_probe).
+# sockets; a run calibrates its own from the workers' `latency_probe` (report/prediction.py).
 DEFAULT_ROUND_OVERHEAD_S = 0.2e-3
 
 
@@ -47,7 +48,7 @@ class Projection:
     wire_rx_bytes: float
     collectives: int
     rounds: int
-    latency_s: float  # rounds x the slowest hop's one-way delay
+    latency_s: float  # rounds x the slowest hop's round trip
     transfer_s: float  # bytes over the bottleneck rates
     overhead_s: float  # rounds x the host's per-round software cost
     comm_s: float
@@ -59,14 +60,20 @@ class Projection:
 
 
 def _ring_hops(nodes: list[Node]) -> list[tuple[float, float]]:
-    """(bottleneck bit/s, one-way delay s) of each hop i -> i+1 of the ring."""
+    """(bottleneck bit/s, latency s of one round) of each hop i -> i+1 of the ring.
+
+    A round costs the hop's round trip, not its one-way delay: gloo's TCP transport sends a buffer only
+    once the receiver has said it posted the matching receive (a rendezvous), so each round waits for
+    that notice to come back (i+1's up + i's down) before the data goes out (i's up + i+1's down).
+    Measured here over the delay line: 3-round all-gathers at 30 ms one-way took 59 ms a round.
+    """
     hops = []
     for i, a in enumerate(nodes):
         b = nodes[(i + 1) % len(nodes)]
         up = (a.link.up if a.link and a.link.up else UNSHAPED_BPS)
         down = (b.link.down if b.link and b.link.down else UNSHAPED_BPS)
-        delay = (a.link.delay if a.link else 0.0) + (b.link.delay if b.link else 0.0)
-        hops.append((min(up, down), delay))
+        rtt = 2 * ((a.link.delay if a.link else 0.0) + (b.link.delay if b.link else 0.0))
+        hops.append((min(up, down), rtt))
     return hops
 
 
@@ -94,13 +101,8 @@ def compute_seconds(params: int, tokens: int, nodes: list[Node], mfu: float = DE
 
 
 def max_hop_delay(nodes: list[Node]) -> float:
+    """The slowest hop's latency per ring round (its round trip)."""
     return max((d for _, d in _ring_hops(nodes)), default=0.0)
-
-
-def round_overhead_from_probe(probe_s: float, nodes: list[Node]) -> float:
-    """Per-round software cost from a timed one-byte all-gather (N-1 rounds) over these links."""
-    rounds = len(nodes) - 1
-    return max(0.0, probe_s / rounds - max_hop_delay(nodes)) if rounds else 0.0
 
 
 def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict | None = None,

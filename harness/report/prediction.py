@@ -11,10 +11,11 @@ from harness.report.document import Para, Section, Table
 from harness.report.load import LoadedRun
 
 
-def measured_comm_s(df) -> float:
-    """Mean seconds per step a rank spent moving data: time in collectives less waiting for the slowest rank."""
+def measured_comm_s(df, how: str = "mean") -> float:
+    """Seconds per step a rank spent moving data: time in collectives less waiting for the slowest rank
+    (mean, or median, which a busy host's scheduling outliers move less)."""
     s = analysis.steady(df)
-    return float((s["comm_s"] - s["wait_s"].fillna(0.0)).clip(lower=0.0).mean())
+    return float(getattr((s["comm_s"] - s["wait_s"].fillna(0.0)).clip(lower=0.0), how)())
 
 
 def calibrated_round_overhead(run: LoadedRun, pred: dict) -> float | None:
@@ -43,6 +44,7 @@ def prediction_rows(run: LoadedRun) -> list[dict]:
         if not len(df) or not s:
             continue
         comm = measured_comm_s(df)
+        comm_median = measured_comm_s(df, "median")
         predicted = p["comm_s"] if overhead is None else p["latency_s"] + p["transfer_s"] + p["rounds"] * overhead
         rows.append({
             "optimizer": name,
@@ -55,6 +57,8 @@ def prediction_rows(run: LoadedRun) -> list[dict]:
             "comm_predicted": predicted,
             "comm_measured": comm,
             "comm_ratio": comm / predicted if predicted else None,
+            "comm_measured_median": comm_median,
+            "comm_ratio_median": comm_median / predicted if predicted else None,
             "emulated": pred.get("network_emulated", False),
         })
     return rows
@@ -66,17 +70,17 @@ def prediction_section(run: LoadedRun) -> Section | None:
         return None
     table = Table(
         ["optimizer", "payload B/step predicted", "measured", "wire B/step each way predicted", "measured",
-         "ring rounds", "comm s/step predicted", "measured", "measured / predicted"],
+         "ring rounds", "comm s/step predicted", "measured (mean)", "measured / predicted", "median / predicted"],
         [[r["optimizer"], fmt(r["payload_predicted"]), fmt(r["payload_measured"]), fmt(r["wire_predicted"]),
           fmt(r["wire_measured"]), str(r["rounds"]), fmt(r["comm_predicted"]), fmt(r["comm_measured"]),
-          fmt(r["comm_ratio"])]
+          fmt(r["comm_ratio"]), fmt(r["comm_ratio_median"])]
          for r in rows])
     overhead = rows[0]["overhead_per_round"]
     calibration = (f"The host's own cost per ring round, {overhead * 1e3:.2f} ms, was calibrated before training by "
                    "timing a one-byte all-gather over the same links (less their delay)." if overhead is not None
                    else "No calibration probe was recorded: the model's default per-round cost is used.")
     blocks = [Para("`distro-bench project`'s model of this run (ring collectives over the scenario's links: rounds x "
-                   "(one-way delays + host cost per round) + bytes over the bottleneck rates; see the README's "
+                   "(hop round trip + host cost per round) + bytes over the bottleneck rates; see the README's "
                    "'Projection' section) beside the measurement. Measured communication is time in collectives "
                    "less the wait for the slowest worker. " + calibration), table]
     if not rows[0]["emulated"]:
