@@ -85,6 +85,8 @@ def latency_probe(device: torch.device, calls: int = 10) -> float | None:
     dist.barrier()
     times = []
     for _ in range(calls):
+        # Idle first, as a worker is while it computes: a round's cost includes waking the peers up.
+        time.sleep(0.02)
         start = time.perf_counter()
         dist.all_gather(out, t)
         if device.type == "cuda":
