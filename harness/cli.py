@@ -61,10 +61,12 @@ def run(
     from harness.scenario import load_scenario
 
     with cli_errors():
-        if link_engine not in ("auto", "tc", "userspace"):
+        from harness.net.engines import ENGINE_CHOICES
+
+        if link_engine not in ENGINE_CHOICES:
             from harness.errors import InputError
 
-            raise InputError(f"--link-engine: unknown engine {link_engine!r}; one of auto, tc, userspace")
+            raise InputError(f"--link-engine: unknown engine {link_engine!r}; one of {', '.join(ENGINE_CHOICES)}")
         s = load_scenario(scenario).with_overrides(steps=steps, seed=seed, optimizers=optimizer)
         opts = RunOptions(backend=backend, out=out, backend_options=BackendOptions(
             link_engine=link_engine, allow_unemulated=allow_unemulated or s.network.allow_unemulated, image=image))

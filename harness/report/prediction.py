@@ -20,15 +20,12 @@ def measured_comm_s(df, how: str = "mean") -> float:
 
 def calibrated_round_overhead(run: LoadedRun, pred: dict) -> float | None:
     """Per-round software cost on this host during this run, from the workers' one-byte all-gather probe
-    (median over ranks and optimizers) less the links' own delay per round."""
-    from harness.metrics import read_worker_records
-
-    _, events = read_worker_records(run.data.path / "workers")
-    probes = sorted(e["probe_allgather_s"] for e in events if e.get("type") == "start" and e.get("probe_allgather_s"))
+    (summary.json's run.probe_allgather_s) less the links' own delay per round."""
+    probe = run.data.summary.get("run", {}).get("probe_allgather_s")
     n = pred.get("world_size") or 0
-    if not probes or n < 2:
+    if not probe or n < 2:
         return None
-    return max(0.0, probes[len(probes) // 2] / (n - 1) - pred.get("max_hop_delay_s", 0.0))
+    return max(0.0, probe / (n - 1) - pred.get("max_hop_delay_s", 0.0))
 
 
 def prediction_rows(run: LoadedRun) -> list[dict]:
