@@ -2,7 +2,7 @@
 through the userspace delay line where the kernel has no netem) and prints, per optimizer, predicted and
 measured communication seconds per step and their ratio. Prints figures; asserts nothing.
 
-    python benchmarks/projection_vs_measured.py [--steps 20] [SCENARIO ...]
+    python benchmarks/projection_vs_measured.py [--steps 30] [SCENARIO ...]
 
 Default scenarios: ci-smoke (rate-shaped) and home-dsl (rate, delay, jitter, loss). Needs root.
 """
@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("scenarios", nargs="*", default=[REPO / "scenarios" / "ci-smoke.yaml", REPO / "scenarios" / "home-dsl.yaml"])
-    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--steps", type=int, default=30)
     p.add_argument("--backend", default="netns")
     args = p.parse_args()
     print(f"{'scenario':<14}{'optimizer':<18}{'rounds':>7}{'overhead/round ms':>19}{'predicted s':>13}{'measured s':>12}{'measured/pred':>15}{'median/pred':>13}")

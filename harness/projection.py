@@ -33,7 +33,8 @@ WIRE_FACTOR = FRAME / MSS
 DEFAULT_MFU = 0.4  # model FLOPs utilisation a tuned small-LLM trainer reaches on a modern GPU
 UNSHAPED_BPS = 10e9  # an unshaped veth/bridge path is treated as 10 Gbit/s
 # Software cost of one ring round (a send, a receive, a wake-up) on a quiet host with gloo or NCCL
-# sockets; a run calibrates its own from the workers' `latency_probe` (report/prediction.py).
+# sockets; a run calibrates its own from the workers' `latency_probe`, taken under training load
+# (report/prediction.py): on a host with fewer cores than workers it is milliseconds, not this.
 DEFAULT_ROUND_OVERHEAD_S = 0.2e-3
 
 

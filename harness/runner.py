@@ -208,15 +208,15 @@ def finalize(run_dir: Path, scenario: Scenario, backend_name: str, state: str, r
     """Aggregate whatever the workers recorded into metrics.parquet and summary.json/csv; write status.json."""
     df, events = metrics.read_worker_records(run_dir / "workers")
     starts = [e for e in events if e.get("type") == "start"]
-    probes = sorted(e["probe_allgather_s"] for e in starts if e.get("probe_allgather_s"))
+    probes = [e["probe_allgather_s"] for e in starts if e.get("probe_allgather_s") is not None]
     summary = {
         "schema_version": SCHEMA_VERSION,
         "run": {"scenario": scenario.name, "backend": backend_name, "state": state, "reason": reason,
                 "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "world_size": scenario.world_size,
                 "corpus_sha256": sorted({e["corpus_sha256"] for e in starts if "corpus_sha256" in e}),
-                # median over ranks and optimizers of the workers' one-byte all-gather (worker.latency_probe)
-                "probe_allgather_s": probes[len(probes) // 2] if probes else None},
+                # mean over ranks and optimizers of the workers' calibration gathers (worker.latency_probe)
+                "probe_allgather_s": sum(probes) / len(probes) if probes else None},
         "baseline": scenario.baseline,
         "optimizers": metrics.summarize(df, events, scenario.baseline) if len(df) else {},
     }

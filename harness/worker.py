@@ -72,27 +72,56 @@ def read_heartbeat(path: Path) -> tuple[int, str, float] | None:
         return None
 
 
-def latency_probe(device: torch.device, calls: int = 10) -> float | None:
-    """Seconds per all-gather of one byte (N-1 ring rounds of nothing): the links' delay plus this host's
-    per-round software cost. Run before training and outside the byte counters, it calibrates the
-    projection model's per-round overhead for this run's report."""
+# Calibration gathers per worker: scheduling delays on a busy host are heavy-tailed (1-40 ms a gather on
+# 2 cores), and 20 of them put the mean within about 10% for the cost of 20 extra forward/backward passes.
+PROBE_CALLS = 20
+
+
+def latency_probe(device: torch.device, work, calls: int = PROBE_CALLS) -> list[float] | None:
+    """Seconds per all-gather of 8 bytes (N-1 ring rounds of nearly nothing), measured as a training step
+    measures communication: from the last rank's entry into the collective to this rank's exit.
+
+    Each call follows `work()` (one forward and backward of the run's model, stretched as the hardware
+    profile says), so the host is as busy as in training: where workers outnumber cores, a rank that has
+    finished its collective computes while a peer still waits for its turn on a core, and that
+    scheduling cost is part of every ring round. Run before training and outside the byte counters; it
+    calibrates the projection model's per-round overhead for this run's report. The per-call figures are
+    returned so the run can say how noisy they were."""
     if not dist.is_initialized() or dist.get_world_size() == 1:
         return None
-    t = torch.zeros(1, dtype=torch.uint8, device=device)
-    out = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+    world = dist.get_world_size()
+    entry = torch.zeros(1, dtype=torch.float64, device=device)
+    out = [torch.empty_like(entry) for _ in range(world)]
     for _ in range(3):
-        dist.all_gather(out, t)
+        dist.all_gather(out, entry)
     dist.barrier()
     times = []
     for _ in range(calls):
-        # Idle first, as a worker is while it computes: a round's cost includes waking the peers up.
-        time.sleep(0.02)
-        start = time.perf_counter()
-        dist.all_gather(out, t)
-        if device.type == "cuda":
+        work()
+        # Wall clock (shared by the ranks of one host, NTP-close across hosts): each rank's entry time
+        # travels in the gather itself, so every rank knows when the last one arrived.
+        entry.fill_(time.time())
+        dist.all_gather(out, entry)
+        if device.type == "cuda":  # NCCL returns before the gather ends
             torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]  # median: one retransmission on a lossy link is not the link
+        done = time.time()
+        times.append(max(0.0, done - max(float(t) for t in out)))
+    return times
+
+
+def forward_backward(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    model.zero_grad(set_to_none=True)
+    loss = model.loss(x, y)
+    loss.backward()
+    return loss
+
+
+def stretch_compute(seconds: float, scale: float) -> float:
+    """Emulate slower hardware: after `seconds` of real compute, wait (1/scale - 1) times as long."""
+    stretch = seconds * (1.0 / scale - 1.0)
+    if stretch > 0:
+        time.sleep(stretch)
+    return max(0.0, stretch)
 
 
 def pick_device(node: Node, local_rank: int) -> torch.device:
@@ -143,7 +172,6 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
             total = torch.cuda.get_device_properties(device).total_memory
             torch.cuda.set_per_process_memory_fraction(min(1.0, node.hardware.memory / total), device)
     _distributed_init(device)
-    probe_s = latency_probe(device)
     comm = Comm()
 
     cfg = scenario.optimizer_configs()[run_name]
@@ -163,6 +191,17 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
     timer = PhaseTimer(device)
     out_dir.mkdir(parents=True, exist_ok=True)
     heartbeat = Heartbeat(out_dir / f"rank{rank}.hb")
+
+    def probe_work() -> None:
+        heartbeat.beat(-1, "calibrate")
+        x, y = (t.to(device) for t in val_batches[0])
+        start = time.perf_counter()
+        forward_backward(model, x, y)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        stretch_compute(time.perf_counter() - start, scale)
+
+    probe = latency_probe(device, probe_work)
     with open(out_dir / f"rank{rank}.jsonl", "w", buffering=1) as out:
         def emit(record: dict) -> None:
             out.write(json.dumps(record) + "\n")
@@ -172,7 +211,7 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
               "world_size": world, "time": time.time(), "params": sum(p.numel() for p in model.parameters()),
               # builtin:pydoc comes from this Python's stdlib: a container's Python may ship another text
               "corpus_bytes": len(corpus), "corpus_sha256": hashlib.sha256(corpus).hexdigest()[:16],
-              "probe_allgather_s": probe_s})
+              "probe_allgather_s": sum(probe) / len(probe) if probe else None, "probe_calls_s": probe})
         comm.take()
         if wire:
             wire.delta()
@@ -184,13 +223,8 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
                 x, y = (t.to(device, non_blocking=True) for t in batches.next())
             compute_start = time.perf_counter()
             with timer.phase("compute"):
-                model.zero_grad(set_to_none=True)
-                loss = model.loss(x, y)
-                loss.backward()
-            # Emulate slower hardware: stretch the measured compute by waiting (1/scale - 1) times as long.
-            stretch = (time.perf_counter() - compute_start) * (1.0 / scale - 1.0)
-            if stretch > 0:
-                time.sleep(stretch)
+                loss = forward_backward(model, x, y)
+            stretch = stretch_compute(time.perf_counter() - compute_start, scale)
             t_ready = time.time()
             heartbeat.beat(step, "communicate")
             strategy.step(step, timer)

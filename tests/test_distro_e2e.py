@@ -13,6 +13,7 @@ from harness.optim import get_strategy
 from harness.optim.distro import DisTrO
 from harness.runner import RunOptions, run_scenario
 from harness.scenario import load_scenario, scenario_from_dict
+from harness.worker import PROBE_CALLS
 
 from .conftest import REPO, tiny_scenario_dict
 
@@ -64,3 +65,14 @@ def test_ci_smoke_promises_at_least_500x():
     a_tx, a_rx = get_strategy(adamw.type).predict_payload_bytes(adamw, shapes, s.world_size)
     assert (a_tx + a_rx) / (tx + rx) >= 500
     assert s.checks.min_reduction is not None and s.checks.min_reduction <= (a_tx + a_rx) / (tx + rx)
+
+
+def test_every_worker_calibrates_and_the_run_keeps_the_mean(distro_run):
+    s, result = distro_run
+    starts = [json.loads(p.read_text().splitlines()[0]) for p in sorted((result.run_dir / "workers").glob("*/rank*.jsonl"))]
+    assert len(starts) == s.world_size * len(s.optimizer_configs())
+    for e in starts:
+        assert e["type"] == "start" and len(e["probe_calls_s"]) == PROBE_CALLS
+        assert e["probe_allgather_s"] == pytest.approx(sum(e["probe_calls_s"]) / PROBE_CALLS)
+    run = json.loads((result.run_dir / "summary.json").read_text())["run"]
+    assert run["probe_allgather_s"] == pytest.approx(sum(e["probe_allgather_s"] for e in starts) / len(starts))

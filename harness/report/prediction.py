@@ -19,8 +19,9 @@ def measured_comm_s(df, how: str = "mean") -> float:
 
 
 def calibrated_round_overhead(run: LoadedRun, pred: dict) -> float | None:
-    """Per-round software cost on this host during this run, from the workers' one-byte all-gather probe
-    (summary.json's run.probe_allgather_s) less the links' own delay per round."""
+    """Per-round host cost (software and scheduling) during this run: the workers' calibration gather
+    (summary.json's run.probe_allgather_s, N-1 rounds of 8 bytes, each after a training-sized forward and
+    backward) per round, less the links' own round trip."""
     probe = run.data.summary.get("run", {}).get("probe_allgather_s")
     n = pred.get("world_size") or 0
     if not probe or n < 2:
@@ -73,8 +74,10 @@ def prediction_section(run: LoadedRun) -> Section | None:
           fmt(r["comm_ratio"]), fmt(r["comm_ratio_median"])]
          for r in rows])
     overhead = rows[0]["overhead_per_round"]
-    calibration = (f"The host's own cost per ring round, {overhead * 1e3:.2f} ms, was calibrated before training by "
-                   "timing a one-byte all-gather over the same links (less their delay)." if overhead is not None
+    calibration = (f"The host's own cost per ring round, {overhead * 1e3:.2f} ms, was calibrated before training: "
+                   "each worker ran forward and backward passes of this model, each followed by an 8-byte all-gather "
+                   "over the same links timed from the last worker's arrival, as training steps are timed (less "
+                   "the links' round trip)." if overhead is not None
                    else "No calibration probe was recorded: the model's default per-round cost is used.")
     blocks = [Para("`distro-bench project`'s model of this run (ring collectives over the scenario's links: rounds x "
                    "(hop round trip + host cost per round) + bytes over the bottleneck rates; see the README's "
