@@ -192,11 +192,12 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     heartbeat = Heartbeat(out_dir / f"rank{rank}.hb")
 
+    probe_x, probe_y = (t.to(device) for t in val_batches[0])
+
     def probe_work() -> None:
         heartbeat.beat(-1, "calibrate")
-        x, y = (t.to(device) for t in val_batches[0])
         start = time.perf_counter()
-        forward_backward(model, x, y)
+        forward_backward(model, probe_x, probe_y)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         stretch_compute(time.perf_counter() - start, scale)

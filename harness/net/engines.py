@@ -16,36 +16,11 @@ from dataclasses import dataclass, field
 
 from harness.errors import CapabilityError, InputError
 from harness.net.probe import Capabilities
-from harness.net.shaping import QdiscPlan
+from harness.net.shaping import Direction, QdiscPlan
 from harness.scenario import LinkSpec, Scenario
-from harness.units import format_duration, format_percent
 
 WAY_OUT = ("use --link-engine userspace (a userspace delay line), or --allow-unemulated "
            "(run with what can be emulated; the run folder says what was not)")
-
-
-@dataclass(frozen=True)
-class Direction:
-    """What the scenario asks of one direction of one access link."""
-
-    rate_bps: int | None = None
-    delay_s: float = 0.0
-    jitter_s: float = 0.0
-    loss: float = 0.0
-
-    @property
-    def impaired(self) -> bool:
-        return bool(self.delay_s or self.jitter_s or self.loss)
-
-    def impairment_text(self) -> str:
-        parts = []
-        if self.delay_s:
-            parts.append(f"delay {format_duration(self.delay_s)}")
-        if self.jitter_s:
-            parts.append(f"jitter {format_duration(self.jitter_s)}")
-        if self.loss:
-            parts.append(f"loss {format_percent(self.loss)}")
-        return ", ".join(parts)
 
 
 def directions(link: LinkSpec | None) -> tuple[Direction, Direction]:

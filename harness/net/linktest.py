@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 
 from harness.errors import HarnessError
-from harness.net.engines import Direction
+from harness.net.shaping import Direction
 from harness.net.ns import NetnsRef, run
 
 IPERF_PORT = 5201

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 
 from harness.errors import HarnessError
 from harness.net.ns import NetnsRef, run_in
+from harness.units import format_duration, format_percent
 
 # Ethernet frame of a full 1500-byte MTU packet, as tbf counts it (skb->len includes the MAC header).
 FRAME_BYTES = 1514
@@ -35,8 +36,8 @@ class ShapingError(HarnessError):
 
 
 @dataclass(frozen=True)
-class QdiscPlan:
-    """What tc does on the egress of one interface. Rates in bit/s, times in seconds, loss a fraction."""
+class Direction:
+    """One direction of one link. Rates in bit/s, times in seconds (one-way), loss a fraction."""
 
     rate_bps: int | None = None
     delay_s: float = 0.0
@@ -44,8 +45,28 @@ class QdiscPlan:
     loss: float = 0.0
 
     @property
-    def netem(self) -> bool:
+    def impaired(self) -> bool:
         return bool(self.delay_s or self.jitter_s or self.loss)
+
+    def impairment_text(self) -> str:
+        parts = []
+        if self.delay_s:
+            parts.append(f"delay {format_duration(self.delay_s)}")
+        if self.jitter_s:
+            parts.append(f"jitter {format_duration(self.jitter_s)}")
+        if self.loss:
+            parts.append(f"loss {format_percent(self.loss)}")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class QdiscPlan(Direction):
+    """What tc does on the egress of one interface: the rate (tbf), and whatever impairment netem does
+    (none where the userspace delay line does it instead)."""
+
+    @property
+    def netem(self) -> bool:
+        return self.impaired
 
     @property
     def empty(self) -> bool:
