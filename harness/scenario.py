@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from harness import presets
 from harness.errors import ScenarioError
+from harness.optim.options import OPTIONS
 from harness.units import Duration, Percent, Rate, Size, format_duration, format_percent, format_rate
 
 BUILTIN_CORPORA = ("builtin:pydoc",)
@@ -344,18 +345,16 @@ def _reference_problems(s: Scenario) -> list[str]:
 
 
 def _optimizer_problems(s: Scenario) -> tuple[dict[str, Any], list[str]]:
-    from harness.optim import STRATEGIES  # the registry; imported here because it pulls in torch
-
     configs, problems = {}, []
     for run_name, raw in s.optimizers.items():
         raw = dict(raw or {})
         kind = raw.setdefault("type", run_name)
-        if kind not in STRATEGIES:
+        if kind not in OPTIONS:
             where = "type" if "type" in (s.optimizers[run_name] or {}) else "(name)"
-            problems.append(f"optimizers.{run_name}.{where}: unknown optimizer {kind!r}; known: {_known(STRATEGIES)}")
+            problems.append(f"optimizers.{run_name}.{where}: unknown optimizer {kind!r}; known: {_known(OPTIONS)}")
             continue
         try:
-            configs[run_name] = STRATEGIES[kind].Config.model_validate(raw)
+            configs[run_name] = OPTIONS[kind].model_validate(raw)
         except ValidationError as e:
             problems.extend(_pydantic_problems(e, ("optimizers", run_name)))
     return configs, problems

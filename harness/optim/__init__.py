@@ -1,23 +1,44 @@
-"""Optimizer strategies, chosen by name from this registry."""
+"""Optimizer strategies, chosen by name from a registry.
+
+The option models (harness/optim/options.py) import no torch; a strategy's own module is imported the
+first time it is asked for, so the scenario schema, `validate` and the CLI start without torch.
+Adding a method: its option model in options.py, its module here, one line in each registry.
+"""
 
 from __future__ import annotations
 
-from harness.errors import InputError
-from harness.optim.adamw import AdamW
-from harness.optim.base import Collective, PhaseTimer, Strategy, StrategyConfig
-from harness.optim.distro import DisTrO
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-STRATEGIES: dict[str, type[Strategy]] = {
-    "adamw": AdamW,
-    "distro": DisTrO,
+from harness.errors import InputError
+from harness.optim.options import OPTIONS, StrategyConfig
+
+if TYPE_CHECKING:
+    from harness.optim.base import Strategy
+
+# name -> "module:Class"
+STRATEGY_PATHS: dict[str, str] = {
+    "adamw": "harness.optim.adamw:AdamW",
+    "distro": "harness.optim.distro:DisTrO",
 }
 
 
 def get_strategy(name: str) -> type[Strategy]:
     try:
-        return STRATEGIES[name]
+        module, cls = STRATEGY_PATHS[name].split(":")
     except KeyError:
-        raise InputError(f"unknown optimizer {name!r}; known: {', '.join(sorted(STRATEGIES))}") from None
+        raise InputError(f"unknown optimizer {name!r}; known: {', '.join(sorted(STRATEGY_PATHS))}") from None
+    return getattr(import_module(module), cls)
 
 
-__all__ = ["Collective", "STRATEGIES", "get_strategy", "PhaseTimer", "Strategy", "StrategyConfig"]
+def __getattr__(name: str) -> Any:
+    # Torch-backed names resolve on first use only.
+    if name == "STRATEGIES":
+        return {n: get_strategy(n) for n in STRATEGY_PATHS}
+    if name in ("Collective", "PhaseTimer", "Strategy"):
+        return getattr(import_module("harness.optim.base"), name)
+    raise AttributeError(f"module 'harness.optim' has no attribute {name!r}")
+
+
+__all__ = ["Collective", "OPTIONS", "STRATEGIES", "STRATEGY_PATHS", "get_strategy", "PhaseTimer", "Strategy",
+           "StrategyConfig"]

@@ -8,25 +8,15 @@ all-reduce per 25 MB bucket of gradients in their own precision, or bf16 when as
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import torch
-from pydantic import Field
 
-from harness.optim.base import Collective, PhaseTimer, Strategy, StrategyConfig
+from harness.optim.base import Collective, PhaseTimer, Strategy
+from harness.optim.options import AdamWConfig
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
-class AdamWConfig(StrategyConfig):
-    type: Literal["adamw"] = "adamw"
-    weight_decay: float = Field(default=0.1, ge=0)
-    beta1: float = Field(default=0.9, ge=0, lt=1)
-    beta2: float = Field(default=0.95, ge=0, lt=1)
-    eps: float = Field(default=1e-8, gt=0)
-    grad_dtype: Literal["fp32", "bf16"] = "fp32"
-    bucket_mb: float = Field(default=25.0, gt=0)  # DDP's default bucket_cap_mb
-    max_grad_norm: float | None = Field(default=1.0, gt=0)
 
 
 def _buckets(numels: list[int], element_size: int, bucket_bytes: float) -> list[list[int]]:

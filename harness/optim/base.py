@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from abc import ABC, abstractmethod
 from collections import defaultdict
@@ -11,30 +10,8 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
-
 from harness.comm import Comm
-
-
-class StrategyConfig(BaseModel):
-    """Options shared by all strategies; `type` names the strategy in the registry."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    type: str
-    lr: float = Field(gt=0, le=10)
-    warmup_steps: int = Field(default=0, ge=0)
-    schedule: Literal["constant", "cosine"] = "constant"
-    min_lr_ratio: float = Field(default=0.1, ge=0, le=1)
-
-    def lr_at(self, step: int, total_steps: int) -> float:
-        """Linear warmup, then constant or cosine decay to `min_lr_ratio * lr`. `step` counts from 0."""
-        if step < self.warmup_steps:
-            return self.lr * (step + 1) / self.warmup_steps
-        if self.schedule == "constant":
-            return self.lr
-        progress = (step - self.warmup_steps) / max(total_steps - self.warmup_steps, 1)
-        cos = 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
-        return self.lr * (self.min_lr_ratio + (1 - self.min_lr_ratio) * cos)
+from harness.optim.options import StrategyConfig
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,10 @@ buffer is readable elsewhere as plain arrays: `numpy.frombuffer(b, "<u2")` for u
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import torch
 
-ValueCodec = Literal["fp32", "bf16", "1bit"]
+from harness.optim.options import ValueCodec
 
 
 def index_width(chunk_numel: int) -> int:

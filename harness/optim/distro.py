@@ -38,34 +38,15 @@ on every rank.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
-from pydantic import Field, model_validator
 
 from harness.optim import codec
-from harness.optim.base import Collective, PhaseTimer, Strategy, StrategyConfig
+from harness.optim.base import Collective, PhaseTimer, Strategy
+from harness.optim.options import DisTrOConfig
 from harness.optim.dct import ChunkDCT, TensorLayout, layout
 
 
-class DisTrOConfig(StrategyConfig):
-    """Defaults are DeMo's (topk 32, chunk 64, decay 0.999, fp32 values), bucketed."""
-
-    type: Literal["distro"] = "distro"
-    topk: int = Field(default=32, ge=1)  # coefficients sent per chunk
-    chunk: int = Field(default=64, ge=1, le=1024)  # target chunk length per dimension
-    decay: float = Field(default=0.999, ge=0, lt=1)  # momentum decay (stateful only)
-    values: codec.ValueCodec = "fp32"
-    state: Literal["stateful", "stateless"] = "stateful"
-    bucket: bool = True
-    weight_decay: float = Field(default=0.0, ge=0)  # decoupled; matrices only (norm weights are not decayed)
-
-    @model_validator(mode="after")
-    def _topk_fits(self):
-        if self.topk > self.chunk * self.chunk:
-            raise ValueError(f"topk ({self.topk}) is more than the {self.chunk * self.chunk} coefficients of a "
-                             f"{self.chunk}x{self.chunk} chunk; lower topk or raise chunk")
-        return self
 
 
 @dataclass(frozen=True)

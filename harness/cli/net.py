@@ -1,5 +1,5 @@
 """`distro-bench doctor` (what this host can emulate) and `distro-bench links` (measure each emulated
-link against its spec). Registered in harness/cli.py."""
+link against its spec). Registered in harness/cli/app.py."""
 
 from __future__ import annotations
 

@@ -95,22 +95,22 @@ def validate(scenario: Path = typer.Argument(..., help="scenario YAML file")) ->
         console.print(f"[green]{scenario} is valid[/]")
 
 
-from harness.cli_report import check as _check, report as _report  # noqa: E402
+from harness.cli.report import check as _check, report as _report  # noqa: E402
 
 app.command(name="report")(_report)
 app.command(name="check")(_check)
 
-from harness.cli_net import doctor as _doctor, links as _links  # noqa: E402
+from harness.cli.net import doctor as _doctor, links as _links  # noqa: E402
 
 app.command(name="doctor")(_doctor)
 app.command(name="links")(_links)
 
-from harness.cli_docker import clean as _clean, image_app as _image_app  # noqa: E402
+from harness.cli.docker import clean as _clean, image_app as _image_app  # noqa: E402
 
 app.add_typer(_image_app, name="image")
 app.command(name="clean")(_clean)
 
-from harness.cli_project import project as _project  # noqa: E402
+from harness.cli.project import project as _project  # noqa: E402
 
 app.command(name="project")(_project)
 
