@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from contextlib import contextmanager
+from io import StringIO
 
 import typer
 from rich.console import Console
@@ -36,3 +39,36 @@ def cli_errors():
     except KeyboardInterrupt:
         err_console.print("[bold red]interrupted[/]")
         raise typer.Exit(130) from None
+
+
+def natural_width(renderable) -> int:
+    """Columns the renderable takes when nothing has to wrap."""
+    probe = Console(file=StringIO(), width=10_000, highlight=False, color_system=None)
+    probe.print(renderable)
+    return max((len(line.rstrip()) for line in probe.file.getvalue().splitlines()), default=0)
+
+
+def print_table(table, records: list[tuple[str, list[tuple[str, str]]]] | None = None, out: Console | None = None) -> None:
+    """The table where it fits the terminal; otherwise `key: value` lines (one block per record), so no cell
+    is ever cut to `opti…` in a narrow terminal or an 80-column log."""
+    out = out or console
+    if records is None or natural_width(table) <= out.width:
+        out.print(table)
+        return
+    if table.title:
+        out.print(str(table.title), markup=False)
+    for title, pairs in records:
+        out.print(title, markup=False)
+        for k, v in pairs:
+            out.print(f"  {k}: {v}", markup=False, soft_wrap=True)
+
+
+def table_records(table_columns: list[str], rows: list[list[str]], key: int = 0) -> list[tuple[str, list[tuple[str, str]]]]:
+    """`key: value` records of plain rows (the first column names the record)."""
+    return [(row[key], [(c, v) for i, (c, v) in enumerate(zip(table_columns, row)) if i != key]) for row in rows]
+
+
+def print_json(obj) -> None:
+    """Machine output on stdout: plain JSON, numbers as numbers (no Rich markup or wrapping)."""
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+    sys.stdout.flush()

@@ -1,19 +1,31 @@
-"""Live progress of a run in the terminal (Rich): one bar per optimizer with loss, step time and MB/step."""
+"""Progress of a run: Rich bars on a terminal, plain lines on stderr otherwise (logs, CI, `| cat`).
+
+Both implement runner.ProgressSink. `make_progress()` picks by whether stdout is a terminal.
+"""
 
 from __future__ import annotations
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+import sys
+import time
+from typing import TextIO
 
-from harness.console import console
+from harness.format import fmt_bytes, fmt_seconds
 
 
 class RichProgress:
-    def __init__(self):
+    """One live bar per optimizer with loss, step time and bytes per step."""
+
+    def __init__(self, console=None):
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                   TimeRemainingColumn)
+
+        from harness.console import console as default_console
+
         self.progress = Progress(
             TextColumn("[bold]{task.description:<12}"), BarColumn(bar_width=24), MofNCompleteColumn(),
             TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[step_time]}/step"),
-            TextColumn("{task.fields[mb]} MB/step"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            console=console, transient=False,
+            TextColumn("{task.fields[mb]}/step"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            console=console or default_console, transient=False,
         )
         self.tasks: dict[str, int] = {}
 
@@ -25,15 +37,82 @@ class RichProgress:
         self.progress.stop()
 
     def note(self, text: str) -> None:
-        self.progress.console.print(f"[dim]{text}[/]")
+        from rich.markup import escape
+
+        self.progress.console.print(f"[dim]{escape(text)}[/]")
 
     def start(self, optimizer: str, total_steps: int) -> None:
         self.tasks[optimizer] = self.progress.add_task(optimizer, total=total_steps, loss="-", step_time="-", mb="-")
 
     def step(self, optimizer: str, r: dict) -> None:
-        mb = (r["payload_tx_bytes"] + r["payload_rx_bytes"]) / 1e6
         self.progress.update(self.tasks[optimizer], completed=r["step"] + 1, loss=f"{r['loss']:.3f}",
-                             step_time=f"{r['step_time_s']:.2f}s", mb=f"{mb:.3g}")
+                             step_time=fmt_seconds(r["step_time_s"]),
+                             mb=fmt_bytes(r["payload_tx_bytes"] + r["payload_rx_bytes"]))
 
     def finish(self, optimizer: str) -> None:
         pass
+
+
+class PlainProgress:
+    """A plain line every `every` steps or every `interval_s` seconds, whichever comes first, on `stream`.
+
+    `every` defaults to a tenth of the steps, so a run prints about ten lines per optimizer."""
+
+    def __init__(self, stream: TextIO | None = None, every: int | None = None, interval_s: float = 10.0,
+                 clock=time.monotonic):
+        self.stream = stream or sys.stderr
+        self.every, self.interval_s, self.clock = every, interval_s, clock
+        self.total: dict[str, int] = {}
+        self.started: dict[str, float] = {}
+        self.last_line: dict[str, float] = {}
+        self.last_step: dict[str, int] = {}
+        self.last_record: dict[str, dict] = {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def _print(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    def note(self, text: str) -> None:
+        self._print(text)
+
+    def start(self, optimizer: str, total_steps: int) -> None:
+        now = self.clock()
+        self.total[optimizer], self.started[optimizer], self.last_line[optimizer] = total_steps, now, now
+        self.last_step[optimizer] = -1
+        self._print(f"{optimizer}: training {total_steps} steps")
+
+    def _line(self, optimizer: str, r: dict) -> str:
+        total = self.total.get(optimizer, 0)
+        elapsed = self.clock() - self.started.get(optimizer, self.clock())
+        return (f"{optimizer}: step {r['step'] + 1}/{total}, loss {r['loss']:.3f}, "
+                f"{fmt_seconds(r['step_time_s'])}/step, "
+                f"{fmt_bytes(r['payload_tx_bytes'] + r['payload_rx_bytes'])}/step, {elapsed:.0f} s elapsed")
+
+    def step(self, optimizer: str, r: dict) -> None:
+        self.last_record[optimizer] = r
+        total = self.total.get(optimizer, 0)
+        every = self.every or max(1, total // 10)
+        now = self.clock()
+        done = r["step"] + 1
+        if done % every == 0 or done == total or now - self.last_line.get(optimizer, now) >= self.interval_s:
+            self.last_line[optimizer], self.last_step[optimizer] = now, r["step"]
+            self._print(self._line(optimizer, r))
+
+    def finish(self, optimizer: str) -> None:
+        r = self.last_record.get(optimizer)
+        if r is not None and self.last_step.get(optimizer) != r["step"]:
+            self._print(self._line(optimizer, r))
+
+
+def make_progress(interactive: bool | None = None):
+    """Rich bars when stdout is a terminal, else plain lines on stderr."""
+    if interactive is None:
+        from harness.console import console
+
+        interactive = console.is_terminal
+    return RichProgress() if interactive else PlainProgress()

@@ -22,6 +22,7 @@ from harness.backends import Backend, BackendOptions, select_backend
 from harness.errors import HarnessError, Interrupted, WorkerFailed
 from harness.rundir import SCHEMA_VERSION, atomic_write_json, atomic_write_parquet, atomic_write_text, new_run_dir
 from harness.scenario import Scenario, dump_scenario
+from harness.summary import Summary
 
 
 class ProgressSink(Protocol):
@@ -54,7 +55,7 @@ class RunOptions:
 class RunResult:
     run_dir: Path
     state: str  # complete | incomplete | failed
-    summary: dict
+    summary: Summary  # summary.json, typed; `summary["optimizers"]` style access still works
 
 
 def collective_timeout_s(scenario: Scenario) -> float:
@@ -261,7 +262,7 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
         summary = finalize(run_dir, scenario, backend_cls.name, state, reason, started)
         if options.write_report:
             _write_report(run_dir, sink)
-    return RunResult(run_dir=run_dir, state=state, summary=summary)
+    return RunResult(run_dir=run_dir, state=state, summary=Summary.model_validate(summary))
 
 
 def _write_prediction(run_dir: Path, scenario: Scenario, network: dict, sink: ProgressSink) -> None:

@@ -66,7 +66,7 @@ class HardwareSpec(_Strict):
     when absent it is derived from `tflops` relative to the fastest profile in the scenario."""
 
     preset: str | None = None
-    device: str = "auto"
+    device: str = Field(default="auto", json_schema_extra={"pattern": r"^(auto|cpu|cuda(:\d+)?)$"})
     tflops: float | None = Field(default=None, gt=0)
     compute_scale: float | None = Field(default=None, gt=0, le=1)
     memory: Size | None = None
@@ -113,8 +113,11 @@ class TrainSpec(_Strict):
     seed: int = Field(default=0, ge=0)
 
 
+LinkEngineName = Literal["auto", "tc", "userspace"]
+
+
 class NetworkSpec(_Strict):
-    link_engine: Literal["auto", "tc", "userspace"] = "auto"
+    link_engine: LinkEngineName = "auto"
     # Run even when part of a link cannot be emulated here; the run folder then says what was not.
     allow_unemulated: bool = False
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import BeforeValidator, PlainSerializer
+from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
 _NUMBER = r"(?P<num>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)"
 
@@ -118,7 +118,24 @@ def format_size(n: int) -> str:
     return f"{n}B"
 
 
-Rate = Annotated[int, BeforeValidator(parse_rate), PlainSerializer(format_rate, return_type=str)]
-Duration = Annotated[float, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str)]
-Percent = Annotated[float, BeforeValidator(parse_percent), PlainSerializer(format_percent, return_type=str)]
-Size = Annotated[int, BeforeValidator(parse_size), PlainSerializer(format_size, return_type=str)]
+# The JSON Schema (editors, `distro-bench schema`) shows each unit field as the string a user writes, with a
+# pattern that accepts the spellings the parsers above accept (case as they treat it); ranges stay the parsers' job.
+_NUM = r"\d+(\.\d+)?([eE][+-]?\d+)?"
+_ZERO = {"const": 0}
+RATE_SCHEMA = {"type": "string", "pattern": rf"^{_NUM}\s*([bB][iI][tT]|[kKmMgGtT][bB][iI][tT])(/s)?$",
+               "examples": ["10Mbit", "1Gbit", "512kbit"], "description": "bit/s: bit, kbit, Mbit, Gbit, e.g. 10Mbit"}
+DURATION_SCHEMA = {"anyOf": [{"type": "string", "pattern": rf"^{_NUM}\s*(us|ms|s)$"}, _ZERO, {"const": "0"}],
+                   "examples": ["15ms", "500us", "1s"], "description": "us, ms or s, e.g. 15ms (bare 0 allowed)"}
+PERCENT_SCHEMA = {"anyOf": [{"type": "string", "pattern": rf"^{_NUM}\s*%$"}, _ZERO, {"const": "0"}],
+                  "examples": ["0.1%", "0%"], "description": "a percentage with its % sign, e.g. 0.1%"}
+SIZE_SCHEMA = {"type": "string", "pattern": rf"^{_NUM}\s*([bB]|[kKmMgGtT][iI]?[bB])$",
+               "examples": ["8GiB", "24GiB", "512MB"], "description": "bytes: B, KiB, MiB, GiB, KB, MB, GB"}
+
+Rate = Annotated[int, BeforeValidator(parse_rate), PlainSerializer(format_rate, return_type=str),
+                 WithJsonSchema(RATE_SCHEMA)]
+Duration = Annotated[float, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str),
+                     WithJsonSchema(DURATION_SCHEMA)]
+Percent = Annotated[float, BeforeValidator(parse_percent), PlainSerializer(format_percent, return_type=str),
+                    WithJsonSchema(PERCENT_SCHEMA)]
+Size = Annotated[int, BeforeValidator(parse_size), PlainSerializer(format_size, return_type=str),
+                 WithJsonSchema(SIZE_SCHEMA)]

@@ -1,98 +1,170 @@
-"""The `distro-bench` command line. Each command is thin: options -> library call -> Rich output."""
+"""The `distro-bench` command line. Each command is thin: options -> harness.api -> output.
+
+Output reads in any terminal or log: tables fit the width (else `key: value` lines), progress is plain lines
+on stderr when stdout is not a terminal, and `--json` prints machine-readable results on stdout.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
-from harness.console import cli_errors, console
+from harness.cli.options import (BACKEND_HELP, JSON_OPTION, LINK_ENGINE_HELP, Backend, LinkEngine, value,
+                                 version_callback)
+from harness.console import cli_errors, console, err_console, print_json, print_table, table_records
 
 app = typer.Typer(
     name="distro-bench",
     help="Benchmark DisTrO/DeMo against AdamW + all-reduce on emulated home and WAN networks.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 
-BACKEND_HELP = "auto | local | netns | docker (auto picks the most faithful one available)"
+
+@app.callback()
+def main(
+    version: bool = typer.Option(False, "--version", callback=version_callback, is_eager=True,
+                                 help="print the version and exit"),
+) -> None:
+    """Benchmark DisTrO/DeMo against AdamW + all-reduce on emulated home and WAN networks."""
 
 
-def _fmt(v, spec: str = ".3g") -> str:
-    if v is None:
-        return "n/a"
-    return format(v, spec) if isinstance(v, (int, float)) else str(v)
+SUMMARY_COLUMNS = ["optimizer", "step time", "comm", "bytes/step", "vs base", "loss", "val loss", "replicas"]
 
 
-def summary_table(summary: dict) -> Table:
-    t = Table(title=f"{summary['run']['scenario']} ({summary['run']['backend']}, {summary['run']['state']})")
-    for col in ("optimizer", "step time s", "compute s", "comm s", "payload MB/step", "wire MB/step",
-                "reduction", "final loss", "val loss", "replicas"):
-        t.add_column(col, justify="left" if col == "optimizer" else "right")
-    for name, s in summary["optimizers"].items():
-        payload = (s["payload_tx_bytes_per_step"] or 0) + (s["payload_rx_bytes_per_step"] or 0)
-        wire = None if s["wire_tx_bytes_per_step"] is None else s["wire_tx_bytes_per_step"] + s["wire_rx_bytes_per_step"]
-        red = s["reduction_vs_baseline"]
-        t.add_row(name, _fmt(s["step_time_s_mean"]), _fmt(s["compute_s_mean"]), _fmt(s["comm_s_mean"]),
-                  _fmt(payload / 1e6), _fmt(wire / 1e6 if wire is not None else None),
-                  f"{red:.1f}x" if red else "n/a", _fmt(s["final_loss"], ".4f"), _fmt(s["final_val_loss"], ".4f"),
-                  {True: "identical", False: "[red]DIFFER[/]", None: "n/a"}[s["replicas_identical"]])
-    return t
+def summary_rows(summary) -> list[list[str]]:
+    """One row of short cells with units per optimizer (bytes: wire where measured, else payload)."""
+    from harness.format import fmt_bytes, fmt_num, fmt_seconds, fmt_times
+
+    rows = []
+    for name, s in summary.optimizers.items():
+        basis = s.reduction_basis or ("wire" if s.wire_tx_bytes_per_step is not None else "payload")
+        rows.append([name, fmt_seconds(s.step_time_s_mean), fmt_seconds(s.comm_s_mean),
+                     f"{fmt_bytes(s.bytes_per_step(basis))} {basis}",
+                     "base" if name == summary.baseline else fmt_times(s.reduction_vs_baseline),
+                     fmt_num(s.final_loss), fmt_num(s.final_val_loss),
+                     {True: "same", False: "DIFFER", None: "n/a"}[s.replicas_identical]])
+    return rows
+
+
+def print_summary(summary) -> None:
+    from rich import box
+    from rich.table import Table
+
+    run = summary.run
+    t = Table(title=f"{run.scenario} ({run.backend}, {run.state})", box=box.SIMPLE_HEAD, title_justify="left")
+    for col in SUMMARY_COLUMNS:
+        t.add_column(col, justify="left" if col == "optimizer" else "right", no_wrap=True)
+    rows = summary_rows(summary)
+    for row in rows:
+        t.add_row(*row, style="red" if row[-1] == "DIFFER" else None)
+    print_table(t, table_records(SUMMARY_COLUMNS, rows))
 
 
 @app.command()
 def run(
     scenario: Path = typer.Argument(..., help="scenario YAML file"),
-    backend: str = typer.Option("auto", help=BACKEND_HELP),
+    backend: Backend = typer.Option("auto", help=BACKEND_HELP),
     optimizer: list[str] = typer.Option(None, "--optimizer", "-o", help="run only these optimizers (repeatable)"),
     steps: int = typer.Option(None, min=1, help="override train.steps"),
     out: Path = typer.Option(Path("results"), help="folder that receives the run folder"),
     seed: int = typer.Option(None, min=0, help="override train.seed"),
-    link_engine: str = typer.Option("auto", help="auto | tc | userspace: how delay, jitter and loss are emulated"),
-    allow_unemulated: bool = typer.Option(False, help="run even if part of a link cannot be emulated here (the report says what)"),
+    link_engine: LinkEngine = typer.Option(None, help=LINK_ENGINE_HELP, show_default=False),
+    allow_unemulated: bool = typer.Option(None, "--allow-unemulated/--no-allow-unemulated", show_default=False,
+                                          help="run even if part of a link cannot be emulated here (the report says "
+                                               "what); default: the scenario's network.allow_unemulated"),
     image: str = typer.Option(None, help="docker backend: worker image (default: distro-bench-worker:<version>)"),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Train every optimizer of SCENARIO on emulated links and write a run folder (its path is the last line)."""
-    from harness.backends import BackendOptions
-    from harness.progress import RichProgress
-    from harness.runner import RunOptions, run_scenario
-    from harness.scenario import load_scenario
+    from harness import api
+    from harness.progress import make_progress
 
     with cli_errors():
-        from harness.net.engines import ENGINE_CHOICES
-
-        if link_engine not in ENGINE_CHOICES:
-            from harness.errors import InputError
-
-            raise InputError(f"--link-engine: unknown engine {link_engine!r}; one of {', '.join(ENGINE_CHOICES)}")
-        s = load_scenario(scenario).with_overrides(steps=steps, seed=seed, optimizers=optimizer)
-        opts = RunOptions(backend=backend, out=out, backend_options=BackendOptions(
-            link_engine=link_engine, allow_unemulated=allow_unemulated or s.network.allow_unemulated, image=image))
-        with RichProgress() as progress:
-            result = run_scenario(s, opts, progress)
-        console.print(summary_table(result.summary))
-        console.print(str(result.run_dir), markup=False, soft_wrap=True)
+        with make_progress() as progress:
+            result = api.run(scenario, backend=value(backend), optimizers=optimizer or None, steps=steps, seed=seed,
+                             out=out, link_engine=value(link_engine), allow_unemulated=allow_unemulated, image=image,
+                             progress=progress)
+    if as_json:
+        print_json({"run_dir": str(result.run_dir), "state": result.state, "summary": result.summary.to_dict()})
+        return
+    print_summary(result.summary)
+    for line in result.summary.verdicts():
+        console.print(line, markup=False, soft_wrap=True)
+    console.print(str(result.run_dir), markup=False, soft_wrap=True)
 
 
 @app.command()
-def validate(scenario: Path = typer.Argument(..., help="scenario YAML file")) -> None:
-    """Check SCENARIO and show it resolved (presets expanded, units normalised); exit 2 on any problem."""
-    from harness.scenario import load_scenario
+def validate(
+    scenario: Path = typer.Argument(..., help="scenario YAML file"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Check SCENARIO and show it resolved (presets expanded, units normalised); exit 2 on any problem,
+    all problems listed at once."""
+    from harness import api
+    from harness.errors import ScenarioError
 
+    if as_json:
+        try:
+            s = api.validate(scenario)
+        except ScenarioError as e:
+            print_json({"valid": False, "source": e.source, "problems": e.problems})
+            raise typer.Exit(e.exit_code) from None
+        print_json(_scenario_json(s))
+        return
     with cli_errors():
-        s = load_scenario(scenario)
-        t = Table(title=f"{s.name}: {s.world_size} workers, model {s.model.preset or 'custom'}, {s.train.steps} steps")
-        for col in ("rank", "node", "hardware", "speed", "link", "shaping"):
-            t.add_column(col)
-        for n in s.nodes():
-            t.add_row(str(n.rank), n.name, n.hardware_name, f"{n.compute_scale:.2f}x", n.link_name or "-",
-                      n.link.describe() if n.link else "unshaped")
-        console.print(t)
-        console.print(f"optimizers: {', '.join(f'{k} ({v.type})' for k, v in s.optimizer_configs().items())}; "
-                      f"baseline: {s.baseline}")
-        console.print(f"[green]{scenario} is valid[/]")
+        s = api.validate(scenario)
+    from rich import box
+    from rich.table import Table
+
+    from harness.format import fmt_num
+
+    cols = ["rank", "node", "hardware", "speed", "link", "shaping"]
+    rows = [[str(n.rank), n.name, n.hardware_name, f"{fmt_num(n.compute_scale, '.2f')}x", n.link_name or "-",
+             n.link.describe() if n.link else "unshaped"] for n in s.nodes()]
+    t = Table(title=f"{s.name}: {s.world_size} workers, model {s.model.preset or 'custom'}, {s.train.steps} steps",
+              box=box.SIMPLE_HEAD, title_justify="left")
+    for c in cols:
+        t.add_column(c, no_wrap=True)
+    for r in rows:
+        t.add_row(*r)
+    print_table(t, table_records(cols, rows, key=1))
+    console.print(f"optimizers: {', '.join(f'{k} ({v.type})' for k, v in s.optimizer_configs().items())}; "
+                  f"baseline: {s.baseline}", markup=False)
+    console.print(f"[green]{scenario} is valid[/]")
+
+
+def _scenario_json(s) -> dict:
+    return {
+        "valid": True, "name": s.name, "world_size": s.world_size, "baseline": s.baseline,
+        "model": s.resolved_model(),
+        "train": s.train.model_dump(mode="json"),
+        "nodes": [{"rank": n.rank, "name": n.name, "hardware": n.hardware_name, "compute_scale": n.compute_scale,
+                   "link": n.link_name,
+                   "up_bps": n.link.up if n.link else None, "down_bps": n.link.down if n.link else None,
+                   "delay_s": n.link.delay if n.link else 0.0, "jitter_s": n.link.jitter if n.link else 0.0,
+                   "loss": n.link.loss if n.link else 0.0} for n in s.nodes()],
+        "optimizers": {k: v.model_dump() for k, v in s.optimizer_configs().items()},
+    }
+
+
+@app.command()
+def schema(
+    out: Path = typer.Option(None, "--out", help="write to this file instead of stdout"),
+) -> None:
+    """Print the JSON Schema of a scenario file (for editors: `# yaml-language-server: $schema=...`)."""
+    import json
+
+    from harness import api
+
+    text = json.dumps(api.schema(), indent=2) + "\n"
+    if out:
+        out.write_text(text)
+        err_console.print(f"wrote {out}", markup=False)
+    else:
+        typer.echo(text, nl=False)
 
 
 from harness.cli.report import check as _check, report as _report  # noqa: E402
@@ -113,6 +185,10 @@ app.command(name="clean")(_clean)
 from harness.cli.project import project as _project  # noqa: E402
 
 app.command(name="project")(_project)
+
+from harness.cli.export import export as _export  # noqa: E402
+
+app.command(name="export")(_export)
 
 
 if __name__ == "__main__":

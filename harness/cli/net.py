@@ -9,7 +9,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from harness.console import cli_errors, console
+from harness.cli.options import JSON_OPTION, LINK_ENGINE_HELP, LinkEngine, value
+from harness.console import cli_errors, console, print_json
 
 
 def _capability_rows(caps) -> list[tuple[str, bool | None, str, str]]:
@@ -46,12 +47,23 @@ def _capability_rows(caps) -> list[tuple[str, bool | None, str, str]]:
     ]
 
 
-def doctor() -> None:
+def doctor(as_json: bool = JSON_OPTION) -> None:
     """Show what this host can emulate (root, namespaces, qdiscs, link engines, tools, Docker, GPUs)."""
     from harness.net.probe import probe
 
     with cli_errors():
         caps = probe()
+        if as_json:
+            from harness.backends import select_backend
+
+            try:
+                auto = select_backend("auto")[1]
+            except Exception as e:  # doctor reports, it does not fail
+                auto = f"none: {e}"
+            print_json({"kernel": caps.kernel, "auto_backend": auto, "capabilities": [
+                {"capability": n, "ok": ok, "detail": d, "if_missing": "" if ok else m}
+                for n, ok, d, m in _capability_rows(caps)]})
+            return
         t = Table(title=f"distro-bench doctor (kernel {caps.kernel})")
         for col in ("capability", "status", "detail", "if missing"):
             t.add_column(col)
@@ -84,7 +96,7 @@ def _parse_range(text: str) -> tuple[float, float]:
 
 def links(
     scenario: Path = typer.Argument(..., help="scenario YAML file"),
-    link_engine: str = typer.Option("auto", help="auto | tc | userspace: how delay, jitter and loss are emulated"),
+    link_engine: LinkEngine = typer.Option(None, help=LINK_ENGINE_HELP, show_default=False),
     tolerance: str = typer.Option("0.90,1.02", help="goodput pass range LO,HI as fractions of the configured rate"),
     seconds: float = typer.Option(5.0, min=1.0, help="iperf3 seconds per direction (after 1 s left out)"),
     allow_unemulated: bool = typer.Option(False, help="measure even if part of a link cannot be emulated here"),
@@ -93,20 +105,18 @@ def links(
     end on the switch) and RTT where delay is emulated, against the spec; exit 1 on any FAIL."""
     from harness.backends.base import BackendOptions
     from harness.backends.netns import NetnsBackend
-    from harness.errors import CapabilityError, InputError
+    from harness.errors import CapabilityError
     from harness.net import linktest
-    from harness.net.engines import ENGINE_CHOICES
     from harness.scenario import load_scenario
 
     with cli_errors():
-        if link_engine not in ENGINE_CHOICES:
-            raise InputError(f"--link-engine: unknown engine {link_engine!r}; one of {', '.join(ENGINE_CHOICES)}")
         lo, hi = _parse_range(tolerance)
         s = load_scenario(scenario)
         ok, why = NetnsBackend.probe(s)
         if not ok:
             raise CapabilityError(f"links needs the netns backend: {why}")
-        opts = BackendOptions(link_engine=link_engine, allow_unemulated=allow_unemulated or s.network.allow_unemulated)
+        opts = BackendOptions(link_engine=value(link_engine) or s.network.link_engine,
+                              allow_unemulated=allow_unemulated or s.network.allow_unemulated)
         NetnsBackend.preflight(s, opts)
         console.print(f"goodput passes at {lo:.0%}-{hi:.0%} of the configured rate (TCP payload; the rate counts "
                       f"Ethernet frames, so ~95% is the ceiling); RTT at ±(2 ms + 10% + jitter)")

@@ -1,39 +1,48 @@
-"""`distro-bench report` and `distro-bench check`: thin wrappers over harness.report."""
+"""`distro-bench report` and `distro-bench check`: thin wrappers over harness.api."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from harness.console import cli_errors, console, err_console
+from harness.cli.options import JSON_OPTION
+from harness.console import cli_errors, console, err_console, print_json, print_table, table_records
+
+
+def _notes(run) -> None:
+    for note in filter(None, [run.state_note(), *run.notes]):
+        err_console.print(f"[yellow]note:[/] {escape(note)}")
 
 
 def report(
     run_dirs: list[Path] = typer.Argument(..., help="one run folder (its report) or several (a comparison)"),
     out: Path = typer.Option(None, help="output folder (default: the run folder itself; for a comparison "
                                         "results/compare-<timestamp>/)"),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Write report.md, report.html and plots/*.png for a run, or compare several runs."""
-    from harness.report import write_comparison, write_run_report
-    from harness.report.compare import default_out
-    from harness.report.load import load_for_report
+    from harness import api
 
     with cli_errors():
         if len(run_dirs) == 1:
-            run = load_for_report(run_dirs[0])
-            for note in filter(None, [run.state_note(), *run.notes]):
-                err_console.print(f"[yellow]note:[/] {escape(note)}")
-            paths = write_run_report(run_dirs[0], out)
+            run = api.load_run(run_dirs[0])
+            _notes(run)
+            files = api.report(run_dirs[0], out)
         else:
-            paths = write_comparison(run_dirs, out or default_out())
-        for p in paths[2:]:
-            console.print(f"  {p}", markup=False, soft_wrap=True)
-        console.print(f"Markdown: {paths[0]}", markup=False, soft_wrap=True)
-        console.print(str(paths[1]), markup=False, soft_wrap=True)
+            run, files = None, api.compare(run_dirs, out)
+    if as_json:
+        print_json({**files.to_dict(), "runs": [str(p) for p in run_dirs],
+                    **({"summary": run.summary.to_dict(), "verdicts": run.summary.verdicts()} if run else {})})
+        return
+    for p in files.plots:
+        console.print(f"  {p}", markup=False, soft_wrap=True)
+    console.print(f"Markdown: {files.markdown}", markup=False, soft_wrap=True)
+    console.print(str(files.html), markup=False, soft_wrap=True)
+
+
+CHECK_COLUMNS = ["check", "optimizer", "measured", "threshold", "result", "note"]
 
 
 def check(
@@ -42,29 +51,34 @@ def check(
     max_loss_gap: float = typer.Option(None, min=0, help="candidate's final val loss may exceed the baseline's by at most Y (default: checks.max_loss_gap)"),
     baseline: str = typer.Option(None, help="optimizer to compare against (default: the scenario's baseline)"),
     candidate: list[str] = typer.Option(None, "--candidate", help="optimizer(s) to check (repeatable; default: checks.candidate or every non-baseline optimizer)"),
-    as_json: bool = typer.Option(False, "--json", help="print the result as JSON (for machines)"),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """The CI gate: exit 0 when every check passes, 1 when any fails, 2 on a bad run folder or flag."""
-    from harness.report.check import FAIL, PASS, measured_text, run_checks
-    from harness.report.load import load_for_report
+    from rich import box
+    from rich.table import Table
+
+    from harness import api
+    from harness.report.check import FAIL, measured_text
 
     with cli_errors():
-        run = load_for_report(run_dir)
-        result = run_checks(run, min_reduction=min_reduction, max_loss_gap=max_loss_gap, baseline=baseline,
-                            candidates=candidate or None)
+        run = api.load_run(run_dir)
+        result = api.check(run, min_reduction=min_reduction, max_loss_gap=max_loss_gap, baseline=baseline,
+                           candidates=candidate or None)
     if as_json:
-        print(json.dumps(result.to_dict(), indent=2, default=str))
+        print_json(api.check_to_dict(result))
     else:
-        for note in filter(None, [run.state_note(), *run.notes]):
-            err_console.print(f"[yellow]note:[/] {escape(note)}")
-        t = Table(title=f"check {escape(run.data.name)} (baseline {escape(str(result.baseline))})")
-        for col in ("check", "optimizer", "measured", "threshold", "result", "note"):
-            t.add_column(col, justify="right" if col == "measured" else "left")
-        colour = {PASS: "green", FAIL: "bold red"}
-        for r in result.results:
-            t.add_row(escape(r.check), escape(r.optimizer or "-"), escape(measured_text(r)), escape(r.threshold),
-                      f"[{colour.get(r.status, 'dim')}]{r.status}[/]", escape(r.note))
-        console.print(t)
+        _notes(run)
+        rows = [[r.check, r.optimizer or "-", measured_text(r), r.threshold, r.status, r.note] for r in result.results]
+        t = Table(title=f"check {escape(run.path.name)} (baseline {escape(str(result.baseline))})",
+                  box=box.SIMPLE_HEAD, title_justify="left")
+        for col in CHECK_COLUMNS:
+            t.add_column(col, justify="right" if col == "measured" else "left", no_wrap=col != "note")
+        colour = {"PASS": "green", FAIL: "bold red"}
+        for r in rows:
+            t.add_row(*[escape(c) for c in r[:4]], f"[{colour.get(r[4], 'dim')}]{r[4]}[/]", escape(r[5]))
+        print_table(t, [(f"{r[4]} {r[0]}" + (f" ({r[1]})" if r[1] != "-" else ""),
+                         [(k, v) for k, v in zip(CHECK_COLUMNS[2:4] + CHECK_COLUMNS[5:], r[2:4] + r[5:]) if v])
+                        for r in rows])
         failed = sum(r.status == FAIL for r in result.results)
         console.print("[green]all checks passed[/]" if not failed else f"[bold red]{failed} check(s) failed[/]")
     if not result.passed:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from harness.projection import nodes_like, nodes_with_rate, project
 from harness.report.style import new_figure, save, series_style
-from harness.scenario import Scenario
+
+if TYPE_CHECKING:
+    from harness.scenario import Scenario
 
 
 def _time(p) -> float:
@@ -16,6 +18,10 @@ def _time(p) -> float:
 
 
 def step_time_vs_workers(scenario: Scenario, model: dict, counts: list[int], out: Path, mfu: float) -> Path:
+    # The projection model builds the model's parameter shapes (torch): imported only when a plot is made,
+    # so report/ stays importable without torch.
+    from harness.projection import nodes_like, project
+
     fig, axes = new_figure()
     ax = axes[0][0]
     series: dict[str, list[float]] = {}
@@ -36,6 +42,8 @@ def step_time_vs_workers(scenario: Scenario, model: dict, counts: list[int], out
 def step_time_vs_bandwidth(scenario: Scenario, model: dict, workers: int, out: Path, mfu: float) -> tuple[Path, dict]:
     """Also returns, per pair of optimizers, the symmetric rate (bit/s) where their step times cross."""
     rates = np.logspace(6, 10.5, 40)
+    from harness.projection import nodes_like, nodes_with_rate, project
+
     base = nodes_like(scenario, workers)
     series: dict[str, list[float]] = {}
     for r in rates:
