@@ -41,6 +41,10 @@ def cli_errors():
         raise typer.Exit(130) from None
 
 
+# Tables for any terminal or log: no borders, two spaces between columns, title on the left.
+TABLE_STYLE = {"box": None, "pad_edge": False, "padding": (0, 1), "title_justify": "left", "header_style": "bold"}
+
+
 def natural_width(renderable) -> int:
     """Columns the renderable takes when nothing has to wrap."""
     probe = Console(file=StringIO(), width=10_000, highlight=False, color_system=None)

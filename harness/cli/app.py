@@ -12,7 +12,7 @@ import typer
 
 from harness.cli.options import (BACKEND_HELP, JSON_OPTION, LINK_ENGINE_HELP, Backend, LinkEngine, value,
                                  version_callback)
-from harness.console import cli_errors, console, err_console, print_json, print_table, table_records
+from harness.console import TABLE_STYLE, cli_errors, console, err_console, print_json, print_table, table_records
 
 app = typer.Typer(
     name="distro-bench",
@@ -31,36 +31,45 @@ def main(
     """Benchmark DisTrO/DeMo against AdamW + all-reduce on emulated home and WAN networks."""
 
 
-SUMMARY_COLUMNS = ["optimizer", "step time", "comm", "bytes/step", "vs base", "loss", "val loss", "replicas"]
+SUMMARY_COLUMNS = ["optimizer", "step", "comm", "{basis}/step", "fewer", "loss", "val loss", "replicas"]
+
+
+def _basis(summary) -> str:
+    """The byte basis of the table: wire where every optimizer measured it (as reduction_vs_baseline)."""
+    known = {s.reduction_basis for s in summary.optimizers.values()} - {None}
+    if len(known) == 1:
+        return known.pop()
+    return "wire" if all(s.wire_tx_bytes_per_step is not None for s in summary.optimizers.values()) else "payload"
+
+
+def summary_columns(summary) -> list[str]:
+    return [c.format(basis=_basis(summary)) for c in SUMMARY_COLUMNS]
 
 
 def summary_rows(summary) -> list[list[str]]:
-    """One row of short cells with units per optimizer (bytes: wire where measured, else payload)."""
+    """One row of short cells with units per optimizer; `fewer` is baseline bytes / this optimizer's."""
     from harness.format import fmt_bytes, fmt_num, fmt_seconds, fmt_times
 
-    rows = []
-    for name, s in summary.optimizers.items():
-        basis = s.reduction_basis or ("wire" if s.wire_tx_bytes_per_step is not None else "payload")
-        rows.append([name, fmt_seconds(s.step_time_s_mean), fmt_seconds(s.comm_s_mean),
-                     f"{fmt_bytes(s.bytes_per_step(basis))} {basis}",
-                     "base" if name == summary.baseline else fmt_times(s.reduction_vs_baseline),
-                     fmt_num(s.final_loss), fmt_num(s.final_val_loss),
-                     {True: "same", False: "DIFFER", None: "n/a"}[s.replicas_identical]])
-    return rows
+    basis = _basis(summary)
+    return [[name, fmt_seconds(s.step_time_s_mean), fmt_seconds(s.comm_s_mean), fmt_bytes(s.bytes_per_step(basis)),
+             "base" if name == summary.baseline else fmt_times(s.reduction_vs_baseline),
+             fmt_num(s.final_loss, ".3f"), fmt_num(s.final_val_loss, ".3f"),
+             {True: "same", False: "DIFFER", None: "n/a"}[s.replicas_identical]]
+            for name, s in summary.optimizers.items()]
 
 
 def print_summary(summary) -> None:
-    from rich import box
     from rich.table import Table
 
     run = summary.run
-    t = Table(title=f"{run.scenario} ({run.backend}, {run.state})", box=box.SIMPLE_HEAD, title_justify="left")
-    for col in SUMMARY_COLUMNS:
+    cols = summary_columns(summary)
+    t = Table(title=f"{run.scenario} ({run.backend}, {run.state}), per worker per step", **TABLE_STYLE)
+    for col in cols:
         t.add_column(col, justify="left" if col == "optimizer" else "right", no_wrap=True)
     rows = summary_rows(summary)
     for row in rows:
         t.add_row(*row, style="red" if row[-1] == "DIFFER" else None)
-    print_table(t, table_records(SUMMARY_COLUMNS, rows))
+    print_table(t, table_records(cols, rows))
 
 
 @app.command()
@@ -116,16 +125,15 @@ def validate(
         return
     with cli_errors():
         s = api.validate(scenario)
-    from rich import box
     from rich.table import Table
 
     from harness.format import fmt_num
 
-    cols = ["rank", "node", "hardware", "speed", "link", "shaping"]
+    cols = ["rank", "node", "hardware", "speed", "link", "up/down delay loss"]
     rows = [[str(n.rank), n.name, n.hardware_name, f"{fmt_num(n.compute_scale, '.2f')}x", n.link_name or "-",
-             n.link.describe() if n.link else "unshaped"] for n in s.nodes()]
+             _link_cell(n.link)] for n in s.nodes()]
     t = Table(title=f"{s.name}: {s.world_size} workers, model {s.model.preset or 'custom'}, {s.train.steps} steps",
-              box=box.SIMPLE_HEAD, title_justify="left")
+              **TABLE_STYLE)
     for c in cols:
         t.add_column(c, no_wrap=True)
     for r in rows:
@@ -134,6 +142,20 @@ def validate(
     console.print(f"optimizers: {', '.join(f'{k} ({v.type})' for k, v in s.optimizer_configs().items())}; "
                   f"baseline: {s.baseline}", markup=False)
     console.print(f"[green]{scenario} is valid[/]")
+
+
+def _link_cell(link) -> str:
+    """`10Mbit/50Mbit 15ms±3ms 0.1%` (up/down, one-way delay ± jitter, loss): short enough for 80 columns."""
+    if link is None:
+        return "unshaped"
+    from harness.units import format_duration, format_percent, format_rate
+
+    parts = [f"{format_rate(link.up) if link.up else '-'}/{format_rate(link.down) if link.down else '-'}"]
+    if link.delay:
+        parts.append(format_duration(link.delay) + (f"±{format_duration(link.jitter)}" if link.jitter else ""))
+    if link.loss:
+        parts.append(format_percent(link.loss))
+    return " ".join(parts)
 
 
 def _scenario_json(s) -> dict:

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from harness.cli.options import JSON_OPTION
-from harness.console import cli_errors, console, print_json, print_table, table_records
+from harness.console import TABLE_STYLE, cli_errors, console, print_json, print_table, table_records
 
 PROJECTION_COLUMNS = ["n", "optimizer", "payload tx+rx", "wire each way", "rounds", "comm", "compute", "step"]
 ACCOUNTING_COLUMNS = ["optimizer", "payload tx+rx", "ring wire, each way", "paper: from peers"]
@@ -23,7 +23,6 @@ def project(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Project bytes per worker per step and step time per optimizer, with plots against worker count and bandwidth."""
-    from rich import box
     from rich.table import Table
 
     from harness import api
@@ -39,8 +38,7 @@ def project(
     rows = [[str(n), p.optimizer, fmt_bytes(p.payload_tx_bytes + p.payload_rx_bytes), fmt_bytes(p.wire_tx_bytes),
              str(p.rounds), fmt_seconds(p.comm_s), fmt_seconds(p.compute_s), fmt_seconds(p.step_s)]
             for n, projs in st.projections.items() for p in projs]
-    t = Table(title=f"projection: {st.scenario}, model {st.model_name}, per worker per step", box=box.SIMPLE_HEAD,
-              title_justify="left")
+    t = Table(title=f"projection: {st.scenario}, model {st.model_name}, per worker per step", **TABLE_STYLE)
     for col in PROJECTION_COLUMNS:
         t.add_column(col, justify="left" if col == "optimizer" else "right", no_wrap=True)
     for r in rows:
@@ -52,8 +50,7 @@ def project(
                  fmt_bytes(a["paper_style"])] for a in st.accounting]
     acc_rows += [[f"{r['baseline']}/{r['optimizer']}", fmt_times(r["payload_tx_rx"]), fmt_times(r["wire_each_way"]),
                   fmt_times(r["paper_style"])] for r in st.ratios]
-    a = Table(title=f"bytes per worker per step, {n_last} workers, three accountings", box=box.SIMPLE_HEAD,
-              title_justify="left")
+    a = Table(title=f"bytes per worker per step, {n_last} workers, three accountings", **TABLE_STYLE)
     for col in ACCOUNTING_COLUMNS:
         a.add_column(col, justify="left" if col == "optimizer" else "right", no_wrap=True)
     for r in acc_rows:

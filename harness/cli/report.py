@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 
 from harness.cli.options import JSON_OPTION
-from harness.console import cli_errors, console, err_console, print_json, print_table, table_records
+from harness.console import TABLE_STYLE, cli_errors, console, err_console, print_json, print_table, table_records
 
 
 def _notes(run) -> None:
@@ -42,7 +42,7 @@ def report(
     console.print(str(files.html), markup=False, soft_wrap=True)
 
 
-CHECK_COLUMNS = ["check", "optimizer", "measured", "threshold", "result", "note"]
+CHECK_COLUMNS = ["check", "optimizer", "measured", "threshold", "result"]
 
 
 def check(
@@ -54,7 +54,6 @@ def check(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """The CI gate: exit 0 when every check passes, 1 when any fails, 2 on a bad run folder or flag."""
-    from rich import box
     from rich.table import Table
 
     from harness import api
@@ -68,17 +67,20 @@ def check(
         print_json(api.check_to_dict(result))
     else:
         _notes(run)
-        rows = [[r.check, r.optimizer or "-", measured_text(r), r.threshold, r.status, r.note] for r in result.results]
-        t = Table(title=f"check {escape(run.path.name)} (baseline {escape(str(result.baseline))})",
-                  box=box.SIMPLE_HEAD, title_justify="left")
+        rows = [[r.check, r.optimizer or "-", measured_text(r), r.threshold, r.status] for r in result.results]
+        t = Table(title=f"check {escape(run.path.name)} (baseline {escape(str(result.baseline))})", **TABLE_STYLE)
         for col in CHECK_COLUMNS:
-            t.add_column(col, justify="right" if col == "measured" else "left", no_wrap=col != "note")
+            t.add_column(col, justify="right" if col == "measured" else "left", no_wrap=True)
         colour = {"PASS": "green", FAIL: "bold red"}
         for r in rows:
-            t.add_row(*[escape(c) for c in r[:4]], f"[{colour.get(r[4], 'dim')}]{r[4]}[/]", escape(r[5]))
+            t.add_row(*[escape(c) for c in r[:4]], f"[{colour.get(r[4], 'dim')}]{r[4]}[/]")
         print_table(t, [(f"{r[4]} {r[0]}" + (f" ({r[1]})" if r[1] != "-" else ""),
-                         [(k, v) for k, v in zip(CHECK_COLUMNS[2:4] + CHECK_COLUMNS[5:], r[2:4] + r[5:]) if v])
-                        for r in rows])
+                         list(zip(CHECK_COLUMNS[2:4], r[2:4]))) for r in rows])
+        # Notes below the table: a long sentence in a cell would push the table past 80 columns.
+        for r in result.results:
+            if r.note:
+                console.print(f"  {r.status} {r.check}" + (f" ({r.optimizer})" if r.optimizer else "") + f": {r.note}",
+                              markup=False, soft_wrap=True)
         failed = sum(r.status == FAIL for r in result.results)
         console.print("[green]all checks passed[/]" if not failed else f"[bold red]{failed} check(s) failed[/]")
     if not result.passed:
