@@ -363,6 +363,49 @@ def _optimizer_problems(s: Scenario) -> tuple[dict[str, Any], list[str]]:
     return configs, problems
 
 
+# Stand-ins for a required field that failed, so the rest of the scenario can still be checked.
+_STAND_INS = {"name": "scenario", "workers": [{"count": 1}], "optimizers": {"adamw": {"lr": 1e-3}}}
+
+
+def _problems_beyond(data: dict, err: ValidationError, base_dir: Path) -> list[str]:
+    """Reference and optimizer problems of the parts of `data` that passed the field checks.
+
+    Each failing part is replaced by a neutral stand-in (an empty link or hardware spec under the same name,
+    a one-worker group, the section's defaults) and whatever else is wrong is reported, leaving out problems
+    located inside a replaced part (they would describe the stand-in, not the file)."""
+    data = {k: (dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v) for k, v in data.items()}
+    replaced = set()
+    for e in err.errors(include_url=False):
+        loc = e["loc"]
+        if not loc:
+            return []
+        top = loc[0]
+        if top in ("links", "hardware") and len(loc) > 1 and isinstance(data.get(top), dict) and loc[1] in data[top]:
+            data[top][loc[1]] = {}
+            replaced.add(_loc(loc[:2]))
+        elif top == "workers" and len(loc) > 1 and isinstance(loc[1], int) and isinstance(data.get(top), list):
+            data[top][loc[1]] = {"count": 1}
+            replaced.add(_loc(loc[:2]))
+        else:
+            data.pop(top, None)
+            if top in _STAND_INS:
+                data[top] = _STAND_INS[top]
+            replaced.add(_loc(loc[:1]))
+            if top == "model":  # seq_len is checked against the model
+                replaced.add("data.seq_len")
+    try:
+        s = Scenario.model_validate(data)
+    except ValidationError:
+        return []
+    s._base_dir = base_dir
+    _, optimizer_problems = _optimizer_problems(s)
+
+    def inside(problem: str) -> bool:
+        return any(problem.startswith(r) and problem[len(r):len(r) + 1] in (".", ":", "[") for r in replaced)
+
+    return [p for p in _reference_problems(s) + optimizer_problems if not inside(p)]
+
+
 def scenario_from_dict(data: Any, source: str = "<scenario>", base_dir: Path | None = None) -> Scenario:
     """Validate a parsed document; raise ScenarioError listing every located problem."""
     if not isinstance(data, dict):
@@ -375,7 +418,10 @@ def scenario_from_dict(data: Any, source: str = "<scenario>", base_dir: Path | N
     try:
         s = Scenario.model_validate(data)
     except ValidationError as e:
-        raise ScenarioError(source, _pydantic_problems(e)) from None
+        # One pass: also report the reference and optimizer problems of every part that did validate, so a
+        # user does not fix the first round only to meet a second.
+        problems = _pydantic_problems(e) + _problems_beyond(data, e, base_dir or Path("."))
+        raise ScenarioError(source, list(dict.fromkeys(problems))) from None
     s._base_dir = base_dir or Path(".")
     configs, problems = _optimizer_problems(s)
     problems = _reference_problems(s) + problems

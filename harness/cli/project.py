@@ -57,7 +57,7 @@ def project(
         a.add_row(*r)
     print_table(a, table_records(ACCOUNTING_COLUMNS, acc_rows))
     p = st.paper
-    console.print(f"DisTrO report (1.2B, {p['workers']} workers), paper style: AdamW {fmt_bytes(p['adamw_bytes'])}, "
+    console.print(f"DisTrO report (1.2B, {p['workers']} workers): AdamW {fmt_bytes(p['adamw_bytes'])}, "
                   f"DisTrO {fmt_bytes(p['distro_bytes'])}, {p['ratio']}x", markup=False, soft_wrap=True)
     for pair, rate in st.crossings_bps.items():
         console.print(f"{pair}: step times cross at about {rate / 1e6:.3g} Mbit/s per link ({n_last} workers)",
