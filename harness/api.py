@@ -212,10 +212,11 @@ def clean(force: bool = False) -> CleanResult:
 
 def export(run: str | Path | Run, to: Literal["mlflow", "tensorboard"], dest: str | Path | None = None):
     """Copy a run into an experiment tracker: one tracker run per optimizer with its parameters, per-step
-    metrics and the report attached. MLflow writes a local file store, TensorBoard event files."""
+    metrics and the report attached. MLflow writes a local file store (or to `dest` given as a tracking URI),
+    TensorBoard event files (one folder per optimizer). Default `dest`: RUN/mlruns or RUN/tensorboard."""
     from harness.trackers import export_run
 
-    return export_run(_run(run), to, Path(dest) if dest is not None else None)
+    return export_run(_run(run), to, dest)
 
 
 __all__ = ["CleanResult", "ReportFiles", "Run", "Summary", "check", "check_to_dict", "clean", "compare", "export",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,7 @@ STEP_METRICS: dict[str, tuple[str, str]] = {
 @dataclass
 class ExportResult:
     tracker: str
-    dest: Path
+    dest: Path | str  # a folder, or for MLflow a tracking URI
     runs: dict[str, str] = field(default_factory=dict)  # optimizer -> tracker run id / log folder
 
     def to_dict(self) -> dict:
@@ -105,8 +106,13 @@ def to_mlflow(run: Run, dest: Path) -> ExportResult:
     except ImportError:
         raise _missing("mlflow", "mlflow") from None
 
-    dest.mkdir(parents=True, exist_ok=True)
-    client = MlflowClient(tracking_uri=dest.resolve().as_uri())
+    uri = str(dest) if "://" in str(dest) else None  # a tracking server or database, e.g. sqlite:///mlflow.db
+    if uri is None:
+        Path(dest).mkdir(parents=True, exist_ok=True)
+        uri = Path(dest).resolve().as_uri()
+        # MLflow 3 keeps the file store (the one tracker store that needs no server or database) behind a flag.
+        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    client = MlflowClient(tracking_uri=uri)
     name = run.summary.run.scenario or run.path.name
     exp = client.get_experiment_by_name(name)
     exp_id = exp.experiment_id if exp else client.create_experiment(name)
@@ -173,10 +179,14 @@ EXPORTERS: dict[str, tuple[Callable[[Run, Path], ExportResult], str]] = {
 }
 
 
-def export_run(run: Run, to: str, dest: Path | None = None) -> ExportResult:
+def export_run(run: Run, to: str, dest: Path | str | None = None) -> ExportResult:
     if to not in EXPORTERS:
         raise InputError(f"--to: unknown tracker {to!r}; one of {', '.join(EXPORTERS)}")
     fn, default = EXPORTERS[to]
     if not len(run.metrics):
         raise InputError(f"{run.path}: no metrics recorded; nothing to export")
-    return fn(run, dest or run.path / default)
+    if dest is None:
+        dest = run.path / default
+    elif "://" not in str(dest):
+        dest = Path(dest)
+    return fn(run, dest)

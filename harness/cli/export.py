@@ -19,7 +19,8 @@ class Tracker(str, Enum):
 def export(
     run_dir: Path = typer.Argument(..., help="run folder"),
     to: Tracker = typer.Option(..., "--to", help="mlflow (a local file store) or tensorboard (event files)"),
-    dest: Path = typer.Option(None, "--dest", help="where to write (default: RUN/mlruns or RUN/tensorboard)"),
+    dest: str = typer.Option(None, "--dest", help="folder to write (default: RUN/mlruns or RUN/tensorboard); for "
+                                                  "mlflow also a tracking URI such as sqlite:///mlflow.db"),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Export RUN to an experiment tracker: one tracker run per optimizer with its parameters, per-step metrics

@@ -20,6 +20,7 @@ def project(
     optimizer: list[str] = typer.Option(None, "--optimizer", "-o", help="only these optimizers (repeatable)"),
     mfu: float = typer.Option(0.4, min=0.01, max=1.0, help="model FLOPs utilisation for compute time"),
     out: Path = typer.Option(None, help="folder for projection.json and plots (default results/project-<scenario>-<time>)"),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="draw step time against worker count and bandwidth"),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Project bytes per worker per step and step time per optimizer, with plots against worker count and bandwidth."""
@@ -30,7 +31,7 @@ def project(
 
     with cli_errors():
         st = api.project(scenario, model=model, workers=workers or None, optimizers=optimizer or None, mfu=mfu,
-                         out=out)
+                         out=out, plots=plots)
     if as_json:
         print_json({"out": str(st.out), **st.to_dict()})
         return

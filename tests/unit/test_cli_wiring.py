@@ -126,7 +126,7 @@ def test_report_json_lists_files_and_summary(cli, tmp_path):
 
 def test_project_json_is_numeric(cli, tmp_path):
     out = tmp_path / "p"
-    result = cli("project", REPO / "scenarios" / "home-dsl.yaml", "--json", "--out", out)
+    result = cli("project", REPO / "scenarios" / "home-dsl.yaml", "--json", "--out", out, "--no-plots")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["out"] == str(out)
@@ -161,7 +161,8 @@ def test_check_and_validate_fit_80_columns_without_a_tty(tmp_path):
 
 
 def test_project_fits_80_columns_without_a_tty(tmp_path):
-    r = _plain("project", "scenarios/home-dsl.yaml", "-n", "4", "-n", "32", "--out", str(tmp_path / "p"))
+    r = _plain("project", "scenarios/home-dsl.yaml", "-n", "4", "-n", "32", "--out", str(tmp_path / "p"),
+               "--no-plots")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert max(len(line.rstrip()) for line in lines if not line.startswith("/")) <= 80, r.stdout
