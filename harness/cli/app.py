@@ -92,7 +92,8 @@ def run(
     from harness.progress import make_progress
 
     with cli_errors():
-        with make_progress() as progress:
+        # With --json, stdout carries only the JSON document: progress goes to stderr as plain lines.
+        with make_progress(interactive=False if as_json else None) as progress:
             result = api.run(scenario, backend=value(backend), optimizers=optimizer or None, steps=steps, seed=seed,
                              out=out, link_engine=value(link_engine), allow_unemulated=allow_unemulated, image=image,
                              progress=progress)
