@@ -47,7 +47,12 @@ def run(
     scenario: Path = typer.Argument(..., help="scenario YAML file"),
     backend: str = typer.Option("auto", help=BACKEND_HELP),
     optimizer: list[str] = typer.Option(None, "--optimizer", "-o", help="run only these optimizers (repeatable)"),
-    steps: int = typer.Option(None, min=1, help="override train.steps"),
+    steps: int = typer.Option(None, min=1, help="budget: train N steps (replaces the scenario's budget)"),
+    time_budget: str = typer.Option(None, "--time-budget", help="budget: training seconds per optimizer, e.g. 300s"),
+    tokens: str = typer.Option(None, help="budget: tokens per optimizer (all workers), e.g. 2M"),
+    target_val_loss: float = typer.Option(None, "--target-val-loss",
+                                          help="budget: stop at this val loss (capped by the steps or time budget)"),
+    repeat: int = typer.Option(None, min=1, max=100, help="run each optimizer K times, seeds seed..seed+K-1"),
     out: Path = typer.Option(Path("results"), help="folder that receives the run folder"),
     seed: int = typer.Option(None, min=0, help="override train.seed"),
     link_engine: str = typer.Option("auto", help="auto | tc | userspace: how delay, jitter and loss are emulated"),
@@ -67,7 +72,8 @@ def run(
             from harness.errors import InputError
 
             raise InputError(f"--link-engine: unknown engine {link_engine!r}; one of {', '.join(ENGINE_CHOICES)}")
-        s = load_scenario(scenario).with_overrides(steps=steps, seed=seed, optimizers=optimizer)
+        s = load_scenario(scenario).with_overrides(steps=steps, seed=seed, optimizers=optimizer, time_budget=time_budget,
+                                                   tokens=tokens, target_val_loss=target_val_loss, repeat=repeat)
         opts = RunOptions(backend=backend, out=out, backend_options=BackendOptions(
             link_engine=link_engine, allow_unemulated=allow_unemulated or s.network.allow_unemulated, image=image))
         with RichProgress() as progress:
@@ -83,7 +89,8 @@ def validate(scenario: Path = typer.Argument(..., help="scenario YAML file")) ->
 
     with cli_errors():
         s = load_scenario(scenario)
-        t = Table(title=f"{s.name}: {s.world_size} workers, model {s.model.preset or 'custom'}, {s.train.steps} steps")
+        b = s.budget().as_dict()
+        t = Table(title=f"{s.name}: {s.world_size} workers, model {s.model.preset or 'custom'}, budget {b['kind']} {b['value']:g}")
         for col in ("rank", "node", "hardware", "speed", "link", "shaping"):
             t.add_column(col)
         for n in s.nodes():
