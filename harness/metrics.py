@@ -214,7 +214,13 @@ def summarize(df: pd.DataFrame, events: list[dict], baseline: str, target: float
                 mine = sum(s[k] or 0 for k in keys)
                 s["reduction_vs_baseline"] = base / mine if mine else None
                 s["reduction_basis"] = "wire" if wire else "payload"
-    return {name: _aggregate([p[seed] for seed in p]) for name, p in per.items()}
+    out = {}
+    for name, p in per.items():
+        out[name] = _aggregate([p[seed] for seed in p])
+        # each seed's own figures, so `check` can pair candidate and baseline seed by seed
+        out[name]["per_seed"] = {("-" if seed is None else str(seed)): {k: v for k, v in s.items() if k != "seeds"}
+                                 for seed, s in p.items()}
+    return out
 
 
 def comparison_target(df: pd.DataFrame, explicit: float | None = None, how: str | None = None) -> dict:
