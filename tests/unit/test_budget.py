@@ -128,3 +128,12 @@ def test_target_cap_stops_when_never_reached():
 def test_decision_round_trips_through_its_encoding():
     for d in (Decision(True, None, 12), Decision(False, 40, None), Decision(False, 7, 300)):
         assert Decision.decode(d.encode()) == d
+
+
+def test_cli_rejects_a_bad_budget_with_exit_2(cli, write_scenario):
+    path = write_scenario(tiny_scenario_dict())
+    r = cli("run", path, "--backend", "local", "--time-budget", "60")
+    assert r.exit_code == 2 and "train.time_budget" in r.output and "has no unit" in r.output
+    assert "Traceback" not in r.output
+    r = cli("run", path, "--backend", "local", "--tokens", "lots")
+    assert r.exit_code == 2 and "train.tokens" in r.output

@@ -87,3 +87,26 @@ def test_repeated_run_loads_for_the_report(tmp_path):
     s = run.data.summary["optimizers"]["distro"]
     assert s["seeds"] == 3 and s["ci95"]["final_val_loss"][0] < s["final_val_loss"] < s["ci95"]["final_val_loss"][1]
     assert sorted(run.data.metrics["seed"].unique().tolist()) == [0, 1, 2]
+
+
+def test_a_version_1_run_folder_loads_as_one_seed(tmp_path):
+    from harness.rundir import load_run
+    from tests.test_report_synthetic import make_run
+
+    import pandas as pd
+
+    path = make_run(tmp_path)
+    # as the runner wrote it before repeats: no seed or train_time_s column, no seeds/ci95/per_seed/target
+    summary = json.loads((path / "summary.json").read_text())
+    for s in summary["optimizers"].values():
+        for k in ("seeds", "ci95", "per_seed"):
+            s.pop(k)
+    summary.pop("target", None)
+    atomic_write_json(path / "summary.json", summary)
+    df = pd.read_parquet(path / "metrics.parquet").drop(columns=["seed", "train_time_s"])
+    atomic_write_parquet(path / "metrics.parquet", df)
+    run = load_run(path)
+    assert run.summary["schema_version"] == 1 and run.summary["target"] is None
+    s = run.summary["optimizers"]["distro"]
+    assert s["seeds"] == 1 and s["ci95"] == {}
+    assert run.metrics["seed"].isna().all() and run.metrics["train_time_s"].isna().all()
