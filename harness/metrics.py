@@ -14,11 +14,13 @@ import pandas as pd
 
 METRIC_COLUMNS: dict[str, str] = {
     "optimizer": "string", "rank": "int64", "step": "int64",
+    "seed": "Int64",  # the repeat's seed (null in run folders written before repeats)
     "loss": "float64", "val_loss": "float64", "lr": "float64",
     "step_time_s": "float64", "data_s": "float64", "compute_s": "float64", "stretch_s": "float64",
     "compress_s": "float64", "comm_s": "float64", "apply_s": "float64",
     "wait_s": "float64",  # derived: time this rank was ready before the slowest rank of the step
     "t_start": "float64", "t_ready": "float64",
+    "train_time_s": "float64",  # training seconds since the first step, evaluations left out (the budget's clock)
     "payload_tx_bytes": "int64", "payload_rx_bytes": "int64", "collectives": "int64",
     "ring_bytes": "float64",  # bytes a ring algorithm moves per worker each way for this step's collectives
     "wire_tx_bytes": "Int64", "wire_rx_bytes": "Int64",
@@ -35,7 +37,13 @@ SUMMARY_KEYS = [
     "reduction_basis", "compress_s_mean", "apply_s_mean", "wait_s_mean", "collectives_per_step",
     "ring_bytes_per_step", "wire_overhead", "first_val_loss", "wall_time_s", "tokens_per_s", "ranks", "replicas_identical",
     "replicas_diverged_at_step", "param_checksum",
+    # issue 16: over repeats every numeric key is the mean over seeds, with its interval in `ci95`
+    "seeds", "train_time_s", "lr_schedule_steps", "time_to_target_s", "tokens_to_target", "steps_to_target",
+    "target_reached", "val_loss_at_equal_time", "val_loss_at_equal_steps",
 ]
+# Keys that are figures of one seed's run (averaged over seeds, with a 95% interval); the rest are labels.
+_NOT_AVERAGED = {"reduction_basis", "replicas_identical", "replicas_diverged_at_step", "param_checksum", "seeds",
+                 "ranks", "target_reached"}
 
 
 def read_worker_records(folder: Path) -> tuple[pd.DataFrame, list[dict]]:
@@ -62,9 +70,9 @@ def records_to_frame(records: list[dict]) -> pd.DataFrame:
     df = df[list(METRIC_COLUMNS)]
     df = df.astype({c: t for c, t in METRIC_COLUMNS.items() if c != "wait_s"} | {"wait_s": "float64"})
     if len(df):
-        slowest = df.groupby(["optimizer", "step"])["t_ready"].transform("max")
+        slowest = df.groupby(["optimizer", "seed", "step"], dropna=False)["t_ready"].transform("max")
         df["wait_s"] = (slowest - df["t_ready"]).clip(lower=0.0)
-    return df.sort_values(["optimizer", "step", "rank"], kind="stable").reset_index(drop=True)
+    return df.sort_values(["optimizer", "seed", "step", "rank"], kind="stable").reset_index(drop=True)
 
 
 def _none_if_nan(x):
@@ -122,25 +130,125 @@ def summarize_optimizer(df: pd.DataFrame, end_checksums: dict[int, str]) -> dict
         "replicas_diverged_at_step": int(diverged.index[0]) if len(diverged) else None,
         "param_checksum": next(iter(checksums)) if len(checksums) == 1 else None,
     }
-    return {k: _none_if_nan(out[k]) for k in SUMMARY_KEYS}
+    return {k: _none_if_nan(out.get(k)) for k in SUMMARY_KEYS}
 
 
-def summarize(df: pd.DataFrame, events: list[dict], baseline: str) -> dict[str, dict]:
-    """Per-optimizer summaries with `reduction_vs_baseline` (wire bytes where every optimizer has them)."""
-    out = {}
-    for name, rows in df.groupby("optimizer", sort=False):
-        ends = {e["rank"]: e["param_checksum"] for e in events if e.get("type") == "end" and e.get("optimizer") == name}
-        out[str(name)] = summarize_optimizer(rows, ends)
-    if baseline in out:
-        wire = all(s["wire_tx_bytes_per_step"] is not None for s in out.values())
-        keys = ("wire_tx_bytes_per_step", "wire_rx_bytes_per_step") if wire else ("payload_tx_bytes_per_step", "payload_rx_bytes_per_step")
-        base = sum(out[baseline][k] or 0 for k in keys)
-        for s in out.values():
-            mine = sum(s[k] or 0 for k in keys)
-            s["reduction_vs_baseline"] = base / mine if mine else None
-            s["reduction_basis"] = "wire" if wire else "payload"
+def _seed_of(e: dict) -> int | None:
+    v = e.get("seed")
+    return None if v is None else int(v)
+
+
+def _aggregate(per_seed: list[dict]) -> dict:
+    """One optimizer's summary over its seeds: numeric figures become the mean, with a 95% Student-t
+    interval in `ci95` (each key's [lo, hi]; null with one seed); labels are kept where the seeds agree."""
+    from harness.fair import t_interval
+
+    out: dict = {}
+    ci: dict = {}
+    n = len(per_seed)
+    for k in SUMMARY_KEYS:
+        vals = [s.get(k) for s in per_seed]
+        if k == "seeds":
+            out[k] = n
+        elif k == "replicas_identical":
+            known = [v for v in vals if v is not None]
+            out[k] = (False if False in known else True) if known else None
+        elif k == "replicas_diverged_at_step":
+            known = [v for v in vals if v is not None]
+            out[k] = min(known) if known else None
+        elif k == "target_reached":
+            known = [v for v in vals if v is not None]
+            out[k] = sum(bool(v) for v in known) if known else None  # how many seeds reached the target
+        elif k in _NOT_AVERAGED:
+            out[k] = vals[0] if len(set(map(str, vals))) == 1 else None
+        else:
+            nums = [v for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            # A figure some seed lacks (the target not reached) has no mean: say not reached, not a biased mean.
+            if len(nums) < n or not nums:
+                out[k] = None
+                ci[k] = None
+                continue
+            m, lo, hi = t_interval(nums)
+            out[k] = int(nums[0]) if all(v == nums[0] for v in nums) and isinstance(nums[0], int) else m
+            ci[k] = [lo, hi] if n >= 2 else None
+    out["ci95"] = ci
     return out
 
 
+def summarize(df: pd.DataFrame, events: list[dict], baseline: str, target: float | None = None) -> dict[str, dict]:
+    """Per-optimizer summaries: each seed summarised on its own (with time to `target` and loss at equal
+    time and steps, from harness/fair.py), then averaged over seeds with 95% intervals; `reduction_vs_baseline`
+    pairs each seed with the baseline's same seed (wire bytes where every optimizer has them)."""
+    from harness import fair
+
+    if "seed" not in df.columns:  # a frame from before repeats
+        df = df.assign(seed=pd.array([None] * len(df), dtype="Int64"))
+    curves = {str(name): {seed: fair.curve(r) for seed, r in fair.split_seeds(rows)}
+              for name, rows in df.groupby("optimizer", sort=False)}
+    if target is None:
+        target = fair.default_target([c for per in curves.values() for c in per.values()])
+    figures = fair.fairness(curves, target)
+    per: dict[str, dict[int | None, dict]] = {}
+    for name, rows in df.groupby("optimizer", sort=False):
+        name = str(name)
+        per[name] = {}
+        for seed, seed_rows in fair.split_seeds(rows):
+            mine = [e for e in events if e.get("optimizer") == name and _seed_of(e) == seed]
+            ends = {e["rank"]: e["param_checksum"] for e in mine if e.get("type") == "end"}
+            s = summarize_optimizer(seed_rows, ends)
+            s["seeds"] = 1
+            c = curves[name][seed]
+            s["train_time_s"] = fair.end_of(c, "elapsed_s")
+            lr_steps = [e.get("lr_schedule_steps") for e in mine if e.get("type") == "end" and e.get("rank") == 0]
+            s["lr_schedule_steps"] = lr_steps[0] if lr_steps else None
+            s.update({k: v for k, v in figures.get(name, {}).get(seed, {}).items() if k in SUMMARY_KEYS})
+            per[name][seed] = s
+    if baseline in per:
+        wire = all(s["wire_tx_bytes_per_step"] is not None for p in per.values() for s in p.values())
+        keys = ("wire_tx_bytes_per_step", "wire_rx_bytes_per_step") if wire else ("payload_tx_bytes_per_step", "payload_rx_bytes_per_step")
+        base_all = [sum(b[k] or 0 for k in keys) for b in per[baseline].values()]
+        for p in per.values():
+            for seed, s in p.items():
+                b = per[baseline].get(seed)
+                base = sum(b[k] or 0 for k in keys) if b else sum(base_all) / len(base_all)
+                mine = sum(s[k] or 0 for k in keys)
+                s["reduction_vs_baseline"] = base / mine if mine else None
+                s["reduction_basis"] = "wire" if wire else "payload"
+    out = {}
+    for name, p in per.items():
+        out[name] = _aggregate([p[seed] for seed in p])
+        # each seed's own figures, so `check` can pair candidate and baseline seed by seed
+        out[name]["per_seed"] = {("-" if seed is None else str(seed)): {k: v for k, v in s.items() if k != "seeds"}
+                                 for seed, s in p.items()}
+    return out
+
+
+def comparison_target(df: pd.DataFrame, explicit: float | None = None, how: str | None = None) -> dict:
+    """The top-level `target` of a summary: the loss time-to-target is measured against, and why that one."""
+    from harness import fair
+
+    if explicit is not None:
+        return {"val_loss": float(explicit), "how": how or "set in the scenario"}
+    if not len(df):
+        return {"val_loss": None, "how": "no steps recorded"}
+    if "seed" not in df.columns:
+        df = df.assign(seed=pd.array([None] * len(df), dtype="Int64"))
+    curves = [fair.curve(r) for _, rows in df.groupby("optimizer", sort=False) for _, r in fair.split_seeds(rows)]
+    t = fair.default_target(curves)
+    return {"val_loss": t, "how": "the worst optimizer's best validation loss (the highest best of any optimizer "
+                                  "and seed, so every run reaches it)" if t is not None else "no validation loss recorded"}
+
+
 def summary_frame(summary: dict[str, dict]) -> pd.DataFrame:
-    return pd.DataFrame([{"optimizer": k, **v} for k, v in summary.items()], columns=["optimizer", *SUMMARY_KEYS])
+    """summary.csv: one row per optimizer; each figure's interval flattened into `<key>_ci95_lo/_hi`."""
+    rows, ci_cols = [], []
+    for name, v in summary.items():
+        row = {"optimizer": name, **{k: v.get(k) for k in SUMMARY_KEYS}}
+        for k, bounds in (v.get("ci95") or {}).items():
+            for side, x in zip(("lo", "hi"), bounds or (None, None)):
+                col = f"{k}_ci95_{side}"
+                row[col] = x
+                if col not in ci_cols:
+                    ci_cols.append(col)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["optimizer", *SUMMARY_KEYS, *ci_cols])

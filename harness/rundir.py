@@ -1,7 +1,8 @@
 """The run folder: a new folder per run, files written atomically, and loading for report and check.
 
 Layout (DESIGN.md): scenario.yaml, environment.json, metrics.parquet, summary.json, summary.csv,
-status.json (complete / incomplete / failed, and why), workers/<optimizer>/rank<R>.jsonl and .log,
+status.json (complete / incomplete / failed, and why), workers/<optimizer>/rank<R>.jsonl and .log
+(workers/<optimizer>/seed<S>/... when the run repeats each optimizer over several seeds),
 report.md, report.html, plots/*.png.
 """
 
@@ -19,7 +20,9 @@ import yaml
 
 from harness.errors import InputError
 
-SCHEMA_VERSION = 1
+# 2: repeats (`seed` column, workers/<optimizer>/seed<S>/), budgets, `target`, per-optimizer `ci95`, time to
+# target and loss at equal time/steps. Version 1 folders load unchanged (one seed, no intervals).
+SCHEMA_VERSION = 2
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -116,7 +119,26 @@ def load_run(path: str | Path) -> RunData:
         path=path,
         scenario=read("scenario.yaml", lambda p: yaml.safe_load(p.read_text())) or {},
         environment=read("environment.json", lambda p: json.loads(p.read_text()), required=False) or {},
-        summary=summary,
-        metrics=read("metrics.parquet", pd.read_parquet),
+        summary=upgrade_summary(summary),
+        metrics=upgrade_metrics(read("metrics.parquet", pd.read_parquet)),
         status=read("status.json", lambda p: json.loads(p.read_text()), required=False) or {"state": "unknown"},
     )
+
+
+def upgrade_summary(summary: dict) -> dict:
+    """A version 1 summary read as version 2 does: one seed, no intervals, no target (in memory only)."""
+    for s in summary.get("optimizers", {}).values():
+        if isinstance(s, dict):
+            s.setdefault("seeds", 1)
+            s.setdefault("ci95", {})
+    summary.setdefault("target", None)
+    return summary
+
+
+def upgrade_metrics(df: pd.DataFrame) -> pd.DataFrame:
+    """Columns added since version 1 (`seed`, `train_time_s`) filled with nulls, so readers need no branches."""
+    if "seed" not in df.columns:
+        df["seed"] = pd.array([None] * len(df), dtype="Int64")
+    if "train_time_s" not in df.columns:
+        df["train_time_s"] = float("nan")
+    return df

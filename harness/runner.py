@@ -138,16 +138,26 @@ def _hang_report(out: Path, nodes, stall_s: float) -> tuple[int, str]:
     beats = {n.rank: read_heartbeat(out / f"rank{n.rank}.hb") for n in nodes}
     def key(r):
         b = beats[r]
-        return (0 if b is None else 1, 1 if b and b[1] == "communicate" else 0, b[0] if b else -1, b[2] if b else 0.0)
+        blocked = b is not None and b[1] in ("communicate", "decide")  # waiting in a collective for a peer
+        return (0 if b is None else 1, 1 if blocked else 0, b[0] if b else -1, b[2] if b else 0.0)
     suspect = min(beats, key=key)
     where = ", ".join(f"rank {r}: " + (f"step {b[0]} {b[1]}" if b else "not started") for r, b in beats.items())
     return suspect, f"no progress for {stall_s:.0f}s ({where})"
 
 
+def worker_dir(run_dir: Path, run_name: str, seed: int, repeats: int) -> Path:
+    """workers/<optimizer>/ for one seed (the layout before repeats), workers/<optimizer>/seed<S>/ for several."""
+    base = run_dir / "workers" / run_name
+    return base / f"seed{seed}" if repeats > 1 else base
+
+
 def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: str, sink: ProgressSink,
-               options: RunOptions) -> None:
+               options: RunOptions, seed: int | None = None) -> None:
     nodes = scenario.nodes()
-    out = run_dir / "workers" / run_name
+    seeds = scenario.train.seed_list()
+    seed = seeds[0] if seed is None else seed
+    out = worker_dir(run_dir, run_name, seed, len(seeds))
+    label = f"{run_name} seed {seed}" if len(seeds) > 1 else run_name
     out.mkdir(parents=True, exist_ok=True)
     timeout = options.collective_timeout_s or collective_timeout_s(scenario)
     threads = max(1, (os.cpu_count() or 1) // len(nodes))
@@ -157,9 +167,10 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
         "PYTHONUNBUFFERED": "1",
     }
     argv = [backend.python(), "-m", "harness.worker", "--scenario", str(run_dir / "scenario.yaml"),
-            "--optimizer", run_name, "--out", str(out)]
+            "--optimizer", run_name, "--out", str(out), "--seed", str(seed)]
     handles = []
-    sink.start(run_name, scenario.train.steps)
+    # A time budget's step count is unknown in advance: the bar counts steps without a total.
+    sink.start(label, scenario.budget().max_steps)
     try:
         for n in nodes:
             env = {**common, "RANK": str(n.rank), "LOCAL_RANK": str(n.rank),
@@ -180,7 +191,7 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
                 if i == 0:
                     for r in recs:
                         if r.get("type") == "step":
-                            sink.step(run_name, r)
+                            sink.step(label, r)
             codes = [h.poll() for h in handles]
             for h, rc in zip(handles, codes):
                 if rc not in (None, 0):
@@ -201,7 +212,7 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
             if h.wait(5.0) is None:
                 h.stop(kill=True)
                 h.wait(5.0)
-        sink.finish(run_name)
+        sink.finish(label)
 
 
 def finalize(run_dir: Path, scenario: Scenario, backend_name: str, state: str, reason: str | None,
@@ -210,22 +221,35 @@ def finalize(run_dir: Path, scenario: Scenario, backend_name: str, state: str, r
     df, events = metrics.read_worker_records(run_dir / "workers")
     starts = [e for e in events if e.get("type") == "start"]
     probes = [e["probe_allgather_s"] for e in starts if e.get("probe_allgather_s") is not None]
+    explicit, how = comparison_target_of(scenario)
+    target = metrics.comparison_target(df, explicit, how)
     summary = {
         "schema_version": SCHEMA_VERSION,
         "run": {"scenario": scenario.name, "backend": backend_name, "state": state, "reason": reason,
+                "budget": scenario.budget().as_dict(), "seeds": scenario.train.seed_list(),
                 "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "world_size": scenario.world_size,
                 "corpus_sha256": sorted({e["corpus_sha256"] for e in starts if "corpus_sha256" in e}),
                 # mean over ranks and optimizers of the workers' calibration gathers (worker.latency_probe)
                 "probe_allgather_s": sum(probes) / len(probes) if probes else None},
         "baseline": scenario.baseline,
-        "optimizers": metrics.summarize(df, events, scenario.baseline) if len(df) else {},
+        "target": target,
+        "optimizers": metrics.summarize(df, events, scenario.baseline, target["val_loss"]) if len(df) else {},
     }
     atomic_write_parquet(run_dir / "metrics.parquet", df)
     atomic_write_json(run_dir / "summary.json", summary)
     atomic_write_text(run_dir / "summary.csv", metrics.summary_frame(summary["optimizers"]).to_csv(index=False))
     atomic_write_json(run_dir / "status.json", {"state": state, "reason": reason})
     return summary
+
+
+def comparison_target_of(scenario: Scenario) -> tuple[float | None, str | None]:
+    """The target loss the scenario names for time-to-target, if any (checks.target_val_loss, else a target budget's)."""
+    if scenario.checks.target_val_loss is not None:
+        return scenario.checks.target_val_loss, "checks.target_val_loss in the scenario"
+    if scenario.train.target_val_loss is not None:
+        return scenario.train.target_val_loss, "train.target_val_loss in the scenario (the budget)"
+    return None, None
 
 
 def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | None = None) -> RunResult:
@@ -246,8 +270,10 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
                 env["network"] = backend.describe()
                 atomic_write_json(run_dir / "environment.json", env)
                 _write_prediction(run_dir, scenario, env["network"], sink)
-                for run_name in scenario.optimizers:
-                    _train_one(backend, scenario, run_dir, run_name, sink, options)
+                # Seed by seed, every optimizer of a seed in turn: an interrupted run keeps whole comparisons.
+                for seed in scenario.train.seed_list():
+                    for run_name in scenario.optimizers:
+                        _train_one(backend, scenario, run_dir, run_name, sink, options, seed)
         state = "complete"
     except KeyboardInterrupt:
         state, reason = "incomplete", "interrupted (Ctrl-C or SIGTERM)"

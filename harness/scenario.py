@@ -8,17 +8,22 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, PrivateAttr, ValidationError,
+                      field_validator, model_validator)
 
 from harness import presets
 from harness.errors import ScenarioError
 from harness.optim.options import OPTIONS
+from harness.budget import Budget, format_count, parse_count, resolve_budget, resolve_target_cap
 from harness.units import Duration, Percent, Rate, Size, format_duration, format_percent, format_rate
 
 BUILTIN_CORPORA = ("builtin:pydoc",)
+
+# A token count: 2000000, '2M', '500k'.
+Count = Annotated[int, BeforeValidator(parse_count), PlainSerializer(format_count, return_type=str)]
 
 
 class _Strict(BaseModel):
@@ -107,10 +112,57 @@ class DataSpec(_Strict):
     val_batches: int = Field(default=4, ge=1)
 
 
+DEFAULT_STEPS = 50
+
+
 class TrainSpec(_Strict):
-    steps: int = Field(default=50, ge=1, le=1_000_000)
+    """How long each optimizer trains: one budget, `steps` (the default, 50), `time_budget` (training
+    seconds from the first step: every optimizer gets the same wall-clock, steps vary), `tokens`, or
+    `target_val_loss` (stop once reached; capped by `steps` or `time_budget`). `seeds` repeats every
+    optimizer once per seed (the same data order for all optimizers of a seed). harness/budget.py."""
+
+    steps: int | None = Field(default=None, ge=1, le=1_000_000)
+    time_budget: Duration | None = None
+    tokens: Count | None = None
+    target_val_loss: float | None = Field(default=None, gt=0)
     eval_every: int = Field(default=10, ge=1)
     seed: int = Field(default=0, ge=0)
+    seeds: list[int] | None = Field(default=None, min_length=1, max_length=100)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_steps(cls, data: Any) -> Any:
+        # steps is the default budget (and a target's default cap) unless time or tokens is the budget.
+        if isinstance(data, dict) and data.get("steps") is None and data.get("time_budget") is None \
+                and data.get("tokens") is None:
+            data = {**data, "steps": DEFAULT_STEPS}
+        return data
+
+    @model_validator(mode="after")
+    def _one_budget(self) -> TrainSpec:
+        named = [k for k in ("steps", "time_budget", "tokens") if getattr(self, k) is not None]
+        if len(named) > 1:
+            raise ValueError(f"give one budget, not {' and '.join(named)}: steps, time_budget or tokens "
+                             "(target_val_loss takes steps or time_budget as its cap)")
+        if self.target_val_loss is not None and self.tokens is not None:
+            raise ValueError("target_val_loss is capped by steps or time_budget, not tokens")
+        if self.time_budget is not None and self.time_budget <= 0:
+            raise ValueError("time_budget must be more than 0s")
+        if self.seeds is not None:
+            if any(s < 0 for s in self.seeds):
+                raise ValueError(f"seeds must be non-negative integers, got {self.seeds}")
+            if len(set(self.seeds)) != len(self.seeds):
+                raise ValueError(f"seeds must be distinct, got {self.seeds}")
+        return self
+
+    @property
+    def budget_kind(self) -> str:
+        if self.target_val_loss is not None:
+            return "target"
+        return "time" if self.time_budget is not None else "tokens" if self.tokens is not None else "steps"
+
+    def seed_list(self) -> list[int]:
+        return list(self.seeds) if self.seeds else [self.seed]
 
 
 LinkEngineName = Literal["auto", "tc", "userspace"]
@@ -126,6 +178,9 @@ class ChecksSpec(_Strict):
     min_reduction: float | None = Field(default=None, gt=0)
     max_loss_gap: float | None = Field(default=None, ge=0)
     candidate: str | None = None
+    # The loss time/tokens/steps-to-target are measured against (default: train.target_val_loss, else the
+    # worst optimizer's best validation loss). docs/fair-comparison.md.
+    target_val_loss: float | None = Field(default=None, gt=0)
 
 
 class Node(BaseModel):
@@ -166,6 +221,15 @@ class Scenario(_Strict):
     def optimizer_configs(self) -> dict[str, Any]:
         """Run name -> validated config of its strategy (type defaults to the run name)."""
         return dict(self._optimizer_configs)
+
+    def budget(self) -> Budget:
+        """What every optimizer trains for (harness/budget.py), the same for all of them."""
+        t = self.train
+        per_step = self.world_size * self.data.batch_size * self.data.seq_len
+        b = resolve_budget(steps=t.steps, time_budget=t.time_budget if t.target_val_loss is None else None,
+                           tokens=t.tokens, target_val_loss=t.target_val_loss, tokens_per_step=per_step,
+                           default_steps=DEFAULT_STEPS)
+        return resolve_target_cap(b, t.time_budget) if t.target_val_loss is not None else b
 
     def resolved_model(self) -> dict[str, int]:
         return _resolve_model(self.model)
@@ -209,15 +273,36 @@ class Scenario(_Strict):
         return d
 
     def with_overrides(self, *, steps: int | None = None, seed: int | None = None,
-                       optimizers: list[str] | None = None) -> Scenario:
-        """A copy with CLI overrides applied and re-validated."""
+                       optimizers: list[str] | None = None, time_budget: str | float | None = None,
+                       tokens: str | int | None = None, target_val_loss: float | None = None,
+                       repeat: int | None = None) -> Scenario:
+        """A copy with CLI overrides applied and re-validated. A budget given here replaces the scenario's
+        (`--target-val-loss` keeps the scenario's steps or time budget as its cap unless one is given too)."""
         data = self.model_dump(mode="json", exclude_none=True)
         data["data"]["corpus"] = self.corpus_path()
+        train = data["train"]
+        if steps is not None or time_budget is not None or tokens is not None:
+            for k in ("steps", "time_budget", "tokens"):
+                train.pop(k, None)
+            if target_val_loss is None:
+                train.pop("target_val_loss", None)
         if steps is not None:
-            data["train"]["steps"] = steps
-            data["train"]["eval_every"] = min(data["train"].get("eval_every", 10), steps)
+            train["steps"] = steps
+            train["eval_every"] = min(train.get("eval_every", 10), steps)
+        if time_budget is not None:
+            train["time_budget"] = time_budget
+        if tokens is not None:
+            train["tokens"] = tokens
+        if target_val_loss is not None:
+            train["target_val_loss"] = target_val_loss
+            train.pop("tokens", None)
         if seed is not None:
-            data["train"]["seed"] = seed
+            train["seed"] = seed
+            if repeat is None:
+                train.pop("seeds", None)
+        if repeat is not None:
+            start = train.get("seed", 0)
+            train["seeds"] = list(range(start, start + repeat))
         if optimizers:
             unknown = [o for o in optimizers if o not in self.optimizers]
             if unknown:
@@ -342,7 +427,7 @@ def _reference_problems(s: Scenario) -> list[str]:
         problems.append(f"baseline: {s.baseline!r} is not one of the optimizers ({_known(s.optimizers)})")
     if s.checks.candidate and s.checks.candidate not in s.optimizers:
         problems.append(f"checks.candidate: {s.checks.candidate!r} is not one of the optimizers ({_known(s.optimizers)})")
-    if s.train.eval_every > s.train.steps:
+    if s.train.steps is not None and s.train.eval_every > s.train.steps:
         problems.append(f"train.eval_every: {s.train.eval_every} is more than train.steps ({s.train.steps})")
     return problems
 

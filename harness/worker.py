@@ -2,8 +2,10 @@
 
 Started by a backend (or by torchrun: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT come from the
 environment) as `python -m harness.worker --scenario S --optimizer NAME --out DIR`. It trains one
-optimizer for the scenario's steps and writes one JSON line per step to DIR/rank<R>.jsonl, flushed
-each step, so a crash loses at most the step in flight. It never imports a backend.
+optimizer for the scenario's budget (harness/budget.py: steps, tokens, training seconds or a target
+loss; with a time or target budget rank 0 decides the last step for all) and writes one JSON line per
+step to DIR/rank<R>.jsonl, flushed each step, so a crash loses at most the step in flight. It never
+imports a backend.
 
 Backend-provided environment: DISTRO_BENCH_WIRE_IFACE (interface whose counters are the wire bytes),
 DISTRO_BENCH_TIMEOUT_S (collective timeout), DISTRO_BENCH_DIST_BACKEND (gloo|nccl),
@@ -25,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from harness import data as data_mod
+from harness.budget import Decision, StopPolicy
 from harness.comm import Comm
 from harness.model import ModelConfig, build_model
 from harness.optim import PhaseTimer, get_strategy
@@ -71,6 +74,9 @@ def read_heartbeat(path: Path) -> tuple[int, str, float] | None:
     except (OSError, ValueError):
         return None
 
+
+# The schedule's length before a time budget's first estimate: long enough that cosine has not started.
+UNKNOWN_TOTAL_STEPS = 1_000_000
 
 # Calibration gathers per worker: scheduling delays on a busy host are heavy-tailed (1-40 ms a gather on
 # 2 cores), and 20 of them put the mean within about 10% for the cost of 20 extra forward/backward passes.
@@ -159,7 +165,19 @@ def _distributed_init(device: torch.device) -> None:
     dist.init_process_group(backend=backend, timeout=timeout, **kwargs)
 
 
-def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
+def share_decision(mine: Decision | None, device: torch.device) -> Decision:
+    """Rank 0's decision, on every rank: a broadcast of three float64 values that goes around `Comm`, so it
+    is never counted as the optimizer's payload (harness/budget.py says why that is fair)."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        assert mine is not None
+        return mine
+    on = device if dist.get_backend() == "nccl" else torch.device("cpu")
+    t = torch.tensor(mine.encode() if mine is not None else [0.0, 0.0, 0.0], dtype=torch.float64, device=on)
+    dist.broadcast(t, src=0)
+    return Decision.decode(t.tolist())
+
+
+def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = None) -> None:
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
@@ -175,9 +193,16 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
     comm = Comm()
 
     cfg = scenario.optimizer_configs()[run_name]
-    seed, steps = scenario.train.seed, scenario.train.steps
+    seed = scenario.train.seed if seed is None else seed
+    budget = scenario.budget()
+    eval_every = scenario.train.eval_every
     model = build_model(ModelConfig(**scenario.resolved_model()), seed=seed, device=device)
-    strategy = get_strategy(cfg.type)(cfg, list(model.named_parameters()), comm, steps)
+    # A time budget's length is unknown until rank 0 has timed a few steps: until then the schedule
+    # sees a run too long to decay (warmup is unaffected), then rank 0's estimate (shared in its decisions).
+    strategy = get_strategy(cfg.type)(cfg, list(model.named_parameters()), comm,
+                                      budget.expected_steps() or UNKNOWN_TOTAL_STEPS)
+    clip = cfg.max_grad_norm if not getattr(strategy, "clips_gradients", False) else None
+    tensors = [p for p in model.parameters()]
 
     d = scenario.data
     corpus = data_mod.load_corpus(scenario.corpus_path())
@@ -203,6 +228,8 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
         stretch_compute(time.perf_counter() - start, scale)
 
     probe = latency_probe(device, probe_work)
+    policy = StopPolicy(budget, eval_every)  # only rank 0's decisions count; every rank knows the first step
+    next_check = policy.first_check() if budget.needs_decision else None
     with open(out_dir / f"rank{rank}.jsonl", "w", buffering=1) as out:
         def emit(record: dict) -> None:
             out.write(json.dumps(record) + "\n")
@@ -212,14 +239,22 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
               "world_size": world, "time": time.time(), "params": sum(p.numel() for p in model.parameters()),
               # builtin:pydoc comes from this Python's stdlib: a container's Python may ship another text
               "corpus_bytes": len(corpus), "corpus_sha256": hashlib.sha256(corpus).hexdigest()[:16],
-              "probe_allgather_s": sum(probe) / len(probe) if probe else None, "probe_calls_s": probe})
+              "probe_allgather_s": sum(probe) / len(probe) if probe else None, "probe_calls_s": probe,
+              "seed": seed, "budget": budget.as_dict(), "max_grad_norm": cfg.max_grad_norm,
+              "clipped_by": None if cfg.max_grad_norm is None else ("strategy" if clip is None else "worker")})
         comm.take()
         if wire:
             wire.delta()
-        for step in range(steps):
+        first_start = None
+        paused = 0.0  # seconds of evaluation and stop decisions: not training, so outside the budget's clock
+        step = 0
+        while budget.max_steps is None or step < budget.max_steps:
             heartbeat.beat(step, "compute")
             t_start = time.time()
             step_start = time.perf_counter()
+            if first_start is None:
+                first_start = step_start
+            lr = cfg.lr_at(step, strategy.total_steps)
             with timer.phase("data"):
                 x, y = (t.to(device, non_blocking=True) for t in batches.next())
             compute_start = time.perf_counter()
@@ -228,33 +263,67 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
             stretch = stretch_compute(time.perf_counter() - compute_start, scale)
             t_ready = time.time()
             heartbeat.beat(step, "communicate")
+            if clip is not None:
+                with timer.phase("apply"):
+                    torch.nn.utils.clip_grad_norm_(tensors, clip, foreach=True)
             strategy.step(step, timer)
             phases = timer.take()
             c = comm.take()
-            step_time = time.perf_counter() - step_start
+            step_end = time.perf_counter()
+            step_time = step_end - step_start
+            train_time = step_end - first_start - paused
             wire_tx, wire_rx = wire.delta() if wire else (None, None)
+            policy.observe(step, step_time)
             record = {
-                "type": "step", "optimizer": run_name, "rank": rank, "step": step,
-                "loss": loss.item(), "val_loss": None, "lr": cfg.lr_at(step, steps),
+                "type": "step", "optimizer": run_name, "rank": rank, "step": step, "seed": seed,
+                "loss": loss.item(), "val_loss": None, "lr": lr,
                 "step_time_s": step_time, "data_s": phases.get("data", 0.0),
                 "compute_s": phases.get("compute", 0.0) + stretch, "stretch_s": stretch,
                 "compress_s": phases.get("compress", 0.0), "comm_s": c.seconds, "apply_s": phases.get("apply", 0.0),
                 # Ready to communicate = entering the first collective (after its own compress work), so
                 # waiting for a slower peer's compress counts as waiting, not as communication.
-                "t_start": t_start, "t_ready": c.first_call_time or t_ready,
+                "t_start": t_start, "t_ready": c.first_call_time or t_ready, "train_time_s": train_time,
                 "payload_tx_bytes": c.tx_bytes, "payload_rx_bytes": c.rx_bytes, "collectives": c.calls, "ring_bytes": c.ring_bytes,
                 "wire_tx_bytes": wire_tx, "wire_rx_bytes": wire_rx,
                 "tokens": x.numel(), "param_checksum": None,
             }
-            if (step + 1) % scenario.train.eval_every == 0 or step == steps - 1:
+            pause_start = time.perf_counter()
+            last = budget.max_steps is not None and step == budget.max_steps - 1
+            evaluated = (step + 1) % eval_every == 0 or last
+            if evaluated:
                 heartbeat.beat(step, "evaluate")
                 record["val_loss"] = evaluate(model, val_batches, device)
+            stop = last
+            decided = not last and budget.needs_decision and (
+                step == next_check or (budget.target_val_loss is not None and evaluated))
+            if decided:
+                heartbeat.beat(step, "decide")
+                mine = policy.decide(step, train_time, record["val_loss"]) if rank == 0 else None
+                decision = share_decision(mine, device)
+                stop, next_check = decision.stop, decision.next_check
+                if decision.total_steps:
+                    strategy.total_steps = decision.total_steps
+                if rank == 0:
+                    emit({"type": "decision", "optimizer": run_name, "rank": rank, "step": step, "seed": seed,
+                          "train_time_s": train_time, "stop": decision.stop, "next_check": decision.next_check,
+                          "total_steps": decision.total_steps, "step_time_s": policy.step_time()})
+            if stop and not evaluated:
+                heartbeat.beat(step, "evaluate")
+                record["val_loss"] = evaluate(model, val_batches, device)
+                evaluated = True
+            if evaluated:
                 record["param_checksum"] = param_checksum(model)
-                if wire:
-                    wire.delta()  # evaluation sends nothing, but keep its seconds out of the next step
+            if wire and (evaluated or decided):
+                wire.delta()  # evaluation and decisions are not the optimizer's: keep their bytes and seconds out
+            paused += time.perf_counter() - pause_start
             emit(record)
-        heartbeat.beat(steps, "done")
-        emit({"type": "end", "optimizer": run_name, "rank": rank, "time": time.time(), "param_checksum": param_checksum(model)})
+            if stop:
+                break
+            step += 1
+        heartbeat.beat(step + 1, "done")
+        emit({"type": "end", "optimizer": run_name, "rank": rank, "seed": seed, "time": time.time(),
+              "steps": step + 1, "train_time_s": train_time, "lr_schedule_steps": strategy.total_steps,
+              "param_checksum": param_checksum(model)})
     if dist.is_initialized():
         dist.destroy_process_group()
 
@@ -264,9 +333,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scenario", required=True, help="resolved scenario.yaml")
     p.add_argument("--optimizer", required=True, help="optimizer run name in the scenario")
     p.add_argument("--out", required=True, help="folder for rank<R>.jsonl")
+    p.add_argument("--seed", type=int, default=None, help="seed of this repeat (default: the scenario's train.seed)")
     args = p.parse_args(argv)
     torch.set_num_threads(int(os.environ.get("DISTRO_BENCH_THREADS", torch.get_num_threads())))
-    train(load_scenario(args.scenario), args.optimizer, Path(args.out))
+    train(load_scenario(args.scenario), args.optimizer, Path(args.out), seed=args.seed)
     return 0
 
 

@@ -35,9 +35,12 @@ def test_run_folder_has_every_file_and_the_schema(tiny_run):
     assert list(df.columns) == list(METRIC_COLUMNS)
     assert len(df) == 3 * s.train.steps  # one row per (optimizer, rank, step)
     summary = json.loads((d / "summary.json").read_text())
-    assert list(summary["optimizers"]["adamw"]) == SUMMARY_KEYS
+    # the summary keys, then each figure's 95% interval over seeds and the seeds' own figures (issue 16)
+    assert list(summary["optimizers"]["adamw"]) == [*SUMMARY_KEYS, "ci95", "per_seed"]
     csv = pd.read_csv(d / "summary.csv")
-    assert list(csv.columns) == ["optimizer", *SUMMARY_KEYS]
+    n = len(SUMMARY_KEYS) + 1
+    assert list(csv.columns[:n]) == ["optimizer", *SUMMARY_KEYS]
+    assert csv.columns[n:].str.fullmatch(r".+_ci95_(lo|hi)").all()
     env = json.loads((d / "environment.json").read_text())
     assert env["backend"] == "local" and env["torch"] and env["kernel"]
     assert env["network"]["network_emulated"] is False

@@ -77,7 +77,12 @@ def run(
     scenario: Path = typer.Argument(..., help="scenario YAML file"),
     backend: Backend = typer.Option("auto", help=BACKEND_HELP),
     optimizer: list[str] = typer.Option(None, "--optimizer", "-o", help="run only these optimizers (repeatable)"),
-    steps: int = typer.Option(None, min=1, help="override train.steps"),
+    steps: int = typer.Option(None, min=1, help="budget: train N steps (replaces the scenario's budget)"),
+    time_budget: str = typer.Option(None, "--time-budget", help="budget: training seconds per optimizer, e.g. 300s"),
+    tokens: str = typer.Option(None, help="budget: tokens per optimizer (all workers), e.g. 2M"),
+    target_val_loss: float = typer.Option(None, "--target-val-loss",
+                                          help="budget: stop at this val loss (capped by the steps or time budget)"),
+    repeat: int = typer.Option(None, min=1, max=100, help="run each optimizer K times, seeds seed..seed+K-1"),
     out: Path = typer.Option(Path("results"), help="folder that receives the run folder"),
     seed: int = typer.Option(None, min=0, help="override train.seed"),
     link_engine: LinkEngine = typer.Option(None, help=LINK_ENGINE_HELP, show_default=False),
@@ -95,6 +100,7 @@ def run(
         # With --json, stdout carries only the JSON document: progress goes to stderr as plain lines.
         with make_progress(interactive=False if as_json else None) as progress:
             result = api.run(scenario, backend=value(backend), optimizers=optimizer or None, steps=steps, seed=seed,
+                             time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss, repeat=repeat,
                              out=out, link_engine=value(link_engine), allow_unemulated=allow_unemulated, image=image,
                              progress=progress)
     if as_json:
@@ -133,7 +139,8 @@ def validate(
     cols = ["rank", "node", "hardware", "speed", "link", "up/down delay loss"]
     rows = [[str(n.rank), n.name, n.hardware_name, f"{fmt_num(n.compute_scale, '.2f')}x", n.link_name or "-",
              _link_cell(n.link)] for n in s.nodes()]
-    t = Table(title=f"{s.name}: {s.world_size} workers, model {s.model.preset or 'custom'}, {s.train.steps} steps",
+    b = s.budget().as_dict()
+    t = Table(title=f"{s.name}: {s.world_size} workers, model {s.model.preset or 'custom'}, budget {b['kind']} {b['value']:g}",
               **TABLE_STYLE)
     for c in cols:
         t.add_column(c, no_wrap=True)

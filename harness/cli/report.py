@@ -79,8 +79,9 @@ def check(
         # Notes below the table: a long sentence in a cell would push the table past 80 columns.
         for r in result.results:
             if r.note:
+                # Wrapped (not soft-wrapped) so a margin and interval still fit 80 columns in a log.
                 console.print(f"  {r.status} {r.check}" + (f" ({r.optimizer})" if r.optimizer else "") + f": {r.note}",
-                              markup=False, soft_wrap=True)
+                              markup=False)
         failed = sum(r.status == FAIL for r in result.results)
         console.print("[green]all checks passed[/]" if not failed else f"[bold red]{failed} check(s) failed[/]")
     if not result.passed:

@@ -35,6 +35,7 @@ def _buckets(numels: list[int], element_size: int, bucket_bytes: float) -> list[
 
 class AdamW(Strategy):
     Config = AdamWConfig
+    clips_gradients = True  # after the all-reduce (the averaged gradient), so the worker does not
 
     def __init__(self, cfg: AdamWConfig, params, comm, total_steps):
         super().__init__(cfg, params, comm, total_steps)

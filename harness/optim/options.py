@@ -23,6 +23,10 @@ class StrategyConfig(BaseModel):
     warmup_steps: int = Field(default=0, ge=0)
     schedule: Literal["constant", "cosine"] = "constant"
     min_lr_ratio: float = Field(default=0.1, ge=0, le=1)
+    # Clip the gradient's global L2 norm to this before the update (None: no clipping). The worker clips
+    # each rank's own gradient before `strategy.step`, as DeMo's trainer does, unless the strategy clips
+    # itself (`clips_gradients`: AdamW clips the averaged gradient after its all-reduce, as DDP would).
+    max_grad_norm: float | None = Field(default=None, gt=0)
 
     def lr_at(self, step: int, total_steps: int) -> float:
         """Linear warmup, then constant or cosine decay to `min_lr_ratio * lr`. `step` counts from 0."""

@@ -16,18 +16,22 @@ def steady(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def per_step(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per step of one optimizer: mean loss over ranks, validation loss, the step's end in seconds
-    since the optimizer's first step began (wall clock: what a user waits for), and the slowest rank's time."""
+    """One row per step of one optimizer: mean loss over ranks, validation loss, the step's end in training
+    seconds since the optimizer's first step (harness/fair.py's clock: evaluations left out where recorded),
+    and the slowest rank's time. Over repeats, each column is the mean over the seeds that ran the step."""
+    from harness import fair
+
+    cols = ["step", "loss", "val_loss", "elapsed_s", "step_time_s"]
     if not len(df):
-        return pd.DataFrame(columns=["step", "loss", "val_loss", "elapsed_s", "step_time_s"])
-    g = df.assign(end=df["t_start"] + df["step_time_s"]).groupby("step")
-    out = pd.DataFrame({
-        "loss": g["loss"].mean(),
-        "val_loss": g["val_loss"].mean(),  # NaN except at evaluation steps
-        "elapsed_s": g["end"].max() - df["t_start"].min(),
-        "step_time_s": g["step_time_s"].max(),
-    }).reset_index()
-    return out
+        return pd.DataFrame(columns=cols)
+    frames = []
+    for seed, rows in fair.split_seeds(df):
+        c = fair.curve(rows).set_index("step")
+        c["step_time_s"] = rows.groupby("step")["step_time_s"].max()
+        frames.append(c.reset_index()[cols])
+    if len(frames) == 1:
+        return frames[0]
+    return pd.concat(frames).groupby("step", as_index=False)[cols[1:]].mean()[cols]
 
 
 def breakdown(df: pd.DataFrame) -> dict[str, float]:
@@ -69,38 +73,43 @@ class TargetResult:
     target: float
     basis: str  # "validation loss" | "training loss (mean of the last 5 steps)"
     explanation: str
-    reached: dict[str, tuple[float, int] | None]  # optimizer -> (seconds, step) or None
+    reached: dict[str, tuple[float, int] | None]  # optimizer -> (seconds, the step during which it is reached) or None
 
 
-def time_to_target(steps_by_opt: dict[str, pd.DataFrame]) -> TargetResult | None:
-    """Wall-clock seconds until each optimizer first reaches the loss the worst optimizer ends at.
+def time_to_target(steps_by_opt: dict[str, pd.DataFrame], target: float | None = None) -> TargetResult | None:
+    """Wall-clock seconds until each optimizer first reaches `target`, interpolated linearly between the
+    evaluations around it (harness/fair.py); by default the worst optimizer's best validation loss, which
+    every optimizer reaches. Without validation losses for all, a 5-step running mean of training loss.
+    Per-step frames (`per_step`) in; over repeats they are the seeds' mean curves, while summary.json's
+    `time_to_target_s` is the mean of each seed's own crossing."""
+    from harness import fair
 
-    The worst final loss is the one target every optimizer reaches, so each bar is a real time, never a
-    guess. Validation loss where recorded for all; otherwise a 5-step running mean of training loss.
-    """
     frames = {k: v for k, v in steps_by_opt.items() if len(v)}
     if not frames:
         return None
     use_val = all(v["val_loss"].notna().any() for v in frames.values())
-    series = {}
+    curves = {}
     for name, v in frames.items():
-        if use_val:
-            s = v.dropna(subset=["val_loss"])
-            series[name] = (s["val_loss"].to_numpy(), s["elapsed_s"].to_numpy(), s["step"].to_numpy())
-        else:
-            s = v["loss"].rolling(5, min_periods=1).mean()
-            series[name] = (s.to_numpy(), v["elapsed_s"].to_numpy(), v["step"].to_numpy())
-    finals = {k: float(v[0][-1]) for k, v in series.items()}
-    worst = max(finals, key=finals.get)
-    target = finals[worst]
+        c = pd.DataFrame({"step": v["step"], "steps": v["step"] + 1, "elapsed_s": v["elapsed_s"],
+                          "tokens": v["step"] + 1, "loss": v["loss"],
+                          "val_loss": v["val_loss"] if use_val else v["loss"].rolling(5, min_periods=1).mean()})
+        curves[name] = c
+    chosen = target if target is not None else fair.default_target(list(curves.values()))
+    if chosen is None:
+        return None
+    worst = max(curves, key=lambda n: float(fair.evaluations(curves[n])["val_loss"].min()))
     reached: dict[str, tuple[float, int] | None] = {}
-    for name, (loss, elapsed, step) in series.items():
-        hit = [i for i, x in enumerate(loss) if not math.isnan(x) and x <= target + 1e-12]
-        reached[name] = (float(elapsed[hit[0]]), int(step[hit[0]])) if hit else None
+    for name, c in curves.items():
+        hit = fair.crossing(c, chosen)
+        reached[name] = (hit.time_s, int(math.ceil(hit.steps - 1e-9)) - 1) if hit else None
     basis = "validation loss" if use_val else "training loss (mean of the last 5 steps)"
-    expl = (f"target {basis} {target:.4f}: where {worst}, the worst optimizer, ends" if len(frames) > 1 else
-            f"target {basis} {target:.4f}: where {worst} ends (the only optimizer)")
-    return TargetResult(target=target, basis=basis, explanation=expl, reached=reached)
+    if target is not None:
+        expl = f"target {basis} {chosen:.4f} (set for this run)"
+    elif len(frames) > 1:
+        expl = f"target {basis} {chosen:.4f}: the best {worst}, the worst optimizer, reached (interpolated between evaluations)"
+    else:
+        expl = f"target {basis} {chosen:.4f}: the best {worst} reached (the only optimizer)"
+    return TargetResult(target=chosen, basis=basis, explanation=expl, reached=reached)
 
 
 def total_bytes(summary: dict, kind: str) -> float | None:

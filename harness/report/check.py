@@ -1,10 +1,18 @@
-"""The CI gate: a run's reduction factor, loss gap, replica agreement and completeness against thresholds."""
+"""The CI gate: a run's reduction factor, loss gap, replica agreement and completeness against thresholds.
+
+Over repeats (several seeds), the reduction and the loss gap are taken seed by seed (candidate against the
+baseline's same seed: the same data order), and a check fails only when the 95% Student-t interval of
+their mean lies wholly on the wrong side of its threshold; a mean on the wrong side with an interval that
+still reaches the threshold is noise and passes, and says so. Every result reports its margin (how far
+the mean is from the threshold, positive = room to spare). With one seed the value itself is compared.
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
 from harness.errors import InputError
+from harness.fair import t_interval
 from harness.report.analysis import total_bytes
 from harness.report.load import LoadedRun
 
@@ -19,6 +27,9 @@ class CheckResult:
     threshold: str
     status: str  # PASS | FAIL | SKIP (no threshold given)
     note: str = ""
+    interval: list[float] | None = None  # 95% interval of the mean over seeds (None: one seed)
+    margin: float | None = None  # threshold side minus the mean: > 0 has room, < 0 is beyond the threshold
+    seeds: int | None = None
 
 
 def measured_text(r: CheckResult) -> str:
@@ -55,6 +66,30 @@ class CheckReport:
 def _known(run: LoadedRun) -> list[str]:
     names = list(run.data.scenario.get("optimizers") or {})
     return names + [n for n in run.optimizers if n not in names]
+
+
+def _per_seed(base: dict, cand: dict, fn) -> list:
+    """fn(baseline's figures, candidate's figures) for every seed both ran (summary `per_seed`); for a run
+    folder from before repeats, of the summaries themselves."""
+    bs, cs = base.get("per_seed") or {}, cand.get("per_seed") or {}
+    common = [k for k in cs if k in bs]
+    return [fn(bs[k], cs[k]) for k in common] if common else [fn(base, cand)]
+
+
+def _judge(values: list[float], threshold: float, higher_is_better: bool) -> tuple[float, list[float] | None, float, str, str]:
+    """(mean, interval, margin, status, note) for values that must be >= (or <=) threshold."""
+    mean, lo, hi = t_interval(values)
+    n = len(values)
+    margin = (mean - threshold) if higher_is_better else (threshold - mean)
+    if n < 2:
+        ok = margin >= 0
+        return mean, None, margin, PASS if ok else FAIL, f"margin {margin:+.4g}"
+    # fail only when the whole interval is on the wrong side of the threshold
+    ok = hi >= threshold if higher_is_better else lo <= threshold
+    note = f"margin {margin:+.4g}; mean of {n} seeds, 95% CI [{lo:.4g}, {hi:.4g}]"
+    if ok and margin < 0:
+        note += "; the mean misses the threshold but the interval reaches it: within noise"
+    return mean, [lo, hi], margin, PASS if ok else FAIL, note
 
 
 def _pair_reduction(base: dict, cand: dict) -> tuple[float | None, str]:
@@ -121,21 +156,33 @@ def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_g
             add(CheckResult(f"reduction vs {base}", cand, None, f">= {min_reduction:g}x", FAIL,
                             f"no summary for {cand if s is None else base}: it recorded no step"))
         else:
-            red, basis = _pair_reduction(base_summary, s)
-            add(CheckResult(f"reduction vs {base}", cand, red, f">= {min_reduction:g}x",
-                            PASS if red is not None and red >= min_reduction else FAIL,
-                            f"{basis} bytes, tx + rx" if red is not None else "bytes not recorded"))
+            pairs = _per_seed(base_summary, s, _pair_reduction)
+            reds = [r for r, _ in pairs if r is not None]
+            basis = pairs[0][1] if pairs else "payload"
+            if len(reds) < len(pairs) or not reds:
+                add(CheckResult(f"reduction vs {base}", cand, None, f">= {min_reduction:g}x", FAIL, "bytes not recorded"))
+            else:
+                red, ci, margin, status, note = _judge(reds, min_reduction, higher_is_better=True)
+                add(CheckResult(f"reduction vs {base}", cand, red, f">= {min_reduction:g}x", status,
+                                "; ".join(filter(None, [f"{basis} bytes, tx + rx", note])), ci, margin, len(reds)))
         if max_loss_gap is None:
             add(CheckResult(f"val loss gap vs {base}", cand, None, "not set", SKIP, "no threshold set"))
         elif s is None or base_summary is None:
             add(CheckResult(f"val loss gap vs {base}", cand, None, f"<= {max_loss_gap:g}", FAIL,
                             f"no summary for {cand if s is None else base}: it recorded no step"))
         else:
-            key, note = "final_val_loss", "final val loss, candidate - baseline"
+            key, what = "final_val_loss", "final val loss, candidate - baseline"
             if s.get(key) is None or base_summary.get(key) is None:
-                key, note = "final_loss", "no val loss recorded: final training loss, candidate - baseline"
-            a, b = s.get(key), base_summary.get(key)
-            gap = a - b if a is not None and b is not None else None
-            add(CheckResult(f"val loss gap vs {base}", cand, gap, f"<= {max_loss_gap:g}",
-                            PASS if gap is not None and gap <= max_loss_gap else FAIL, note if gap is not None else "loss not recorded"))
+                key, what = "final_loss", "no val loss recorded: final training loss, candidate - baseline"
+
+            def gap_of(b: dict, c: dict):
+                return c[key] - b[key] if c.get(key) is not None and b.get(key) is not None else None
+
+            gaps = _per_seed(base_summary, s, gap_of)
+            if not gaps or any(g is None for g in gaps):
+                add(CheckResult(f"val loss gap vs {base}", cand, None, f"<= {max_loss_gap:g}", FAIL, "loss not recorded"))
+            else:
+                gap, ci, margin, status, note = _judge(gaps, max_loss_gap, higher_is_better=False)
+                add(CheckResult(f"val loss gap vs {base}", cand, gap, f"<= {max_loss_gap:g}", status,
+                                "; ".join(filter(None, [what, note])), ci, margin, len(gaps)))
     return report

@@ -110,7 +110,7 @@ def summary_table(run: LoadedRun) -> Table:
         replicas = {True: "identical", False: "DIFFER", None: "n/a"}.get(s.get("replicas_identical"), "n/a")
         if s.get("replicas_identical") is False and s.get("replicas_diverged_at_step") is not None:
             replicas += f" (from step {s['replicas_diverged_at_step']})"
-        rows.append([name + (" (baseline)" if name == run.baseline else ""), fmt(s.get("steps"), "d"),
+        rows.append([name + (" (baseline)" if name == run.baseline else ""), fmt(s.get("steps"), "d" if isinstance(s.get("steps"), int) else ".1f"),
                      fmt(s.get("step_time_s_mean")), fmt(s.get("step_time_s_p50")), fmt(s.get("compute_s_mean")),
                      fmt(s.get("comm_s_mean")), fmt(s.get("wait_s_mean")),
                      fmt(payload / 1e6 if payload is not None else None, ".4g"),

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import InputError
-from harness.rundir import RunData, load_run
+from harness.rundir import SCHEMA_VERSION, RunData, load_run
 
 _STATE_NOTES = {
     "incomplete": "This run is INCOMPLETE: it was stopped before every optimizer finished; figures cover what was recorded.",
@@ -87,12 +87,16 @@ def _rebuild(path: Path) -> LoadedRun:
     df, events = metrics.read_worker_records(path / "workers")
     baseline = str(scenario.get("baseline", "adamw"))
     status = read_json("status.json", {"state": "unknown", "reason": None})
+    checks = scenario.get("checks") or {}
+    explicit = checks.get("target_val_loss") or (scenario.get("train") or {}).get("target_val_loss")
+    target = metrics.comparison_target(df, explicit, "set in the scenario" if explicit is not None else None)
     summary = {
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "run": {"scenario": scenario.get("name", path.name), "backend": read_json("environment.json", {}).get("backend"),
                 "state": status.get("state"), "reason": status.get("reason")},
         "baseline": baseline,
-        "optimizers": metrics.summarize(df, events, baseline) if len(df) else {},
+        "target": target,
+        "optimizers": metrics.summarize(df, events, baseline, target["val_loss"]) if len(df) else {},
     }
     data = RunData(path=path, scenario=scenario, environment=read_json("environment.json", {}), summary=summary,
                    metrics=df, status=status)

@@ -1,0 +1,139 @@
+"""Budgets: how a train block resolves to one budget, and rank 0's stop rule (pure, no processes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.budget import FIRST_CHECK_STEP, Budget, Decision, StopPolicy, parse_count
+from harness.errors import ScenarioError
+from harness.scenario import scenario_from_dict
+from tests.conftest import tiny_scenario_dict
+
+
+@pytest.mark.parametrize("raw, n", [("2M", 2_000_000), ("500k", 500_000), (4096, 4096), ("1.5G", 1_500_000_000)])
+def test_parse_count(raw, n):
+    assert parse_count(raw) == n
+
+
+@pytest.mark.parametrize("raw", ["2 Mbit", "-1", 0, "lots", True])
+def test_parse_count_rejects(raw):
+    with pytest.raises(ValueError):
+        parse_count(raw)
+
+
+def _scenario(**train):
+    return scenario_from_dict(tiny_scenario_dict(train={"eval_every": 3, **train}))
+
+
+def test_steps_stay_the_default_budget():
+    s = scenario_from_dict(tiny_scenario_dict(train={}))
+    assert s.train.steps == 50 and s.budget() == Budget("steps", 50, max_steps=50, tokens_per_step=2 * 4 * 32)
+
+
+def test_tokens_become_steps_of_the_whole_world():
+    b = _scenario(tokens="1k").budget()  # 2 workers x batch 4 x seq 32 = 256 tokens a step
+    assert (b.kind, b.max_steps, b.time_s) == ("tokens", 4, None)
+
+
+def test_time_budget_has_no_step_count_and_needs_a_decision():
+    b = _scenario(time_budget="90s").budget()
+    assert (b.kind, b.time_s, b.max_steps, b.needs_decision) == ("time", 90.0, None, True)
+
+
+def test_target_takes_steps_or_time_as_its_cap():
+    by_steps = _scenario(target_val_loss=2.5, steps=40).budget()
+    by_time = _scenario(target_val_loss=2.5, time_budget="30s").budget()
+    assert (by_steps.kind, by_steps.max_steps, by_steps.time_s) == ("target", 40, None)
+    assert (by_time.kind, by_time.max_steps, by_time.time_s) == ("target", None, 30.0)
+    assert by_time.as_dict() == {"kind": "target", "value": 2.5, "cap": {"kind": "time", "value": 30.0},
+                                 "tokens_per_step": 256}
+
+
+@pytest.mark.parametrize("train, message", [
+    ({"steps": 10, "time_budget": "30s"}, "give one budget, not steps and time_budget"),
+    ({"tokens": "1M", "time_budget": "30s"}, "give one budget"),
+    ({"target_val_loss": 2.0, "tokens": "1M"}, "capped by steps or time_budget, not tokens"),
+    ({"time_budget": "30"}, "has no unit"),
+    ({"seeds": [1, 1]}, "seeds must be distinct"),
+])
+def test_bad_budgets_are_located(train, message):
+    with pytest.raises(ScenarioError) as e:
+        _scenario(**train)
+    assert any(p.startswith("train") and message in p for p in e.value.problems), e.value.problems
+
+
+def test_overrides_replace_the_budget_and_repeat_makes_seeds():
+    s = _scenario(steps=6, seed=3)
+    t = s.with_overrides(time_budget="20s", repeat=3)
+    assert t.budget().kind == "time" and t.train.steps is None and t.train.seed_list() == [3, 4, 5]
+    assert t.with_overrides(steps=5).budget() == Budget("steps", 5, max_steps=5, tokens_per_step=256)
+    assert t.with_overrides(target_val_loss=2.0).budget().time_s == 20.0  # the time budget becomes its cap
+    assert s.train.seed_list() == [3]
+
+
+def _simulate(policy: StopPolicy, durations, val=lambda step: None, max_steps=10_000):
+    """Run the worker's decision protocol: decisions only at the steps rank 0 named (and at evaluations
+    for a target), returning (last step, number of decisions, elapsed at the end, last total estimate)."""
+    nxt, elapsed, decisions, total = policy.first_check(), 0.0, 0, None
+    for step in range(max_steps):
+        elapsed += durations(step)
+        policy.observe(step, durations(step))
+        v = val(step)
+        if step == nxt or (policy.budget.target_val_loss is not None and v is not None):
+            d = Decision.decode(policy.decide(step, elapsed, v).encode())  # through the broadcast's encoding
+            decisions += 1
+            nxt, total = d.next_check, d.total_steps or total
+            if d.stop:
+                return step, decisions, elapsed, total
+    raise AssertionError("never stopped")
+
+
+def test_time_budget_stops_after_the_first_step_that_reaches_it_with_few_decisions():
+    policy = StopPolicy(Budget("time", 10.0, time_s=10.0), eval_every=10)
+    last, decisions, elapsed, total = _simulate(policy, lambda s: 0.5 if s == 0 else 0.125)
+    # 0.5 + 0.125 * n >= 10 first at n = 76: the step with index 76 (binary-exact durations)
+    assert last == 76 and elapsed == 10.0
+    assert total == 77
+    assert decisions <= 12  # about log2(77) + a few, not one per step
+
+
+def test_time_budget_follows_a_slowdown_without_overshooting_by_more_than_a_step():
+    policy = StopPolicy(Budget("time", 20.0, time_s=20.0), eval_every=10)
+    last, _, elapsed, _ = _simulate(policy, lambda s: 0.1 if s < 50 else 0.3)
+    assert 20.0 <= elapsed < 20.0 + 0.3 + 1e-9
+
+
+def test_first_check_is_early_and_total_is_estimated_there():
+    policy = StopPolicy(Budget("time", 10.0, time_s=10.0), eval_every=10)
+    assert policy.first_check() == FIRST_CHECK_STEP
+    for s in range(FIRST_CHECK_STEP + 1):
+        policy.observe(s, 0.1)
+    d = policy.decide(FIRST_CHECK_STEP, 0.4, None)
+    assert not d.stop and d.total_steps == 100 and FIRST_CHECK_STEP < d.next_check <= FIRST_CHECK_STEP + 64
+
+
+def test_target_stops_at_the_first_evaluation_at_or_below_it():
+    policy = StopPolicy(Budget("target", 2.0, max_steps=100, target_val_loss=2.0), eval_every=10)
+    losses = {9: 3.0, 19: 2.4, 29: 1.99, 39: 1.5}
+    last, decisions, _, _ = _simulate(policy, lambda s: 0.1, val=lambda s: losses.get(s))
+    assert last == 29 and decisions == 3
+
+
+def test_target_cap_stops_when_never_reached():
+    policy = StopPolicy(Budget("target", 0.5, max_steps=30, target_val_loss=0.5), eval_every=10)
+    d = policy.decide(29, 3.0, 1.0)
+    assert d.stop
+
+
+def test_decision_round_trips_through_its_encoding():
+    for d in (Decision(True, None, 12), Decision(False, 40, None), Decision(False, 7, 300)):
+        assert Decision.decode(d.encode()) == d
+
+
+def test_cli_rejects_a_bad_budget_with_exit_2(cli, write_scenario):
+    path = write_scenario(tiny_scenario_dict())
+    r = cli("run", path, "--backend", "local", "--time-budget", "60")
+    assert r.exit_code == 2 and "train.time_budget" in r.output and "has no unit" in r.output
+    assert "Traceback" not in r.output
+    r = cli("run", path, "--backend", "local", "--tokens", "lots")
+    assert r.exit_code == 2 and "train.tokens" in r.output

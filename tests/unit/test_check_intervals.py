@@ -1,0 +1,112 @@
+"""`check` over repeats: a regression that moves the mean beyond the interval fails, noise within passes,
+and every result carries its margin (synthetic run folders, no training)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from harness import metrics
+from harness.rundir import SCHEMA_VERSION, atomic_write_json, atomic_write_parquet
+from tests.unit.test_fair import records
+
+
+def make_repeated_run(root, finals: dict[str, list[float]], checks: dict, name="rep"):
+    """A K-seed run folder whose optimizers end at the given final val losses, one per seed."""
+    recs, events = [], []
+    for opt, per_seed in finals.items():
+        for seed, final in enumerate(per_seed):
+            recs += records(opt, seed, [final + 1.0, final])
+            events += [{"type": "end", "optimizer": opt, "seed": seed, "rank": r, "param_checksum": f"{opt}{seed}"}
+                       for r in range(2)]
+    df = metrics.records_to_frame(recs)
+    run = root / name
+    run.mkdir()
+    target = metrics.comparison_target(df)
+    summary = {"schema_version": SCHEMA_VERSION, "run": {"scenario": name, "backend": "local", "state": "complete",
+                                                        "reason": None, "seeds": list(range(len(next(iter(finals.values())))))},
+               "baseline": "adamw", "target": target,
+               "optimizers": metrics.summarize(df, events, "adamw", target["val_loss"])}
+    scen = {"name": name, "workers": [{"count": 2, "hardware": "host"}], "train": {"steps": 10, "eval_every": 5},
+            "optimizers": {k: {"type": k, "lr": 1e-3} for k in finals}, "baseline": "adamw", "checks": checks}
+    (run / "scenario.yaml").write_text(yaml.safe_dump(scen))
+    atomic_write_parquet(run / "metrics.parquet", df)
+    atomic_write_json(run / "summary.json", summary)
+    atomic_write_json(run / "status.json", {"state": "complete", "reason": None})
+    return run
+
+
+BASE = [2.00, 2.05, 1.95]
+
+
+def _gap_result(cli, run):
+    r = cli("check", run, "--json")
+    data = json.loads(r.stdout)
+    return r.exit_code, next(c for c in data["results"] if c["check"] == "val loss gap vs adamw")
+
+
+def test_regression_beyond_the_interval_fails_with_its_margin(cli, tmp_path):
+    run = make_repeated_run(tmp_path, {"adamw": BASE, "distro": [2.50, 2.56, 2.46]}, {"max_loss_gap": 0.3})
+    code, gap = _gap_result(cli, run)
+    assert code == 1 and gap["status"] == "FAIL" and gap["seeds"] == 3
+    assert gap["measured"] == pytest.approx((0.50 + 0.51 + 0.51) / 3)
+    assert gap["interval"][0] > 0.3  # the whole interval is beyond the threshold
+    assert gap["margin"] == pytest.approx(0.3 - gap["measured"]) and "margin -0.2" in gap["note"]
+
+
+def test_noise_within_the_interval_passes_and_says_so(cli, tmp_path):
+    # gaps 0.25, 0.45, 0.20: mean 0.30 is above 0.28, but the interval reaches well below it
+    run = make_repeated_run(tmp_path, {"adamw": BASE, "distro": [2.25, 2.50, 2.15]}, {"max_loss_gap": 0.28})
+    code, gap = _gap_result(cli, run)
+    assert code == 0 and gap["status"] == "PASS"
+    assert gap["measured"] > 0.28 and gap["interval"][0] < 0.28 and gap["margin"] < 0
+    assert "within noise" in gap["note"]
+
+
+def test_the_same_gap_with_one_seed_fails(cli, tmp_path):
+    run = make_repeated_run(tmp_path, {"adamw": BASE[:1], "distro": [2.30]}, {"max_loss_gap": 0.28})
+    code, gap = _gap_result(cli, run)
+    assert code == 1 and gap["interval"] is None and gap["seeds"] == 1
+
+
+def test_reduction_judged_seed_by_seed(cli, tmp_path):
+    run = make_repeated_run(tmp_path, {"adamw": BASE, "distro": [2.1, 2.1, 2.1]}, {"min_reduction": 150})
+    r = cli("check", run, "--json")
+    red = next(c for c in json.loads(r.stdout)["results"] if c["check"] == "reduction vs adamw")
+    assert r.exit_code == 1 and red["measured"] == pytest.approx(100.0) and red["margin"] == pytest.approx(-50.0)
+    run2 = make_repeated_run(tmp_path, {"adamw": BASE, "distro": [2.1, 2.1, 2.1]}, {"min_reduction": 50}, name="rep2")
+    assert cli("check", run2).exit_code == 0
+
+
+def test_repeated_run_loads_for_the_report(tmp_path):
+    from harness.report.load import load_for_report
+
+    run = load_for_report(make_repeated_run(tmp_path, {"adamw": BASE, "distro": [2.2, 2.3, 2.1]}, {}))
+    s = run.data.summary["optimizers"]["distro"]
+    assert s["seeds"] == 3 and s["ci95"]["final_val_loss"][0] < s["final_val_loss"] < s["ci95"]["final_val_loss"][1]
+    assert sorted(run.data.metrics["seed"].unique().tolist()) == [0, 1, 2]
+
+
+def test_a_version_1_run_folder_loads_as_one_seed(tmp_path):
+    from harness.rundir import load_run
+    from tests.test_report_synthetic import make_run
+
+    import pandas as pd
+
+    path = make_run(tmp_path)
+    # as the runner wrote it before repeats: no seed or train_time_s column, no seeds/ci95/per_seed/target
+    summary = json.loads((path / "summary.json").read_text())
+    for s in summary["optimizers"].values():
+        for k in ("seeds", "ci95", "per_seed"):
+            s.pop(k)
+    summary.pop("target", None)
+    atomic_write_json(path / "summary.json", summary)
+    df = pd.read_parquet(path / "metrics.parquet").drop(columns=["seed", "train_time_s"])
+    atomic_write_parquet(path / "metrics.parquet", df)
+    run = load_run(path)
+    assert run.summary["schema_version"] == 1 and run.summary["target"] is None
+    s = run.summary["optimizers"]["distro"]
+    assert s["seeds"] == 1 and s["ci95"] == {}
+    assert run.metrics["seed"].isna().all() and run.metrics["train_time_s"].isna().all()

@@ -1,0 +1,144 @@
+"""The comparison's figures (harness/fair.py, metrics.summarize over seeds): each one redone by hand
+from a metrics frame built here."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from harness import fair, metrics
+
+
+def records(opt, seed, vals, *, ranks=2, dt=0.2, tokens=100, every=5, steps=None, rank_jitter=0.0):
+    """Per-step records of one optimizer and seed: step i ends at (i + 1) * dt training seconds; `vals`
+    are the validation losses at steps every-1, 2*every-1, ... (the last one at the final step)."""
+    steps = steps or every * len(vals)
+    evals = {min(every * (k + 1), steps) - 1: v for k, v in enumerate(vals)}
+    out = []
+    for step in range(steps):
+        for r in range(ranks):
+            out.append({
+                "type": "step", "optimizer": opt, "seed": seed, "rank": r, "step": step, "loss": 4.0 - 0.01 * step,
+                "val_loss": evals.get(step), "lr": 1e-3, "step_time_s": dt, "data_s": 0.0, "compute_s": dt / 2,
+                "stretch_s": 0.0, "compress_s": 0.0, "comm_s": dt / 2, "apply_s": 0.0,
+                "t_start": 1000.0 + step * dt, "t_ready": 1000.0 + step * dt + dt / 2,
+                "train_time_s": (step + 1) * dt + rank_jitter * r,
+                "payload_tx_bytes": 1000 if opt == "adamw" else 10, "payload_rx_bytes": 1000 if opt == "adamw" else 10,
+                "collectives": 1, "ring_bytes": 1000.0, "wire_tx_bytes": None, "wire_rx_bytes": None,
+                "tokens": tokens, "param_checksum": "x" if step in evals else None,
+            })
+    return out
+
+
+def test_crossing_equals_the_hand_computation_from_metrics():
+    df = metrics.records_to_frame(records("distro", 0, [3.0, 2.0, 1.5]))
+    c = fair.curve(df)
+    hit = fair.crossing(c, 2.5)
+    # evaluations: steps done 5 (3.0 at 1.0 s, 1000 tokens) and 10 (2.0 at 2.0 s, 2000 tokens); 2.5 is halfway
+    assert hit == fair.Crossing(time_s=pytest.approx(1.5), tokens=pytest.approx(1500.0), steps=pytest.approx(7.5), exact=True)
+    # the same from the frame by hand, column by column
+    ev = df.dropna(subset=["val_loss"]).groupby("step").agg(v=("val_loss", "mean"), t=("train_time_s", "max"))
+    (s0, a), (s1, b) = list(ev.iterrows())[:2]
+    f = (a.v - 2.5) / (a.v - b.v)
+    assert hit.time_s == pytest.approx(a.t + f * (b.t - a.t))
+    assert hit.tokens == pytest.approx(df[df.step <= s0].tokens.sum() + f * df[(df.step > s0) & (df.step <= s1)].tokens.sum())
+
+
+def test_crossing_uses_the_slowest_rank_and_not_reached_is_none():
+    c = fair.curve(metrics.records_to_frame(records("distro", 0, [3.0, 2.0], rank_jitter=0.05)))
+    assert fair.crossing(c, 2.5).time_s == pytest.approx(1.5 + 0.05)
+    assert fair.crossing(c, 1.0) is None
+
+
+def test_first_evaluation_already_below_is_that_evaluation_and_not_exact():
+    c = fair.curve(metrics.records_to_frame(records("distro", 0, [2.0, 1.0])))
+    hit = fair.crossing(c, 2.5)
+    assert (hit.time_s, hit.steps, hit.exact) == (pytest.approx(1.0), 5.0, False)
+
+
+def test_value_at_interpolates_and_never_extrapolates():
+    c = fair.curve(metrics.records_to_frame(records("distro", 0, [3.0, 2.0, 1.0])))
+    assert fair.value_at(c, "elapsed_s", 1.25) == pytest.approx(2.75)
+    assert fair.value_at(c, "steps", 15) == pytest.approx(1.0)
+    assert fair.value_at(c, "steps", 16) is None and fair.value_at(c, "elapsed_s", 0.5) is None
+
+
+def test_old_frames_without_train_time_use_the_step_ends():
+    df = metrics.records_to_frame(records("distro", 0, [3.0, 2.0])).drop(columns=["train_time_s"])
+    assert fair.curve(df)["elapsed_s"].iloc[-1] == pytest.approx(2.0)
+
+
+def test_t_interval_by_hand():
+    m, lo, hi = fair.t_interval([1.0, 2.0, 3.0])
+    half = 4.303 * 1.0 / math.sqrt(3)  # t(0.975, 2 dof) * sd / sqrt(n)
+    assert (m, lo, hi) == (2.0, pytest.approx(2.0 - half), pytest.approx(2.0 + half))
+    assert fair.t_interval([5.0]) == (5.0, 5.0, 5.0) and fair.t_interval([]) is None
+    assert fair.t_interval([2.0, 2.0, None, float("nan")]) == (2.0, 2.0, 2.0)
+
+
+def _two_optimizers_three_seeds():
+    recs = []
+    # adamw: 10 steps at 0.5 s (5 s); distro: 40 steps at 0.125 s (5 s), faster to every loss
+    for seed, shift in ((0, 0.0), (1, 0.1), (2, -0.1)):
+        recs += records("adamw", seed, [3.0 + shift, 2.6 + shift], dt=0.5)
+        recs += records("distro", seed, [3.2 + shift, 2.8 + shift, 2.4 + shift, 2.2 + shift], dt=0.125, every=10)
+    return metrics.records_to_frame(recs)
+
+
+def test_summary_over_seeds_has_means_intervals_and_the_comparison():
+    df = _two_optimizers_three_seeds()
+    target = metrics.comparison_target(df)
+    assert target["val_loss"] == pytest.approx(2.7)  # the worst best: adamw seed 1
+    out = metrics.summarize(df, [], "adamw", target["val_loss"])
+    a, d = out["adamw"], out["distro"]
+    assert a["seeds"] == d["seeds"] == 3 and d["steps"] == 40
+    # distro seed s crosses 2.7 between 2.8 + shift (20 steps) and 2.4 + shift (30 steps)
+    per_seed = [2.5 + (2.8 + sh - 2.7) / 0.4 * 1.25 for sh in (0.0, 0.1, -0.1)]
+    assert d["time_to_target_s"] == pytest.approx(sum(per_seed) / 3)
+    m, lo, hi = fair.t_interval(per_seed)
+    assert d["ci95"]["time_to_target_s"] == [pytest.approx(lo), pytest.approx(hi)]
+    assert d["per_seed"]["1"]["time_to_target_s"] == pytest.approx(per_seed[1])
+    # adamw reaches 2.7 only in seed 1's last evaluation, seeds 0 and 2 earlier (2.6 and 2.5 at 5 s)
+    assert a["target_reached"] == 3
+    # equal time: both ran 5 s, so each optimizer's final val loss; equal steps: adamw's 10 steps
+    assert d["val_loss_at_equal_time"] == pytest.approx(2.2)
+    assert d["val_loss_at_equal_steps"] == pytest.approx(3.2)
+    assert a["val_loss_at_equal_steps"] == pytest.approx(2.6)
+    assert d["reduction_vs_baseline"] == pytest.approx(100.0) and d["ci95"]["reduction_vs_baseline"] == [100.0, 100.0]
+
+
+def test_summary_csv_flattens_each_interval():
+    df = _two_optimizers_three_seeds()
+    out = metrics.summarize(df, [], "adamw")
+    csv = metrics.summary_frame(out)
+    row = csv.set_index("optimizer").loc["distro"]
+    assert row["final_val_loss_ci95_lo"] == pytest.approx(out["distro"]["ci95"]["final_val_loss"][0])
+    assert row["final_val_loss_ci95_hi"] > row["final_val_loss"] > row["final_val_loss_ci95_lo"]
+    assert list(csv.columns[: len(metrics.SUMMARY_KEYS) + 1]) == ["optimizer", *metrics.SUMMARY_KEYS]
+
+
+def test_one_seed_and_old_frames_have_null_intervals():
+    df = metrics.records_to_frame(records("adamw", 0, [3.0, 2.0]) + records("distro", 0, [3.0, 2.5]))
+    out = metrics.summarize(df, [], "adamw")
+    assert out["distro"]["seeds"] == 1 and out["distro"]["ci95"]["final_val_loss"] is None
+    old = df.drop(columns=["seed", "train_time_s"])
+    old_out = metrics.summarize(old, [], "adamw")
+    assert old_out["distro"]["final_val_loss"] == pytest.approx(2.5) and old_out["distro"]["seeds"] == 1
+
+
+def test_a_seed_that_misses_the_target_makes_the_mean_not_reached():
+    recs = records("adamw", 0, [3.0, 2.0]) + records("adamw", 1, [3.0, 2.8])
+    out = metrics.summarize(metrics.records_to_frame(recs), [], "adamw", target=2.5)
+    assert out["adamw"]["time_to_target_s"] is None and out["adamw"]["target_reached"] == 1
+    assert out["adamw"]["per_seed"]["0"]["time_to_target_s"] == pytest.approx(1.5)
+
+
+def test_per_step_averages_seeds_by_step():
+    from harness.report import analysis
+
+    df = _two_optimizers_three_seeds()
+    s = analysis.per_step(df[df["optimizer"] == "adamw"])
+    assert len(s) == 10 and s["val_loss"].dropna().tolist() == pytest.approx([3.0, 2.6])
+    assert s["elapsed_s"].iloc[-1] == pytest.approx(5.0)
