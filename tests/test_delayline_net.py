@@ -244,7 +244,7 @@ def test_netns_backend_with_the_userspace_engine(tmp_path):
         net = backend.describe()
         assert net["link_engine"] == "userspace" and net["not_emulated"] == []
         assert all(n["applied"]["delay_line"] for n in net["nodes"])
-        assert all(line.running() for line in backend.delay_lines.values())
+        assert all(line.running() for line in backend.emulation.delay_lines.values())
         near, far = backend.link_targets()
         assert isinstance(near, LinkTarget)
         subprocess.run(near.ns.wrap(["ping", "-n", "-c", "1", far.addr]), capture_output=True)  # ARP first

@@ -23,7 +23,8 @@ WITH_LINE = dataclasses.replace(HOST, delayline=True, delayline_detail="importab
 
 
 def scenario(link: dict):
-    return scenario_from_dict(tiny_scenario_dict(links={"l": link}, workers=[{"count": 2, "link": "l"}]))
+    """The nodes of a two-worker scenario on link `link`: what planning takes."""
+    return scenario_from_dict(tiny_scenario_dict(links={"l": link}, workers=[{"count": 2, "link": "l"}])).nodes()
 
 
 RATE_ONLY = {"up": "10Mbit", "down": "50Mbit"}
