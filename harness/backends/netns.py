@@ -17,7 +17,7 @@ from pathlib import Path
 from harness.backends.base import Backend, BackendOptions, WorkerHandle, start_process
 from harness.errors import HarnessError
 from harness.net import probe as net_probe
-from harness.net.emulation import Emulation, Endpoints, check_reachable, worker_env
+from harness.net.emulation import Emulation, Endpoints, worker_env
 from harness.net.engines import NetworkPlan, plan_links
 from harness.net.linktest import LinkTarget
 from harness.net.ns import NetnsRef
@@ -83,7 +83,7 @@ class NetnsBackend(Backend):
                       down_ns=self.star.switch_ref, down_iface=n.port, delay_line_ns=n.link_ns)
             for n in spec.nodes], log_dir=self.run_dir)
         self.emulation.apply()
-        unreachable = check_reachable([(n.ns, self.star.node_ref(n.index), spec.switch_addr) for n in spec.nodes])
+        unreachable = self.star.check_reachable()
         if unreachable:
             raise HarnessError(f"no ping reply from the switch ({spec.switch_addr}) in {', '.join(unreachable)}: "
                                "bridged traffic is dropped (firewall, missing delay line?)")
