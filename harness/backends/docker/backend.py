@@ -199,8 +199,7 @@ class DockerBackend(Backend):
         self.bringup_s = time.monotonic() - t0
         self._find_host_veths()
         self._splice()
-        if _needs_shaping(self.scenario):
-            self._emulate()
+        self._emulate()
         self.shaping_s = time.monotonic() - t0 - self.bringup_s
         self._check_reachable()
 
@@ -293,6 +292,8 @@ class DockerBackend(Backend):
         from harness.net.splice import NODE_SIDE, SWITCH_SIDE
 
         assert self.plan is not None
+        if not _needs_shaping(self.scenario):
+            return  # nothing to apply: the containers keep Docker's own qdiscs
         self.emulation = Emulation(self.plan, [
             Endpoints(rank=r, up_ns=self._ns(r), up_iface=IFACE, down_ns=NetnsRef.current(),
                       down_iface=self.host_veths[r], delay_line_ns=self._ns(r).path if r in self.splices else None,
