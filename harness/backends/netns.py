@@ -17,7 +17,7 @@ from pathlib import Path
 from harness.backends.base import Backend, BackendOptions, WorkerHandle, start_process
 from harness.errors import HarnessError
 from harness.net import probe as net_probe
-from harness.net.emulation import Emulation, Endpoints, worker_env
+from harness.net.emulation import Emulation, Endpoints, describe_plan, worker_env
 from harness.net.engines import NetworkPlan, plan_links
 from harness.net.linktest import LinkTarget
 from harness.net.ns import NetnsRef
@@ -140,13 +140,13 @@ class NetnsBackend(Backend):
                 "applied": applied or {"delay_line": None},
                 "not_emulated": p.not_emulated,
             })
+        plan = describe_plan(self.plan)
         return {
             "backend": self.name, "network_emulated": True, "run_id": self.run_id,
-            "link_engine": self.plan.engine if self.plan else None,
-            "link_engine_reason": self.plan.engine_reason if self.plan else None,
+            "link_engine": plan["link_engine"], "link_engine_reason": plan["link_engine_reason"],
             "topology": None if not self.star else {
                 "switch_namespace": self.star.spec.switch_ns, "bridge": "br0", "far_end": self.star.spec.switch_addr,
                 "interface": NODE_IFACE},
             "nodes": nodes,
-            "not_emulated": self.plan.not_emulated if self.plan else [],
+            "not_emulated": plan["not_emulated"],
         }

@@ -83,6 +83,12 @@ def check_reachable(probes: Sequence[tuple[str, NetnsRef, str]], timeout_s: floa
     return failed
 
 
+def describe_plan(plan: NetworkPlan | None) -> dict:
+    """environment.json's `link_engine`, `link_engine_reason` and `not_emulated` (None/[] without a plan)."""
+    return {"link_engine": plan.engine if plan else None, "link_engine_reason": plan.engine_reason if plan else None,
+            "not_emulated": plan.not_emulated if plan else []}
+
+
 class Emulation:
     """The emulated links of one run. `apply()` then `stop()` (safe after a partial apply, and twice)."""
 
@@ -161,8 +167,7 @@ class Emulation:
     # ---- describe ------------------------------------------------------------------------------------
     def describe(self) -> dict:
         """The plan's engine and what it could not emulate, for environment.json."""
-        return {"link_engine": self.plan.engine, "link_engine_reason": self.plan.engine_reason,
-                "not_emulated": self.plan.not_emulated}
+        return describe_plan(self.plan)
 
     def describe_node(self, rank: int) -> dict | None:
         """What was applied on one node's link: per direction the plan, the tc commands and the qdiscs

@@ -365,6 +365,9 @@ class DockerBackend(Backend):
                                exec_id=ex["Id"], pid_file=pid_file)
 
     def describe(self) -> dict:
+        from harness.net.emulation import describe_plan
+
+        plan = describe_plan(self.plan)
         nodes = []
         plans = {p.rank: p for p in self.plan.nodes} if self.plan else {}
         for n in self.scenario.nodes():
@@ -385,8 +388,7 @@ class DockerBackend(Backend):
             "run_id": self.run_id,
             "image": {"tag": self.image.tag, "id": self.image.id, "harness": self.image.version} if self.image else None,
             "engine": self.client.version().get("Version") if self.client else None,
-            "link_engine": self.plan.engine if self.plan else None,
-            "link_engine_reason": self.plan.engine_reason if self.plan else None,
+            "link_engine": plan["link_engine"], "link_engine_reason": plan["link_engine_reason"],
             "topology": None if net is None else {
                 "network": net.name, "network_id": net.id[:12], "driver": "bridge", "internal": True,
                 "interface": IFACE, "uplink": f"egress of each container's {IFACE}",
@@ -396,9 +398,8 @@ class DockerBackend(Backend):
                     "b (Docker's veth) <-> host veth; entered from the host")},
             "bringup_s": self.bringup_s, "shaping_s": self.shaping_s,
             "nodes": nodes,
-            "not_emulated": self.plan.not_emulated if self.plan else [],
+            "not_emulated": plan["not_emulated"],
         }
-
 
 
 def _needs_shaping(scenario: Scenario) -> bool:
