@@ -36,77 +36,22 @@ import atexit
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.backends.base import Backend, BackendOptions, WorkerHandle
+from harness.backends.docker.leftovers import IFACE, LABEL_OWNER, LABEL_RUN, remove_labelled
 from harness.backends.docker.placement import SHM_SIZE, Placement, device_requests, host_gpu_count, place
+from harness.backends.docker.worker import ContainerWorker
 from harness.errors import CapabilityError, HarnessError
 from harness.scenario import Node, Scenario
 
-LABEL_OWNER = "distro-bench"  # "1" on every container and network the backend creates
-LABEL_RUN = "distro-bench.run"
 LABEL_RANK = "distro-bench.rank"
-IFACE = "eth0"
 DROPPED_CAPS = ["NET_ADMIN", "NET_RAW"]
 
 
 def _owner_labels(run_id: str) -> dict[str, str]:
     return {LABEL_OWNER: "1", LABEL_RUN: run_id}
-
-
-# ---- worker handle ------------------------------------------------------------------------------
-
-@dataclass
-class ContainerWorker(WorkerHandle):
-    """A worker process exec'ed into its node container. Its pid (inside the container) is kept in a
-    file there so stop() can signal it through the engine, without host privileges."""
-
-    rank: int
-    log_path: Path
-    api: Any = field(repr=False)
-    container_id: str = ""
-    exec_id: str = ""
-    pid_file: str = ""
-    _rc: int | None = None
-
-    def poll(self) -> int | None:
-        import docker
-
-        if self._rc is not None:
-            return self._rc
-        try:
-            info = self.api.exec_inspect(self.exec_id)
-        except docker.errors.NotFound:  # container removed under it
-            self._rc = 137
-            return self._rc
-        if info.get("Running"):
-            return None
-        if info.get("ExitCode") is None:
-            # Not started yet, or its container died (then the exec never reports an exit code).
-            try:
-                state = self.api.inspect_container(self.container_id)["State"]
-            except docker.errors.NotFound:
-                state = {"Running": False}
-            if state.get("Running"):
-                return None
-            self._rc = 137
-            return self._rc
-        self._rc = int(info["ExitCode"])
-        return self._rc
-
-    def stop(self, kill: bool = False) -> None:
-        import docker
-
-        if self.poll() is not None:
-            return
-        sig = "KILL" if kill else "TERM"
-        try:
-            ex = self.api.exec_create(self.container_id, ["sh", "-c", f'kill -{sig} "$(cat {self.pid_file})" 2>/dev/null; true'])
-            self.api.exec_start(ex["Id"])
-        except docker.errors.APIError:
-            pass  # the container is gone or stopping: nothing left to signal
 
 
 # ---- the backend --------------------------------------------------------------------------------
@@ -420,59 +365,3 @@ def host_veth(ns) -> str:
         if link.get("ifindex") == peer:
             return link["ifname"]
     raise HarnessError(f"[{ns}] the host-side peer of {IFACE} (ifindex {peer}) was not found")
-
-
-# ---- leftovers ----------------------------------------------------------------------------------
-
-def remove_labelled(client, run_id: str | None = None, *, include_live: bool = True) -> tuple[list[str], list[str]]:
-    """Remove containers, then networks, labelled as ours (one run's, or all; with `include_live` False,
-    not those of a run whose owner still lives): (removed, problems). Never raises, so a teardown
-    always gets as far as it can."""
-    import docker
-
-    from harness.owner import owner_alive
-
-    def dead(obj) -> bool:
-        return include_live or not owner_alive((obj.attrs.get("Labels") or obj.attrs.get("Config", {}).get("Labels")
-                                                or {}).get(LABEL_RUN, ""))
-
-    label = f"{LABEL_RUN}={run_id}" if run_id else f"{LABEL_OWNER}=1"
-    removed, problems = [], []
-    try:
-        containers = [c for c in client.containers.list(all=True, filters={"label": label}) if dead(c)]
-    except docker.errors.APIError as e:
-        return [], [f"listing containers: {e}"]
-    for c in containers:
-        problems += unsplice(c)
-        try:
-            c.remove(force=True)
-            removed.append(f"container {c.name}")
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as e:
-            problems.append(f"container {c.name}: {str(e)[:200]}")
-    try:
-        networks = [n for n in client.networks.list(filters={"label": label}) if dead(n)]
-    except docker.errors.APIError as e:
-        return removed, problems + [f"listing networks: {e}"]
-    for n in networks:
-        try:
-            n.remove()
-            removed.append(f"network {n.name}")
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as e:
-            problems.append(f"network {n.name}: {str(e)[:200]}")
-    return removed, problems
-
-
-def unsplice(container) -> list[str]:
-    """Give a running container of ours its own eth0 back if a delay-line hop is still spliced in (a
-    killed run); Docker's cleanup needs it (harness/net/splice.py). Needs root; a no-op otherwise."""
-    from harness.net.ns import NetnsRef
-    from harness.net.splice import undo
-
-    pid = (container.attrs.get("State") or {}).get("Pid")
-    if os.geteuid() != 0 or not pid:
-        return []
-    return [f"container {container.name}: {p}" for p in undo(NetnsRef(path=f"/proc/{pid}/ns/net"), IFACE)]
