@@ -120,6 +120,7 @@ class Forwarder:
         """Send every frame due by `now` (+ lead) in both directions; the time to wake up next."""
         mono = time.monotonic
         lead = self.lead
+        vnet = sk.VNET_HDR_LEN
         for w in self.ways:
             sched, out, c = w.sched, w.out, w.c
             while True:
@@ -136,7 +137,7 @@ class Forwarder:
                 if TRACE:
                     print(f"{mono():.6f} out {w.tag} len={len(frame)} late={late:.6f}", flush=True)
                 c.frames_out += 1
-                c.bytes_out += len(frame) - sk.VNET_HDR_LEN
+                c.bytes_out += len(frame) - vnet
                 c.late_s_sum += late
                 if late > c.late_s_max:
                     c.late_s_max = late
@@ -152,9 +153,10 @@ class Forwarder:
         """Read up to DRAIN_BATCH frames that arrived on `w`'s input into its schedule. `offset` turns
         the kernel's receive timestamps (CLOCK_REALTIME) into the queue's monotonic clock."""
         sock_in, sched, c = w.sock_in, w.sched, w.c
+        max_frame, anc_buf, dontwait, vnet = sk.MAX_FRAME, sk.ANC_BUF, socket.MSG_DONTWAIT, sk.VNET_HDR_LEN
         for _ in range(DRAIN_BATCH):
             try:
-                frame, anc, _flags, addr = sock_in.recvmsg(sk.MAX_FRAME, sk.ANC_BUF, socket.MSG_DONTWAIT)
+                frame, anc, _flags, addr = sock_in.recvmsg(max_frame, anc_buf, dontwait)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as e:
@@ -177,7 +179,7 @@ class Forwarder:
                     if now - 1.0 < stamped < now:
                         arrival = stamped
             c.frames_in += 1
-            c.bytes_in += len(frame) - sk.VNET_HDR_LEN
+            c.bytes_in += len(frame) - vnet
             c.rx_lag_s_sum += now - arrival
             rel = sched.admit(arrival, frame)
             if TRACE:
