@@ -20,11 +20,15 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
-from harness.net.delayline import DelayLine, Impairment
-from harness.net.delayline_lab import Lab, LabLink
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the source tree: harness and the tests' lab
+
+from harness.net.delayline import DelayLine, Impairment  # noqa: E402
+from tests.delayline_lab import Lab, LabLink  # noqa: E402 - the test rig, from the source tree
 
 STATS_PERIOD_S = 0.5  # how often the forwarder rewrites its stats file
 

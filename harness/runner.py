@@ -256,7 +256,7 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
     sink = sink or SilentProgress()
     backend_cls, why = select_backend(options.backend, scenario)
     sink.note(f"backend: {why}")
-    backend_cls.preflight(scenario, options.backend_options)  # a capability error stops us before the run folder
+    plan = backend_cls.preflight(scenario, options.backend_options)  # a capability error stops us before the run folder
     run_dir = new_run_dir(options.out, scenario.name)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     atomic_write_text(run_dir / "scenario.yaml", dump_scenario(scenario))
@@ -266,7 +266,7 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
     state, reason = "failed", None
     try:
         with _sigterm_as_interrupt():
-            with backend_cls(scenario, run_dir, options.backend_options) as backend:
+            with backend_cls(scenario, run_dir, options.backend_options, plan) as backend:
                 env["network"] = backend.describe()
                 atomic_write_json(run_dir / "environment.json", env)
                 _write_prediction(run_dir, scenario, env["network"], sink)

@@ -39,6 +39,7 @@ class LinkSpec(_Strict):
     delay: Duration = 0.0
     jitter: Duration = 0.0
     loss: Percent = 0.0
+    duplicate: Percent = 0.0  # fraction of frames delivered twice (netem `duplicate`)
 
     @model_validator(mode="after")
     def _jitter_fits_delay(self) -> LinkSpec:
@@ -51,7 +52,7 @@ class LinkSpec(_Strict):
 
     @property
     def shaped(self) -> bool:
-        return any((self.up, self.down, self.delay, self.jitter, self.loss))
+        return any((self.up, self.down, self.delay, self.jitter, self.loss, self.duplicate))
 
     def describe(self) -> str:
         parts = [f"up {format_rate(self.up)}" if self.up else "up unlimited",
@@ -60,6 +61,8 @@ class LinkSpec(_Strict):
             parts.append(f"delay {format_duration(self.delay)}" + (f" ±{format_duration(self.jitter)}" if self.jitter else ""))
         if self.loss:
             parts.append(f"loss {format_percent(self.loss)}")
+        if self.duplicate:
+            parts.append(f"duplicate {format_percent(self.duplicate)}")
         return ", ".join(parts)
 
 

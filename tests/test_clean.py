@@ -63,3 +63,34 @@ def test_clean_removes_a_dead_runs_namespace_and_keeps_a_live_one(cli, namespace
     assert list_namespaces(live) == [naming.node_ns(live, 0)]
     result = cli("clean", "--force")
     assert result.exit_code == 0 and list_namespaces(live) == []
+
+
+def test_clean_leaves_a_live_delay_line_lab_alone(cli, monkeypatch):
+    # The lab (tests/delayline_lab.py) once claimed no owner, so `clean` deleted a running lab's
+    # namespaces from under its test. Scoped to the lab's own run id: other runs on this machine stay.
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create network namespaces")
+    from harness.net import cleanup
+    from tests.delayline_lab import Lab, LabLink
+
+    lab = Lab([LabLink(delay_line=False)])
+    real = cleanup.list_namespaces
+    monkeypatch.setattr(cleanup, "list_namespaces", lambda run_id=None: real(run_id or lab.run_id))
+    try:
+        lab.up()
+    except Exception as e:  # noqa: BLE001 - a host without namespaces
+        lab.down()
+        pytest.skip(f"network namespaces unavailable here: {e}")
+    try:
+        names = real(lab.run_id)
+        assert len(names) == 3 and owner.owner_alive(lab.run_id)
+        result = cli("clean")
+        assert result.exit_code == 0, result.output
+        assert real(lab.run_id) == names  # a live lab is not a leftover
+    finally:
+        lab.down()
+    assert real(lab.run_id) == [] and not owner.owner_alive(lab.run_id)
+    # Once its owner is gone, what a lab left behind is a leftover like any other.
+    subprocess.run(["ip", "netns", "add", lab.ns(0)], check=True)
+    result = cli("clean")
+    assert result.exit_code == 0 and real(lab.run_id) == [], result.output

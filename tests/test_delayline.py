@@ -125,3 +125,33 @@ def test_available_says_why():
     assert isinstance(ok, bool) and why
     if os.geteuid() != 0:
         assert not ok and "root" in why
+
+
+def test_duplicate_queues_a_seeded_fraction_twice():
+    s = Schedule(Impairment(delay_s=0.010, duplicate=0.2, seed=9))
+    for i, f in enumerate(frames(5000)):
+        assert s.admit(i * 0.001, f) == pytest.approx(i * 0.001 + 0.010)
+    out = [f for _, f in drain(s, 100.0)]
+    assert len(out) == 5000 + s.duplicated  # every extra frame released is a counted duplicate
+    assert 0.17 < s.duplicated / 5000 < 0.23
+    seqs = [int.from_bytes(f[:4], "big") for f in out]
+    assert seqs == sorted(seqs) and max(seqs.count(x) for x in set(seqs)) == 2  # the copy follows its original
+    again = Schedule(Impairment(delay_s=0.010, duplicate=0.2, seed=9))
+    for i, f in enumerate(frames(5000)):
+        again.admit(i * 0.001, f)
+    assert again.duplicated == s.duplicated  # reproducible
+
+
+def test_no_duplication_leaves_the_other_draws_as_they_were():
+    # Loss and jitter draw from the same stream: a zero duplicate rate must not consume draws.
+    def releases(**extra):
+        s = Schedule(Impairment(delay_s=0.010, jitter_s=0.004, loss=0.1, seed=4, **extra))
+        return [s.admit(i * 0.01, b"x") for i in range(500)]
+
+    assert releases() == releases(duplicate=0.0)
+    assert releases() != releases(duplicate=0.5)
+
+
+def test_impairment_rejects_a_duplicate_rate_outside_0_1():
+    with pytest.raises(InputError, match="duplicate is a fraction"):
+        Impairment(duplicate=1.5)

@@ -13,12 +13,13 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 
 import pytest
 
 from harness.errors import HarnessError
 from harness.net.delayline import DelayLine, Impairment
-from harness.net.delayline_lab import Lab, LabLink
+from tests.delayline_lab import Lab, LabLink
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(180)]
 
@@ -132,8 +133,9 @@ s.bind((sys.argv[1], 5599))
 s.settimeout(3)
 print("ready", flush=True)
 seen = []
+limit = int(sys.argv[2]) or float("inf")  # 0: until 3 s without a datagram
 try:
-    while len(seen) < int(sys.argv[2]):
+    while len(seen) < limit:
         seen.append(int(s.recv(64)))
 except socket.timeout:
     pass
@@ -149,19 +151,48 @@ for i in range(int(sys.argv[2])):
 """
 
 
-def udp_order(lab: Lab, n: int) -> list[int]:
+def udp_order(lab: Lab, n: int, *, until_quiet: bool = False, before_sending=None) -> list[int]:
+    """Datagrams 0..n-1 sent from node 0 to node 1, in the order node 1 got them (all it got, until
+    3 s of quiet, with `until_quiet`). `before_sending()` runs once ARP is resolved."""
     rx = subprocess.Popen(
-        lab.exec(1, [sys.executable, "-c", RECEIVER, lab.ip(1), str(n)]), stdout=subprocess.PIPE, text=True
-    )
+        lab.exec(1, [sys.executable, "-c", RECEIVER, lab.ip(1), "0" if until_quiet else str(n)]),
+        stdout=subprocess.PIPE, text=True)
     try:
         assert rx.stdout.readline().strip() == "ready"
         ping(lab, 0, 1, 1, 0.2)  # ARP resolved, so no datagram waits in the neighbour queue
+        if before_sending:
+            before_sending()
         subprocess.run(lab.exec(0, [sys.executable, "-c", SENDER, lab.ip(1), str(n)]), check=True, timeout=60)
         out, _ = rx.communicate(timeout=30)
     finally:
         rx.kill()
         rx.wait()
     return json.loads(out.strip().splitlines()[-1])
+
+
+def test_duplicate_sends_the_configured_fraction_twice():
+    # 20% duplication on node 0's uplink only; node 1 counts every datagram it gets.
+    n = 1000
+    dup = LabLink(up=Impairment(0.001, duplicate=0.20, seed=13), down=Impairment(0.001))
+    before = {}
+
+    def count_before():
+        time.sleep(0.6)  # the stats file is rewritten twice a second: the ping's frames are in it
+        before.update(lab.lines[0].stats()["a_to_b"])
+
+    with Lab([dup, link(1, 1)]) as lab:
+        seen = udp_order(lab, n, until_quiet=True, before_sending=count_before)
+        lab.lines[0].stop()  # final stats
+        up = lab.lines[0].stats()["a_to_b"]
+    counts = Counter(seen)
+    assert set(counts) <= set(range(n)) and len(counts) >= n - 5  # the line loses none; the host's buffers may
+    assert set(counts.values()) <= {1, 2}  # a frame is duplicated once, never more
+    twice = sum(c == 2 for c in counts.values())
+    # Every datagram that came twice is a frame the delay line duplicated, and nothing else was.
+    assert twice == up["duplicated"] - before["duplicated"]
+    # Binomial(1000, 0.2): mean 200, sd 12.6; the band is > 5 sd wide on each side.
+    assert 130 <= twice <= 270, twice
+    assert up["frames_out"] - before["frames_out"] == up["frames_in"] - before["frames_in"] + twice
 
 
 @pytest.mark.parametrize("reorder", [False, True], ids=["in-order", "reorder"])
@@ -244,7 +275,7 @@ def test_netns_backend_with_the_userspace_engine(tmp_path):
         net = backend.describe()
         assert net["link_engine"] == "userspace" and net["not_emulated"] == []
         assert all(n["applied"]["delay_line"] for n in net["nodes"])
-        assert all(line.running() for line in backend.delay_lines.values())
+        assert all(line.running() for line in backend.emulation.delay_lines.values())
         near, far = backend.link_targets()
         assert isinstance(near, LinkTarget)
         subprocess.run(near.ns.wrap(["ping", "-n", "-c", "1", far.addr]), capture_output=True)  # ARP first

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import image
+from harness.backends.docker import image
 from harness.backends.docker import LABEL_OWNER, LABEL_RUN, DockerBackend, remove_labelled
 from harness.errors import CapabilityError, HarnessError
 from harness.scenario import scenario_from_dict
@@ -232,7 +232,7 @@ def test_failed_setup_removes_what_it_created(worker_image, engine, tmp_path, tr
         assert len(ours(engine, self.run_id)) == 3
         raise HarnessError("shaping failed (injected)")
 
-    monkeypatch.setattr(DockerBackend, "_shape", broken)
+    monkeypatch.setattr(DockerBackend, "_emulate", broken)
     b = DockerBackend(scenario_from_dict(tiny_scenario_dict()), tmp_path / "run")
     tracked.append(b)
     with pytest.raises(HarnessError, match="injected"):
@@ -242,9 +242,10 @@ def test_failed_setup_removes_what_it_created(worker_image, engine, tmp_path, tr
 
 
 def test_clean_removes_labelled_leftovers(worker_image, engine, cli, monkeypatch):
-    from harness import cleanup
+    from harness.backends.netns import NetnsBackend
 
-    monkeypatch.setitem(cleanup.CLEANERS, "netns", lambda include_live: ([], []))  # this test is about containers
+    # this test is about containers
+    monkeypatch.setattr(NetnsBackend, "clean_leftovers", classmethod(lambda cls, include_live=False: ([], [])))
     labels = {LABEL_OWNER: "1", LABEL_RUN: "leftover"}
     net = engine.networks.create("distro-bench-leftover", internal=True, labels=labels)
     try:

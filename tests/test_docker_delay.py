@@ -257,8 +257,8 @@ def test_rtt_between_containers_is_the_sum_of_four_one_way_delays(worker_image, 
             assert line["up"]["delay_s"] == line["down"]["delay_s"] == d
             assert line["interfaces"] == ["a", "b"] and line["namespace"].startswith("/proc/")
             assert node["applied"]["up"]["iface"] == "eth0" and node["applied"]["down"]["iface"] == node["host_veth"]
-        assert all(line.running() for line in b.delay_lines.values())
-        pids = [line.pid for line in b.delay_lines.values()]
+        assert all(line.running() for line in b.emulation.delay_lines.values())
+        pids = [line.pid for line in b.emulation.delay_lines.values()]
     # Teardown stopped the lines before the containers went.
     assert not [p for p in pids if Path(f"/proc/{p}").exists()]
     assert b.teardown_problems == []
@@ -285,19 +285,21 @@ def test_worker_cannot_touch_the_delay_line_or_the_shaping(worker_image, engine,
             "    print('errno', e.errno == errno.EPERM)\n"
             "print('procs', [open(f'/proc/{p}/cmdline').read() for p in os.listdir('/proc') if p.isdigit()])\n")])
         assert "errno True" in out and "delayline" not in out, out
-        assert all(line.running() for line in b.delay_lines.values())
+        assert all(line.running() for line in b.emulation.delay_lines.values())
 
 
 def test_failed_setup_after_the_splice_stops_every_line(worker_image, engine, tmp_path, tracked, monkeypatch,
                                                         root_with_delay_line):
-    real = DockerBackend._start_delay_lines
+    from harness.net.emulation import Emulation
+
+    real = Emulation._start_delay_lines
 
     def start_then_fail(self):
         real(self)
         assert len(our_delay_lines()) == 2
         raise HarnessError("injected after the delay lines started")
 
-    monkeypatch.setattr(DockerBackend, "_start_delay_lines", start_then_fail)
+    monkeypatch.setattr(Emulation, "_start_delay_lines", start_then_fail)
     b = userspace(delayed("5ms", "5ms"), tmp_path)
     tracked.append(b)
     with pytest.raises(HarnessError, match="injected"):
@@ -374,7 +376,7 @@ def test_clean_after_a_killed_run_gives_docker_its_eth0_back(worker_image, engin
         time.sleep(2.0)
         assert engine.api.exec_inspect(client["Id"])["Running"]
         # As if the harness had been killed: the lines die with it, the splices and containers stay.
-        for line in b.delay_lines.values():
+        for line in b.emulation.delay_lines.values():
             line.stop()
         removed, problems = remove_labelled(engine, b.run_id)  # what `distro-bench clean` does
         assert problems == [] and len(removed) == 3

@@ -8,7 +8,7 @@ import re
 import pytest
 
 import harness
-from harness import image
+from harness.backends.docker import image
 from harness.backends.docker import DockerBackend, Placement, device_requests, place
 from harness.errors import CapabilityError
 from harness.scenario import scenario_from_dict
@@ -154,9 +154,9 @@ def test_docker_backend_without_engine_exits_2(cli, write_scenario, monkeypatch,
 
 
 def test_clean_without_engine_touches_nothing(cli, monkeypatch, tmp_path):
-    from harness import cleanup
+    from harness.backends.netns import NetnsBackend
 
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such.sock")
-    monkeypatch.setitem(cleanup.CLEANERS, "netns", lambda include_live: ([], []))
+    monkeypatch.setattr(NetnsBackend, "clean_leftovers", classmethod(lambda cls, include_live=False: ([], [])))
     r = cli("clean")
     assert r.exit_code == 0 and "nothing to clean" in r.output

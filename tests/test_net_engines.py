@@ -9,6 +9,7 @@ import pytest
 
 from harness.errors import CapabilityError, InputError
 from harness.net.engines import Direction, plan_links, select_engine
+from harness.net.link import Impairment
 from harness.net.linktest import expected_rtt, goodput_status, rtt_tolerance
 from harness.net.probe import Capabilities
 from harness.scenario import scenario_from_dict
@@ -23,7 +24,8 @@ WITH_LINE = dataclasses.replace(HOST, delayline=True, delayline_detail="importab
 
 
 def scenario(link: dict):
-    return scenario_from_dict(tiny_scenario_dict(links={"l": link}, workers=[{"count": 2, "link": "l"}]))
+    """The nodes of a two-worker scenario on link `link`: what planning takes."""
+    return scenario_from_dict(tiny_scenario_dict(links={"l": link}, workers=[{"count": 2, "link": "l"}])).nodes()
 
 
 RATE_ONLY = {"up": "10Mbit", "down": "50Mbit"}
@@ -97,3 +99,32 @@ def test_goodput_range():
     assert goodput_status(8.9e6, 10e6, 0.90, 1.02) == "FAIL"
     assert goodput_status(10.3e6, 10e6, 0.90, 1.02) == "FAIL"
     assert goodput_status(None, 10e6, 0.90, 1.02) == "FAIL"
+
+
+# ---- duplication: the proof that a new impairment flows through one type ------------------------
+
+DUP = {"up": "10Mbit", "down": "50Mbit", "delay": "15ms", "duplicate": "1%"}
+
+
+def test_duplicate_goes_to_netem_where_the_kernel_has_it():
+    plan = plan_links(scenario(DUP), WITH_NETEM)
+    assert plan.engine == "tc" and plan.delay_line_ranks == set()
+    up = plan.nodes[0].up
+    assert (up.tc.rate_bps, up.tc.delay_s, up.tc.duplicate) == (10_000_000, 0.015, 0.01)
+    assert up.delay_line is None and up.spec.duplicate == 0.01
+
+
+def test_duplicate_goes_to_the_delay_line_with_a_seed_per_node_and_direction():
+    plan = plan_links(scenario(DUP), WITH_LINE, seed=3)  # the run's seed
+    assert plan.engine == "userspace"
+    n1 = plan.nodes[1]
+    assert n1.up.tc.duplicate == 0 and n1.up.tc.delay_s == 0 and n1.up.tc.rate_bps == 10_000_000
+    assert n1.up.delay_line == Impairment(0.015, duplicate=0.01, seed=3002)
+    assert n1.down.delay_line == Impairment(0.015, duplicate=0.01, seed=3003)
+
+
+def test_duplicate_alone_needs_an_engine_and_says_so():
+    with pytest.raises(CapabilityError, match="duplicate 1%"):
+        plan_links(scenario({"up": "10Mbit", "duplicate": "1%"}), HOST)
+    plan = plan_links(scenario({"up": "10Mbit", "duplicate": "1%"}), HOST, allow_unemulated=True)
+    assert plan.not_emulated[0].startswith("node0 up: duplicate 1% needs")

@@ -109,3 +109,22 @@ def test_star_creates_veths_in_place_and_link_namespaces_only_where_asked():
     assert any("nf_call_iptables 0" in x for x in ns["dbench-abc123-sw"])
     assert spec.offload_targets() == [("dbench-abc123-n1", "eth0"), ("dbench-abc123-l1", "a"),
                                       ("dbench-abc123-l1", "b"), ("dbench-abc123-sw", "p1")]
+
+
+def test_duplicate_is_a_netem_option_and_is_read_back():
+    plan = QdiscPlan(rate_bps=10_000_000, delay_s=0.015, duplicate=0.01)
+    assert tc_commands("eth0", plan)[1][-2:] == ["duplicate", "1%"]
+    # What iproute2 prints for `duplicate 1%`: an object holding the fraction.
+    netem = {**NETEM, "options": {"limit": 1000, "delay": {"delay": 0.015, "jitter": 0, "correlation": 0},
+                                  "duplicate": {"duplicate": 0.01, "correlation": 0}}}
+    assert check_qdiscs("eth0", plan, [TBF, netem]) == []
+    (problem,) = check_qdiscs("eth0", QdiscPlan(rate_bps=10_000_000, delay_s=0.015, duplicate=0.05), [TBF, netem])
+    assert "duplicate is 0.01, planned 0.05" in problem
+    without = {**netem, "options": {k: v for k, v in netem["options"].items() if k != "duplicate"}}
+    assert "duplicate" in check_qdiscs("eth0", plan, [TBF, without])[0]
+
+
+def test_a_duplicate_only_direction_is_netem_alone():
+    (cmd,) = tc_commands("p0", QdiscPlan(duplicate=0.02))
+    assert cmd[5:9] == ["root", "handle", "10:", "netem"] and cmd[-2:] == ["duplicate", "2%"]
+    assert "delay" not in cmd and "loss" not in cmd

@@ -202,11 +202,12 @@ def test_backend_describes_what_it_applied_and_tears_down(tmp_path, nothing_left
 
 def test_partial_setup_and_ctrl_c_leave_nothing(tmp_path, monkeypatch, nothing_left):
     from harness.backends.netns import NetnsBackend
+    from harness.net.emulation import Emulation
 
     def interrupted(self):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(NetnsBackend, "_shape", interrupted)
+    monkeypatch.setattr(Emulation, "apply", interrupted)
     with pytest.raises(KeyboardInterrupt):
         with NetnsBackend(_scenario({"up": "10Mbit", "down": "10Mbit"}), tmp_path):
             pass  # never reached

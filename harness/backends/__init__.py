@@ -42,4 +42,16 @@ def select_backend(name: str, scenario: Scenario | None = None) -> tuple[type[Ba
     return cls, f"{name} (requested; {why})"
 
 
-__all__ = ["BACKENDS", "Backend", "BackendOptions", "WorkerHandle", "select_backend"]
+def clean_leftovers(include_live: bool = False) -> dict[str, tuple[list[str], list[str]]]:
+    """Every backend's leftovers removed: name -> (removed, problems). One backend's failure does not
+    stop the others'."""
+    out = {}
+    for name, cls in BACKENDS.items():
+        try:
+            out[name] = cls.clean_leftovers(include_live)
+        except Exception as e:  # a cleaner must not stop the next one
+            out[name] = ([], [f"{type(e).__name__}: {e}"])
+    return out
+
+
+__all__ = ["BACKENDS", "Backend", "BackendOptions", "WorkerHandle", "clean_leftovers", "select_backend"]

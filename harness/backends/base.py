@@ -13,10 +13,13 @@ import subprocess
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from harness import owner
 from harness.scenario import Scenario
+
+if TYPE_CHECKING:
+    from harness.net.engines import NetworkPlan
 
 
 @dataclass
@@ -88,12 +91,16 @@ class Backend(ABC):
 
     name: ClassVar[str]
 
-    def __init__(self, scenario: Scenario, run_dir: Path, options: BackendOptions | None = None):
+    def __init__(self, scenario: Scenario, run_dir: Path, options: BackendOptions | None = None,
+                 plan: NetworkPlan | None = None):
         from harness.net.naming import new_run_id
 
         self.scenario = scenario
         self.run_dir = run_dir
         self.options = options or BackendOptions()
+        # The link plan made by `preflight` (the runner passes it on); a backend that shapes links and
+        # was given none makes it in setup.
+        self.plan = plan
         # Names every namespace/container of this run; claimed while the run lives (harness/owner.py).
         self.run_id = new_run_id()
 
@@ -103,10 +110,18 @@ class Backend(ABC):
         """(usable here for this scenario, why or why not) without creating anything."""
 
     @classmethod
-    def preflight(cls, scenario: Scenario, options: BackendOptions) -> object:
-        """Raise CapabilityError, before anything is created, when this backend cannot emulate the
-        scenario as asked (e.g. delay without netem or a delay line)."""
+    def preflight(cls, scenario: Scenario, options: BackendOptions) -> NetworkPlan | None:
+        """The link plan (harness/net/engines.py) this backend will apply, made once, before anything is
+        created; CapabilityError when it cannot emulate the scenario as asked (e.g. delay without netem
+        or a delay line). None for a backend that shapes nothing."""
         return None
+
+    @classmethod
+    def clean_leftovers(cls, include_live: bool = False) -> tuple[list[str], list[str]]:
+        """`distro-bench clean`: remove what runs of this backend left behind (a killed run, a crashed
+        teardown): (removed, problems); never raises. Runs whose harness process still lives
+        (harness/owner.py) are left alone unless `include_live`."""
+        return [], []
 
     def __enter__(self) -> Backend:
         owner.claim(self.run_id)

@@ -1,26 +1,26 @@
 """netns backend: one Linux network namespace per worker, a star of tc-shaped access links to a
 bridge in a switch namespace, wire bytes counted on each node's `eth0`. Needs root and iproute2.
 
-Lifecycle: plan (pure; CapabilityError before anything exists) -> namespaces and veths -> tc on
-every node's eth0 (uplink) and switch port p<i> (downlink), verified by reading back -> userspace
-delay lines where that engine is used -> a ping from every node to the far end (catches a bridge
-that drops) -> workers -> teardown by name, whatever happened.
+Lifecycle: the link plan (made at preflight; CapabilityError before anything exists) -> namespaces
+and veths (harness/net/topology.py) -> the emulation (harness/net/emulation.py) on every node's eth0
+(uplink) and switch port p<i> (downlink), read back, with delay lines in link namespaces where that
+engine is used -> a ping from every node to the far end (catches a bridge that drops) -> workers ->
+teardown by name, whatever happened.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
-from dataclasses import asdict
 from pathlib import Path
 
 from harness.backends.base import Backend, BackendOptions, WorkerHandle, start_process
-from harness.errors import CapabilityError, HarnessError
+from harness.errors import HarnessError
 from harness.net import probe as net_probe
+from harness.net.emulation import Emulation, Endpoints, describe_plan, worker_env
 from harness.net.engines import NetworkPlan, plan_links
 from harness.net.linktest import LinkTarget
 from harness.net.ns import NetnsRef
-from harness.net.shaping import apply_plans
 from harness.net.topology import NODE_IFACE, Star, StarSpec
 from harness.scenario import Scenario
 
@@ -32,12 +32,11 @@ DROPPED_CAPS = "-net_admin,-sys_admin"
 class NetnsBackend(Backend):
     name = "netns"
 
-    def __init__(self, scenario: Scenario, run_dir: Path, options: BackendOptions | None = None):
-        super().__init__(scenario, run_dir, options)
-        self.plan: NetworkPlan | None = None
+    def __init__(self, scenario: Scenario, run_dir: Path, options: BackendOptions | None = None,
+                 plan: NetworkPlan | None = None):
+        super().__init__(scenario, run_dir, options, plan)
         self.star: Star | None = None
-        self.applied: dict[int, dict] = {}
-        self.delay_lines: dict[int, object] = {}
+        self.emulation: Emulation | None = None
         self.teardown_problems: list[str] = []
 
     # ---- capability ------------------------------------------------------------------
@@ -57,58 +56,40 @@ class NetnsBackend(Backend):
     def preflight(cls, scenario: Scenario, options: BackendOptions) -> NetworkPlan:
         """The link plan, or CapabilityError naming what cannot be emulated; creates nothing."""
         caps = net_probe.probe(docker=False, gpus=False)
-        return plan_links(scenario, caps, engine=options.link_engine, allow_unemulated=options.allow_unemulated)
+        return plan_links(scenario.nodes(), caps, engine=options.link_engine,
+                          allow_unemulated=options.allow_unemulated, seed=scenario.train.seed)
+
+    @classmethod
+    def clean_leftovers(cls, include_live: bool = False) -> tuple[list[str], list[str]]:
+        """Namespaces named dbench-* (harness/net/naming.py) whose run is over, with their veths,
+        bridges, qdiscs and delay lines."""
+        from harness.net import naming
+        from harness.net.cleanup import delete_namespaces, list_namespaces
+        from harness.owner import owner_alive
+
+        names = [n for n in list_namespaces() if include_live or not owner_alive(naming.run_id_of(n))]
+        return [f"namespace {n}" for n in names], delete_namespaces(names)
 
     # ---- lifecycle ---------------------------------------------------------------------
     def setup(self) -> None:
-        self.plan = self.preflight(self.scenario, self.options)
+        if self.plan is None:
+            self.plan = self.preflight(self.scenario, self.options)
         spec = StarSpec.build(self.run_id, self.scenario.world_size, self.plan.delay_line_ranks)
         self.star = Star(spec)
         atexit.register(self.teardown)
         self.star.up()
-        self._shape()
-        self._start_delay_lines()
+        self.emulation = Emulation(self.plan, [
+            Endpoints(rank=n.index, up_ns=self.star.node_ref(n.index), up_iface=NODE_IFACE,
+                      down_ns=self.star.switch_ref, down_iface=n.port, delay_line_ns=n.link_ns)
+            for n in spec.nodes], log_dir=self.run_dir)
+        self.emulation.apply()
         unreachable = self.star.check_reachable()
         if unreachable:
             raise HarnessError(f"no ping reply from the switch ({spec.switch_addr}) in {', '.join(unreachable)}: "
                                "bridged traffic is dropped (firewall, missing delay line?)")
 
-    def _shape(self) -> None:
-        assert self.star and self.plan
-        ports = {}
-        for p, node in zip(self.plan.nodes, self.star.spec.nodes):
-            up = apply_plans(self.star.node_ref(node.index), {NODE_IFACE: p.up.qdisc})[NODE_IFACE]
-            self.applied[p.rank] = {"up": up}
-            ports[node.port] = p.down.qdisc
-        down = apply_plans(self.star.switch_ref, ports)
-        for p, node in zip(self.plan.nodes, self.star.spec.nodes):
-            self.applied[p.rank]["down"] = down[node.port]
-
-    def _start_delay_lines(self) -> None:
-        assert self.star and self.plan
-        if not self.plan.delay_line_ranks:
-            return
-        try:
-            from harness.net.delayline import DelayLine, Impairment
-        except ImportError as e:  # planning said it was there; say so plainly if it vanished
-            raise CapabilityError(f"userspace link engine: harness.net.delayline cannot be imported ({e})") from None
-        seed = self.scenario.train.seed
-        for p, node in zip(self.plan.nodes, self.star.spec.nodes):
-            if not p.needs_delay_line:
-                continue
-            up, down = p.up.spec, p.down.spec
-            line = DelayLine(
-                netns=node.link_ns, iface_a="a", iface_b="b",
-                a_to_b=Impairment(up.delay_s, up.jitter_s, up.loss, seed=seed * 1000 + 2 * p.rank),
-                b_to_a=Impairment(down.delay_s, down.jitter_s, down.loss, seed=seed * 1000 + 2 * p.rank + 1),
-                log_path=self.run_dir / "net" / f"delayline-{p.name}.log")
-            self.delay_lines[p.rank] = line
-            line.start()
-
     def teardown(self) -> None:
-        from harness.net.delayline import stop_all
-
-        problems = stop_all(self.delay_lines)
+        problems = self.emulation.stop() if self.emulation else []
         if self.star is not None:
             problems += self.star.down()
         atexit.unregister(self.teardown)
@@ -124,11 +105,7 @@ class NetnsBackend(Backend):
         return self._node(0).addr
 
     def worker_env(self, rank: int) -> dict[str, str]:
-        return {
-            "GLOO_SOCKET_IFNAME": NODE_IFACE, "DISTRO_BENCH_WIRE_IFACE": NODE_IFACE,
-            # NCCL would otherwise take shared memory or P2P between GPUs of this host and bypass the link.
-            "NCCL_SOCKET_IFNAME": NODE_IFACE, "NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1",
-        }
+        return worker_env(NODE_IFACE)
 
     def worker_argv(self, rank: int, argv: list[str]) -> list[str]:
         return ["ip", "netns", "exec", self._node(rank).ns, "setpriv", f"--bounding-set={DROPPED_CAPS}", *argv]
@@ -153,24 +130,23 @@ class NetnsBackend(Backend):
     def describe(self) -> dict:
         nodes = []
         spec_nodes = self.star.spec.nodes if self.star else ()
+        by_rank = {n.rank: n for n in self.scenario.nodes()}
         for p, sn in zip(self.plan.nodes if self.plan else (), spec_nodes):
-            line = self.delay_lines.get(p.rank)
-            n = next(x for x in self.scenario.nodes() if x.rank == p.rank)
+            n = by_rank[p.rank]
+            applied = self.emulation.describe_node(p.rank) if self.emulation else None
             nodes.append({
                 "rank": p.rank, "name": p.name, "address": sn.addr, "namespace": sn.ns, "link": p.link_name,
                 "link_spec": n.link.describe() if n.link else "unshaped",
-                "applied": {**self.applied.get(p.rank, {}),
-                            "delay_line": None if line is None else {
-                                "namespace": sn.link_ns, "up": asdict(line.a_to_b), "down": asdict(line.b_to_a)}},
+                "applied": applied or {"delay_line": None},
                 "not_emulated": p.not_emulated,
             })
+        plan = describe_plan(self.plan)
         return {
             "backend": self.name, "network_emulated": True, "run_id": self.run_id,
-            "link_engine": self.plan.engine if self.plan else None,
-            "link_engine_reason": self.plan.engine_reason if self.plan else None,
+            "link_engine": plan["link_engine"], "link_engine_reason": plan["link_engine_reason"],
             "topology": None if not self.star else {
                 "switch_namespace": self.star.spec.switch_ns, "bridge": "br0", "far_end": self.star.spec.switch_addr,
                 "interface": NODE_IFACE},
             "nodes": nodes,
-            "not_emulated": self.plan.not_emulated if self.plan else [],
+            "not_emulated": plan["not_emulated"],
         }

@@ -21,7 +21,7 @@ def image_build(
     no_cache: bool = typer.Option(False, "--no-cache", help="rebuild every layer (implies --force)"),
 ) -> None:
     """Build the worker image (wheelhouse, then `docker build`, with progress); skipped when up to date."""
-    from harness.image import build_image
+    from harness.backends.docker.image import build_image
 
     with cli_errors(), console.status("preparing", spinner="dots") as status:
         def progress(line: str) -> None:
@@ -44,10 +44,10 @@ def clean(
 ) -> None:
     """Remove anything a finished or killed run left behind: containers and networks labelled distro-bench,
     dbench-* namespaces. Runs still in progress are left alone unless --force."""
-    from harness.cleanup import clean_all
+    from harness.backends import clean_leftovers
 
     with cli_errors():
-        results = clean_all(include_live=force)
+        results = clean_leftovers(include_live=force)
     failed = False
     for backend, (removed, problems) in results.items():
         for r in removed:

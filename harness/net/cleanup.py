@@ -1,5 +1,5 @@
 """Removing namespaces by name: kill what runs inside, then delete. Used by every teardown and by
-`distro-bench clean` (everything named `dbench-*`)."""
+`distro-bench clean` (NetnsBackend.clean_leftovers: everything named `dbench-*` whose run is over)."""
 
 from __future__ import annotations
 
@@ -59,13 +59,3 @@ def delete_namespaces(names: Iterable[str]) -> list[str]:
         if proc.returncode != 0 and name in list_namespaces():
             problems.append(f"{name}: ip netns del failed: {proc.stderr.strip()}")
     return problems
-
-
-def clean(run_id: str | None = None, *, include_live: bool = False) -> tuple[list[str], list[str]]:
-    """Remove every namespace of ours (or one run's) whose run is over: (removed, problems). A run whose
-    owning process still lives (harness/owner.py) is left alone unless `include_live`."""
-    from harness.owner import owner_alive
-
-    names = [n for n in list_namespaces(run_id) if include_live or not owner_alive(naming.run_id_of(n))]
-    problems = delete_namespaces(names)
-    return names, problems

@@ -4,39 +4,52 @@ Rate is always a kernel token bucket (tbf) on the egress interface. Delay, jitte
 - `tc`: netem in the kernel, as a child of the tbf;
 - `userspace`: the userspace delay line (harness/net/delayline.py) in a link namespace between the
   node and the switch, for kernels without netem.
-`auto` picks tc when the kernel has netem, else userspace. Planning is pure (scenario + capabilities
-in, plan out) and happens before anything is created: a scenario this host cannot emulate stops
-here with a CapabilityError naming the link, the missing piece and the way out.
+`auto` picks tc when the kernel has netem, else userspace. Planning is pure (nodes + capabilities
+in, plan out) and happens once, at preflight, before anything is created: a scenario this host
+cannot emulate stops here with a CapabilityError naming the link, the missing piece and the way out.
+The plan is what harness/net/emulation.py applies.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 from harness.errors import CapabilityError, InputError
+from harness.net.link import Direction, Impairment
 from harness.net.probe import Capabilities
-from harness.net.shaping import Direction, QdiscPlan
-from harness.scenario import LinkSpec, Scenario
+from harness.net.shaping import QdiscPlan
+from harness.scenario import LinkSpec, Node
 
 WAY_OUT = ("use --link-engine userspace (a userspace delay line), or --allow-unemulated "
            "(run with what can be emulated; the run folder says what was not)")
 
 
 def directions(link: LinkSpec | None) -> tuple[Direction, Direction]:
-    """(up, down) of a link; delay, jitter and loss are one-way and the same both ways."""
+    """(up, down) of a link: the one place a scenario's link becomes the type every engine takes.
+    Delay, jitter, loss and duplication are one-way and the same both ways."""
     if link is None:
         return Direction(), Direction()
-    d = dict(delay_s=link.delay, jitter_s=link.jitter, loss=link.loss)
+    d = dict(delay_s=link.delay, jitter_s=link.jitter, loss=link.loss, duplicate=link.duplicate)
     return Direction(rate_bps=link.up, **d), Direction(rate_bps=link.down, **d)
+
+
+def delay_line_seed(seed: int, rank: int, direction: str) -> int:
+    """The random stream of one node's delay line in one direction: reproducible from the run's seed,
+    different for every node and direction."""
+    return seed * 1000 + 2 * rank + (direction == "down")
 
 
 @dataclass(frozen=True)
 class DirectionPlan:
-    spec: Direction
-    qdisc: QdiscPlan  # tc on the egress interface (node eth0 for up, switch port for down)
-    delay_line: bool = False  # delay/jitter/loss handled by the userspace delay line
+    spec: Direction  # what the scenario asks of this direction
+    tc: QdiscPlan  # what tc does on the egress interface (node side for up, switch side for down)
+    delay_line: Impairment | None = None  # what the userspace delay line does, if it has a part
     not_emulated: tuple[str, ...] = ()
+
+    @property
+    def qdisc(self) -> QdiscPlan:
+        return self.tc
 
 
 @dataclass(frozen=True)
@@ -49,7 +62,10 @@ class NodeLinkPlan:
 
     @property
     def needs_delay_line(self) -> bool:
-        return self.up.delay_line or self.down.delay_line
+        return self.up.delay_line is not None or self.down.delay_line is not None
+
+    def direction(self, name: str) -> DirectionPlan:
+        return {"up": self.up, "down": self.down}[name]
 
     @property
     def not_emulated(self) -> list[str]:
@@ -122,12 +138,11 @@ def select_engine(requested: str, caps: Capabilities) -> tuple[LinkEngine | None
     return None, "either " + " or ".join(missing)
 
 
-def plan_links(scenario: Scenario, caps: Capabilities, *, engine: str = "auto",
-               allow_unemulated: bool = False) -> NetworkPlan:
+def plan_links(nodes: Sequence[Node], caps: Capabilities, *, engine: str = "auto",
+               allow_unemulated: bool = False, seed: int = 0) -> NetworkPlan:
     """Decide, for every node and direction, what tc does, what the delay line does, and what is not
     emulated. Raises CapabilityError (before anything is created) when part of a link cannot be
-    emulated and `allow_unemulated` is off."""
-    nodes = scenario.nodes()
+    emulated and `allow_unemulated` is off. `seed` (the run's) seeds the delay lines' draws."""
     impaired = any(d.impaired for n in nodes for d in directions(n.link))
     chosen, reason = select_engine(engine, caps)
     if not impaired:
@@ -137,7 +152,7 @@ def plan_links(scenario: Scenario, caps: Capabilities, *, engine: str = "auto",
     for n in nodes:
         link_label = n.link_name or "inline"
         per_dir = []
-        for spec in directions(n.link):
+        for dname, spec in zip(("up", "down"), directions(n.link)):
             missing = []
             rate = spec.rate_bps
             if rate and not caps.rate_shaping:
@@ -147,16 +162,14 @@ def plan_links(scenario: Scenario, caps: Capabilities, *, engine: str = "auto",
             line = spec.impaired and chosen is not None and chosen.uses_delay_line
             if spec.impaired and chosen is None:
                 missing.append(f"{spec.impairment_text()} needs {reason}")
-            qdisc = QdiscPlan(rate_bps=rate,
-                              delay_s=spec.delay_s if netem_part else 0.0,
-                              jitter_s=spec.jitter_s if netem_part else 0.0,
-                              loss=spec.loss if netem_part else 0.0)
+            tc = QdiscPlan.of(replace(spec if netem_part else spec.without_impairment(), rate_bps=rate))
+            delay_line = replace(spec.impairment, seed=delay_line_seed(seed, n.rank, dname)) if line else None
             if missing:
                 problems.setdefault(link_label, [])
                 for m in missing:
                     if m not in problems[link_label]:
                         problems[link_label].append(m)
-            per_dir.append(DirectionPlan(spec=spec, qdisc=qdisc, delay_line=line, not_emulated=tuple(missing)))
+            per_dir.append(DirectionPlan(spec=spec, tc=tc, delay_line=delay_line, not_emulated=tuple(missing)))
         plans.append(NodeLinkPlan(rank=n.rank, name=n.name, link_name=n.link_name, up=per_dir[0], down=per_dir[1]))
     if problems and not allow_unemulated:
         where = "; ".join(f"link {link!r} ({', '.join(n.name for n in nodes if (n.link_name or 'inline') == link)}): "

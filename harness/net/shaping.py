@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from harness.errors import HarnessError
+from harness.net.link import Direction
 from harness.net.ns import NetnsRef, run_in
-from harness.units import format_duration, format_percent
 
 # Ethernet frame of a full 1500-byte MTU packet, as tbf counts it (skb->len includes the MAC header).
 FRAME_BYTES = 1514
@@ -36,33 +36,14 @@ class ShapingError(HarnessError):
 
 
 @dataclass(frozen=True)
-class Direction:
-    """One direction of one link. Rates in bit/s, times in seconds (one-way), loss a fraction."""
-
-    rate_bps: int | None = None
-    delay_s: float = 0.0
-    jitter_s: float = 0.0
-    loss: float = 0.0
-
-    @property
-    def impaired(self) -> bool:
-        return bool(self.delay_s or self.jitter_s or self.loss)
-
-    def impairment_text(self) -> str:
-        parts = []
-        if self.delay_s:
-            parts.append(f"delay {format_duration(self.delay_s)}")
-        if self.jitter_s:
-            parts.append(f"jitter {format_duration(self.jitter_s)}")
-        if self.loss:
-            parts.append(f"loss {format_percent(self.loss)}")
-        return ", ".join(parts)
-
-
-@dataclass(frozen=True)
 class QdiscPlan(Direction):
-    """What tc does on the egress of one interface: the rate (tbf), and whatever impairment netem does
-    (none where the userspace delay line does it instead)."""
+    """A `Direction` as tc installs it on the egress of one interface: the rate (tbf), and whatever
+    impairment netem does (none where the userspace delay line does it instead). Adds only the sizes
+    tc needs, derived from the fields."""
+
+    @classmethod
+    def of(cls, d: Direction) -> QdiscPlan:
+        return d if isinstance(d, cls) else cls(**{f.name: getattr(d, f.name) for f in fields(Direction) if f.init})
 
     @property
     def netem(self) -> bool:
@@ -93,7 +74,8 @@ class QdiscPlan(Direction):
         return max(1000, math.ceil(2 * in_flight))
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # reorder and seed steer only the delay line's random draws; netem has its own.
+        return {k: v for k, v in asdict(self).items() if k not in ("reorder", "seed")}
 
 
 def _us(seconds: float) -> str:
@@ -104,8 +86,9 @@ def _pct(fraction: float) -> str:
     return f"{fraction * 100:.6g}%"
 
 
-def tc_commands(iface: str, plan: QdiscPlan) -> list[list[str]]:
+def tc_commands(iface: str, plan: Direction) -> list[list[str]]:
     """The tc commands (argument lists) that install `plan` on a fresh interface; [] for an empty plan."""
+    plan = QdiscPlan.of(plan)
     cmds: list[list[str]] = []
     netem_parent = ["root"]
     if plan.rate_bps:
@@ -119,6 +102,8 @@ def tc_commands(iface: str, plan: QdiscPlan) -> list[list[str]]:
             netem += ["delay", _us(plan.delay_s)] + ([_us(plan.jitter_s)] if plan.jitter_s else [])
         if plan.loss:
             netem += ["loss", "random", _pct(plan.loss)]
+        if plan.duplicate:
+            netem += ["duplicate", _pct(plan.duplicate)]
         cmds.append(netem)
     return cmds
 
@@ -127,8 +112,10 @@ def _close(a: float, b: float, rel: float, abs_: float) -> bool:
     return abs(a - b) <= max(abs_, rel * abs(b))
 
 
-def check_qdiscs(iface: str, plan: QdiscPlan, qdiscs: list[dict]) -> list[str]:
-    """Problems (empty when it matches) between `plan` and `tc -j qdisc show` output for the interface."""
+def check_qdiscs(iface: str, plan: Direction, qdiscs: list[dict]) -> list[str]:
+    """Problems (empty when it matches) between `plan` and `tc -j qdisc show` output for the interface.
+    Percentages read back as fractions (iproute2 prints `"loss-random": {"loss": 0.001}` for 0.1%)."""
+    plan = QdiscPlan.of(plan)
     mine = [q for q in qdiscs if q.get("dev", iface) == iface]
     root = next((q for q in mine if q.get("root")), None)
     tbf = next((q for q in mine if q.get("kind") == "tbf"), None)
@@ -156,12 +143,15 @@ def check_qdiscs(iface: str, plan: QdiscPlan, qdiscs: list[dict]) -> list[str]:
             delay = opts.get("delay", {}) or {}
             got_delay, got_jitter = float(delay.get("delay", 0.0)), float(delay.get("jitter", 0.0))
             got_loss = float((opts.get("loss-random") or {}).get("loss", 0.0))
+            got_dup = float((opts.get("duplicate") or {}).get("duplicate", 0.0))
             if not _close(got_delay, plan.delay_s, 0.01, 2e-6):
                 problems.append(f"{where} netem delay is {got_delay}s, planned {plan.delay_s}s")
             if not _close(got_jitter, plan.jitter_s, 0.01, 2e-6):
                 problems.append(f"{where} netem jitter is {got_jitter}s, planned {plan.jitter_s}s")
             if not _close(got_loss, plan.loss, 0.01, 1e-6):
                 problems.append(f"{where} netem loss is {got_loss}, planned {plan.loss}")
+            if not _close(got_dup, plan.duplicate, 0.01, 1e-6):
+                problems.append(f"{where} netem duplicate is {got_dup}, planned {plan.duplicate}")
     elif netem is not None:
         problems.append(f"{where} unplanned netem qdisc present")
     return problems
@@ -185,11 +175,12 @@ def clear(ns: NetnsRef, ifaces: list[str]) -> None:
                check=False)
 
 
-def apply_plans(ns: NetnsRef, plans: dict[str, QdiscPlan]) -> dict[str, dict]:
+def apply_plans(ns: NetnsRef, plans: dict[str, Direction]) -> dict[str, dict]:
     """Install each interface's plan in `ns` (one tc batch), read the tree back and verify it.
 
     Returns, per interface, what environment.json records: the plan, the commands and the read-back
     qdiscs. Raises ShapingError naming every mismatch."""
+    plans = {iface: QdiscPlan.of(plan) for iface, plan in plans.items()}
     clear(ns, list(plans))
     cmds = {iface: tc_commands(iface, plan) for iface, plan in plans.items()}
     batch = "".join(" ".join(c[1:]) + "\n" for cs in cmds.values() for c in cs)
@@ -212,6 +203,6 @@ def apply_plans(ns: NetnsRef, plans: dict[str, QdiscPlan]) -> dict[str, dict]:
     return applied
 
 
-def apply_plan(ns: NetnsRef, iface: str, plan: QdiscPlan) -> dict:
+def apply_plan(ns: NetnsRef, iface: str, plan: Direction) -> dict:
     """One interface: see apply_plans."""
     return apply_plans(ns, {iface: plan})[iface]

@@ -10,8 +10,6 @@ namespace of ours also keeps it away from Docker's iptables FORWARD DROP in the 
 
 from __future__ import annotations
 
-import subprocess
-import time
 from dataclasses import dataclass
 
 from harness.net import naming
@@ -144,19 +142,6 @@ class Star:
     def check_reachable(self, timeout_s: float = 5.0) -> list[str]:
         """Ping the far end from every node at once; the nodes that got no answer. Catches a bridge
         whose traffic is silently dropped (the iptables FORWARD trap) before a worker hangs on it."""
-        procs = {n.ns: subprocess.Popen(NetnsRef.named(n.ns).wrap(
-                     ["ping", "-n", "-q", "-c", "1", "-i", "0.2", "-w", f"{timeout_s:.0f}", self.spec.switch_addr]),
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for n in self.spec.nodes}
-        deadline = time.monotonic() + timeout_s + 5
-        failed = []
-        for ns, p in procs.items():
-            try:
-                rc = p.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-                rc = -1
-            if rc != 0:
-                failed.append(ns)
-        return failed
+        from harness.net.emulation import check_reachable
 
+        return check_reachable([(n.ns, NetnsRef.named(n.ns), self.spec.switch_addr) for n in self.spec.nodes], timeout_s)

@@ -1,9 +1,12 @@
 """A throw-away star of namespaces with a delay line on every access link, for the delay line's
-own tests and benchmark (the netns backend builds the real one).
+own tests and benchmark (benchmarks/delayline_cpu.py); the netns backend builds the real one. A test
+rig, so it lives with the tests, not in the package.
 
 Same shape as the backend's: node ns `<prefix>n<i>` (eth0) <-> `a` in link ns `<prefix>l<i>`,
 `b` <-> `p<i>` in `<prefix>sw` on bridge br0. Rate shaping, when asked, is tbf on eth0 egress (up)
-and on p<i> egress (down). Everything lives in namespaces named `<prefix>*`, removed on exit.
+and on p<i> egress (down). Everything lives in namespaces named `<prefix>*` = `dbench-<run id>-*`,
+removed on exit. Like every creator of namespaces it claims its run id (harness/owner.py) while it
+lives, so `distro-bench clean` leaves a running lab alone.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import owner
 from harness.errors import HarnessError
+from harness.net import naming
 from harness.net.delayline import DelayLine, Impairment
 
 MTU = 1500
@@ -51,11 +56,12 @@ class Lab:
     """`with Lab([LabLink(...), LabLink(...)]) as lab:` then `lab.ns(i)`, `lab.ip(i)`, `lab.lines`."""
 
     def __init__(
-        self, links: list[LabLink], log_dir: Path | None = None, prefix: str | None = None, realtime: bool = True
+        self, links: list[LabLink], log_dir: Path | None = None, run_id: str | None = None, realtime: bool = True
     ):
         self.links = links
         self.realtime = realtime
-        self.prefix = prefix or f"dbench-t{secrets.token_hex(3)}-"
+        self.run_id = run_id or f"t{secrets.token_hex(3)}"
+        self.prefix = naming.run_prefix(self.run_id)
         self.log_dir = log_dir
         self.lines: list[DelayLine | None] = []
         self._namespaces: list[str] = []
@@ -91,6 +97,7 @@ class Lab:
         self._in(ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off")
 
     def up(self) -> Lab:
+        owner.claim(self.run_id)  # before the first namespace: `clean` must not take a live lab's
         sw = self.switch_ns
         self._add_ns(sw)
         run(["ip", "-n", sw, "link", "add", "br0", "type", "bridge"])
@@ -164,6 +171,7 @@ class Lab:
             if p.returncode != 0:
                 errors.append(p.stderr.strip())
         self._namespaces.clear()
+        owner.release(self.run_id)
         if errors:
             raise HarnessError("lab teardown: " + "; ".join(errors))
 

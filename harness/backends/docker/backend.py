@@ -1,12 +1,13 @@
 """docker backend: one container per worker node, from the worker image, on a bridge network of the
 run's own; links shaped from the host, wire bytes counted on each container's `eth0`.
 
-Lifecycle: plan the links (pure; CapabilityError before anything exists) -> check the image -> a
-labelled network -> one labelled *node* container per rank, idling under docker's init -> where the
-userspace engine is used, a delay-line hop spliced into the container's eth0 -> tc on each
-container's eth0 (uplink, entered through /proc/<pid>/ns/net) and on its host-side veth (downlink),
-both read back -> delay lines started, and a ping between nodes -> workers -> delay lines stopped,
-Docker's eth0 given back, containers and network removed, whatever happened.
+Lifecycle: the link plan (made at preflight; CapabilityError before anything exists) -> check the
+image -> a labelled network -> one labelled *node* container per rank, idling under docker's init ->
+where the userspace engine is used, a delay-line hop spliced into the container's eth0 -> the
+emulation (harness/net/emulation.py): tc on each container's eth0 (uplink, entered through
+/proc/<pid>/ns/net) and on its host-side veth (downlink), both read back, and the delay lines -> a
+ping between nodes -> workers -> delay lines stopped, Docker's eth0 given back, containers and
+network removed, whatever happened.
 
 Delay, jitter and loss without netem (the userspace engine): a container has no namespace between
 its eth0 and the bridge, so the hop goes inside the container's own namespace, set up and run from
@@ -32,25 +33,20 @@ NET_ADMIN/NET_RAW and with no-new-privileges, so they cannot change their own sh
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import os
-import shutil
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.backends.base import Backend, BackendOptions, WorkerHandle
+from harness.backends.docker.leftovers import IFACE, LABEL_OWNER, LABEL_RUN, remove_labelled
+from harness.backends.docker.placement import SHM_SIZE, Placement, device_requests, host_gpu_count, place
+from harness.backends.docker.worker import ContainerWorker
 from harness.errors import CapabilityError, HarnessError
 from harness.scenario import Node, Scenario
 
-LABEL_OWNER = "distro-bench"  # "1" on every container and network the backend creates
-LABEL_RUN = "distro-bench.run"
 LABEL_RANK = "distro-bench.rank"
-IFACE = "eth0"
-SHM_SIZE = "1g"  # torch's DataLoader/gloo use /dev/shm; docker's default of 64 MB is too small
 DROPPED_CAPS = ["NET_ADMIN", "NET_RAW"]
 
 
@@ -58,132 +54,23 @@ def _owner_labels(run_id: str) -> dict[str, str]:
     return {LABEL_OWNER: "1", LABEL_RUN: run_id}
 
 
-# ---- placement: GPUs, CPUs and memory from the hardware profile -------------------------------------
-
-def host_gpu_count() -> int:
-    """GPUs on the host as the engine sees them (nvidia-smi), whatever build of torch is installed here."""
-    if shutil.which("nvidia-smi") is None:
-        return 0
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
-
-
-@dataclass(frozen=True)
-class Placement:
-    """What one node's container is given. `gpus`: host GPU ids visible inside, numbered as on the host
-    up to the one the worker uses, so `cuda:N` and the `auto` choice (rank % count) pick the same
-    device as under the netns backend."""
-
-    gpus: tuple[int, ...] = ()
-    nano_cpus: int | None = None
-    mem_bytes: int | None = None
-
-    def describe(self) -> dict:
-        return {"gpus": list(self.gpus), "cpus": self.nano_cpus / 1e9 if self.nano_cpus else None,
-                "memory_bytes": self.mem_bytes, "shm_size": SHM_SIZE}
-
-
-def place(node: Node, n_gpus: int) -> Placement:
-    hw = node.hardware
-    gpus: tuple[int, ...] = ()
-    if hw.device.startswith("cuda:"):
-        want = int(hw.device.split(":")[1])
-        if want >= n_gpus:
-            raise CapabilityError(f"{node.name}: hardware asks for {hw.device} but the host has {n_gpus} GPU(s)")
-        gpus = tuple(range(want + 1))
-    elif hw.device == "cuda" or (hw.device == "auto" and n_gpus):
-        if not n_gpus:
-            raise CapabilityError(f"{node.name}: hardware asks for a GPU (device: cuda) but the host has none")
-        gpus = tuple(range(n_gpus))
-    # A GPU profile's `memory` is device memory (the worker caps its CUDA allocator with it); only a
-    # node that trains on the CPU gets it as the container's RAM limit.
-    mem = hw.memory if (hw.memory and not gpus) else None
-    return Placement(gpus=gpus, nano_cpus=int(hw.cpus * 1e9) if hw.cpus else None, mem_bytes=mem)
-
-
-def device_requests(p: Placement) -> list:
-    if not p.gpus:
-        return []
-    import docker
-
-    return [docker.types.DeviceRequest(device_ids=[str(g) for g in p.gpus], capabilities=[["gpu"]])]
-
-
-# ---- worker handle ------------------------------------------------------------------------------
-
-@dataclass
-class ContainerWorker(WorkerHandle):
-    """A worker process exec'ed into its node container. Its pid (inside the container) is kept in a
-    file there so stop() can signal it through the engine, without host privileges."""
-
-    rank: int
-    log_path: Path
-    api: Any = field(repr=False)
-    container_id: str = ""
-    exec_id: str = ""
-    pid_file: str = ""
-    _rc: int | None = None
-
-    def poll(self) -> int | None:
-        import docker
-
-        if self._rc is not None:
-            return self._rc
-        try:
-            info = self.api.exec_inspect(self.exec_id)
-        except docker.errors.NotFound:  # container removed under it
-            self._rc = 137
-            return self._rc
-        if info.get("Running"):
-            return None
-        if info.get("ExitCode") is None:
-            # Not started yet, or its container died (then the exec never reports an exit code).
-            try:
-                state = self.api.inspect_container(self.container_id)["State"]
-            except docker.errors.NotFound:
-                state = {"Running": False}
-            if state.get("Running"):
-                return None
-            self._rc = 137
-            return self._rc
-        self._rc = int(info["ExitCode"])
-        return self._rc
-
-    def stop(self, kill: bool = False) -> None:
-        import docker
-
-        if self.poll() is not None:
-            return
-        sig = "KILL" if kill else "TERM"
-        try:
-            ex = self.api.exec_create(self.container_id, ["sh", "-c", f'kill -{sig} "$(cat {self.pid_file})" 2>/dev/null; true'])
-            self.api.exec_start(ex["Id"])
-        except docker.errors.APIError:
-            pass  # the container is gone or stopping: nothing left to signal
-
-
 # ---- the backend --------------------------------------------------------------------------------
 
 class DockerBackend(Backend):
     name = "docker"
 
-    def __init__(self, scenario: Scenario, run_dir: Path, options: BackendOptions | None = None):
-        super().__init__(scenario, run_dir, options)
+    def __init__(self, scenario: Scenario, run_dir: Path, options: BackendOptions | None = None, plan=None):
+        super().__init__(scenario, run_dir, options, plan)
         self.client = None
-        self.image = None  # harness.image.ImageStatus
-        self.plan = None  # harness.net.engines.NetworkPlan
+        self.image = None  # harness.backends.docker.image.ImageStatus
         self.network = None
         self.containers: list = []  # by rank
         self.addresses: list[str] = []
         self.pids: list[int] = []
         self.host_veths: list[str] = []
         self.placements: list[Placement] = []
-        self.applied: dict[int, dict] = {}
         self.splices: dict[int, Any] = {}  # rank -> harness.net.splice.SpliceState
-        self.delay_lines: dict[int, Any] = {}  # rank -> harness.net.delayline.DelayLine
+        self.emulation = None  # harness.net.emulation.Emulation, once the links are shaped
         self.bringup_s: float | None = None  # network and containers up, seconds
         self.shaping_s: float | None = None  # tc applied and read back on every link, seconds
         self.teardown_problems: list[str] = []
@@ -192,7 +79,7 @@ class DockerBackend(Backend):
     # ---- capability ------------------------------------------------------------------
     @classmethod
     def probe(cls, scenario: Scenario | None = None) -> tuple[bool, str]:
-        from harness import image
+        from harness.backends.docker import image
 
         try:
             dc = image.client(timeout=3.0)
@@ -223,13 +110,29 @@ class DockerBackend(Backend):
             raise CapabilityError("the docker backend shapes links from the host and needs root for it "
                                   "(or run a scenario without shaped links)")
         caps = net_probe.probe(docker=False, gpus=False)
-        return plan_links(scenario, caps, engine=options.link_engine, allow_unemulated=options.allow_unemulated)
+        return plan_links(scenario.nodes(), caps, engine=options.link_engine,
+                          allow_unemulated=options.allow_unemulated, seed=scenario.train.seed)
+
+    @classmethod
+    def clean_leftovers(cls, include_live: bool = False) -> tuple[list[str], list[str]]:
+        """Everything labelled `distro-bench=1` whose run is over. No engine: nothing to do."""
+        from harness.backends.docker import image
+
+        try:
+            client = image.client(timeout=5.0)
+        except CapabilityError:
+            return [], []
+        try:
+            return remove_labelled(client, include_live=include_live)
+        finally:
+            client.close()
 
     # ---- lifecycle ---------------------------------------------------------------------
     def setup(self) -> None:
-        from harness import image
+        from harness.backends.docker import image
 
-        self.plan = self.preflight(self.scenario, self.options)
+        if self.plan is None:
+            self.plan = self.preflight(self.scenario, self.options)
         self.client = image.client()
         self.image = image.require_image(self.client, self.options.image)
         n_gpus = host_gpu_count()
@@ -241,8 +144,7 @@ class DockerBackend(Backend):
         self.bringup_s = time.monotonic() - t0
         self._find_host_veths()
         self._splice()
-        self._shape()
-        self._start_delay_lines()
+        self._emulate()
         self.shaping_s = time.monotonic() - t0 - self.bringup_s
         self._check_reachable()
 
@@ -327,66 +229,40 @@ class DockerBackend(Backend):
             # As the netns backend's switch port: frames from other nodes reach `b` MTU-sized.
             run_in(NetnsRef.current(), ["ethtool", "-K", self.host_veths[rank], *OFFLOADS_OFF])
 
-    def _shape(self) -> None:
+    def _emulate(self) -> None:
+        """tc on each container's eth0 (uplink) and on its host-side veth (downlink), read back; the
+        delay lines in the spliced containers, a->b the uplink."""
+        from harness.net.emulation import Emulation, Endpoints
         from harness.net.ns import NetnsRef
-        from harness.net.shaping import apply_plans
-
-        assert self.plan is not None
-        if not _needs_shaping(self.scenario):
-            return
-        downs = {}
-        for p in self.plan.nodes:
-            self.applied[p.rank] = {"up": apply_plans(self._ns(p.rank), {IFACE: p.up.qdisc})[IFACE]}
-            downs[self.host_veths[p.rank]] = p.down.qdisc
-        applied_down = apply_plans(NetnsRef.current(), downs)
-        for p in self.plan.nodes:
-            self.applied[p.rank]["down"] = applied_down[self.host_veths[p.rank]]
-
-    def _start_delay_lines(self) -> None:
-        from harness.net.delayline import DelayLine, Impairment
         from harness.net.splice import NODE_SIDE, SWITCH_SIDE
 
         assert self.plan is not None
-        seed = self.scenario.train.seed
-        for p in self.plan.nodes:
-            if not p.needs_delay_line:
-                continue
-            up, down = p.up.spec, p.down.spec
-            line = DelayLine(
-                netns=self._ns(p.rank).path, iface_a=NODE_SIDE, iface_b=SWITCH_SIDE,
-                a_to_b=Impairment(up.delay_s, up.jitter_s, up.loss, seed=seed * 1000 + 2 * p.rank),
-                b_to_a=Impairment(down.delay_s, down.jitter_s, down.loss, seed=seed * 1000 + 2 * p.rank + 1),
-                log_path=self.run_dir / "net" / f"delayline-{p.name}.log")
-            self.delay_lines[p.rank] = line
-            line.start()
+        if not _needs_shaping(self.scenario):
+            return  # nothing to apply: the containers keep Docker's own qdiscs
+        self.emulation = Emulation(self.plan, [
+            Endpoints(rank=r, up_ns=self._ns(r), up_iface=IFACE, down_ns=NetnsRef.current(),
+                      down_iface=self.host_veths[r], delay_line_ns=self._ns(r).path if r in self.splices else None,
+                      delay_line_ifaces=(NODE_SIDE, SWITCH_SIDE))
+            for r in range(len(self.containers))], log_dir=self.run_dir)
+        self.emulation.apply()
 
-    def _check_reachable(self, timeout_s: float = 5.0) -> None:
+    def _check_reachable(self) -> None:
         """Ping the next node from each spliced node at once (the workers' path, through both delay
         lines): a hop that does not forward fails here, not as a worker hung on its first collective."""
+        from harness.net.emulation import check_reachable
+
         if not self.splices or len(self.containers) < 2:
             return
         n = len(self.containers)
-        procs = {r: subprocess.Popen(self._ns(r).wrap(["ping", "-n", "-q", "-c", "1", "-i", "0.2", "-w", f"{timeout_s:.0f}",
-                                                       self.addresses[(r + 1) % n]]),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for r in self.splices}
-        failed = []
-        for r, proc in procs.items():
-            try:
-                rc = proc.wait(timeout=timeout_s + 5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                rc = -1
-            if rc != 0:
-                failed.append(f"{self.containers[r].name} -> {self.addresses[(r + 1) % n]}")
+        failed = check_reachable([(f"{self.containers[r].name} -> {self.addresses[(r + 1) % n]}", self._ns(r),
+                                   self.addresses[(r + 1) % n]) for r in self.splices])
         if failed:
             raise HarnessError("no ping reply through the delay line: " + ", ".join(failed))
 
     def _stop_delay_lines(self) -> list[str]:
-        from harness.net.delayline import stop_all
         from harness.net.splice import undo
 
-        problems = stop_all(self.delay_lines)
+        problems = self.emulation.stop() if self.emulation else []
         # Give Docker back the eth0 it created, so the engine's own cleanup finds it.
         for rank in list(self.splices):
             problems += [f"rank {rank}: {p}" for p in undo(self._ns(rank), IFACE)]
@@ -413,12 +289,9 @@ class DockerBackend(Backend):
         return self.addresses[0]
 
     def worker_env(self, rank: int) -> dict[str, str]:
-        return {
-            "GLOO_SOCKET_IFNAME": IFACE, "DISTRO_BENCH_WIRE_IFACE": IFACE,
-            # NCCL would otherwise use shared memory or P2P between GPUs of this host and bypass the link.
-            "NCCL_SOCKET_IFNAME": IFACE, "NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1",
-            "HOME": "/tmp",
-        }
+        from harness.net.emulation import worker_env
+
+        return {**worker_env(IFACE), "HOME": "/tmp"}
 
     def start_worker(self, rank: int, argv: list[str], env: dict[str, str], log_path: Path) -> WorkerHandle:
         container = self.containers[rank]
@@ -437,6 +310,9 @@ class DockerBackend(Backend):
                                exec_id=ex["Id"], pid_file=pid_file)
 
     def describe(self) -> dict:
+        from harness.net.emulation import describe_plan
+
+        plan = describe_plan(self.plan)
         nodes = []
         plans = {p.rank: p for p in self.plan.nodes} if self.plan else {}
         for n in self.scenario.nodes():
@@ -448,16 +324,16 @@ class DockerBackend(Backend):
                 "host_veth": self.host_veths[n.rank] if n.rank < len(self.host_veths) else None,
                 "link": n.link_name, "link_spec": n.link.describe() if n.link else "unshaped",
                 "resources": self.placements[n.rank].describe() if self.placements else None,
-                "applied": self._applied(n.rank),
+                "applied": self.emulation.describe_node(n.rank) if self.emulation else None,
                 "not_emulated": p.not_emulated if p else [],
             })
         net = self.network
         return {
-            "backend": self.name, "network_emulated": bool(self.applied), "run_id": self.run_id,
+            "backend": self.name, "network_emulated": bool(self.emulation and self.emulation.applied),
+            "run_id": self.run_id,
             "image": {"tag": self.image.tag, "id": self.image.id, "harness": self.image.version} if self.image else None,
             "engine": self.client.version().get("Version") if self.client else None,
-            "link_engine": self.plan.engine if self.plan else None,
-            "link_engine_reason": self.plan.engine_reason if self.plan else None,
+            "link_engine": plan["link_engine"], "link_engine_reason": plan["link_engine_reason"],
             "topology": None if net is None else {
                 "network": net.name, "network_id": net.id[:12], "driver": "bridge", "internal": True,
                 "interface": IFACE, "uplink": f"egress of each container's {IFACE}",
@@ -467,18 +343,8 @@ class DockerBackend(Backend):
                     "b (Docker's veth) <-> host veth; entered from the host")},
             "bringup_s": self.bringup_s, "shaping_s": self.shaping_s,
             "nodes": nodes,
-            "not_emulated": self.plan.not_emulated if self.plan else [],
+            "not_emulated": plan["not_emulated"],
         }
-
-
-    def _applied(self, rank: int) -> dict | None:
-        applied = self.applied.get(rank)
-        if not applied:
-            return None
-        line = self.delay_lines.get(rank)
-        return {**applied, "delay_line": None if line is None else {
-            "namespace": line.netns, "interfaces": [line.iface_a, line.iface_b],
-            "up": dataclasses.asdict(line.a_to_b), "down": dataclasses.asdict(line.b_to_a)}}
 
 
 def _needs_shaping(scenario: Scenario) -> bool:
@@ -499,73 +365,3 @@ def host_veth(ns) -> str:
         if link.get("ifindex") == peer:
             return link["ifname"]
     raise HarnessError(f"[{ns}] the host-side peer of {IFACE} (ifindex {peer}) was not found")
-
-
-# ---- leftovers ----------------------------------------------------------------------------------
-
-def remove_labelled(client, run_id: str | None = None, *, include_live: bool = True) -> tuple[list[str], list[str]]:
-    """Remove containers, then networks, labelled as ours (one run's, or all; with `include_live` False,
-    not those of a run whose owner still lives): (removed, problems). Never raises, so a teardown
-    always gets as far as it can."""
-    import docker
-
-    from harness.owner import owner_alive
-
-    def dead(obj) -> bool:
-        return include_live or not owner_alive((obj.attrs.get("Labels") or obj.attrs.get("Config", {}).get("Labels")
-                                                or {}).get(LABEL_RUN, ""))
-
-    label = f"{LABEL_RUN}={run_id}" if run_id else f"{LABEL_OWNER}=1"
-    removed, problems = [], []
-    try:
-        containers = [c for c in client.containers.list(all=True, filters={"label": label}) if dead(c)]
-    except docker.errors.APIError as e:
-        return [], [f"listing containers: {e}"]
-    for c in containers:
-        problems += unsplice(c)
-        try:
-            c.remove(force=True)
-            removed.append(f"container {c.name}")
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as e:
-            problems.append(f"container {c.name}: {str(e)[:200]}")
-    try:
-        networks = [n for n in client.networks.list(filters={"label": label}) if dead(n)]
-    except docker.errors.APIError as e:
-        return removed, problems + [f"listing networks: {e}"]
-    for n in networks:
-        try:
-            n.remove()
-            removed.append(f"network {n.name}")
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as e:
-            problems.append(f"network {n.name}: {str(e)[:200]}")
-    return removed, problems
-
-
-def unsplice(container) -> list[str]:
-    """Give a running container of ours its own eth0 back if a delay-line hop is still spliced in (a
-    killed run); Docker's cleanup needs it (harness/net/splice.py). Needs root; a no-op otherwise."""
-    from harness.net.ns import NetnsRef
-    from harness.net.splice import undo
-
-    pid = (container.attrs.get("State") or {}).get("Pid")
-    if os.geteuid() != 0 or not pid:
-        return []
-    return [f"container {container.name}: {p}" for p in undo(NetnsRef(path=f"/proc/{pid}/ns/net"), IFACE)]
-
-
-def clean_leftovers(include_live: bool = False) -> tuple[list[str], list[str]]:
-    """`distro-bench clean`, docker part: everything labelled `distro-bench=1`. No engine: nothing to do."""
-    from harness import image
-
-    try:
-        client = image.client(timeout=5.0)
-    except CapabilityError:
-        return [], []
-    try:
-        return remove_labelled(client, include_live=include_live)
-    finally:
-        client.close()
