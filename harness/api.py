@@ -208,9 +208,9 @@ class CleanResult:
 def clean(force: bool = False) -> CleanResult:
     """Remove what finished or killed runs left behind (containers, networks, namespaces); runs still going
     are left alone unless `force`."""
-    from harness.cleanup import clean_all
+    from harness.backends import clean_leftovers
 
-    results = clean_all(include_live=force)
+    results = clean_leftovers(include_live=force)
     return CleanResult(removed={k: list(r) for k, (r, _) in results.items()},
                        problems={k: list(p) for k, (_, p) in results.items()})
 

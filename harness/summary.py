@@ -73,12 +73,16 @@ class OptimizerSummary(_Record):
     param_checksum: str | None = None
     # fair comparison (issue 16): repeats, time to target, equal-budget losses, 95% intervals
     seeds: int | None = None
+    train_time_s: float | None = None  # the budget clock: training seconds, evaluations excluded
+    lr_schedule_steps: float | None = None  # steps the lr schedule was laid over (estimated for a time budget)
+    target_reached: int | None = None  # seeds that reached the target
     time_to_target_s: float | None = None
     tokens_to_target: float | None = None
     steps_to_target: float | None = None
     val_loss_at_equal_time: float | None = None
     val_loss_at_equal_steps: float | None = None
     ci95: dict[str, list[float] | None] | None = None
+    per_seed: dict[str, dict] | None = None
 
     def bytes_per_step(self, basis: str | None = None) -> float | None:
         """tx + rx per worker per step on `basis` (wire, payload; default: this summary's reduction basis)."""

@@ -44,18 +44,19 @@ def clean(
 ) -> None:
     """Remove anything a finished or killed run left behind: containers and networks labelled distro-bench,
     dbench-* namespaces. Runs still in progress are left alone unless --force."""
-    from harness.backends import clean_leftovers
+    from harness import api
 
     with cli_errors():
-        results = clean_leftovers(include_live=force)
+        result = api.clean(force=force)
     failed = False
-    for backend, (removed, problems) in results.items():
+    for backend, removed in result.removed.items():
         for r in removed:
             console.print(f"removed {escape(r)} [dim]({backend})[/]")
+    for backend, problems in result.problems.items():
         for p in problems:
             failed = True
             console.print(f"[red]could not remove[/] {escape(p)} [dim]({backend})[/]")
-    if not any(r for r, _ in results.values()) and not failed:
+    if not any(result.removed.values()) and not failed:
         console.print("nothing to clean")
     if failed:
         raise typer.Exit(1)
