@@ -65,7 +65,7 @@ class Group:
         return self.chunk[0] * self.chunk[1]
 
 
-def plan(shapes: list[tuple[int, ...]], chunk: int, topk: int) -> list[Group]:
+def plan(shapes: list[tuple[int, ...]], chunk: int, topk: int, index: str = "auto") -> list[Group]:
     """Groups in order of first appearance, members in parameter order: the same on every rank."""
     by_chunk: dict[tuple[int, int], list[tuple[int, TensorLayout]]] = {}
     offsets: dict[tuple[int, int], int] = {}
@@ -79,7 +79,7 @@ def plan(shapes: list[tuple[int, ...]], chunk: int, topk: int) -> list[Group]:
     for ch, items in by_chunk.items():
         numel = ch[0] * ch[1]
         groups.append(Group(ch, tuple(i for i, _ in items), tuple(lay for _, lay in items), offsets[ch],
-                            min(topk, numel), codec.index_width(numel)))
+                            min(topk, numel), codec.index_width(numel, index)))
     return groups
 
 
@@ -97,13 +97,25 @@ def payload_tx_bytes(groups: list[Group], values: codec.ValueCodec, bucket: bool
     return total
 
 
+def resolved_exchange(cfg: DisTrOConfig, world_size: int) -> str:
+    """`ring` or `direct`. `auto` should be resolved against the scenario's links before training
+    (harness/projection.py resolve_options); left unresolved it takes the choice the projection model makes
+    on any star of equal links: direct from three workers on (one round instead of N-1, same bytes per link),
+    ring for two (the same single round)."""
+    if cfg.exchange != "auto":
+        return cfg.exchange
+    return "direct" if world_size > 2 else "ring"
+
+
 class DisTrO(Strategy):
     Config = DisTrOConfig
 
     def __init__(self, cfg: DisTrOConfig, params, comm, total_steps):
         super().__init__(cfg, params, comm, total_steps)
         self.tensors = [p for _, p in params]
-        self.groups = plan([tuple(p.shape) for p in self.tensors], cfg.chunk, cfg.topk)
+        self.groups = plan([tuple(p.shape) for p in self.tensors], cfg.chunk, cfg.topk, cfg.index)
+        self.exchange = resolved_exchange(cfg, comm.world_size)
+        self._pending: tuple[object, float] | None = None  # overlap: (the gather in flight, its step's lr)
         device = self.tensors[0].device if self.tensors else torch.device("cpu")
         self.dct = {g.chunk: ChunkDCT(g.chunk, g.n_chunks, device) for g in self.groups}
         # Per group, laid out (cr, chunks, cc) as harness/optim/dct.py explains: the gradient's chunks,
@@ -129,7 +141,30 @@ class DisTrO(Strategy):
         with timer.phase("compress"):
             self._sent = [self._select(gi, lr) for gi in range(len(self.groups))]
             buffers = self._pack_bucket() if self.cfg.bucket else self._pack_per_tensor()
-        gathered = [self.comm.all_gather(b) for b in buffers]
+        if not self.cfg.overlap:
+            kw = {} if self.exchange == "ring" else {"exchange": self.exchange}
+            self._apply_all([self.comm.all_gather(b, **kw) for b in buffers], lr, timer)
+            return
+        pending = [self.comm.all_gather_async(b, exchange=self.exchange) for b in buffers]
+        # Overlapped: this step's own exchange is launched first, then the previous step's aggregate is
+        # applied, so the network carries this step's buffers while the next forward/backward computes.
+        # Compress reads gradients and momentum, never parameters, so applying before or after it gives the
+        # same bits; after is the order that starts the exchange earliest.
+        previous, self._pending = self._pending, (pending, lr)
+        if previous is not None:
+            self._apply_all([p.wait() for p in previous[0]], previous[1], timer)
+        if step == self.total_steps - 1:
+            self.flush(timer)
+
+    def flush(self, timer: PhaseTimer) -> None:
+        """Wait for and apply the exchange still in flight (overlap), so the run ends on the parameters of every
+        step it took; called by the last step, and by a training loop that stops before it."""
+        if self._pending is not None:
+            pending, lr = self._pending
+            self._pending = None
+            self._apply_all([p.wait() for p in pending], lr, timer)
+
+    def _apply_all(self, gathered: list[list[torch.Tensor]], lr: float, timer: PhaseTimer) -> None:
         with timer.phase("apply"):
             received = self._unpack_bucket(gathered[0]) if self.cfg.bucket else self._unpack_per_tensor(gathered)
             if self.cfg.weight_decay and self._decayed:
@@ -266,21 +301,23 @@ class DisTrO(Strategy):
     # ---- accounting and diagnostics ---------------------------------------------------------------
     @classmethod
     def predict_payload_bytes(cls, cfg: DisTrOConfig, shapes, world_size):
-        tx = payload_tx_bytes(plan(list(shapes.values()), cfg.chunk, cfg.topk), cfg.values, cfg.bucket)
-        return tx, tx * (world_size - 1)
+        tx = payload_tx_bytes(plan(list(shapes.values()), cfg.chunk, cfg.topk, cfg.index), cfg.values, cfg.bucket)
+        copies = world_size - 1 if resolved_exchange(cfg, world_size) == "direct" else 1
+        return tx * copies, tx * (world_size - 1)
 
     @classmethod
     def predict_collectives(cls, cfg: DisTrOConfig, shapes, world_size):
         """One all-gather of the packed buffer (bucket), or indices then values per tensor, as `step` issues them."""
-        groups = plan(list(shapes.values()), cfg.chunk, cfg.topk)
+        groups = plan(list(shapes.values()), cfg.chunk, cfg.topk, cfg.index)
+        kind = "all_gather_direct" if resolved_exchange(cfg, world_size) == "direct" else "all_gather"
         if cfg.bucket:
-            return [Collective("all_gather", payload_tx_bytes(groups, cfg.values, True))]
+            return [Collective(kind, payload_tx_bytes(groups, cfg.values, True))]
         per_tensor = {}
         for g in groups:
             for i, lay in zip(g.members, g.layouts):
                 n = lay.n_chunks * g.k
-                per_tensor[i] = [Collective("all_gather", codec.index_nbytes(n, g.width)),
-                                 Collective("all_gather", codec.value_nbytes(n, cfg.values))]
+                per_tensor[i] = [Collective(kind, codec.index_nbytes(n, g.width)),
+                                 Collective(kind, codec.value_nbytes(n, cfg.values))]
         return [c for i in sorted(per_tensor) for c in per_tensor[i]]
 
     def momentum(self, i: int) -> torch.Tensor:
