@@ -125,7 +125,7 @@ class DisTrO(Strategy):
                       if cfg.state == "stateful" else None)
         # Flat position in a group buffer of chunk j's coefficient 0: positions = base + r * chunks * cc + c.
         self._base = [torch.arange(g.n_chunks, device=device)[:, None] * g.chunk[1] for g in self.groups]
-        self._decayed = [p for p in self.tensors if p.ndim >= 2]
+        self._decayed = [p for p in self.tensors if p.ndim >= 2 or cfg.weight_decay_on == "all"]
         self._sent: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._tx_bytes = payload_tx_bytes(self.groups, cfg.values, cfg.bucket)
 

@@ -57,7 +57,10 @@ class DisTrOConfig(StrategyConfig):
     values: ValueCodec = "fp32"
     state: Literal["stateful", "stateless"] = "stateful"
     bucket: bool = True
-    weight_decay: float = Field(default=0.0, ge=0)  # decoupled; matrices only (norm weights are not decayed)
+    weight_decay: float = Field(default=0.0, ge=0)  # decoupled
+    # Which tensors weight decay shrinks: matrices only (norm weights are not decayed, as for AdamW here),
+    # or `all` as DeMo's reference optimizer does.
+    weight_decay_on: Literal["matrices", "all"] = "matrices"
     # Wire format of chunk indices: `auto` the smallest unsigned type holding a chunk index (u16 for 64x64),
     # `int64` DeMo's reference (with `values: fp32, topk: 32` it reproduces the DeMo paper's byte counts).
     index: IndexCodec = "auto"
