@@ -26,7 +26,7 @@ import torch.distributed as dist
 
 from harness import data as data_mod
 from harness.comm import Comm
-from harness.model import ModelConfig, build_model
+from harness.model import ModelConfig, build_model, parameter_shapes
 from harness.optim import PhaseTimer, get_strategy
 from harness.scenario import Node, Scenario, load_scenario
 
@@ -175,6 +175,8 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
     comm = Comm()
 
     cfg = scenario.optimizer_configs()[run_name]
+    from harness.projection import resolve_options  # `auto` options (DisTrO's exchange) chosen for these links
+    cfg = resolve_options(cfg, scenario.nodes(), parameter_shapes(ModelConfig(**scenario.resolved_model())))
     seed, steps = scenario.train.seed, scenario.train.steps
     model = build_model(ModelConfig(**scenario.resolved_model()), seed=seed, device=device)
     strategy = get_strategy(cfg.type)(cfg, list(model.named_parameters()), comm, steps)
