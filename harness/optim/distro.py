@@ -125,6 +125,7 @@ class DisTrO(Strategy):
                       if cfg.state == "stateful" else None)
         # Flat position in a group buffer of chunk j's coefficient 0: positions = base + r * chunks * cc + c.
         self._base = [torch.arange(g.n_chunks, device=device)[:, None] * g.chunk[1] for g in self.groups]
+        self._count: list[torch.Tensor | None] = [None] * len(self.groups)  # dense aggregation's sender counts
         self._decayed = [p for p in self.tensors if p.ndim >= 2 or cfg.weight_decay_on == "all"]
         self._sent: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._tx_bytes = payload_tx_bytes(self.groups, cfg.values, cfg.bucket)
@@ -234,7 +235,9 @@ class DisTrO(Strategy):
         # Dense: scatter-adds one worker at a time, in rank order; each adds to distinct coefficients, so
         # the sums do not depend on scheduling (CPU threads, CUDA atomics) and every rank gets the same bits.
         total = self._chunks[gi].zero_()
-        count = torch.zeros_like(total)
+        if self._count[gi] is None:  # kept between steps, as every multi-MB work buffer here
+            self._count[gi] = torch.empty_like(total)
+        count = self._count[gi].zero_()
         ones = torch.ones_like(per_worker[0][1]).view(-1)
         for i, v in per_worker:
             pos = self._positions(gi, i).view(-1)
