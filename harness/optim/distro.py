@@ -17,12 +17,18 @@ How this implementation differs from the per-tensor reference, without changing 
 
 Wire format of one worker's buffer (bucket): for every group in order, its values (codec `values`,
 chunk-major, `k` per chunk), then for every group its indices (harness/optim/codec.py: little-endian
-u8/u16/u32, the smallest that holds a chunk index, row-major within the chunk). Values come first so
+u8/u16/u32, the smallest that holds a chunk index, or int64 as DeMo's reference with `index: int64`;
+row-major within the chunk). Values come first so
 fp32/bf16 arrays start aligned. Without bucketing each tensor's indices and values are the two buffers.
 
 What error feedback takes out of `delta` is what was chosen at the precision that was sent: the exact
 coefficient for fp32 and 1-bit values (a sign carries no magnitude to subtract), the bf16-rounded one
 for bf16, so the rounding error stays in the momentum.
+
+`exchange` says how buffers reach every worker (gloo's ring all-gather, or `direct` batched point-to-point
+sends to every peer: one round trip instead of N-1); `overlap: true` launches step t's exchange
+asynchronously and applies it during step t+1 (docs/distro.md says why after that step's compress), and
+the last step drains it.
 
 Replicas stay identical because every worker decodes the same gathered buffers in rank order with the
 same operations: with few coefficients per chunk a sparse inverse transform of all of them (senders
