@@ -9,10 +9,15 @@ Bytes come from the real parameter shapes and each strategy's own accounting of 
   i+1's downlink, and ends when the slowest pair has delivered: round time = max over pairs of
   (chunk on the wire / min(up_i, down_i+1)) + max over pairs of the pair's round trip (gloo's
   rendezvous: see _ring_hops) + the host's own cost per round (calibrated per run).
+- `direct` gathers (DisTrO's `exchange: direct`): every worker sends its s bytes to each peer at once, one
+  round: the slowest pair's round trip (the same rendezvous) + (N-1) * s through each worker's uplink
+  and into its downlink, at the slower of the two + the host's cost of one round. A ring gather moves the
+  same bytes per link; direct saves the N-2 extra round trips.
 - Wire bytes = payload x the TCP/IPv4/Ethernet framing of full-size segments (1514 bytes on the wire
   per 1448 bytes of payload, MTU 1500 with TCP timestamps).
 - Compute = 6 x parameters x tokens per worker per step / (the profile's TFLOPS x MFU); a step is the
-  slowest worker's compute plus the communication (nothing overlaps in our loop).
+  slowest worker's compute plus the communication, or the larger of the two for a strategy that overlaps
+  them (DisTrO's `overlap: true`: step t's exchange runs during step t+1's compute).
 
 It leaves out TCP slow start after idle periods and congestion on lossy links, so it is a lower bound
 on communication time where loss is high or steps are long apart.
@@ -78,11 +83,30 @@ def _ring_hops(nodes: list[Node]) -> list[tuple[float, float]]:
     return hops
 
 
+def _access(node: Node) -> tuple[float, float, float]:
+    """(up bit/s, down bit/s, one-way delay s) of a node's access link."""
+    link = node.link
+    return ((link.up if link and link.up else UNSHAPED_BPS), (link.down if link and link.down else UNSHAPED_BPS),
+            (link.delay if link else 0.0))
+
+
+def direct_time(nbytes: int, nodes: list[Node]) -> tuple[int, float, float]:
+    """(rounds, latency s, transfer s) of a direct gather: every worker sends `nbytes` to each peer at once."""
+    n = len(nodes)
+    links = [_access(x) for x in nodes]
+    rtt = max(2 * (links[i][2] + links[j][2]) for i in range(n) for j in range(n) if i != j)
+    bits = (n - 1) * nbytes * WIRE_FACTOR * 8
+    return 1, rtt, max(bits / min(up, down) for up, down, _ in links)
+
+
 def collective_time(c: Collective, nodes: list[Node]) -> tuple[int, float, float]:
-    """(rounds, latency seconds, transfer seconds) of one ring collective over these nodes' links."""
+    """(rounds, latency seconds, transfer seconds) of one collective (a ring, or a direct gather) over these
+    nodes' links."""
     n = len(nodes)
     if n == 1:
         return 0, 0.0, 0.0
+    if c.kind == "all_gather_direct":
+        return direct_time(c.nbytes, nodes)
     if c.kind == "all_reduce":
         rounds, chunk = 2 * (n - 1), c.nbytes / n
     else:
@@ -91,6 +115,29 @@ def collective_time(c: Collective, nodes: list[Node]) -> tuple[int, float, float
     per_round_transfer = max(chunk * WIRE_FACTOR * 8 / rate for rate, _ in hops)
     per_round_latency = max(delay for _, delay in hops)
     return rounds, rounds * per_round_latency, rounds * per_round_transfer
+
+
+def comm_seconds(collectives: list[Collective], nodes: list[Node], round_overhead_s: float) -> float:
+    total = 0.0
+    for c in collectives:
+        rounds, latency, transfer = collective_time(c, nodes)
+        total += latency + transfer + rounds * round_overhead_s
+    return total
+
+
+def resolve_options(cfg, nodes: list[Node], shapes: dict[str, tuple[int, ...]],
+                    round_overhead_s: float = DEFAULT_ROUND_OVERHEAD_S):
+    """The options with every `auto` choice made for these links: DisTrO's `exchange: auto` becomes `direct`
+    where the model predicts it communicates faster than the ring, else `ring` (they tie for two workers).
+    The worker and the projection both resolve through here, so a run does what its prediction assumed."""
+    if getattr(cfg, "exchange", None) != "auto":
+        return cfg
+    strategy = STRATEGIES[cfg.type]
+    seconds = {}
+    for how in ("ring", "direct"):
+        option = cfg.model_copy(update={"exchange": how})
+        seconds[how] = comm_seconds(strategy.predict_collectives(option, shapes, len(nodes)), nodes, round_overhead_s)
+    return cfg.model_copy(update={"exchange": "direct" if seconds["direct"] < seconds["ring"] else "ring"})
 
 
 def compute_seconds(params: int, tokens: int, nodes: list[Node], mfu: float = DEFAULT_MFU) -> float | None:
@@ -120,6 +167,7 @@ def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict 
     for name, ocfg in scenario.optimizer_configs().items():
         if optimizers and name not in optimizers:
             continue
+        ocfg = resolve_options(ocfg, nodes, shapes, round_overhead_s)
         strategy = STRATEGIES[ocfg.type]
         colls = strategy.predict_collectives(ocfg, shapes, n)
         tx, rx = strategy.predict_payload_bytes(ocfg, shapes, n)
@@ -128,7 +176,7 @@ def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict 
         for c in colls:
             r, lat, xfer = collective_time(c, nodes)
             rounds, latency, transfer = rounds + r, latency + lat, transfer + xfer
-            per_round = c.nbytes / n if c.kind == "all_reduce" else c.nbytes
+            per_round = {"all_reduce": c.nbytes / n, "all_gather_direct": (n - 1) * c.nbytes}.get(c.kind, c.nbytes)
             wire_each_way += r * per_round * WIRE_FACTOR
         compute = compute_seconds(params, tokens, nodes, mfu)
         overhead = rounds * round_overhead_s
@@ -137,7 +185,8 @@ def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict 
             optimizer=name, workers=n, params=params, payload_tx_bytes=tx, payload_rx_bytes=rx,
             wire_tx_bytes=wire_each_way, wire_rx_bytes=wire_each_way, collectives=len(colls), rounds=int(rounds),
             latency_s=latency, transfer_s=transfer, overhead_s=overhead, comm_s=comm, compute_s=compute,
-            step_s=None if compute is None else compute + comm))
+            step_s=None if compute is None else (max(compute, comm) if getattr(ocfg, "overlap", False)
+                                                 else compute + comm)))
     return out
 
 

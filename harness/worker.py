@@ -29,7 +29,7 @@ import torch.distributed as dist
 from harness import data as data_mod
 from harness.budget import Decision, StopPolicy
 from harness.comm import Comm
-from harness.model import ModelConfig, build_model
+from harness.model import ModelConfig, build_model, parameter_shapes
 from harness.optim import PhaseTimer, get_strategy
 from harness.scenario import Node, Scenario, load_scenario
 
@@ -196,6 +196,8 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
     seed = scenario.train.seed if seed is None else seed
     budget = scenario.budget()
     eval_every = scenario.train.eval_every
+    from harness.projection import resolve_options  # `auto` options (DisTrO's exchange) chosen for these links
+    cfg = resolve_options(cfg, scenario.nodes(), parameter_shapes(ModelConfig(**scenario.resolved_model())))
     model = build_model(ModelConfig(**scenario.resolved_model()), seed=seed, device=device)
     # A time budget's length is unknown until rank 0 has timed a few steps: until then the schedule
     # sees a run too long to decay (warmup is unaffected), then rank 0's estimate (shared in its decisions).
@@ -320,6 +322,10 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
             if stop:
                 break
             step += 1
+        if hasattr(strategy, "flush"):  # an overlapped exchange still in flight when a budget stops the loop
+            strategy.flush(timer)
+            timer.take()
+            comm.take()
         heartbeat.beat(step + 1, "done")
         emit({"type": "end", "optimizer": run_name, "rank": rank, "seed": seed, "time": time.time(),
               "steps": step + 1, "train_time_s": train_time, "lr_schedule_steps": strategy.total_steps,

@@ -124,14 +124,16 @@ def test_sends_top_k_per_chunk_only():
 
 
 @pytest.mark.parametrize(("values", "shapes"), [
-    ("fp32", SHAPES),
+    # The reference is DeMo's own algorithm (1-D and 2-D tensors, its divisor chunking): shapes on which
+    # DisTrO's chunking is DeMo's; tests/unit/test_distro_reference.py shows where they part on purpose.
+    ("fp32", [(48, 40), (40,), (12, 64), (16, 16)]),
     # 1-bit values make many updates cancel to exactly 0 in exact arithmetic on odd chunk shapes, where
     # the two implementations' rounding then picks different signs; power-of-two chunks have no such zeros.
-    ("1bit", [(32, 64), (64,), (4, 4, 16), (16, 16)]),
+    ("1bit", [(32, 64), (64,), (16, 16)]),
 ])
 def test_matches_the_per_tensor_reference(values, shapes):
     ours_p, ref_p = _params(shapes=shapes), _params(shapes=shapes)
-    ours = _strategy(ours_p, values=values, weight_decay=0.1, decay=0.95)
+    ours = _strategy(ours_p, values=values, weight_decay=0.1, decay=0.95, weight_decay_on="all")
     ref = _reference()(ref_p, Comm(), lr=0.01, topk=3, chunk=16, decay=0.95, values=values, weight_decay=0.1)
     for step in range(5):
         _set_grads(ours_p, step)

@@ -21,7 +21,15 @@ CONFIGS = {
     "fp32-per-tensor": {"values": "fp32", "topk": 3, "bucket": False},
     "bf16-stateless": {"values": "bf16", "topk": 5, "state": "stateless", "weight_decay": 0.1},
     "1bit-per-tensor": {"values": "1bit", "topk": 2, "bucket": False, "decay": 0.9},
+    # The exchange moves the same buffers another way: same bits as its ring twin.
+    "1bit-bucket-direct": {"values": "1bit", "topk": 4, "exchange": "direct"},
+    "fp32-per-tensor-direct": {"values": "fp32", "topk": 3, "bucket": False, "exchange": "direct"},
+    "fp32-int64-index": {"values": "fp32", "topk": 3, "index": "int64"},
+    "1bit-overlap": {"values": "1bit", "topk": 4, "overlap": True},
+    "fp32-per-tensor-overlap-direct": {"values": "fp32", "topk": 3, "bucket": False, "overlap": True,
+                                       "exchange": "direct"},
 }
+TWINS = {"1bit-bucket-direct": "1bit-bucket", "fp32-per-tensor-direct": "fp32-per-tensor"}
 
 
 def _free_port() -> int:
@@ -83,7 +91,10 @@ def test_replicas_identical_and_bytes_as_predicted(world, tmp_path):
         assert len(sums) == 1, f"{name}: replicas differ after {STEPS} steps"
         assert ranks[0][name]["moved"] > 0.01 * STEPS / 4, f"{name}: parameters barely moved"
         collectives = 1 if options.get("bucket", True) else 2 * len(SHAPES)
+        copies = world - 1 if options.get("exchange") == "direct" else 1  # direct: tx counts one copy per peer
         for r in ranks:
             tx, rx = r[name]["predicted"]
-            assert rx == (world - 1) * tx
+            assert rx * copies == (world - 1) * tx
             assert all(c == [tx, rx, collectives] for c in r[name]["counted"]), (name, r[name]["counted"][:2], tx, rx)
+    for name, twin in TWINS.items():
+        assert ranks[0][name]["checksum"] == ranks[0][twin]["checksum"], f"{name} differs from {twin}"

@@ -19,7 +19,7 @@ class Collective:
     """One collective a strategy issues per step: its kind and this worker's buffer size in bytes
     (all-reduce: the whole buffer; all-gather: this worker's own contribution)."""
 
-    kind: Literal["all_reduce", "all_gather"]
+    kind: Literal["all_reduce", "all_gather", "all_gather_direct"]
     nbytes: int
 
 

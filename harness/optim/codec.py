@@ -11,11 +11,14 @@ import math
 
 import torch
 
-from harness.optim.options import ValueCodec
+from harness.optim.options import IndexCodec, ValueCodec
 
 
-def index_width(chunk_numel: int) -> int:
-    """Bytes per index: the smallest unsigned type holding 0..chunk_numel-1 (u8, u16 or u32)."""
+def index_width(chunk_numel: int, index: IndexCodec = "auto") -> int:
+    """Bytes per index: 8 for `int64` (DeMo's reference), else the smallest unsigned type holding
+    0..chunk_numel-1 (u8, u16 or u32)."""
+    if index == "int64":
+        return 8
     for width in (1, 2, 4):
         if chunk_numel <= 1 << (8 * width):
             return width
@@ -39,6 +42,8 @@ def encode_indices(idx: torch.Tensor, width: int) -> torch.Tensor:
     flat = idx.reshape(-1)
     if width == 1:
         return flat.to(torch.uint8)
+    if width == 8:
+        return flat.to(torch.int64).contiguous().view(torch.uint8)
     return torch.stack([(flat >> (8 * i)) & 0xFF for i in range(width)], dim=-1).to(torch.uint8).reshape(-1)
 
 
@@ -46,6 +51,8 @@ def decode_indices(buf: torch.Tensor, width: int) -> torch.Tensor:
     """uint8 bytes -> int64 indices."""
     if width == 1:
         return buf.long()
+    if width == 8:  # a view needs an 8-byte aligned start; a slice of a packed bucket may not have one
+        return (buf if buf.storage_offset() % 8 == 0 else buf.clone()).view(torch.int64)
     b = buf.view(-1, width).long()
     out = b[:, 0].clone()
     for i in range(1, width):

@@ -138,6 +138,7 @@ class ChunkDCT:
         self.dc_t = self.dc.t().contiguous()
         self._work = torch.empty(n * self.cr * self.cc, device=device)
         self._work2: torch.Tensor | None = None
+        self._pq: tuple[torch.Tensor, torch.Tensor] | None = None  # sparse_inverse's gathered basis rows
 
     def _scratch(self, n: int) -> torch.Tensor:
         if n > self.n:
@@ -166,7 +167,12 @@ class ChunkDCT:
     def sparse_inverse(self, idx: torch.Tensor, vals: torch.Tensor) -> torch.Tensor:
         """Chunks as (n, cr, cc) from m coefficients per chunk (row-major `idx` and `vals`, both (n, m));
         repeated indices add up. Costs m multiply-adds per element where `inverse` costs cr + cc."""
-        n = idx.shape[0]
-        p = self.dr[idx // self.cc].mul_(vals.unsqueeze(-1))  # (n, m, cr): rows r of D_r = columns of D_r^T
-        q = self.dc[idx % self.cc]  # (n, m, cc): rows c of D_c
+        n, m = idx.shape
+        if self._pq is None or self._pq[0].shape[0] < n * m:  # kept: multi-MB buffers page-fault when fresh
+            self._pq = (torch.empty(n * m, self.cr, device=idx.device), torch.empty(n * m, self.cc, device=idx.device))
+        flat = idx.reshape(-1)
+        # (n, m, cr): rows r of D_r = columns of D_r^T, times the values; (n, m, cc): rows c of D_c
+        p = torch.index_select(self.dr, 0, flat // self.cc, out=self._pq[0][: n * m]).view(n, m, self.cr)
+        p.mul_(vals.unsqueeze(-1))
+        q = torch.index_select(self.dc, 0, flat % self.cc, out=self._pq[1][: n * m]).view(n, m, self.cc)
         return torch.bmm(p.transpose(1, 2), q, out=self._scratch(n).view(n, self.cr, self.cc))

@@ -17,12 +17,18 @@ How this implementation differs from the per-tensor reference, without changing 
 
 Wire format of one worker's buffer (bucket): for every group in order, its values (codec `values`,
 chunk-major, `k` per chunk), then for every group its indices (harness/optim/codec.py: little-endian
-u8/u16/u32, the smallest that holds a chunk index, row-major within the chunk). Values come first so
+u8/u16/u32, the smallest that holds a chunk index, or int64 as DeMo's reference with `index: int64`;
+row-major within the chunk). Values come first so
 fp32/bf16 arrays start aligned. Without bucketing each tensor's indices and values are the two buffers.
 
 What error feedback takes out of `delta` is what was chosen at the precision that was sent: the exact
 coefficient for fp32 and 1-bit values (a sign carries no magnitude to subtract), the bf16-rounded one
 for bf16, so the rounding error stays in the momentum.
+
+`exchange` says how buffers reach every worker (gloo's ring all-gather, or `direct` batched point-to-point
+sends to every peer: one round trip instead of N-1); `overlap: true` launches step t's exchange
+asynchronously and applies it during step t+1 (docs/distro.md says why after that step's compress), and
+the last step drains it.
 
 Replicas stay identical because every worker decodes the same gathered buffers in rank order with the
 same operations: with few coefficients per chunk a sparse inverse transform of all of them (senders
@@ -65,7 +71,7 @@ class Group:
         return self.chunk[0] * self.chunk[1]
 
 
-def plan(shapes: list[tuple[int, ...]], chunk: int, topk: int) -> list[Group]:
+def plan(shapes: list[tuple[int, ...]], chunk: int, topk: int, index: str = "auto") -> list[Group]:
     """Groups in order of first appearance, members in parameter order: the same on every rank."""
     by_chunk: dict[tuple[int, int], list[tuple[int, TensorLayout]]] = {}
     offsets: dict[tuple[int, int], int] = {}
@@ -79,7 +85,7 @@ def plan(shapes: list[tuple[int, ...]], chunk: int, topk: int) -> list[Group]:
     for ch, items in by_chunk.items():
         numel = ch[0] * ch[1]
         groups.append(Group(ch, tuple(i for i, _ in items), tuple(lay for _, lay in items), offsets[ch],
-                            min(topk, numel), codec.index_width(numel)))
+                            min(topk, numel), codec.index_width(numel, index)))
     return groups
 
 
@@ -97,13 +103,25 @@ def payload_tx_bytes(groups: list[Group], values: codec.ValueCodec, bucket: bool
     return total
 
 
+def resolved_exchange(cfg: DisTrOConfig, world_size: int) -> str:
+    """`ring` or `direct`. `auto` should be resolved against the scenario's links before training
+    (harness/projection.py resolve_options); left unresolved it takes the choice the projection model makes
+    on any star of equal links: direct from three workers on (one round instead of N-1, same bytes per link),
+    ring for two (the same single round)."""
+    if cfg.exchange != "auto":
+        return cfg.exchange
+    return "direct" if world_size > 2 else "ring"
+
+
 class DisTrO(Strategy):
     Config = DisTrOConfig
 
     def __init__(self, cfg: DisTrOConfig, params, comm, total_steps):
         super().__init__(cfg, params, comm, total_steps)
         self.tensors = [p for _, p in params]
-        self.groups = plan([tuple(p.shape) for p in self.tensors], cfg.chunk, cfg.topk)
+        self.groups = plan([tuple(p.shape) for p in self.tensors], cfg.chunk, cfg.topk, cfg.index)
+        self.exchange = resolved_exchange(cfg, comm.world_size)
+        self._pending: tuple[object, float] | None = None  # overlap: (the gather in flight, its step's lr)
         device = self.tensors[0].device if self.tensors else torch.device("cpu")
         self.dct = {g.chunk: ChunkDCT(g.chunk, g.n_chunks, device) for g in self.groups}
         # Per group, laid out (cr, chunks, cc) as harness/optim/dct.py explains: the gradient's chunks,
@@ -113,7 +131,8 @@ class DisTrO(Strategy):
                       if cfg.state == "stateful" else None)
         # Flat position in a group buffer of chunk j's coefficient 0: positions = base + r * chunks * cc + c.
         self._base = [torch.arange(g.n_chunks, device=device)[:, None] * g.chunk[1] for g in self.groups]
-        self._decayed = [p for p in self.tensors if p.ndim >= 2]
+        self._count: list[torch.Tensor | None] = [None] * len(self.groups)  # dense aggregation's sender counts
+        self._decayed = [p for p in self.tensors if p.ndim >= 2 or cfg.weight_decay_on == "all"]
         self._sent: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._tx_bytes = payload_tx_bytes(self.groups, cfg.values, cfg.bucket)
 
@@ -129,7 +148,30 @@ class DisTrO(Strategy):
         with timer.phase("compress"):
             self._sent = [self._select(gi, lr) for gi in range(len(self.groups))]
             buffers = self._pack_bucket() if self.cfg.bucket else self._pack_per_tensor()
-        gathered = [self.comm.all_gather(b) for b in buffers]
+        if not self.cfg.overlap:
+            kw = {} if self.exchange == "ring" else {"exchange": self.exchange}
+            self._apply_all([self.comm.all_gather(b, **kw) for b in buffers], lr, timer)
+            return
+        pending = [self.comm.all_gather_async(b, exchange=self.exchange) for b in buffers]
+        # Overlapped: this step's own exchange is launched first, then the previous step's aggregate is
+        # applied, so the network carries this step's buffers while the next forward/backward computes.
+        # Compress reads gradients and momentum, never parameters, so applying before or after it gives the
+        # same bits; after is the order that starts the exchange earliest.
+        previous, self._pending = self._pending, (pending, lr)
+        if previous is not None:
+            self._apply_all([p.wait() for p in previous[0]], previous[1], timer)
+        if step == self.total_steps - 1:
+            self.flush(timer)
+
+    def flush(self, timer: PhaseTimer) -> None:
+        """Wait for and apply the exchange still in flight (overlap), so the run ends on the parameters of every
+        step it took; called by the last step, and by a training loop that stops before it."""
+        if self._pending is not None:
+            pending, lr = self._pending
+            self._pending = None
+            self._apply_all([p.wait() for p in pending], lr, timer)
+
+    def _apply_all(self, gathered: list[list[torch.Tensor]], lr: float, timer: PhaseTimer) -> None:
         with timer.phase("apply"):
             received = self._unpack_bucket(gathered[0]) if self.cfg.bucket else self._unpack_per_tensor(gathered)
             if self.cfg.weight_decay and self._decayed:
@@ -199,7 +241,9 @@ class DisTrO(Strategy):
         # Dense: scatter-adds one worker at a time, in rank order; each adds to distinct coefficients, so
         # the sums do not depend on scheduling (CPU threads, CUDA atomics) and every rank gets the same bits.
         total = self._chunks[gi].zero_()
-        count = torch.zeros_like(total)
+        if self._count[gi] is None:  # kept between steps, as every multi-MB work buffer here
+            self._count[gi] = torch.empty_like(total)
+        count = self._count[gi].zero_()
         ones = torch.ones_like(per_worker[0][1]).view(-1)
         for i, v in per_worker:
             pos = self._positions(gi, i).view(-1)
@@ -266,21 +310,23 @@ class DisTrO(Strategy):
     # ---- accounting and diagnostics ---------------------------------------------------------------
     @classmethod
     def predict_payload_bytes(cls, cfg: DisTrOConfig, shapes, world_size):
-        tx = payload_tx_bytes(plan(list(shapes.values()), cfg.chunk, cfg.topk), cfg.values, cfg.bucket)
-        return tx, tx * (world_size - 1)
+        tx = payload_tx_bytes(plan(list(shapes.values()), cfg.chunk, cfg.topk, cfg.index), cfg.values, cfg.bucket)
+        copies = world_size - 1 if resolved_exchange(cfg, world_size) == "direct" else 1
+        return tx * copies, tx * (world_size - 1)
 
     @classmethod
     def predict_collectives(cls, cfg: DisTrOConfig, shapes, world_size):
         """One all-gather of the packed buffer (bucket), or indices then values per tensor, as `step` issues them."""
-        groups = plan(list(shapes.values()), cfg.chunk, cfg.topk)
+        groups = plan(list(shapes.values()), cfg.chunk, cfg.topk, cfg.index)
+        kind = "all_gather_direct" if resolved_exchange(cfg, world_size) == "direct" else "all_gather"
         if cfg.bucket:
-            return [Collective("all_gather", payload_tx_bytes(groups, cfg.values, True))]
+            return [Collective(kind, payload_tx_bytes(groups, cfg.values, True))]
         per_tensor = {}
         for g in groups:
             for i, lay in zip(g.members, g.layouts):
                 n = lay.n_chunks * g.k
-                per_tensor[i] = [Collective("all_gather", codec.index_nbytes(n, g.width)),
-                                 Collective("all_gather", codec.value_nbytes(n, cfg.values))]
+                per_tensor[i] = [Collective(kind, codec.index_nbytes(n, g.width)),
+                                 Collective(kind, codec.value_nbytes(n, cfg.values))]
         return [c for i in sorted(per_tensor) for c in per_tensor[i]]
 
     def momentum(self, i: int) -> torch.Tensor:

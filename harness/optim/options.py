@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # DisTrO's value codecs (harness/optim/codec.py encodes them).
 ValueCodec = Literal["fp32", "bf16", "1bit"]
+IndexCodec = Literal["auto", "int64"]
 
 class StrategyConfig(BaseModel):
     """Options shared by all strategies; `type` names the strategy in the registry."""
@@ -60,7 +61,18 @@ class DisTrOConfig(StrategyConfig):
     values: ValueCodec = "fp32"
     state: Literal["stateful", "stateless"] = "stateful"
     bucket: bool = True
-    weight_decay: float = Field(default=0.0, ge=0)  # decoupled; matrices only (norm weights are not decayed)
+    weight_decay: float = Field(default=0.0, ge=0)  # decoupled
+    # Which tensors weight decay shrinks: matrices only (norm weights are not decayed, as for AdamW here),
+    # or `all` as DeMo's reference optimizer does.
+    weight_decay_on: Literal["matrices", "all"] = "matrices"
+    # Wire format of chunk indices: `auto` the smallest unsigned type holding a chunk index (u16 for 64x64),
+    # `int64` DeMo's reference (with `values: fp32, topk: 32` it reproduces the DeMo paper's byte counts).
+    index: IndexCodec = "auto"
+    # Apply step t's aggregate during step t+1 (one step stale), so the exchange hides behind compute.
+    overlap: bool = False
+    # How buffers travel: gloo's ring all-gather (N-1 rounds), `direct` (every rank sends its buffer to
+    # every peer at once: one round), or `auto` (direct where the projection model says it is faster).
+    exchange: Literal["ring", "direct", "auto"] = "ring"
 
     @model_validator(mode="after")
     def _topk_fits(self):

@@ -1,0 +1,67 @@
+"""The projection's model of DisTrO's exchanges (ring vs direct), `exchange: auto`, and overlapped steps."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.model import ModelConfig, parameter_shapes
+from harness.optim import Collective
+from harness.optim.distro import DisTrO, DisTrOConfig
+from harness.presets import MODELS
+from harness.projection import WIRE_FACTOR, collective_time, project, resolve_options
+from harness.scenario import scenario_from_dict
+
+DSL = {"l": {"up": "10Mbit", "down": "40Mbit", "delay": "10ms"}}
+
+
+def _scenario(count: int, **distro) -> object:
+    return scenario_from_dict({
+        "name": "t", "workers": [{"count": count, "hardware": "gaming-pc", "link": "l"}], "links": DSL,
+        "model": {"preset": "tiny"}, "data": {"corpus": "builtin:pydoc", "seq_len": 32, "batch_size": 4},
+        "train": {"steps": 4, "eval_every": 2, "seed": 0}, "baseline": "ring",
+        "optimizers": {"ring": {"type": "distro", "lr": 1e-3, "topk": 4, "values": "1bit"},
+                       "direct": {"type": "distro", "lr": 1e-3, "topk": 4, "values": "1bit", "exchange": "direct"},
+                       "auto": {"type": "distro", "lr": 1e-3, "topk": 4, "values": "1bit", "exchange": "auto", **distro}},
+    })
+
+
+def test_direct_gather_is_one_round_trip_and_the_same_bytes_per_link():
+    nodes = _scenario(4).nodes()
+    rounds, latency, transfer = collective_time(Collective("all_gather_direct", 1000), nodes)
+    assert (rounds, latency) == (1, pytest.approx(0.040))
+    assert transfer == pytest.approx(3 * 1000 * WIRE_FACTOR * 8 / 10e6)  # 3 copies through the 10 Mbit uplink
+    ring = collective_time(Collective("all_gather", 1000), nodes)
+    assert ring[0] == 3 and ring[1] == pytest.approx(3 * 0.040) and ring[2] == pytest.approx(transfer)
+
+
+def test_auto_picks_direct_from_three_workers_and_ring_for_two():
+    shapes = parameter_shapes(ModelConfig(**MODELS["tiny"]))
+    for count, want in [(2, "ring"), (4, "direct")]:
+        s = _scenario(count)
+        assert resolve_options(s.optimizer_configs()["auto"], s.nodes(), shapes).exchange == want
+
+
+def test_projection_of_direct_counts_tx_copies_and_fewer_rounds():
+    by = {p.optimizer: p for p in project(_scenario(4))}
+    assert by["direct"].rounds == 1 and by["ring"].rounds == 3
+    assert by["direct"].payload_tx_bytes == 3 * by["ring"].payload_tx_bytes
+    assert by["direct"].payload_rx_bytes == by["ring"].payload_rx_bytes
+    assert by["direct"].wire_tx_bytes == pytest.approx(by["ring"].wire_tx_bytes)
+    assert by["direct"].comm_s < by["ring"].comm_s - 0.07
+    assert by["auto"].rounds == 1
+
+
+def test_overlapped_step_is_the_longer_of_compute_and_communication():
+    by = {p.optimizer: p for p in project(_scenario(4, overlap=True))}
+    a = by["auto"]
+    assert a.step_s == pytest.approx(max(a.compute_s, a.comm_s))
+    assert by["direct"].step_s == pytest.approx(by["direct"].compute_s + by["direct"].comm_s)
+
+
+def test_demo_wire_format_at_small_is_12_bytes_per_kept_coefficient():
+    """index int64 + values fp32, topk 32: (8 + 4) x 32 bytes per chunk, every chunk of the `small` model."""
+    shapes = parameter_shapes(ModelConfig(**MODELS["small"]))
+    cfg = DisTrOConfig(lr=1e-3, topk=32, chunk=64, values="fp32", index="int64")
+    tx, _ = DisTrO.predict_payload_bytes(cfg, shapes, 4)
+    chunks = sum((s[0] // 64) * (s[1] // 64) if len(s) == 2 else s[0] // 64 for s in shapes.values())
+    assert tx == 12 * 32 * chunks

@@ -1,0 +1,214 @@
+"""DisTrO against DeMo written from its equations (benchmarks/distro_reference.py), several workers in one
+process (threads meeting at a barrier stand in for the process group), and DisTrO's own variants.
+
+Tolerance: DisTrO keeps its momentum in the DCT domain and transforms whole groups of chunks with GEMMs,
+the reference transforms each tensor in the parameter domain; the two sums round differently (float32,
+about 1e-7 relative). Each step moves a parameter by exactly +-lr or 0, so parameters agree to 1e-6 except
+where an update lies within rounding of 0 or two coefficients within rounding of a top-k tie; such
+elements are allowed to be at most 0.1% of all.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.optim.distro import DisTrO, DisTrOConfig
+
+REPO = Path(__file__).resolve().parents[2]
+WORLD = 3
+STEPS = 5
+# Shapes on which DeMo's divisor rule and DisTrO's chunking agree (a divisor >= chunk / 2 exists or the
+# dimension fits one chunk): 48 -> 16, 40 -> 10, 12 -> one chunk, 64 -> 16; vectors and matrices.
+SHAPES = [(48, 40), (64,), (12, 64), (16, 16), (40,)]
+
+
+def _reference():
+    spec = importlib.util.spec_from_file_location("distro_reference", REPO / "benchmarks" / "distro_reference.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class ThreadGroup:
+    """`world` threads' all-gather: each puts its tensor in a slot, and all read every slot in rank order."""
+
+    def __init__(self, world: int):
+        self.world, self.slots = world, [None] * world
+        self.barrier = threading.Barrier(world, timeout=60)
+
+    def comm(self, rank: int) -> ThreadComm:
+        return ThreadComm(self, rank)
+
+
+class ThreadComm:
+    def __init__(self, group: ThreadGroup, rank: int):
+        self.group, self.rank, self.world_size = group, rank, group.world
+        self.sent = 0
+
+    def all_gather(self, tensor: torch.Tensor, **_) -> list[torch.Tensor]:
+        g = self.group
+        self.sent += tensor.numel() * tensor.element_size()
+        g.slots[self.rank] = tensor.clone()
+        g.barrier.wait()
+        out = [t.clone() for t in g.slots]
+        g.barrier.wait()  # nobody overwrites a slot before everyone has read it
+        return out
+
+    def all_gather_async(self, tensor: torch.Tensor, **_):
+        out = self.all_gather(tensor)  # done at once; the handle only hands it back
+
+        class Done:
+            def wait(self):
+                return out
+        return Done()
+
+
+def _run_workers(world: int, make, steps: int = STEPS) -> list:
+    """Run `make(rank, comm) -> (params, step_fn)` on `world` threads for `steps` steps, each rank its own
+    gradients; returns each rank's params."""
+    group, out, errors = ThreadGroup(world), [None] * world, []
+
+    def body(rank):
+        try:
+            params, step_fn = make(rank, group.comm(rank))
+            data = torch.Generator().manual_seed(100 + rank)
+            for step in range(steps):
+                for p in params:
+                    p.grad = torch.randn(p.shape, generator=data)
+                step_fn(step)
+            out[rank] = params
+        except BaseException as e:  # let the other threads out of the barrier, and fail the test
+            errors.append(e)
+            group.barrier.abort()
+
+    threads = [threading.Thread(target=body, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return out
+
+
+def _initial(shapes=SHAPES) -> list[torch.nn.Parameter]:
+    g = torch.Generator().manual_seed(0)
+    return [torch.nn.Parameter(torch.randn(s, generator=g) * 0.1) for s in shapes]
+
+
+def _distro(options: dict, shapes=SHAPES, steps: int = STEPS):
+    from harness.optim.base import PhaseTimer
+
+    def make(rank, comm):
+        params = _initial(shapes)
+        s = DisTrO(DisTrOConfig(**options), [(f"p{i}", p) for i, p in enumerate(params)], comm, steps)
+        return params, lambda step: s.step(step, PhaseTimer(torch.device("cpu")))
+    return make
+
+
+OPTIONS = {"lr": 0.01, "chunk": 16, "topk": 3, "decay": 0.95, "weight_decay": 0.1}
+
+
+@pytest.mark.parametrize("values", ["fp32", "1bit"])
+def test_distro_matches_demo_written_from_its_equations(values):
+    ref_mod = _reference()
+
+    def reference(rank, comm):
+        params = _initial()
+        r = ref_mod.ReferenceDeMo(params, comm, lr=0.01, topk=3, chunk=16, decay=0.95, values=values,
+                                  weight_decay=0.1)
+        return params, lambda step: r.step()
+
+    ref = _run_workers(WORLD, reference)
+    ours = _run_workers(WORLD, _distro({**OPTIONS, "values": values, "weight_decay_on": "all"}))
+    start = _initial()
+    for a, b, p0 in zip(ours[0], ref[0], start):
+        assert not torch.equal(a, p0)
+        differ = ((a - b).abs() > 1e-6).float().mean().item()
+        assert differ <= 1e-3, (tuple(a.shape), differ)
+    for rank in range(1, WORLD):  # replicas agree
+        assert all(torch.equal(a, b) for a, b in zip(ours[0], ours[rank]))
+
+
+def test_weight_decay_of_vectors_is_what_sets_demo_apart():
+    """DisTrO's default decays matrices only; DeMo decays every tensor: the reference must see it."""
+    ref_mod = _reference()
+
+    def reference(rank, comm):
+        params = _initial()
+        r = ref_mod.ReferenceDeMo(params, comm, lr=0.01, topk=3, chunk=16, decay=0.95, weight_decay=0.1)
+        return params, lambda step: r.step()
+
+    ref = _run_workers(WORLD, reference)
+    ours = _run_workers(WORLD, _distro({**OPTIONS, "values": "fp32"}))  # weight_decay_on: matrices
+    vec = SHAPES.index((64,))
+    assert ((ours[0][vec] - ref[0][vec]).abs() > 1e-6).float().mean() > 0.5
+
+
+def test_chunking_differs_from_demo_where_no_good_divisor_exists():
+    """A prime dimension: DeMo's divisor rule gives chunks of 1 row, DisTrO pads to 2 chunks of 16 (documented
+    in harness/optim/dct.py); the reference catches the difference."""
+    ref_mod = _reference()
+    assert ref_mod.demo_chunk(31, 16) == 1
+    shapes = [(31, 16)]
+
+    def reference(rank, comm):
+        params = _initial(shapes)
+        r = ref_mod.ReferenceDeMo(params, comm, lr=0.01, topk=3, chunk=16, decay=0.95)
+        return params, lambda step: r.step()
+
+    ref = _run_workers(WORLD, reference)
+    ours = _run_workers(WORLD, _distro({**OPTIONS, "values": "fp32"}, shapes))
+    assert ((ours[0][0] - ref[0][0]).abs() > 1e-6).float().mean() > 0.1
+
+
+def test_demo_wire_format_bytes_are_12_per_coefficient():
+    """index int64 + values fp32: 8 + 4 bytes per kept coefficient, as DeMo's reference counts them."""
+    ref_mod = _reference()
+    refs = []
+
+    def reference(rank, comm):
+        params = _initial()
+        r = ref_mod.ReferenceDeMo(params, comm, lr=0.01, topk=3, chunk=16, decay=0.95)
+        refs.append(r)
+        return params, lambda step: r.step()
+
+    _run_workers(WORLD, reference, steps=1)
+    shapes = {f"p{i}": s for i, s in enumerate(SHAPES)}
+    cfg = DisTrOConfig(**{**OPTIONS, "values": "fp32", "index": "int64"})
+    tx, rx = DisTrO.predict_payload_bytes(cfg, shapes, WORLD)
+    assert tx == refs[0].bytes_sent
+    assert rx == (WORLD - 1) * tx
+    chunks = 0
+    for shape in SHAPES:
+        rows, cols = (1, shape[0]) if len(shape) == 1 else shape
+        chunks += (rows // ref_mod.demo_chunk(rows, 16)) * (cols // ref_mod.demo_chunk(cols, 16))
+    assert tx == 12 * 3 * chunks
+
+
+def test_demo_reference_format_equals_fp32_distro_after_20_steps():
+    """The DeMo wire format changes only how indices travel: same parameters as `values: fp32` after 20 steps."""
+    opts = {**OPTIONS, "values": "fp32"}
+    a = _run_workers(WORLD, _distro(opts, steps=20), steps=20)
+    b = _run_workers(WORLD, _distro({**opts, "index": "int64"}, steps=20), steps=20)
+    assert all(torch.equal(x, y) for x, y in zip(a[0], b[0]))
+
+
+@pytest.mark.parametrize("bucket", [True, False])
+def test_overlap_applies_each_aggregate_one_step_later_and_drains(bucket):
+    """Gradients here do not depend on parameters, so the overlapped run applies the same aggregates in the
+    same order, one step late; after the last step (which drains) the parameters are bit-identical."""
+    opts = {**OPTIONS, "values": "1bit", "bucket": bucket}
+    plain = _run_workers(WORLD, _distro(opts))
+    over = _run_workers(WORLD, _distro({**opts, "overlap": True}))
+    assert all(torch.equal(x, y) for x, y in zip(plain[0], over[0]))
+    # Before a drain, the overlapped run is exactly one aggregate behind: run it with more steps to go.
+    behind = _run_workers(WORLD, _distro({**opts, "overlap": True}, steps=100))
+    short = _run_workers(WORLD, _distro(opts), steps=STEPS - 1)
+    assert all(torch.equal(x, y) for x, y in zip(short[0], behind[0]))
+    assert not all(torch.equal(x, y) for x, y in zip(plain[0], behind[0]))
