@@ -8,7 +8,7 @@ from harness.runner import RunOptions, run_scenario
 from harness.rundir import load_run
 from harness.scenario import scenario_from_dict
 
-from .conftest import tiny_scenario_dict
+from tests.helpers import tiny_scenario_dict
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from harness.errors import ScenarioError, WorkerFailed
 from harness.runner import RunOptions, run_scenario
 from harness.scenario import Scenario, scenario_from_dict
 
-from .conftest import tiny_scenario_dict
+from tests.helpers import tiny_scenario_dict
 
 LONG = tiny_scenario_dict(train={"steps": 400, "eval_every": 50, "seed": 0},
                           workers=[{"count": 2, "hardware": "host", "link": {"up": "1Gbit", "down": "1Gbit"}}])
