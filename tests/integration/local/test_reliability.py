@@ -75,7 +75,9 @@ def _worker_pids(marker: str) -> dict[int, int]:
     return found
 
 
-def _wait_for_steps(out: Path, rank: int, n: int, timeout: float = 90) -> None:
+def _wait_for_steps(out: Path, rank: int, n: int, timeout: float = 600) -> None:
+    # A guard against hanging forever, not a speed target: on a loaded 2-core host starting the workers
+    # alone took over 90 s.
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         files = list(out.rglob(f"rank{rank}.jsonl"))
@@ -121,13 +123,14 @@ def test_killed_worker_stops_the_run_and_names_the_rank(write_scenario, tmp_path
         _wait_for_steps(out, 1, 3)
         os.kill(_worker_pids(str(out))[1], signal.SIGKILL)
         start = time.monotonic()
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=300)
         stopped_in = time.monotonic() - start
     finally:
         proc.kill()
     assert proc.returncode == 1
     assert "worker rank 1" in err and "exited with code -9" in err
-    assert stopped_in < 30
+    # The death was noticed, not sat out: the peers' collectives would only time out after 2 minutes.
+    assert stopped_in < 120
     d = _run_dir(out)
     assert json.loads((d / "status.json").read_text())["state"] == "failed"
     assert len(pd.read_parquet(d / "metrics.parquet")) >= 3
@@ -143,15 +146,14 @@ def test_hung_worker_is_caught_by_the_watchdog(tmp_path, backend):
         _wait_for_steps(out, 1, 3)
         pid = _worker_pids(str(out))[1]
         os.kill(pid, signal.SIGSTOP)  # alive but making no progress: a hang, not a crash
-        stopped.append(pid)
+        stopped.append(time.monotonic())
 
     t = threading.Thread(target=hang_rank_1, daemon=True)
     t.start()
-    start = time.monotonic()
     with pytest.raises(WorkerFailed) as e:
         run_scenario(s, RunOptions(backend=backend, out=out, write_report=False, watchdog_s=4, collective_timeout_s=120))
-    assert time.monotonic() - start < 90
-    assert stopped and e.value.rank == 1, str(e.value)
+    # The watchdog (4 s) caught it, not the collective timeout (120 s); how soon is not a test of speed.
+    assert stopped and time.monotonic() - stopped[0] < 120 and e.value.rank == 1, str(e.value)
     assert "appears hung" in str(e.value) and "communicate" in str(e.value)
     assert _worker_pids(str(out)) == {}
     assert json.loads((_run_dir(out) / "status.json").read_text())["state"] == "failed"
