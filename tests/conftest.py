@@ -1,4 +1,13 @@
-"""Shared fixtures: small scenarios written to a temp folder, and a CLI runner."""
+"""Shared fixtures (a CLI runner, scenarios written to a temp folder) and the markers each folder implies.
+
+Folders and markers (select with -m, e.g. `-m "not slow and not root and not docker"` on a laptop):
+  tests/unit/                 none: fast, no root, no Docker, no multi-process training
+  tests/integration/local/    slow: trains on the local backend (real worker processes on loopback)
+  tests/integration/netns/    root: network namespaces, tc, the delay line
+  tests/integration/docker/   docker: a Docker engine and the worker image
+A test that needs more than its folder implies says so itself (`@pytest.mark.slow`, `browser`, `root`),
+and a test parametrized with backend "netns" needs root wherever it lives.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +17,31 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-REPO = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+FOLDER_MARKS = {
+    ("unit",): (),
+    ("integration", "local"): ("slow",),
+    ("integration", "netns"): ("root",),
+    ("integration", "docker"): ("docker",),
+}
+
+
+def folder_marks(path: Path) -> tuple[str, ...]:
+    parts = path.resolve().relative_to(TESTS).parts
+    for prefix, marks in FOLDER_MARKS.items():
+        if parts[:len(prefix)] == prefix:
+            return marks
+    raise pytest.UsageError(f"{path}: test modules belong under one of "
+                            + ", ".join("tests/" + "/".join(p) for p in FOLDER_MARKS))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for mark in folder_marks(Path(str(item.path))):
+            item.add_marker(mark)
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("backend") == "netns":
+            item.add_marker("root")
 
 
 @pytest.fixture
@@ -21,22 +54,6 @@ def cli():
         return runner.invoke(app, [str(a) for a in args])
 
     return invoke
-
-
-def tiny_scenario_dict(**overrides) -> dict:
-    """A scenario small enough to train in a few seconds on 2 cores."""
-    d = {
-        "name": "tiny-test",
-        "workers": [{"count": 2, "hardware": "host"}],
-        "model": {"preset": "tiny"},
-        "data": {"corpus": "builtin:pydoc", "seq_len": 32, "batch_size": 4, "val_batches": 2},
-        "train": {"steps": 6, "eval_every": 3, "seed": 0},
-        "optimizers": {"adamw": {"lr": 3e-3}},
-        "baseline": "adamw",
-    }
-    for k, v in overrides.items():
-        d[k] = v
-    return d
 
 
 @pytest.fixture

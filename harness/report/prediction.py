@@ -80,8 +80,8 @@ def prediction_section(run: LoadedRun) -> Section | None:
                    "the links' round trip)." if overhead is not None
                    else "No calibration probe was recorded: the model's default per-round cost is used.")
     blocks = [Para("`distro-bench project`'s model of this run (ring collectives over the scenario's links: rounds x "
-                   "(hop round trip + host cost per round) + bytes over the bottleneck rates; see the README's "
-                   "'Projection' section) beside the measurement. Measured communication is time in collectives "
+                   "(hop round trip + host cost per round) + bytes over the bottleneck rates; see "
+                   "docs/projection.md) beside the measurement. Measured communication is time in collectives "
                    "less the wait for the slowest worker. " + calibration), table]
     if not rows[0]["emulated"]:
         blocks.append(Para("The network was not emulated, so the prediction assumes unshaped 10 Gbit/s paths; "

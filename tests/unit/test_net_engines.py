@@ -14,7 +14,7 @@ from harness.net.linktest import expected_rtt, goodput_status, rtt_tolerance
 from harness.net.probe import Capabilities
 from harness.scenario import scenario_from_dict
 
-from tests.conftest import tiny_scenario_dict
+from tests.helpers import tiny_scenario_dict
 
 HOST = Capabilities(root=True, kernel="test", iproute2="iproute2-6.1.0", nsenter=True, netns=True, netns_error=None,
                     qdiscs=("pfifo", "tbf", "htb"), iperf3=True, ping=True, ethtool=True,

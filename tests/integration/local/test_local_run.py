@@ -16,7 +16,7 @@ from harness.rundir import load_run
 from harness.runner import RunOptions, run_scenario
 from harness.scenario import scenario_from_dict
 
-from .conftest import REPO, tiny_scenario_dict
+from tests.helpers import REPO, tiny_scenario_dict
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from harness.net.shaping import QdiscPlan, ShapingError, apply_plan, read_qdiscs
 from harness.net.topology import Star, StarSpec
 from harness.scenario import scenario_from_dict
 
-from tests.conftest import tiny_scenario_dict
+from tests.helpers import tiny_scenario_dict
 
 pytestmark = pytest.mark.root
 

@@ -17,8 +17,8 @@ import torch.multiprocessing as mp
 from harness.report.load import load_for_report
 from harness.report.prediction import prediction_rows
 
-from .test_distro_dist import _free_port
-from .test_report_synthetic import make_run
+from tests.helpers import free_port as _free_port
+from tests.unit.test_report_synthetic import make_run
 
 SLOW_WORK_S = 0.3
 CALLS = 3

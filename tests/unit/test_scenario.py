@@ -10,7 +10,7 @@ import yaml
 from harness.errors import ScenarioError
 from harness.scenario import load_scenario, scenario_from_dict
 
-from .conftest import REPO, tiny_scenario_dict
+from tests.helpers import REPO, tiny_scenario_dict
 
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_report_synthetic import make_run
+from tests.unit.test_report_synthetic import make_run
 
 PLOTS = ["loss_vs_step", "loss_vs_time", "bytes_per_step", "step_time_breakdown", "per_rank", "time_to_target"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -233,7 +233,7 @@ def test_html_report_renders_every_plot_in_chromium(tmp_path):
 
 @pytest.mark.slow
 def test_real_run_writes_its_report_and_passes_the_gate(cli, tmp_path, write_scenario):
-    from tests.conftest import tiny_scenario_dict
+    from tests.helpers import tiny_scenario_dict
 
     scen = write_scenario(tiny_scenario_dict(checks={"max_loss_gap": 5.0}))
     r = cli("run", scen, "--backend", "local", "--out", tmp_path / "results")

@@ -263,7 +263,7 @@ def test_netns_backend_with_the_userspace_engine(tmp_path):
     from harness.backends.netns import NetnsBackend
     from harness.net.linktest import LinkTarget
     from harness.scenario import scenario_from_dict
-    from tests.conftest import tiny_scenario_dict
+    from tests.helpers import tiny_scenario_dict
 
     d = tiny_scenario_dict()
     d["links"] = {

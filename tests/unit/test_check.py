@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.test_report_synthetic import make_run
+from tests.unit.test_report_synthetic import make_run
 
 
 def _assert_clean(result):
@@ -150,7 +150,7 @@ def test_ci_and_the_example_workflow_run_the_gate():
 
     import yaml
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     steps = yaml.safe_load((root / ".github/workflows/distro-bench.yml").read_text())["jobs"]["gate"]["steps"]
     runs = [s.get("run", "") for s in steps]
     i_run = next(i for i, r in enumerate(runs) if "distro-bench run scenarios/ci-smoke.yaml" in r)

@@ -14,7 +14,7 @@ from harness.projection import WIRE_FACTOR, collective_time, nodes_like, paper_a
 from harness.optim import Collective
 from harness.scenario import scenario_from_dict
 
-from .conftest import tiny_scenario_dict
+from tests.helpers import tiny_scenario_dict
 
 
 def _scenario(**kw):

@@ -15,7 +15,7 @@ from harness.runner import RunOptions, run_scenario
 from harness.scenario import load_scenario, scenario_from_dict
 from harness.worker import PROBE_CALLS
 
-from .conftest import REPO, tiny_scenario_dict
+from tests.helpers import REPO, tiny_scenario_dict
 
 
 @pytest.fixture(scope="module")

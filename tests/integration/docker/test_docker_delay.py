@@ -19,9 +19,7 @@ from harness.backends.docker import DockerBackend
 from harness.errors import CapabilityError, HarnessError
 from harness.net.splice import SpliceState, random_local_mac, route_args, undo_lines
 from harness.scenario import scenario_from_dict
-from tests.conftest import tiny_scenario_dict
-from tests.test_docker_backend import (  # noqa: F401  (fixtures)
-    built_image, engine, exec_as_worker, ours, tracked, worker_image)
+from tests.helpers import exec_as_worker, ours, tiny_scenario_dict
 
 # ---- the splice plan (pure) --------------------------------------------------------------------
 

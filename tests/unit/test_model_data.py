@@ -30,6 +30,7 @@ def test_model_is_causal_and_deterministic_from_seed():
     assert not torch.allclose(y1[:, -1], y2[:, -1])
 
 
+@pytest.mark.slow  # ~11 s of training in one process on a busy 2-core host
 def test_a_few_steps_reduce_loss():
     torch.manual_seed(0)
     model = build_model(ModelConfig(**MODELS["tiny"]), seed=0)

@@ -17,7 +17,7 @@ from harness.optim.distro import DisTrO, DisTrOConfig
 from harness.presets import MODELS
 from harness.scenario import scenario_from_dict
 
-from .conftest import REPO, tiny_scenario_dict
+from tests.helpers import REPO, tiny_scenario_dict
 
 # Odd shapes on purpose: a prime dimension (padded), a vector, a 3-D tensor, a chunk-sized matrix.
 SHAPES = [(48, 40), (37,), (8, 3, 16), (131, 16), (16, 16)]

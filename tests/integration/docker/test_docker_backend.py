@@ -17,59 +17,9 @@ from harness.backends.docker import image
 from harness.backends.docker import LABEL_OWNER, LABEL_RUN, DockerBackend, remove_labelled
 from harness.errors import CapabilityError, HarnessError
 from harness.scenario import scenario_from_dict
-from tests.conftest import REPO, tiny_scenario_dict
+from tests.helpers import REPO, exec_as_worker, ours, tiny_scenario_dict
 
 pytestmark = [pytest.mark.docker]
-
-
-@pytest.fixture(scope="module")
-def engine():
-    try:
-        client = image.client(timeout=5.0)
-    except CapabilityError as e:
-        pytest.skip(f"no Docker engine on this host ({e}); .ci/run starts one with containers/start-engine.sh")
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def built_image(engine):
-    """The worker image, built here only if missing or stale (CI builds it before the tests)."""
-    import docker
-
-    try:
-        engine.images.get(image.OFFLINE_BASE)
-    except docker.errors.ImageNotFound:
-        if subprocess.run(["sh", "-c", "command -v debootstrap"], capture_output=True).returncode != 0:
-            pytest.skip("no base image and no debootstrap to build one (apt-get install debootstrap)")
-    return image.build_image(offline=True, docker_client=engine)
-
-
-@pytest.fixture
-def worker_image(built_image, engine):
-    """Re-checked per test: in a shared work tree the harness source may change during the module,
-    and the backend refuses an image built from other source (rebuilding then takes seconds)."""
-    if image.image_status(engine, built_image.tag).problem:
-        return image.build_image(offline=True, docker_client=engine)
-    return built_image
-
-
-def ours(engine, run_id: str | None = None) -> list[str]:
-    label = f"{LABEL_RUN}={run_id}" if run_id else f"{LABEL_OWNER}=1"
-    return ([c.name for c in engine.containers.list(all=True, filters={"label": label})]
-            + [n.name for n in engine.networks.list(filters={"label": label})])
-
-
-@pytest.fixture
-def tracked(engine):
-    """Backends a test creates; after the test, none of their containers or networks may remain
-    (they are removed here in any case, so a failing test leaves nothing behind)."""
-    backends: list[DockerBackend] = []
-    yield backends
-    left = [name for b in backends for name in ours(engine, b.run_id)]
-    for b in backends:
-        remove_labelled(engine, b.run_id)
-    assert not left, f"left behind: {left}"
 
 
 def needs_root():
@@ -80,13 +30,6 @@ def needs_root():
 def shaped(up="20Mbit", down="20Mbit", count=2) -> dict:
     return tiny_scenario_dict(workers=[{"count": count, "hardware": "host", "link": "l"}],
                               links={"l": {"up": up, "down": down}})
-
-
-def exec_as_worker(engine, container_id: str, argv: list[str]) -> tuple[int, str]:
-    """Run a command in a node container exactly as a worker runs: same user, no extra privileges."""
-    ex = engine.api.exec_create(container_id, argv)
-    out = engine.api.exec_start(ex["Id"]).decode(errors="replace")
-    return engine.api.exec_inspect(ex["Id"])["ExitCode"], out
 
 
 # ---- end to end ----------------------------------------------------------------------------------

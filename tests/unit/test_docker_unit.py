@@ -12,7 +12,7 @@ from harness.backends.docker import image
 from harness.backends.docker import DockerBackend, Placement, device_requests, place
 from harness.errors import CapabilityError
 from harness.scenario import scenario_from_dict
-from tests.conftest import REPO, tiny_scenario_dict
+from tests.helpers import REPO, tiny_scenario_dict
 
 
 def nodes_with(hardware: dict, count: int = 2):
