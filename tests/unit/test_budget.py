@@ -7,7 +7,7 @@ import pytest
 from harness.budget import FIRST_CHECK_STEP, Budget, Decision, StopPolicy, parse_count
 from harness.errors import ScenarioError
 from harness.scenario import scenario_from_dict
-from tests.conftest import tiny_scenario_dict
+from tests.helpers import tiny_scenario_dict
 
 
 @pytest.mark.parametrize("raw, n", [("2M", 2_000_000), ("500k", 500_000), (4096, 4096), ("1.5G", 1_500_000_000)])

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.unit.test_report_synthetic import make_run
+from tests.helpers import make_run
 
 
 def _assert_clean(result):

@@ -91,7 +91,7 @@ def test_repeated_run_loads_for_the_report(tmp_path):
 
 def test_a_version_1_run_folder_loads_as_one_seed(tmp_path):
     from harness.rundir import load_run
-    from tests.test_report_synthetic import make_run
+    from tests.helpers import make_run
 
     import pandas as pd
 

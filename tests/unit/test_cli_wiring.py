@@ -13,7 +13,7 @@ import pytest
 import typer
 
 from harness.cli import app
-from tests.test_report_synthetic import make_run
+from tests.helpers import make_run
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ import pytest
 
 from harness import api
 from harness.trackers import step_metrics
-from tests.test_report_synthetic import make_run
+from tests.helpers import make_run
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_report_synthetic import make_run
+from tests.helpers import make_run
 
 PLOTS = ["loss_vs_step", "loss_vs_time", "bytes_per_step", "step_time_breakdown", "per_rank", "time_to_target"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -13,7 +13,7 @@ import pytest
 from harness.rundir import load_run
 from harness.runner import RunOptions, run_scenario
 from harness.scenario import scenario_from_dict
-from tests.conftest import tiny_scenario_dict
+from tests.helpers import tiny_scenario_dict
 
 BUDGET_S = 2.0
 

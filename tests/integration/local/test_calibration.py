@@ -18,7 +18,7 @@ from harness.report.load import load_for_report
 from harness.report.prediction import prediction_rows
 
 from tests.helpers import free_port as _free_port
-from tests.unit.test_report_synthetic import make_run
+from tests.helpers import make_run
 
 SLOW_WORK_S = 0.3
 CALLS = 3
