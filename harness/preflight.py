@@ -144,19 +144,19 @@ def problems(host: HostInfo, backend: str, needs: Needs, *, link_engine: str = "
 
 
 def _impairment_problems(host: HostInfo, backend: str, needs: Needs, link_engine: str) -> list[Problem]:
-    links = ", ".join(repr(x) for x in needs.links) or "a link"
+    links = ("link " + ", ".join(repr(x) for x in needs.links)) if needs.links else "a delayed link"
     ok = {e: not engine_problems(host, backend, e) for e in ("tc", "userspace")}
     if link_engine == "auto":
         if ok["tc"] or ok["userspace"]:
             return []
         # Neither works: what each lacks, the userspace engine's pieces first (installable on any kernel).
-        return [Problem(p.what, f"{p.needed_for} (delay, jitter or loss of link {links}; --link-engine auto "
+        return [Problem(p.what, f"{p.needed_for} (delay, jitter or loss of {links}; --link-engine auto "
                                 f"needs netem or the delay line)", p.fix + _or_unemulated())
                 for p in engine_problems(host, backend, "userspace") + engine_problems(host, backend, "tc")]
     missing = engine_problems(host, backend, link_engine)
     other = "userspace" if link_engine == "tc" else "tc"
     alt = f", or --link-engine {other} (works here)" if ok.get(other) else ""
-    return [Problem(p.what, f"{p.needed_for} (link {links}, --link-engine {link_engine})", p.fix + alt + _or_unemulated())
+    return [Problem(p.what, f"{p.needed_for} ({links}, --link-engine {link_engine})", p.fix + alt + _or_unemulated())
             for p in missing]
 
 

@@ -43,7 +43,7 @@ def readiness(h) -> dict[str, dict[str, list[str]]]:
     """backend -> link engine -> problems (as lines; [] = ready) for a scenario with rates and delay."""
     from harness.preflight import Needs, problems
 
-    needs = Needs(shaped=True, impaired=True, links=("any",))
+    needs = Needs(shaped=True, impaired=True)
     out: dict[str, dict[str, list[str]]] = {}
     for b in BACKENDS:
         engines = ("none",) if b == "local" else ("tc", "userspace")
