@@ -89,12 +89,14 @@ def engine_problems(host: HostInfo, backend: str, engine: str) -> list[Problem]:
     if engine == "tc":
         if host.netem:
             return []
-        return [Problem("the netem qdisc", "delay, jitter and loss with the tc link engine", INSTALL["netem"])]
+        untried = "" if host.has_binary("tc") else " (not tried: `tc` is missing)"
+        return [Problem("the netem qdisc", "delay, jitter and loss with the tc link engine" + untried, INSTALL["netem"])]
     out = []
     why = "the userspace link engine (delay line)"
     if not host.root:
         out.append(Problem("root", why + " (AF_PACKET sockets, entering namespaces)", INSTALL["root"]))
-    elif not host.delayline:
+    elif not host.delayline and not ("`ip`" in host.delayline_detail and not host.has_binary("ip")):
+        # (a delay line that is only missing `ip` is covered by the `ip` line below)
         out.append(Problem("the userspace delay line", f"{why}: {host.delayline_detail}",
                            "a kernel with AF_PACKET sockets (CONFIG_PACKET)"))
     out += _binary(host, "ip", why + " (it enters our namespaces with `ip netns exec`)")
