@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import fnmatch
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator
@@ -382,3 +383,28 @@ def offloads_off(ns: NetnsRef, iface: str, patterns: Iterable[str] = OFFLOAD_PAT
     if still:
         raise NetCommandError(f"[{ns}] {iface}: features still on after turning them off: {', '.join(still)}")
     return off
+
+
+def link_set(ns: NetnsRef, iface: str, **attrs) -> None:
+    """`ip link set dev iface ...` through pyroute2's names: ifname= (rename), address= (MAC), mtu=,
+    state="up"|"down", master=<index>; what net/splice.py's batch lines do."""
+    try:
+        with iproute(ns) as ipr:
+            ipr.link("set", index=_index(ipr, ns, iface), **attrs)
+    except NetCommandError:
+        raise
+    except Exception as e:
+        raise _nl_error(ns, f"setting {', '.join(attrs)} on {iface}", e) from None
+
+
+def ipv4_addresses(ns: NetnsRef, iface: str) -> list[dict]:
+    """IPv4 addresses of `iface`: [{"local", "prefixlen", "broadcast"}], as `ip -j addr show` names them."""
+    try:
+        with iproute(ns) as ipr:
+            i = _index(ipr, ns, iface)
+            return [{"local": a.get_attr("IFA_LOCAL") or a.get_attr("IFA_ADDRESS"), "prefixlen": a["prefixlen"],
+                     "broadcast": a.get_attr("IFA_BROADCAST")} for a in ipr.get_addr(family=socket.AF_INET, index=i)]
+    except NetCommandError:
+        raise
+    except Exception as e:
+        raise _nl_error(ns, f"reading the addresses of {iface}", e) from None
