@@ -65,6 +65,8 @@ def test_launcher_argv_and_capabilities():
     assert argv[1:3] == ["-I", argv[2]] and argv[2].endswith("harness/net/enter.py")
     assert argv[3:] == ["--net", "/run/netns/dbench-x-n0", "--drop-caps", "net_admin,sys_admin", "--", "python", "-m", "w"]
     assert NetnsRef.current().wrap(["tc"]) == ["tc"]
+    assert ref.wrap(["tc", "-j", "qdisc", "show"]) == ["tc", "-n", "dbench-x-n0", "-j", "qdisc", "show"]
+    assert NetnsRef.of_pid(42).wrap(["tc", "qdisc"])[-5:] == ["--net", "/proc/42/ns/net", "--", "tc", "qdisc"]
     assert cap_numbers("net_admin,-sys_admin,CAP_NET_RAW") == [12, 21, 13]
     with pytest.raises(ValueError):
         cap_numbers("net_admn")
