@@ -22,6 +22,8 @@ def _git(*args: str) -> str | None:
 def collect() -> dict:
     import torch
 
+    from harness import host
+
     commit = _git("rev-parse", "HEAD")
     dirty = _git("status", "--porcelain", "--untracked-files=no")
     return {
@@ -31,9 +33,11 @@ def collect() -> dict:
         "python": sys.version.split()[0],
         "torch": torch.__version__,
         "cuda": torch.version.cuda if torch.cuda.is_available() else None,
-        "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else [],
+        "gpus": list(host.gpus(use_torch=True)),
         "host": socket.gethostname(),
         "kernel": platform.release(),
         "platform": platform.platform(),
         "cpu_count": __import__("os").cpu_count(),
+        # Which of the binaries the harness may run were on the host (harness/host.py BINARIES).
+        "binaries": {name: path is not None for name, path in host.binaries().items()},
     }

@@ -17,8 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from harness import environment, metrics
-from harness.backends import Backend, BackendOptions, select_backend
+from harness import environment, metrics, preflight
+from harness.backends import Backend, BackendOptions
 from harness.errors import HarnessError, Interrupted, WorkerFailed
 from harness.rundir import SCHEMA_VERSION, atomic_write_json, atomic_write_parquet, atomic_write_text, new_run_dir
 from harness.scenario import Scenario, dump_scenario
@@ -71,12 +71,9 @@ def collective_timeout_s(scenario: Scenario) -> float:
 
 def choose_dist_backend(scenario: Scenario) -> str:
     """NCCL only when every worker has a GPU of its own; otherwise gloo (CPU, or GPUs shared)."""
-    try:
-        import torch
+    from harness.host import gpus as host_gpus
 
-        gpus = torch.cuda.device_count()
-    except Exception:
-        gpus = 0
+    gpus = len(host_gpus(use_torch=True))
     nodes = scenario.nodes()
     devices = [n.hardware.device for n in nodes]
     if gpus == 0 or any(d == "cpu" for d in devices):
@@ -254,7 +251,8 @@ def comparison_target_of(scenario: Scenario) -> tuple[float | None, str | None]:
 
 def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | None = None) -> RunResult:
     sink = sink or SilentProgress()
-    backend_cls, why = select_backend(options.backend, scenario)
+    # Every missing piece (binaries, modules, kernel, root) in one error, before anything is created.
+    backend_cls, why = preflight.select_and_check(options.backend, scenario, options.backend_options)
     sink.note(f"backend: {why}")
     plan = backend_cls.preflight(scenario, options.backend_options)  # a capability error stops us before the run folder
     run_dir = new_run_dir(options.out, scenario.name)

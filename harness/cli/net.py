@@ -1,5 +1,5 @@
-"""`distro-bench doctor` (what this host can emulate) and `distro-bench links` (measure each emulated
-link against its spec). Registered in harness/cli/app.py."""
+"""`distro-bench doctor` (what this host can run, and the line that fixes each missing piece) and
+`distro-bench links` (measure each emulated link against its spec). Registered in harness/cli/app.py."""
 
 from __future__ import annotations
 
@@ -12,72 +12,82 @@ from rich.table import Table
 from harness.cli.options import JSON_OPTION, LINK_ENGINE_HELP, LinkEngine, value
 from harness.console import cli_errors, console, print_json
 
+BACKENDS = ("local", "netns", "docker")
 
-def _capability_rows(caps) -> list[tuple[str, bool | None, str, str]]:
-    """(capability, ok (None: not probed), detail, what its absence means for a scenario)."""
-    from harness.net.engines import ENGINES
 
-    q = set(caps.qdiscs)
-    tc_ok, tc_why = ENGINES["tc"].available(caps)
-    us_ok, us_why = ENGINES["userspace"].available(caps)
-    gpus = caps.gpus or ()
-    return [
-        ("root", caps.root, "uid 0" if caps.root else "not root",
-         "netns backend, tc shaping and the delay line need root; only --backend local (no emulation) runs"),
-        ("iproute2 (ip, tc)", caps.iproute2 is not None, caps.iproute2 or "missing",
-         "no namespaces or shaping: apt-get install iproute2"),
-        ("network namespaces", caps.netns, "veth + namespace created and removed" if caps.netns else str(caps.netns_error),
-         "no netns backend; workers run on loopback with links not emulated"),
-        ("tbf qdisc (rate)", "tbf" in q, "kernel accepts tbf" if "tbf" in q else "missing",
-         "link rates (up/down) cannot be shaped"),
-        ("netem qdisc (delay, jitter, loss)", "netem" in q, "kernel accepts netem" if "netem" in q else "missing",
-         "delay/jitter/loss need --link-engine userspace (auto picks it) or --allow-unemulated"),
-        ("other qdiscs", None, ", ".join(sorted(q)) or "none", "informational"),
-        ("link engine tc", tc_ok, tc_why, "--link-engine tc fails on scenarios with delay, jitter or loss"),
-        ("link engine userspace", us_ok, us_why, "no delay/jitter/loss without netem"),
-        ("iperf3", caps.iperf3, "found" if caps.iperf3 else "missing",
-         "`distro-bench links` cannot measure goodput: apt-get install iperf3"),
-        ("ping", caps.ping, "found" if caps.ping else "missing",
-         "no RTT checks in `links`, no reachability check at bring-up: apt-get install iputils-ping"),
-        ("ethtool", caps.ethtool, "found" if caps.ethtool else "missing",
-         "the userspace engine cannot turn off TSO/GSO/GRO: apt-get install ethtool"),
-        ("Docker engine", caps.docker, caps.docker_detail, "no docker backend (containers); netns still works"),
-        ("GPUs", bool(gpus) if caps.gpus is not None else None, ", ".join(gpus) or "none",
-         "training runs on CPU; NCCL is not exercised"),
+def _capability_rows(h) -> list[tuple[str, bool | None, str]]:
+    """(capability, ok (None: informational or not probed), detail) from a HostInfo."""
+    from harness.host import BINARIES
+
+    q = set(h.qdiscs)
+    rows = [
+        ("root", h.root, "uid 0" if h.root else "not root"),
+        ("network namespaces", h.netns, "namespace + veth created and removed" if h.netns else str(h.netns_error)),
+        ("tbf qdisc (rate)", "tbf" in q, "kernel accepts tbf" if "tbf" in q else "missing"),
+        ("netem qdisc (delay, jitter, loss)", "netem" in q, "kernel accepts netem" if "netem" in q else "missing"),
+        ("other qdiscs", None, ", ".join(sorted(q - {"tbf", "netem"})) or "none"),
+        ("userspace delay line", h.delayline, h.delayline_detail),
+        ("Docker engine", h.docker, h.docker_detail),
+        # No GPU is no fault: training runs on CPU (a worker that asks for cuda is what preflight checks).
+        ("GPUs", True if h.gpus else None, ", ".join(h.gpus or ()) or "none (training runs on CPU)"),
     ]
+    for name, pkg in BINARIES.items():
+        path = h.binaries.get(name)
+        rows.append((f"binary {name}", path is not None, path or f"missing ({pkg})"))
+    for mod, version in h.modules.items():
+        rows.append((f"module {mod}", version is not None, version or "missing"))
+    return rows
+
+
+def readiness(h) -> dict[str, dict[str, list[str]]]:
+    """backend -> link engine -> problems (as lines; [] = ready) for a scenario with rates and delay."""
+    from harness.preflight import Needs, problems
+
+    needs = Needs(shaped=True, impaired=True)
+    out: dict[str, dict[str, list[str]]] = {}
+    for b in BACKENDS:
+        engines = ("none",) if b == "local" else ("tc", "userspace")
+        out[b] = {e: [p.line() for p in problems(h, b, needs, link_engine="auto" if e == "none" else e)]
+                  for e in engines}
+    return out
 
 
 def doctor(as_json: bool = JSON_OPTION) -> None:
-    """Show what this host can emulate (root, namespaces, qdiscs, link engines, tools, Docker, GPUs)."""
-    from harness.net.probe import probe
+    """Show what this host can run: root, namespaces, qdiscs, the delay line, Docker, GPUs, binaries and
+    Python modules; then, per backend and link engine, ready or the exact line that fixes each problem."""
+    from harness import host
 
     with cli_errors():
-        caps = probe()
-        if as_json:
-            from harness.backends import select_backend
-
-            try:
-                auto = select_backend("auto")[1]
-            except Exception as e:  # doctor reports, it does not fail
-                auto = f"none: {e}"
-            print_json({"kernel": caps.kernel, "auto_backend": auto, "capabilities": [
-                {"capability": n, "ok": ok, "detail": d, "if_missing": "" if ok else m}
-                for n, ok, d, m in _capability_rows(caps)]})
-            return
-        t = Table(title=f"distro-bench doctor (kernel {caps.kernel})")
-        for col in ("capability", "status", "detail", "if missing"):
-            t.add_column(col)
-        for name, ok, detail, missing in _capability_rows(caps):
-            status = {True: "[green]ok[/]", False: "[red]missing[/]", None: "[dim]-[/]"}[ok]
-            t.add_row(name, status, detail, "" if ok else missing)
-        console.print(t)
+        h = host.probe()
+        ready = readiness(h)
         from harness.backends import select_backend
 
         try:
-            _, why = select_backend("auto")
-            console.print(f"--backend auto would use: {why}")
+            _, auto = select_backend("auto")
         except Exception as e:  # doctor reports, it does not fail
-            console.print(f"--backend auto: {e}")
+            auto = f"none ({e})"
+        if as_json:
+            print_json({"host": h.to_dict(), "readiness": ready, "backend_auto": auto})
+            return
+        t = Table(title=f"distro-bench doctor (kernel {h.kernel}, python {h.python})")
+        for col in ("capability", "status", "detail"):
+            t.add_column(col, overflow="fold")
+        for name, ok, detail in _capability_rows(h):
+            status = {True: "[green]ok[/]", False: "[red]missing[/]", None: "[dim]-[/]"}[ok]
+            t.add_row(name, status, detail)
+        console.print(t)
+        console.print("Not needed by any run: iperf3 (`links` falls back to a Python TCP probe), ping, ethtool "
+                      "(pyroute2 does offloads; docker + userspace still calls it).")
+        for b, engines in ready.items():
+            for e, probs in engines.items():
+                label = b if e == "none" else f"{b} + link engine {e}"
+                if not probs:
+                    console.print(f"[green]ready[/]: {label}")
+                else:
+                    console.print(f"[red]not ready[/]: {label}")
+                    for p in probs:
+                        console.print(f"    - {p}", markup=False)
+        console.print(f"--backend auto would use: {auto}")
 
 
 def _parse_range(text: str) -> tuple[float, float]:
@@ -98,50 +108,69 @@ def links(
     scenario: Path = typer.Argument(..., help="scenario YAML file"),
     link_engine: LinkEngine = typer.Option(None, help=LINK_ENGINE_HELP, show_default=False),
     tolerance: str = typer.Option("0.90,1.02", help="goodput pass range LO,HI as fractions of the configured rate"),
-    seconds: float = typer.Option(5.0, min=1.0, help="iperf3 seconds per direction (after 1 s left out)"),
+    seconds: float = typer.Option(5.0, min=1.0, help="seconds per direction (after 1 s left out)"),
+    goodput_tool: str = typer.Option("auto", help="auto | iperf3 | python: what measures goodput (auto: iperf3 "
+                                                  "where installed, else the built-in Python TCP probe)"),
     allow_unemulated: bool = typer.Option(False, help="measure even if part of a link cannot be emulated here"),
+    as_json: bool = JSON_OPTION,
 ) -> None:
-    """Bring SCENARIO's links up (netns) and measure each node's goodput up and down (iperf3 against a far
-    end on the switch) and RTT where delay is emulated, against the spec; exit 1 on any FAIL."""
+    """Bring SCENARIO's links up (netns) and measure each node's goodput up and down (against a far end on
+    the switch) and RTT (TCP handshakes) where delay is emulated, against the spec; exit 1 on any FAIL."""
+    from harness import preflight
     from harness.backends.base import BackendOptions
     from harness.backends.netns import NetnsBackend
-    from harness.errors import CapabilityError
+    from harness.errors import InputError
     from harness.net import linktest
     from harness.scenario import load_scenario
 
+    say = (lambda *a, **k: None) if as_json else console.print
     with cli_errors():
+        if goodput_tool not in linktest.GOODPUT_TOOLS:
+            raise InputError(f"--goodput-tool: unknown tool {goodput_tool!r}; one of {', '.join(linktest.GOODPUT_TOOLS)}")
         lo, hi = _parse_range(tolerance)
         s = load_scenario(scenario)
-        ok, why = NetnsBackend.probe(s)
-        if not ok:
-            raise CapabilityError(f"links needs the netns backend: {why}")
         opts = BackendOptions(link_engine=value(link_engine) or s.network.link_engine,
                               allow_unemulated=allow_unemulated or s.network.allow_unemulated)
-        NetnsBackend.preflight(s, opts)
-        console.print(f"goodput passes at {lo:.0%}-{hi:.0%} of the configured rate (TCP payload; the rate counts "
-                      f"Ethernet frames, so ~95% is the ceiling); RTT at ±(2 ms + 10% + jitter)")
+        preflight.check_options("netns", s, opts)
+        if goodput_tool == "iperf3":
+            h = preflight.host_for("netns", preflight.Needs.of(s))
+            if not h.has_binary("iperf3"):
+                raise preflight.PreflightError([preflight.Problem("`iperf3`", "--goodput-tool iperf3",
+                                                                  preflight.INSTALL["iperf3"] + ", or --goodput-tool auto")],
+                                               backend="netns", link_engine=opts.link_engine)
+        plan = NetnsBackend.preflight(s, opts)
+        tool = linktest.goodput_tool(goodput_tool)
+        say(f"goodput by {tool}; passes at {lo:.0%}-{hi:.0%} of the configured rate (TCP payload; the rate counts "
+            f"Ethernet frames, so ~95% is the ceiling); RTT by TCP handshake at ±(1 ms + 5% + jitter/3)")
         with tempfile.TemporaryDirectory(prefix="dbench-links-") as tmp:
-            with NetnsBackend(s, Path(tmp), opts) as backend:
+            with NetnsBackend(s, Path(tmp), opts, plan) as backend:
                 net = backend.describe()
-                console.print(f"link engine: {net['link_engine']} ({net['link_engine_reason']})")
+                say(f"link engine: {net['link_engine']} ({net['link_engine_reason']})")
                 for x in net["not_emulated"]:
-                    console.print(f"[yellow]not emulated:[/] {x}")
+                    say(f"[yellow]not emulated:[/] {x}")
                 far_ns, far_addr = backend.far_end()
                 checks = linktest.measure(
-                    backend.link_targets(), far_ns, far_addr, seconds=seconds, goodput_range=(lo, hi),
-                    on_check=lambda c: console.print(
+                    backend.link_targets(), far_ns, far_addr, seconds=seconds, goodput_range=(lo, hi), tool=goodput_tool,
+                    on_check=lambda c: say(
                         f"  {c.node} {c.what}: {linktest.fmt_value(c.measured, c.unit)} "
-                        f"(configured {linktest.fmt_value(c.configured, c.unit)}) {c.status}"))
-        t = Table(title=f"{s.name}: links measured vs configured")
-        for col in ("node", "check", "configured", "measured", "ratio", "result", "criterion"):
-            t.add_column(col, justify="left" if col in ("node", "check", "criterion") else "right")
-        for c in checks:
-            color = {"PASS": "green", "FAIL": "red", "SKIP": "dim"}[c.status]
-            t.add_row(c.node, c.what, linktest.fmt_value(c.configured, c.unit), linktest.fmt_value(c.measured, c.unit),
-                      f"{c.ratio:.1%}" if c.ratio is not None else "-", f"[{color}]{c.status}[/]", c.note)
-        console.print(t)
+                        f"(configured {linktest.fmt_value(c.configured, c.unit)}, by {c.tool}) {c.status}"))
         failed = [c for c in checks if c.status == "FAIL"]
+        if as_json:
+            print_json({
+                "scenario": s.name, "link_engine": net["link_engine"], "goodput_tool": tool, "passed": not failed,
+                "checks": [{"node": c.node, "check": c.what, "configured": c.configured, "measured": c.measured,
+                            "unit": c.unit, "ratio": c.ratio, "status": c.status, "criterion": c.note, "tool": c.tool}
+                           for c in checks]})
+        else:
+            t = Table(title=f"{s.name}: links measured vs configured")
+            for col in ("node", "check", "configured", "measured", "ratio", "result", "by"):
+                t.add_column(col, justify="left" if col in ("node", "check", "by") else "right")
+            for c in checks:
+                color = {"PASS": "green", "FAIL": "red", "SKIP": "dim"}[c.status]
+                t.add_row(c.node, c.what, linktest.fmt_value(c.configured, c.unit), linktest.fmt_value(c.measured, c.unit),
+                          f"{c.ratio:.1%}" if c.ratio is not None else "-", f"[{color}]{c.status}[/]", c.tool)
+            console.print(t)
         if failed:
-            console.print(f"[red]{len(failed)} of {len(checks)} checks failed[/]")
+            say(f"[red]{len(failed)} of {len(checks)} checks failed[/]")
             raise typer.Exit(1)
-        console.print(f"[green]all {len(checks)} checks passed[/]")
+        say(f"[green]all {len(checks)} checks passed[/]")

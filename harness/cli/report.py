@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 
 from harness.cli.options import JSON_OPTION
-from harness.console import TABLE_STYLE, cli_errors, console, err_console, print_json, print_table, table_records
+from harness.console import TABLE_STYLE, cli_errors, console, err_console, print_json, print_table
 
 
 def _notes(run) -> None:

@@ -3,32 +3,22 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
 from collections.abc import Iterable
 
 from harness.net import naming
-from harness.net.ns import NetCommandError, run
+from harness.net.ns import delete_netns, list_netns, netns_pids
 
 
 def list_namespaces(run_id: str | None = None) -> list[str]:
     """Named namespaces of ours (of one run, or all `dbench-*`)."""
-    try:
-        out = run(["ip", "-j", "netns", "list"], check=False).stdout.strip()
-    except NetCommandError:
-        return []
-    names = [e["name"] for e in json.loads(out)] if out else []
-    return [n for n in names if naming.is_ours(n, run_id)]
+    return [n for n in list_netns() if naming.is_ours(n, run_id)]
 
 
 def namespace_pids(name: str) -> list[int]:
-    try:
-        out = run(["ip", "netns", "pids", name], check=False).stdout
-    except NetCommandError:
-        return []
-    return [int(p) for p in out.split() if p.isdigit()]
+    return netns_pids(name)
 
 
 def kill_namespace_processes(name: str, timeout_s: float = 3.0) -> list[int]:
@@ -55,7 +45,7 @@ def delete_namespaces(names: Iterable[str]) -> list[str]:
         survivors = kill_namespace_processes(name)
         if survivors:
             problems.append(f"{name}: processes {survivors} survived SIGKILL")
-        proc = run(["ip", "netns", "del", name], check=False)
-        if proc.returncode != 0 and name in list_namespaces():
-            problems.append(f"{name}: ip netns del failed: {proc.stderr.strip()}")
+        problem = delete_netns(name)
+        if problem and name in list_namespaces():
+            problems.append(problem)
     return problems

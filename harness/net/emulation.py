@@ -19,8 +19,6 @@ the new `Impairment`; `describe` then reports the current state.
 
 from __future__ import annotations
 
-import subprocess
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -62,25 +60,14 @@ def worker_env(iface: str) -> dict[str, str]:
     }
 
 
-def check_reachable(probes: Sequence[tuple[str, NetnsRef, str]], timeout_s: float = 5.0) -> list[str]:
-    """Ping each `(label, from namespace, to address)` at once; the labels that got no reply. Catches a
-    bridge that silently drops (the iptables FORWARD trap) or a hop that does not forward, before a
-    worker hangs on its first collective."""
-    procs = {label: subprocess.Popen(ns.wrap(["ping", "-n", "-q", "-c", "1", "-i", "0.2", "-w", f"{timeout_s:.0f}", addr]),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for label, ns, addr in probes}
-    deadline = time.monotonic() + timeout_s + 5
-    failed = []
-    for label, p in procs.items():
-        try:
-            rc = p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-            rc = -1
-        if rc != 0:
-            failed.append(label)
-    return failed
+def check_reachable(probes: Sequence[tuple[str, NetnsRef, NetnsRef, str]], timeout_s: float = 5.0) -> list[str]:
+    """A TCP handshake for each `(label, from namespace, to namespace, to address)`, all at once; the labels
+    that got no answer. Catches a bridge that silently drops (the iptables FORWARD trap) or a hop that does
+    not forward, before a worker hangs on its first collective. Pure Python (harness/net/tcpprobe.py): no
+    `ping` binary, so a missing tool can never read as a firewall problem."""
+    from harness.net.tcpprobe import unreachable
+
+    return unreachable({label: (client, server, addr) for label, client, server, addr in probes}, timeout_s=timeout_s)
 
 
 def describe_plan(plan: NetworkPlan | None) -> dict:

@@ -109,8 +109,6 @@ def _userspace_available(caps: Capabilities) -> tuple[bool, str]:
         return False, f"network namespaces, which are unavailable ({caps.netns_error})"
     if not caps.delayline:
         return False, f"the userspace delay line ({caps.delayline_detail})"
-    if not caps.ethtool:
-        return False, "ethtool (to turn off TSO/GSO/GRO so the delay line sees MTU-sized frames)"
     return True, "userspace delay line available"
 
 
@@ -175,5 +173,7 @@ def plan_links(nodes: Sequence[Node], caps: Capabilities, *, engine: str = "auto
         where = "; ".join(f"link {link!r} ({', '.join(n.name for n in nodes if (n.link_name or 'inline') == link)}): "
                           + "; ".join(ms) for link, ms in problems.items())
         engine_note = f" with --link-engine {engine}" if engine != "auto" else ""
-        raise CapabilityError(f"this host cannot emulate the scenario{engine_note}: {where}. Way out: {WAY_OUT}")
+        # Never advise the flag already passed, nor an engine that cannot run here either.
+        way_out = WAY_OUT if engine == "tc" and ENGINES["userspace"].available(caps)[0] else WAY_OUT.split("or ", 1)[1]
+        raise CapabilityError(f"this host cannot emulate the scenario{engine_note}: {where}. Way out: {way_out}")
     return NetworkPlan(engine=chosen.name if chosen else "none", engine_reason=reason, nodes=tuple(plans))

@@ -1,5 +1,6 @@
-"""Measuring emulated links against their spec: iperf3 goodput up and down against a far end on the
-switch, and ping RTT where delay is emulated (to the far end, and node to node).
+"""Measuring emulated links against their spec: goodput up and down against a far end on the switch
+(iperf3 where installed, else the built-in Python TCP probe; each Check says which measured), and RTT
+where delay is emulated (to the far end, and node to node) as TCP handshake times (harness/net/tcpprobe.py).
 
 Backend-neutral: a `LinkTarget` is a namespace reference, an address and the two `Direction`s, so
 the netns and Docker backends (and the delay-line tests) measure the same way.
@@ -9,13 +10,14 @@ from __future__ import annotations
 
 import json
 import math
-import re
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
 
 from harness.errors import HarnessError
 from harness.net.shaping import Direction
+from harness.net import tcpprobe
 from harness.net.ns import NetnsRef, run
 
 IPERF_PORT = 5201
@@ -44,6 +46,7 @@ class Check:
     unit: str  # "bit/s" | "s"
     status: str  # PASS | FAIL | SKIP
     note: str = ""
+    tool: str = ""  # what measured: "iperf3", "python-tcp" (goodput), "tcp-handshake" (RTT)
 
     @property
     def ratio(self) -> float | None:
@@ -54,7 +57,7 @@ class Check:
 
 def expected_rtt(a_up: Direction, a_down: Direction, b_up: Direction | None = None,
                  b_down: Direction | None = None) -> float:
-    """Mean ping RTT from node A: to the switch far end when B is None, else to node B.
+    """Mean RTT from node A: to the switch far end when B is None, else to node B.
     A -> B crosses A's uplink and B's downlink; the reply B's uplink and A's downlink."""
     if b_up is None or b_down is None:
         return a_up.delay_s + a_down.delay_s
@@ -63,7 +66,7 @@ def expected_rtt(a_up: Direction, a_down: Direction, b_up: Direction | None = No
 
 def rtt_tolerance(expected_s: float, jitter_sum_s: float = 0.0) -> float:
     """How far a mean RTT may sit from the expected one: 1 ms + 5%, plus a third of the jitters' sum
-    (about two standard errors of a 10-ping mean when each hop's jitter is spread evenly)."""
+    (about two standard errors of a 10-sample mean when each hop's jitter is spread evenly)."""
     return RTT_ABS_TOL_S + RTT_REL_TOL * expected_s + jitter_sum_s / 3
 
 
@@ -103,70 +106,88 @@ def iperf_goodput(client: NetnsRef, server_addr: str, *, seconds: float, reverse
     raise HarnessError(f"iperf3 from {client} to {server_addr} failed: {last}")
 
 
-_RTT_RE = re.compile(r"= [\d.]+/([\d.]+)/[\d.]+/[\d.]+ ms")
+GOODPUT_TOOLS = ("auto", "iperf3", "python")
 
 
-def ping_rtt(client: NetnsRef, addr: str, *, count: int = 10, interval_s: float = 0.2) -> float | None:
-    """Mean RTT in seconds, or None when no reply came back. One unmeasured ping first: the first packet
-    to a new neighbour waits for ARP, which is not the link's latency."""
-    run(client.wrap(["ping", "-n", "-q", "-c", "1", "-W", "3", addr]), check=False, timeout=15)
-    proc = run(client.wrap(["ping", "-n", "-q", "-c", str(count), "-i", f"{interval_s:g}", "-W", "3", addr]),
-               check=False, timeout=count * interval_s + 15)
-    m = _RTT_RE.search(proc.stdout)
-    return float(m.group(1)) / 1000 if m else None
+def goodput_tool(requested: str = "auto") -> str:
+    """`iperf3` when requested or (auto) installed, else `python-tcp`, the built-in probe."""
+    if requested not in GOODPUT_TOOLS:
+        raise HarnessError(f"goodput tool {requested!r}: one of {', '.join(GOODPUT_TOOLS)}")
+    if requested == "iperf3" or (requested == "auto" and shutil.which("iperf3")):
+        return "iperf3"
+    return "python-tcp"
+
+
+def tcp_rtt(client: NetnsRef, server: NetnsRef, addr: str, *, count: int = 10, interval_s: float = 0.2) -> float | None:
+    """Mean RTT in seconds (TCP handshakes to a listener at `addr` in `server`), or None when none completed."""
+    return tcpprobe.rtt(client, server, addr, count=count, interval_s=interval_s).mean_s
 
 
 def measure(targets: list[LinkTarget], far_end: NetnsRef, far_addr: str, *, seconds: float = 5.0,
             goodput_range: tuple[float, float] = GOODPUT_RANGE, ping_count: int = 10,
-            on_check=None) -> list[Check]:
+            tool: str = "auto", on_check=None) -> list[Check]:
     """Every rate-limited direction's goodput, then RTTs where delay is emulated. Tests run one at a
-    time (a shared CPU and one iperf3 server); `on_check` sees each result as it comes."""
+    time (a shared CPU and one server); `on_check` sees each result as it comes. `tool`: auto (iperf3
+    where installed, else the Python TCP probe), iperf3 or python."""
     lo, hi = goodput_range
     checks: list[Check] = []
+    used = goodput_tool(tool)
 
     def add(c: Check) -> None:
         checks.append(c)
         if on_check:
             on_check(c)
 
-    server = start_iperf_server(far_end, far_addr)
+    def goodput(t: LinkTarget, reverse: bool) -> float:
+        if used == "iperf3":
+            return iperf_goodput(t.ns, far_addr, seconds=seconds, reverse=reverse)
+        got = tcpprobe.tcp_goodput(t.ns, far_end, far_addr, seconds=seconds, reverse=reverse)
+        if got is None:
+            raise HarnessError(f"python TCP goodput from {t.ns} to {far_addr}: no data came through")
+        return got
+
+    shaped = any(d.rate_bps for t in targets for d in (t.up, t.down))
+    server = start_iperf_server(far_end, far_addr) if used == "iperf3" and shaped else None
     try:
         for t in targets:
             for what, d, reverse in (("up goodput", t.up, False), ("down goodput", t.down, True)):
                 if not d.rate_bps:
-                    add(Check(t.name, what, None, None, "bit/s", "SKIP", "unshaped"))
+                    add(Check(t.name, what, None, None, "bit/s", "SKIP", "unshaped", tool=used))
                     continue
-                got = iperf_goodput(t.ns, far_addr, seconds=seconds, reverse=reverse)
+                got = goodput(t, reverse)
                 note = f"pass: {lo:.0%}-{hi:.0%} of the rate"
                 if got < lo * d.rate_bps:
                     # A busy CPU only ever lowers goodput (a late sender), never raises it: measure
                     # once more and keep the better figure, saying so.
-                    got = max(got, iperf_goodput(t.ns, far_addr, seconds=seconds, reverse=reverse))
+                    got = max(got, goodput(t, reverse))
                     note += " (best of 2)"
-                add(Check(t.name, what, float(d.rate_bps), got, "bit/s", goodput_status(got, d.rate_bps, lo, hi), note))
+                add(Check(t.name, what, float(d.rate_bps), got, "bit/s", goodput_status(got, d.rate_bps, lo, hi), note,
+                          tool=used))
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
     for i, t in enumerate(targets):
-        pairs = [("rtt to switch", far_addr, expected_rtt(t.up, t.down), t.up.jitter_s + t.down.jitter_s, True)]
+        pairs = [("rtt to switch", far_end, far_addr, expected_rtt(t.up, t.down), t.up.jitter_s + t.down.jitter_s, True)]
         if len(targets) > 1:
             b = targets[(i + 1) % len(targets)]
-            pairs.append((f"rtt to {b.name}", b.addr, expected_rtt(t.up, t.down, b.up, b.down),
+            pairs.append((f"rtt to {b.name}", b.ns, b.addr, expected_rtt(t.up, t.down, b.up, b.down),
                           t.up.jitter_s + t.down.jitter_s + b.up.jitter_s + b.down.jitter_s, b.emulated_delay))
-        for what, addr, expected, jitter, b_emulated in pairs:
+        for what, server_ns, addr, expected, jitter, b_emulated in pairs:
             if expected == 0:
                 continue  # no delay asked for: nothing to compare with but the host's own latency
             if not (t.emulated_delay and b_emulated):
-                add(Check(t.name, what, expected, None, "s", "SKIP", "delay not emulated"))
+                add(Check(t.name, what, expected, None, "s", "SKIP", "delay not emulated", tool="tcp-handshake"))
                 continue
-            got = ping_rtt(t.ns, addr, count=ping_count)
+            got = tcp_rtt(t.ns, server_ns, addr, count=ping_count)
             tol = rtt_tolerance(expected, jitter)
             ok = got is not None and abs(got - expected) <= tol
-            add(Check(t.name, what, expected, got, "s", "PASS" if ok else "FAIL", f"pass: ±{tol * 1e3:.1f} ms"))
+            add(Check(t.name, what, expected, got, "s", "PASS" if ok else "FAIL", f"pass: ±{tol * 1e3:.1f} ms",
+                      tool="tcp-handshake"))
     return checks
 
 

@@ -14,15 +14,31 @@ from dataclasses import dataclass
 
 from harness.net import naming
 from harness.net.cleanup import delete_namespaces, list_namespaces
-from harness.net.ns import NetnsRef, run, run_in
+from harness.net.ns import NetnsRef, add_bridge, add_veth, configure_link, create_netns, offloads_off, sysctl_set
 
 SUBNET = "10.77.0"
 PREFIX_LEN = 24
 SWITCH_HOST = 254
 BRIDGE = "br0"
 NODE_IFACE = "eth0"
-# Offloads that let the kernel hand a delay line 64 KiB super-frames instead of MTU-sized ones.
+# `ethtool -K` arguments for callers that still shell out (harness/net/ns.py's offloads_off() replaces
+# them: it matches every tx-tcp*-segmentation feature, which this fixed list does not).
 OFFLOADS_OFF = ("tso", "off", "gso", "off", "gro", "off")
+
+
+@dataclass(frozen=True)
+class Veth:
+    name: str
+    ns: str
+    peer: str
+    peer_ns: str
+
+
+@dataclass(frozen=True)
+class IfaceConfig:
+    iface: str
+    addr: str | None = None  # CIDR
+    master: str | None = None  # bridge to join
 
 
 @dataclass(frozen=True)
@@ -64,34 +80,28 @@ class StarSpec:
                 out.append(n.link_ns)
         return out
 
-    def veth_lines(self) -> list[str]:
-        """`ip -batch` lines, run in the root namespace, that create every veth pair in place."""
-        lines = []
+    def veths(self) -> list[Veth]:
+        """Every veth pair, each end created directly in its namespace."""
+        out = []
         for n in self.nodes:
             if n.link_ns:
-                lines.append(f"link add name {NODE_IFACE} netns {n.ns} type veth peer name a netns {n.link_ns}")
-                lines.append(f"link add name b netns {n.link_ns} type veth peer name {n.port} netns {self.switch_ns}")
+                out.append(Veth(NODE_IFACE, n.ns, "a", n.link_ns))
+                out.append(Veth("b", n.link_ns, n.port, self.switch_ns))
             else:
-                lines.append(f"link add name {NODE_IFACE} netns {n.ns} type veth peer name {n.port} netns {self.switch_ns}")
-        return lines
+                out.append(Veth(NODE_IFACE, n.ns, n.port, self.switch_ns))
+        return out
 
-    def ns_lines(self) -> dict[str, list[str]]:
-        """`ip -batch` lines per namespace. No IPv6 link-local addresses (addrgenmode none), so no
-        router solicitations or MLD reports add bytes to the wire counters."""
-        sw = ["link set dev lo up",
-              f"link add name {BRIDGE} type bridge stp_state 0 forward_delay 0 nf_call_iptables 0 nf_call_ip6tables 0 nf_call_arptables 0",
-              f"link set dev {BRIDGE} addrgenmode none",
-              f"addr add {self.switch_addr}/{PREFIX_LEN} dev {BRIDGE}"]
-        for n in self.nodes:
-            sw += [f"link set dev {n.port} addrgenmode none", f"link set dev {n.port} master {BRIDGE}", f"link set dev {n.port} up"]
-        sw.append(f"link set dev {BRIDGE} up")
+    def iface_configs(self) -> dict[str, list[IfaceConfig]]:
+        """Per namespace, in order: each interface's address, bridge and state. Every interface has
+        addrgenmode none (no IPv6 link-local address: no router solicitations or MLD reports in the
+        wire counters). The bridge comes up last, with its ports attached."""
+        sw = [IfaceConfig(n.port, master=BRIDGE) for n in self.nodes]
+        sw.append(IfaceConfig(BRIDGE, addr=f"{self.switch_addr}/{PREFIX_LEN}"))
         out = {self.switch_ns: sw}
         for n in self.nodes:
-            out[n.ns] = ["link set dev lo up", f"link set dev {NODE_IFACE} addrgenmode none",
-                         f"addr add {n.addr}/{PREFIX_LEN} dev {NODE_IFACE}", f"link set dev {NODE_IFACE} up"]
+            out[n.ns] = [IfaceConfig(NODE_IFACE, addr=f"{n.addr}/{PREFIX_LEN}")]
             if n.link_ns:
-                out[n.link_ns] = ["link set dev lo up", "link set dev a addrgenmode none", "link set dev b addrgenmode none",
-                                  "link set dev a up", "link set dev b up"]
+                out[n.link_ns] = [IfaceConfig("a"), IfaceConfig("b")]
         return out
 
     def offload_targets(self) -> list[tuple[str, str]]:
@@ -113,18 +123,19 @@ class Star:
 
     def up(self) -> None:
         for name in self.spec.namespaces():
-            run(["ip", "netns", "add", name])
             self.created.append(name)
-        run(["ip", "-batch", "-"], input="\n".join(self.spec.veth_lines()) + "\n", what="creating veth pairs")
-        for name, lines in self.spec.ns_lines().items():
-            run_in(NetnsRef.named(name), ["ip", "-batch", "-"], input="\n".join(lines) + "\n",
-                   what=f"[{name}] configuring links")
+            create_netns(name)
+        for v in self.spec.veths():
+            add_veth(v.name, NetnsRef.named(v.ns), v.peer, NetnsRef.named(v.peer_ns))
+        add_bridge(self.switch_ref, BRIDGE)
+        for name, configs in self.spec.iface_configs().items():
+            for c in configs:
+                configure_link(NetnsRef.named(name), c.iface, addr=c.addr, master=c.master)
         # The per-namespace bridge-netfilter switches (kernel >= 5.3); absent without br_netfilter, which is fine.
-        sw = NetnsRef.named(self.spec.switch_ns)
         for key in ("bridge-nf-call-iptables", "bridge-nf-call-ip6tables", "bridge-nf-call-arptables"):
-            run_in(sw, ["sysctl", "-q", "-w", f"net.bridge.{key}=0"], check=False)
+            sysctl_set(self.switch_ref, f"net.bridge.{key}", 0, check=False)
         for ns, iface in self.spec.offload_targets():
-            run_in(NetnsRef.named(ns), ["ethtool", "-K", iface, *OFFLOADS_OFF])
+            offloads_off(NetnsRef.named(ns), iface)
 
     def down(self) -> list[str]:
         """Remove everything; returns problems (empty on success) rather than raising, so teardown goes on."""
@@ -140,8 +151,9 @@ class Star:
         return NetnsRef.named(self.spec.switch_ns)
 
     def check_reachable(self, timeout_s: float = 5.0) -> list[str]:
-        """Ping the far end from every node at once; the nodes that got no answer. Catches a bridge
-        whose traffic is silently dropped (the iptables FORWARD trap) before a worker hangs on it."""
+        """A TCP handshake from every node to the far end, all at once; the nodes that got no answer. Catches
+        a bridge whose traffic is silently dropped (the iptables FORWARD trap) before a worker hangs."""
         from harness.net.emulation import check_reachable
 
-        return check_reachable([(n.ns, NetnsRef.named(n.ns), self.spec.switch_addr) for n in self.spec.nodes], timeout_s)
+        return check_reachable([(n.ns, NetnsRef.named(n.ns), self.switch_ref, self.spec.switch_addr)
+                                for n in self.spec.nodes], timeout_s)

@@ -141,7 +141,10 @@ def test_doctor_json(cli):
     result = cli("doctor", "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["capabilities"] and all(c["ok"] in (True, False, None) for c in doc["capabilities"])
+    assert doc["host"]["root"] in (True, False) and isinstance(doc["host"]["qdiscs"], list)
+    # every backend and link engine: ready ([]) or the lines that fix it
+    assert set(doc["readiness"]) == {"local", "netns", "docker"}
+    assert all(isinstance(p, str) for engines in doc["readiness"].values() for probs in engines.values() for p in probs)
 
 
 def _plain(*args: str, columns: int = 80) -> subprocess.CompletedProcess:

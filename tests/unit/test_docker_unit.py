@@ -150,7 +150,7 @@ def test_docker_backend_without_engine_exits_2(cli, write_scenario, monkeypatch,
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such.sock")
     r = cli("run", write_scenario(tiny_scenario_dict()), "--backend", "docker", "--out", tmp_path / "out")
     assert r.exit_code == 2
-    assert "no Docker engine reachable" in r.output and "Traceback" not in r.output
+    assert "a Docker engine: needed for the docker" in r.output and "Traceback" not in r.output
 
 
 def test_clean_without_engine_touches_nothing(cli, monkeypatch, tmp_path):

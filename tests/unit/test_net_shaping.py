@@ -98,15 +98,18 @@ def test_star_creates_veths_in_place_and_link_namespaces_only_where_asked():
     spec = StarSpec.build("abc123", 3, {1})
     assert spec.namespaces() == ["dbench-abc123-sw", "dbench-abc123-n0", "dbench-abc123-n1", "dbench-abc123-l1",
                                  "dbench-abc123-n2"]
-    lines = spec.veth_lines()
-    assert lines[0] == "link add name eth0 netns dbench-abc123-n0 type veth peer name p0 netns dbench-abc123-sw"
-    assert lines[1] == "link add name eth0 netns dbench-abc123-n1 type veth peer name a netns dbench-abc123-l1"
-    assert lines[2] == "link add name b netns dbench-abc123-l1 type veth peer name p1 netns dbench-abc123-sw"
-    assert all(" netns " in line for line in lines)  # never a veth end left in the root namespace
-    ns = spec.ns_lines()
-    assert "addr add 10.77.0.254/24 dev br0" in ns["dbench-abc123-sw"]
-    assert "addr add 10.77.0.3/24 dev eth0" in ns["dbench-abc123-n2"]
-    assert any("nf_call_iptables 0" in x for x in ns["dbench-abc123-sw"])
+    from harness.net.topology import IfaceConfig, Veth
+
+    veths = spec.veths()
+    assert veths[0] == Veth("eth0", "dbench-abc123-n0", "p0", "dbench-abc123-sw")
+    assert veths[1] == Veth("eth0", "dbench-abc123-n1", "a", "dbench-abc123-l1")
+    assert veths[2] == Veth("b", "dbench-abc123-l1", "p1", "dbench-abc123-sw")
+    assert all(v.ns != v.peer_ns for v in veths)  # both ends in their namespaces: never one left in the root one
+    cfg = spec.iface_configs()
+    assert cfg["dbench-abc123-sw"][-1] == IfaceConfig("br0", addr="10.77.0.254/24")  # the bridge last, ports joined
+    assert IfaceConfig("p2", master="br0") in cfg["dbench-abc123-sw"]
+    assert cfg["dbench-abc123-n2"] == [IfaceConfig("eth0", addr="10.77.0.3/24")]
+    assert cfg["dbench-abc123-l1"] == [IfaceConfig("a"), IfaceConfig("b")]
     assert spec.offload_targets() == [("dbench-abc123-n1", "eth0"), ("dbench-abc123-l1", "a"),
                                       ("dbench-abc123-l1", "b"), ("dbench-abc123-sw", "p1")]
 

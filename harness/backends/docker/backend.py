@@ -247,7 +247,7 @@ class DockerBackend(Backend):
         self.emulation.apply()
 
     def _check_reachable(self) -> None:
-        """Ping the next node from each spliced node at once (the workers' path, through both delay
+        """A TCP handshake to the next node from each spliced node at once (the workers' path, through both delay
         lines): a hop that does not forward fails here, not as a worker hung on its first collective."""
         from harness.net.emulation import check_reachable
 
@@ -255,9 +255,9 @@ class DockerBackend(Backend):
             return
         n = len(self.containers)
         failed = check_reachable([(f"{self.containers[r].name} -> {self.addresses[(r + 1) % n]}", self._ns(r),
-                                   self.addresses[(r + 1) % n]) for r in self.splices])
+                                   self._ns((r + 1) % n), self.addresses[(r + 1) % n]) for r in self.splices])
         if failed:
-            raise HarnessError("no ping reply through the delay line: " + ", ".join(failed))
+            raise HarnessError("no TCP handshake through the delay line: " + ", ".join(failed))
 
     def _stop_delay_lines(self) -> list[str]:
         from harness.net.splice import undo

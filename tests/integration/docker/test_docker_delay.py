@@ -222,7 +222,7 @@ while True:
 
 def test_rtt_between_containers_is_the_sum_of_four_one_way_delays(worker_image, engine, tmp_path, tracked,
                                                                    root_with_delay_line):
-    from harness.net.linktest import ping_rtt
+    from harness.net.linktest import tcp_rtt
     from harness.net.ns import NetnsRef
     from harness.net.shaping import read_qdiscs
 
@@ -232,8 +232,9 @@ def test_rtt_between_containers_is_the_sum_of_four_one_way_delays(worker_image, 
         expected = 0.010 + 0.020 + 0.020 + 0.010
         tol = 0.001 + 0.05 * expected
         # From the host, inside node0's namespace (the same path as the workers' traffic).
-        got = ping_rtt(NetnsRef(path=f"/proc/{b.pids[0]}/ns/net"), b.addresses[1], count=20)
-        print(f"ping RTT node0 -> node1: {got * 1e3:.2f} ms, expected {expected * 1e3:.0f} ms")
+        got = tcp_rtt(NetnsRef(path=f"/proc/{b.pids[0]}/ns/net"), NetnsRef(path=f"/proc/{b.pids[1]}/ns/net"),
+                      b.addresses[1], count=20)
+        print(f"TCP handshake RTT node0 -> node1: {got * 1e3:.2f} ms, expected {expected * 1e3:.0f} ms")
         assert got is not None and abs(got - expected) <= tol, (got, expected)
         # From inside the worker containers, as a worker (no NET_RAW: UDP echo, not ping).
         server = engine.api.exec_create(b.containers[1].id, [b.python(), "-c", UDP_ECHO_SERVER])
