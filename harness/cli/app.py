@@ -114,6 +114,10 @@ from harness.cli.project import project as _project  # noqa: E402
 
 app.command(name="project")(_project)
 
+from harness.cli.sweep import sweep as _sweep  # noqa: E402
+
+app.command(name="sweep")(_sweep)
+
 
 if __name__ == "__main__":
     app()
