@@ -273,7 +273,7 @@ def time_to_target(run: LoadedRun, out: Path) -> Figure | None:
         if result is None:
             return None
         reached = {n: None if h is None else (h[0], None, h[1]) for n, h in result.reached.items()}
-        explanation = result.explanation + "; at the first evaluation at or below it"
+        explanation = result.explanation
     fig, axes = new_figure(height=max(2.4, 1.2 + 0.6 * len(reached)))
     ax = axes[0][0]
     names = list(reached)

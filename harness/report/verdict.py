@@ -53,6 +53,8 @@ class Verdict:
     base_loss_equal_steps: Estimate
     bytes_ratio: float | None  # baseline bytes / this optimizer's (tx + rx per worker per step)
     bytes_basis: str | None
+    reached_seeds: int | None = None  # how many seeds reached the target (summary `target_reached`)
+    base_reached_seeds: int | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -137,6 +139,10 @@ def _reached(s: dict) -> bool | None:
     return s.get("time_to_target_s") is not None
 
 
+def _count(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
 def _bytes(base: dict, cand: dict) -> tuple[float | None, str | None]:
     basis = "wire" if total_bytes(base, "wire") and total_bytes(cand, "wire") else "payload"
     b, c = total_bytes(base, basis), total_bytes(cand, basis)
@@ -172,7 +178,8 @@ def verdicts(summary: dict) -> list[Verdict]:
             base_loss_equal_time=_estimate(base, "val_loss_at_equal_time"),
             loss_equal_steps=_estimate(s, "val_loss_at_equal_steps"),
             base_loss_equal_steps=_estimate(base, "val_loss_at_equal_steps"),
-            bytes_ratio=ratio, bytes_basis=basis)
+            bytes_ratio=ratio, bytes_basis=basis,
+            reached_seeds=_count(s.get("target_reached")), base_reached_seeds=_count(base.get("target_reached")))
         if v.reached is None:
             v.notes.append("time to target not recorded (run folder from before issue 16)")
         if not v.loss_equal_time.known and "val_loss_at_equal_time" not in s:
@@ -199,11 +206,17 @@ def _sooner(x: float) -> str:
     return f"{_factor(x)} sooner" if x >= 1 else f"{_factor(1 / x)} later"
 
 
+def _partly(k: int | None, n: int | None) -> str:
+    """' (reached in 2 of 3 seeds)' when some seeds reached the target but not all (so no mean time)."""
+    return f" in every seed (only {k} of {n} did)" if k and n and 0 < k < n else ""
+
+
 def _target_clause(v: Verdict) -> str | None:
     t = f"val loss {v.target:.3g}" if v.target is not None else "the target loss"
     if v.reached is None:
         return None
     if not v.reached:
+        t += _partly(v.reached_seeds, v.seeds)
         if v.base_reached:
             return f"did not reach {t} (which {v.baseline} reached in {v.base_time_to_target.text(' s')})"
         return f"did not reach {t}, nor did {v.baseline}"
@@ -255,8 +268,9 @@ def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
     if v.reached is None:
         out.append(("time to target", "not recorded", "not recorded", "n/a"))
     else:
-        mine = v.time_to_target.text(" s") if v.reached else "not reached"
-        theirs = v.base_time_to_target.text(" s") if v.base_reached else "not reached"
+        mine = v.time_to_target.text(" s") if v.reached else "not reached" + _seeds_of(v.reached_seeds, v.seeds)
+        theirs = (v.base_time_to_target.text(" s") if v.base_reached else
+                  "not reached" + _seeds_of(v.base_reached_seeds, v.seeds))
         cmp = (_sooner(v.target_speedup) if v.target_speedup else
                "only this one reached it" if v.reached else
                f"only {v.baseline} reached it" if v.base_reached else "neither reached it")
@@ -270,6 +284,10 @@ def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
     out.append((f"{v.bytes_basis or 'payload'} bytes per worker per step", "", "",
                 bw + " (tx + rx)" if bw else "n/a"))
     return out
+
+
+def _seeds_of(k: int | None, n: int | None) -> str:
+    return f" (by {k} of {n} seeds)" if k and n and 0 < k < n else ""
 
 
 def _budget_words(summary: dict) -> str | None:

@@ -85,3 +85,11 @@ def test_no_baseline_or_only_baseline_gives_no_block():
     assert verdict_lines({**s, "baseline": "sgd"}) == []
     s["optimizers"].pop("distro")
     assert verdict_lines(s) == []
+
+
+def test_reached_by_some_seeds_only_says_so():
+    s = summary(distro_ttt=None)
+    s["optimizers"]["distro"]["target_reached"] = 2
+    (v,) = verdicts(s)
+    assert "did not reach val loss 2.75 in every seed (only 2 of 3 did)" in sentence(v)
+    assert any("not reached (by 2 of 3 seeds)" in line for line in verdict_lines(s))
