@@ -12,6 +12,14 @@ import yaml
 from harness import metrics
 from harness.rundir import atomic_write_json, atomic_write_parquet
 
+# summary keys of a run folder written before issue 16 (metrics.summarize may add more: an old folder lacks them)
+OLD_KEYS = ["steps", "step_time_s_mean", "step_time_s_p50", "compute_s_mean", "comm_s_mean",
+            "payload_tx_bytes_per_step", "payload_rx_bytes_per_step", "wire_tx_bytes_per_step",
+            "wire_rx_bytes_per_step", "final_loss", "final_val_loss", "reduction_vs_baseline", "reduction_basis",
+            "compress_s_mean", "apply_s_mean", "wait_s_mean", "collectives_per_step", "ring_bytes_per_step",
+            "wire_overhead", "first_val_loss", "wall_time_s", "tokens_per_s", "ranks", "replicas_identical",
+            "replicas_diverged_at_step", "param_checksum"]
+
 # name -> (payload bytes tx per step, rx per step, final loss, step seconds)
 OPTS = {"adamw": (2_000_000, 2_000_000, 2.40, 0.30), "distro": (2_000, 5_000, 2.55, 0.05)}
 
@@ -49,6 +57,8 @@ def make_run(root: Path, name: str = "run", *, scenario: str = "synth", optimize
         df = df.drop(columns="seed")
     baseline = next(iter(optimizers))
     summ = metrics.summarize(df, events, baseline)
+    if not new_keys:
+        summ = {n: {k: v.get(k) for k in OLD_KEYS} for n, v in summ.items()}
     summary = {"schema_version": 1,
                "run": {"scenario": scenario, "backend": "local", "state": "complete", "reason": None,
                        "started": "2026-11-30T00:00:00+00:00", "world_size": ranks},
