@@ -11,7 +11,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from harness.report.analysis import total_bytes
+
+
+def total_bytes(summary: dict, kind: str) -> float | None:
+    """tx + rx bytes per worker per step (as report/analysis.py's, without importing pandas for the CLI)."""
+    tx, rx = summary.get(f"{kind}_tx_bytes_per_step"), summary.get(f"{kind}_rx_bytes_per_step")
+    if tx is None or rx is None:
+        return None
+    return float(tx) + float(rx)
 
 
 @dataclass(frozen=True)
