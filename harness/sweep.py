@@ -131,8 +131,17 @@ def base_dict(scenario: Scenario) -> dict:
     return data
 
 
+BUDGETS = ("steps", "time_budget", "tokens")  # train.<one of these> is the budget: setting one replaces the others
+
+
 def _set_path(doc: dict, path: str, value: Any, scenario: Scenario) -> None:
     parts = path.split(".")
+    if parts[0] == "train" and len(parts) == 2 and parts[1] in BUDGETS and isinstance(doc.get("train"), dict):
+        for other in BUDGETS:
+            if other != parts[1]:
+                doc["train"].pop(other, None)
+        if parts[1] == "steps" and isinstance(value, int) and isinstance(doc["train"].get("eval_every"), int):
+            doc["train"]["eval_every"] = min(doc["train"]["eval_every"], value)  # as `run --steps` does
     if parts[0] == "optimizers" and len(parts) >= 2 and parts[1] not in scenario.optimizers:
         raise InputError(f"--set {path}: {parts[1]!r} is not an optimizer of {scenario.name} "
                          f"({', '.join(scenario.optimizers)})")
@@ -154,10 +163,11 @@ def _set_path(doc: dict, path: str, value: Any, scenario: Scenario) -> None:
     node[parts[-1]] = value
 
 
-def point_scenario(scenario: Scenario, point: Point) -> Scenario:
-    """The scenario with the point's values, validated: ScenarioError naming the --set that broke it."""
+def point_scenario(scenario: Scenario, point: Point, fixed: dict[str, Any] | None = None) -> Scenario:
+    """The scenario with `fixed` settings (the same at every point: a budget, the seeds) and the point's values,
+    validated: ScenarioError naming the --set that broke it."""
     doc = base_dict(scenario)
-    for path, value in point.values.items():
+    for path, value in [*(fixed or {}).items(), *point.values.items()]:
         _set_path(doc, path, value, scenario)
     try:
         return scenario_from_dict(doc, source=f"--set {point.label}", base_dir=scenario._base_dir)
@@ -165,13 +175,13 @@ def point_scenario(scenario: Scenario, point: Point) -> Scenario:
         raise ScenarioError(e.source, e.problems) from None
 
 
-def validate_grid(scenario: Scenario, axes: list[Axis]) -> list[tuple[Point, Scenario]]:
+def validate_grid(scenario: Scenario, axes: list[Axis], fixed: dict[str, Any] | None = None) -> list[tuple[Point, Scenario]]:
     """Every point as a validated scenario, or one error that names each bad path/value once."""
     problems: list[str] = []
     out = []
     for p in grid(axes):
         try:
-            out.append((p, point_scenario(scenario, p)))
+            out.append((p, point_scenario(scenario, p, fixed)))
         except ScenarioError as e:
             problems += [f"{x} (with --set {p.label})" for x in e.problems]
         except InputError as e:
@@ -242,14 +252,17 @@ RunFn = Callable[[Scenario, Path], Any]  # (scenario, out folder) -> RunResult (
 
 
 def run_sweep(scenario: Scenario, axes: list[Axis], *, out: Path = Path("results"), run: RunFn,
-              pick_best: bool = False, reuse: bool = True,
+              pick_best: bool = False, reuse: bool = True, fixed: dict[str, Any] | None = None,
               on_point: Callable[[Point, int, str], None] | None = None) -> SweepResult:
     """Run every grid point through `run` (the runner: harness.runner.run_scenario with the caller's options).
 
+    `fixed`: dotted path -> value set at every point (the budget, the seeds), not an axis.
     Ctrl-C (Interrupted / KeyboardInterrupt) stops the sweep but keeps and summarises the finished points,
     then re-raises Interrupted. A point whose run fails is recorded as failed and the sweep goes on.
     """
-    points = validate_grid(scenario, axes)
+    points = validate_grid(scenario, axes, fixed)
+    if fixed:  # the sweep's own scenario carries them too, so best-scenario.yaml runs at the same budget
+        scenario = point_scenario(scenario, Point(-1, {}, {}), fixed)
     sweep_dir = new_sweep_dir(out, scenario.name)
     results: list[PointResult] = []
     seen: dict[str, tuple[int, dict]] = {}  # optimizer key -> (point index, figures)

@@ -19,7 +19,11 @@ def sweep(
                                         "equal budget) and best-scenario.yaml (ready for `run`)"),
     backend: str = typer.Option("auto", help="auto | local | netns | docker"),
     out: Path = typer.Option(Path("results"), help="folder that receives the sweep folder"),
-    steps: int = typer.Option(None, min=1, help="override train.steps at every point"),
+    steps: int = typer.Option(None, min=1, help="budget at every point: N steps (replaces the scenario's budget)"),
+    time_budget: str = typer.Option(None, "--time-budget", help="budget at every point: training seconds per "
+                                                                "optimizer, e.g. 60s (train.time_budget)"),
+    tokens: str = typer.Option(None, help="budget at every point: tokens per optimizer, e.g. 2M (train.tokens)"),
+    repeat: int = typer.Option(None, min=1, max=100, help="run every point with K seeds (train.seeds), for intervals"),
     link_engine: str = typer.Option("auto", help="auto | tc | userspace: how delay, jitter and loss are emulated"),
     allow_unemulated: bool = typer.Option(False, help="run even if part of a link cannot be emulated here"),
     reuse: bool = typer.Option(True, help="reuse an optimizer's result when a point leaves its settings unchanged"),
@@ -35,8 +39,18 @@ def sweep(
     with cli_errors():
         if pick not in (None, "best"):
             raise InputError(f"--pick: {pick!r} is not a choice; the one choice is 'best'")
-        s = load_scenario(scenario).with_overrides(steps=steps)
+        s = load_scenario(scenario)
         axes = parse_sets(set_)
+        fixed = {}
+        budgets = {k: v for k, v in (("steps", steps), ("time_budget", time_budget), ("tokens", tokens)) if v is not None}
+        if len(budgets) > 1:
+            raise InputError(f"give one budget, not {' and '.join('--' + k.replace('_', '-') for k in budgets)}")
+        fixed.update({f"train.{k}": v for k, v in budgets.items()})
+        if repeat is not None:
+            fixed["train.seeds"] = list(range(s.train.seed, s.train.seed + repeat))
+        clash = [a.path for a in axes if a.path in fixed]
+        if clash:
+            raise InputError(f"--set {clash[0]}: also given by an option; sweep it or fix it, not both")
         opts = RunOptions(backend=backend, backend_options=BackendOptions(
             link_engine=link_engine, allow_unemulated=allow_unemulated or s.network.allow_unemulated))
 
@@ -50,7 +64,8 @@ def sweep(
             console.print(f"[bold][{point.index + 1}/{total}][/] {escape(point.label)}: {escape(what)}")
 
         # Ctrl-C: run_sweep keeps and summarises the finished points, then raises Interrupted (exit 130)
-        result = run_sweep(s, axes, out=out, run=run_point, pick_best=pick == "best", reuse=reuse, on_point=on_point)
+        result = run_sweep(s, axes, out=out, run=run_point, pick_best=pick == "best", reuse=reuse, on_point=on_point,
+                           fixed=fixed)
         from harness.sweep import table_frame
 
         frame = table_frame(result.points)

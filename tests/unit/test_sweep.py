@@ -57,6 +57,13 @@ def test_points_validate_like_scenarios():
         point_scenario(s, grid(parse_sets(["optimizers.sgd.lr=1"]))[0])
 
 
+def test_fixed_budget_applies_at_every_point():
+    s = load_scenario(SMOKE)  # steps 30, eval_every 10
+    pts = validate_grid(s, parse_sets(["optimizers.distro.lr=1e-3,3e-3"]), fixed={"train.steps": 4})
+    assert [(sc.train.steps, sc.train.eval_every) for _, sc in pts] == [(4, 4), (4, 4)]
+    assert pts[0][0].label == "optimizers.distro.lr=1e-3"  # fixed settings are not part of the grid
+
+
 def _fake_runner(calls: list):
     """Writes a synthetic run folder whose distro val loss is lowest at lr 3e-3."""
     def run(scen, folder):
