@@ -31,7 +31,8 @@ from harness.scenario import Scenario, scenario_from_dict
 POINT_KEYS = ["seeds", "steps", "step_time_s_mean", "comm_s_mean", "final_loss", "final_val_loss",
               "val_loss_at_equal_time", "val_loss_at_equal_steps", "time_to_target_s", "steps_to_target",
               "tokens_to_target", "reduction_vs_baseline", "wall_time_s", "payload_tx_bytes_per_step",
-              "payload_rx_bytes_per_step", "wire_tx_bytes_per_step", "wire_rx_bytes_per_step", "ci95"]
+              "payload_rx_bytes_per_step", "wire_tx_bytes_per_step", "wire_rx_bytes_per_step", "reduction_basis",
+              "ci95"]
 RATE_FIELDS = ("up", "down")
 
 
@@ -307,6 +308,8 @@ def run_sweep(scenario: Scenario, axes: list[Axis], *, out: Path = Path("results
                         pr.optimizers[n] = figs
                         if result.state == "complete" and figs:
                             seen[keys[n]] = (point.index, figs)
+                    if scen.baseline not in todo:  # the run had no baseline: reduction against the reused one
+                        _reductions(pr.optimizers, scen.baseline)
                 if pr.run_dir is not None and pr.run_dir.parent == sweep_dir:
                     target = sweep_dir / point.folder_name
                     pr.run_dir.rename(target)
@@ -332,6 +335,21 @@ def run_sweep(scenario: Scenario, axes: list[Axis], *, out: Path = Path("results
         raise Interrupted(f"interrupted; {sum(p.state == 'complete' for p in results)} finished point(s) kept in "
                           f"{sweep_dir}") from None
     return res
+
+
+def _reductions(figs: dict[str, dict], baseline: str) -> None:
+    from harness.report.verdict import total_bytes
+
+    base = figs.get(baseline)
+    if not base:
+        return
+    for name, f in figs.items():
+        if name == baseline or "reused_from" in f:
+            continue
+        basis = "wire" if total_bytes(base, "wire") and total_bytes(f, "wire") else "payload"
+        b, c = total_bytes(base, basis), total_bytes(f, basis)
+        f["reduction_vs_baseline"] = b / c if b and c else None
+        f["reduction_basis"] = basis
 
 
 def _newest_run(sweep_dir: Path, name: str) -> Path | None:

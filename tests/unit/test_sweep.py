@@ -91,6 +91,8 @@ def test_sweep_folder_table_and_pick_best(tmp_path):
     sweep = json.loads((d / "sweep.json").read_text())
     assert sweep["state"] == "complete" and len(sweep["points"]) == 3
     assert sweep["points"][1]["optimizers"]["adamw"]["reused_from"] == 0
+    # distro ran without adamw at point 1: its reduction is against the reused adamw, not itself
+    assert sweep["points"][1]["optimizers"]["distro"]["reduction_vs_baseline"] > 500
     for p in sweep["points"]:
         assert (d / p["run_dir"] / "summary.json").is_file()
     csv = (d / "sweep.csv").read_text().splitlines()
