@@ -69,7 +69,7 @@ def verdict_section(run: LoadedRun) -> Section | None:
         blocks += [Para(f"Note: {n}.") for n in v.notes]
     target = summary.get("target")
     if isinstance(target, dict) and target.get("how"):
-        blocks.append(Para(f"Target: val loss {describe.fmt(target.get('val_loss'), '.4g')} ({target['how']}). "
+        blocks.append(Para(f"Target: val loss {describe.fmt(target.get('val_loss'), '.4g')}, {target['how']}. "
                            "Times to target are interpolated between evaluations; loss at equal wall-clock is each "
                            "optimizer's validation loss at the shortest optimizer's wall-clock, at equal steps at the "
                            "smallest step count all reached."

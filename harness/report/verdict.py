@@ -65,6 +65,11 @@ class Verdict:
     notes: list[str] = field(default_factory=list)
 
     @property
+    def missing(self) -> str:
+        """A figure the summary lacks: an old folder never recorded it; a new one had no evaluation to use."""
+        return "not recorded" if self.reached is None else "n/a"
+
+    @property
     def step_speedup(self) -> float | None:
         """Baseline step time / this optimizer's: above 1, this optimizer's steps are quicker."""
         return _ratio(self.base_step_time.mean, self.step_time.mean)
@@ -210,7 +215,15 @@ def _lower_higher(d: Estimate) -> str:
 
 
 def _sooner(x: float) -> str:
+    if 0.95 <= x <= 1.05:
+        return f"about as soon ({_factor(x)})"
     return f"{_factor(x)} sooner" if x >= 1 else f"{_factor(1 / x)} later"
+
+
+def _faster(x: float) -> str:
+    if 0.95 <= x <= 1.05:
+        return f"about as fast per step ({_factor(x)})"
+    return f"{_factor(x)} faster per step" if x >= 1 else f"{_factor(1 / x)} slower per step"
 
 
 def _partly(k: int | None, n: int | None) -> str:
@@ -229,7 +242,9 @@ def _target_clause(v: Verdict) -> str | None:
         return f"did not reach {t}, nor did {v.baseline}"
     clause = f"reached {t} in {v.time_to_target.text(' s')}"
     if v.base_reached and v.target_speedup:
-        clause += f", {_sooner(v.target_speedup)} than {v.baseline}"
+        x = v.target_speedup
+        clause += (f", about as soon as {v.baseline} ({_factor(x)})" if 0.95 <= x <= 1.05 else
+                   f", {_sooner(x)} than {v.baseline}")
     elif v.base_reached is False:
         clause += f", which {v.baseline} did not reach"
     return clause
@@ -253,7 +268,8 @@ def sentence(v: Verdict, scenario: str | None = None) -> str:
         parts.append(head + target + (f", with {bytes_words}" if bytes_words else ""))
     elif v.step_speedup:
         faster = v.step_speedup
-        step = f"{_factor(faster)} faster" if faster >= 1 else f"{_factor(1 / faster)} slower"
+        step = (f"{_factor(faster)} faster" if faster > 1.05 else f"{_factor(1 / faster)} slower" if faster < 0.95
+                else "about as fast")
         parts.append(head + f"ran steps {step} than {v.baseline}" + (f" with {bytes_words}" if bytes_words else ""))
     elif bytes_words:
         parts.append(head + f"exchanged {bytes_words} than {v.baseline}")
@@ -270,8 +286,7 @@ def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
     """(figure, this optimizer, the baseline, comparison) for the block's table."""
     out = []
     sp = v.step_speedup
-    out.append(("step time", v.step_time.text(" s"), v.base_step_time.text(" s"),
-                "n/a" if sp is None else f"{_factor(sp)} faster per step" if sp >= 1 else f"{_factor(1 / sp)} slower per step"))
+    out.append(("step time", v.step_time.text(" s"), v.base_step_time.text(" s"), "n/a" if sp is None else _faster(sp)))
     if v.reached is None:
         out.append(("time to target", "not recorded", "not recorded", "n/a"))
     else:
@@ -285,7 +300,7 @@ def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
     for label, mine, theirs, diff in (
             ("val loss at equal wall-clock", v.loss_equal_time, v.base_loss_equal_time, v.loss_diff_equal_time),
             ("val loss at equal steps", v.loss_equal_steps, v.base_loss_equal_steps, v.loss_diff_equal_steps)):
-        out.append((label, mine.text() if mine.known else "not recorded", theirs.text() if theirs.known else "not recorded",
+        out.append((label, mine.text() if mine.known else v.missing, theirs.text() if theirs.known else v.missing,
                     _lower_higher(diff)))
     bw = _bytes_words(v)
     out.append((f"{v.bytes_basis or 'payload'} bytes per worker per step", "", "",
@@ -302,9 +317,13 @@ def _budget_words(summary: dict) -> str | None:
     if not isinstance(b, dict) or "kind" not in b:
         return None
     value = b.get("value")
-    unit = {"time": " s", "steps": " steps", "tokens": " tokens", "target": " (target val loss)"}.get(b["kind"], "")
-    shown = _num(float(value)) if isinstance(value, (int, float)) else str(value)
-    return f"{b['kind']} budget {shown}{unit}"
+    shown = _num(float(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+    words = {"steps": f"{shown} steps", "time": f"{shown} s of training", "tokens": f"{shown} tokens",
+             "target": f"until val loss {shown}"}.get(b["kind"], f"{b['kind']} {shown}")
+    cap = b.get("cap")
+    if b["kind"] == "target" and isinstance(cap, dict) and isinstance(cap.get("value"), (int, float)):
+        words += f" (at most {_num(float(cap['value']))}{' s' if cap.get('kind') == 'time' else ' steps'})"
+    return f"budget {words} each"
 
 
 def heading(v: Verdict, summary: dict) -> str:

@@ -46,7 +46,7 @@ def test_single_seed_has_no_plus_minus():
     lines = verdict_lines(s)
     assert lines and not any("±" in line for line in lines)
     assert any("2.6x sooner than adamw" in line for line in lines)
-    assert lines[0].startswith("distro vs adamw (1 seed;")
+    assert lines[0] == "distro vs adamw (1 seed; budget 300 s of training each)"
 
 
 def test_not_reached_either_side():
@@ -93,3 +93,8 @@ def test_reached_by_some_seeds_only_says_so():
     (v,) = verdicts(s)
     assert "did not reach val loss 2.75 in every seed (only 2 of 3 did)" in sentence(v)
     assert any("not reached (by 2 of 3 seeds)" in line for line in verdict_lines(s))
+
+
+def test_equal_times_read_as_about_the_same():
+    (v,) = verdicts(summary(distro_ttt=49.0, adamw_ttt=49.4))
+    assert "reached val loss 2.75 in 49 ± 2 s, about as soon as adamw (1.0x)" in sentence(v)
