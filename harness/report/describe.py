@@ -186,8 +186,11 @@ def _value(key: str, v) -> str:
 
 def _cell(conf: dict, appl: dict, meas: dict, key: str, *, applied_known: bool, measured_known: bool) -> str:
     """'configured / applied / measured' for one figure, each '-' where absent."""
-    parts = [_value(key, conf.get(key)) if conf else "-",
-             (_value(key, appl.get(key)) if key in appl else "not applied") if applied_known else "not applied",
+    asked = conf.get(key) if conf else None
+    nothing = not asked or (isinstance(asked, str) and asked.strip("0.%msu ") == "")  # 0, 0ms, 0%: nothing to apply
+    parts = [_value(key, asked) if conf else "-",
+             (_value(key, appl.get(key)) if key in appl else "-" if nothing else "not applied") if applied_known
+             else "-" if nothing else "not applied",
              _value(key, meas.get(key)) if measured_known and key in meas else "not measured"]
     return " / ".join(parts)
 
