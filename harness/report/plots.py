@@ -74,7 +74,9 @@ def loss_vs_step(run: LoadedRun, out: Path) -> Figure:
         _band(train_ax, s["step"], s["loss_lo"], s["loss_hi"], st["color"])
         v = s.dropna(subset=["val_loss"])
         val_ax.plot(v["step"], v["val_loss"], label=name, linewidth=1.3, markersize=5, **st)
-        _band(val_ax, v["step"], v["val_lo"], v["val_hi"], st["color"])
+        if _band(val_ax, v["step"], v["val_lo"], v["val_hi"], st["color"]) is False and v["val_lo"].notna().any():
+            val_ax.errorbar(v["step"], v["val_loss"], yerr=[v["val_loss"] - v["val_lo"], v["val_hi"] - v["val_loss"]],
+                            linestyle="none", ecolor=st["color"], elinewidth=0.8, capsize=3)
     train_ax.set(title="Training loss (mean over workers)", xlabel="step", ylabel=LOSS_UNIT)
     val_ax.set(title="Validation loss (held-out data)", xlabel="step")
     if not any(len(line.get_xdata()) for line in val_ax.get_lines()):
