@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import yaml
 
-from harness.errors import InputError, Interrupted, ScenarioError
+from harness.errors import CapabilityError, InputError, Interrupted, ScenarioError
 from harness.rundir import atomic_write_json, atomic_write_text
 from harness.scenario import Scenario, scenario_from_dict
 
@@ -295,7 +295,7 @@ def run_sweep(scenario: Scenario, axes: list[Axis], *, out: Path = Path("results
                     interrupted = e
                     state = "incomplete"
                     break
-                except InputError:
+                except (InputError, CapabilityError):  # the same at every point: stop, do not fail them one by one
                     raise
                 except Exception as e:  # a failed point is a result; the sweep goes on
                     pr.state, pr.reason = "failed", f"{type(e).__name__}: {e}"
