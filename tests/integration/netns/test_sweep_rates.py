@@ -14,7 +14,7 @@ pytestmark = pytest.mark.root
 
 
 @pytest.fixture
-def netns_caps():
+def netns_caps(monkeypatch):
     if os.geteuid() != 0:
         pytest.skip("needs root: network namespaces and tc")
     from harness.net.probe import probe
@@ -24,9 +24,21 @@ def netns_caps():
         pytest.skip(f"network namespaces unavailable here: {caps.netns_error}")
     if not caps.rate_shaping:
         pytest.skip("this kernel has no tbf qdisc")
-    before = set(list_namespaces())
+    # Our run ids carry a token of their own: other tests on this machine may hold namespaces meanwhile.
+    import itertools
+    import secrets
+    import time
+
+    from harness.net import naming
+
+    token = "s" + secrets.token_hex(2)
+    counter = itertools.count()
+    monkeypatch.setattr(naming, "new_run_id", lambda: f"{token}{next(counter)}")
     yield caps
-    assert not {n for n in set(list_namespaces()) - before if n.startswith("dbench-")}, "namespaces left behind"
+    deadline = time.monotonic() + 5
+    while [n for n in list_namespaces() if n.startswith(f"dbench-{token}")] and time.monotonic() < deadline:
+        time.sleep(0.2)  # namespace teardown is asynchronous in the kernel
+    assert not [n for n in list_namespaces() if n.startswith(f"dbench-{token}")], "namespaces left behind"
 
 
 def test_rate_sweep_draws_measured_and_projected_curves(cli, write_scenario, tmp_path, netns_caps):
