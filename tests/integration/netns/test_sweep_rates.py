@@ -54,8 +54,9 @@ def test_rate_sweep_draws_measured_and_projected_curves(cli, write_scenario, tmp
     (d,) = (tmp_path / "out").iterdir()
     sweep = json.loads((d / "sweep.json").read_text())
     assert [p["state"] for p in sweep["points"]] == ["complete", "complete"]
-    slow, fast = (p["optimizers"]["adamw"]["step_time_s_mean"] for p in sweep["points"])
-    assert slow > 2 * fast, (slow, fast)  # the rate was really applied
+    # the rate was really applied: AdamW's communication (not its step, which a busy CPU dominates) is ~10x longer
+    slow, fast = (p["optimizers"]["adamw"]["comm_s_mean"] for p in sweep["points"])
+    assert slow > 3 * fast, (slow, fast)
     png = d / "plots" / "sweep_crossing.png"
     assert png.is_file() and png.stat().st_size > 0
     crossing = json.loads((d / "crossing.json").read_text())
