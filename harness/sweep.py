@@ -375,8 +375,9 @@ def table_frame(results: list[PointResult]):
                    "reused_from": figs.get("reused_from")}
             for k in POINT_KEYS:
                 if k == "ci95":
-                    for ck, (lo, hi) in (figs.get("ci95") or {}).items():
-                        row[f"{ck}_lo"], row[f"{ck}_hi"] = lo, hi
+                    for ck, bounds in (figs.get("ci95") or {}).items():
+                        if bounds:  # null with one seed
+                            row[f"{ck}_lo"], row[f"{ck}_hi"] = bounds
                 elif k in figs:
                     row[k] = figs[k]
             rows.append(row)

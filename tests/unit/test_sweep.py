@@ -129,6 +129,15 @@ def test_rate_sweep_draws_the_crossing(tmp_path):
     assert "predicted" in crossing
 
 
+def test_table_takes_null_intervals():
+    from harness.sweep import PointResult, table_frame
+
+    pts = grid(parse_sets(["optimizers.distro.lr=1e-3"]))
+    figs = {"final_val_loss": 2.5, "ci95": {"final_val_loss": None, "step_time_s_mean": [0.1, 0.2]}}
+    frame = table_frame([PointResult(pts[0], "complete", None, {"distro": figs})])
+    assert "final_val_loss_lo" not in frame.columns and frame["step_time_s_mean_hi"].iloc[0] == 0.2
+
+
 def test_interrupt_keeps_finished_points(tmp_path):
     s = load_scenario(SMOKE)
     inner = _fake_runner([])
