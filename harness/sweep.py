@@ -30,7 +30,7 @@ from harness.scenario import Scenario, scenario_from_dict
 # Figures of each optimizer's summary that a sweep records per point (absent keys stay absent: old runners).
 POINT_KEYS = ["seeds", "steps", "step_time_s_mean", "comm_s_mean", "final_loss", "final_val_loss",
               "val_loss_at_equal_time", "val_loss_at_equal_steps", "time_to_target_s", "steps_to_target",
-              "tokens_to_target", "reduction_vs_baseline", "wall_time_s", "payload_tx_bytes_per_step",
+              "tokens_to_target", "time_to_common_target_s", "steps_to_common_target", "reduction_vs_baseline", "wall_time_s", "payload_tx_bytes_per_step",
               "payload_rx_bytes_per_step", "wire_tx_bytes_per_step", "wire_rx_bytes_per_step", "reduction_basis",
               "ci95"]
 RATE_FIELDS = ("up", "down")
@@ -220,6 +220,7 @@ class SweepResult:
     points: list[PointResult]
     state: str
     best: dict | None = None
+    target: dict | None = None  # the sweep's common target (see common_target)
     files: list[Path] = field(default_factory=list)
     crossing: dict | None = None
 
@@ -319,7 +320,8 @@ def run_sweep(scenario: Scenario, axes: list[Axis], *, out: Path = Path("results
     finally:
         if interrupted is None and len(results) < len(points) and state == "complete":
             state = "failed"
-        res = SweepResult(sweep_dir, scenario.name, axes, results, state)
+        meta["common_target"] = common_target(results)
+        res = SweepResult(sweep_dir, scenario.name, axes, results, state, target=meta["common_target"])
         if pick_best:
             res.best = pick(res)
             if res.best and res.best["overlay"]:
@@ -337,6 +339,70 @@ def run_sweep(scenario: Scenario, axes: list[Axis], *, out: Path = Path("results
     return res
 
 
+# ---- one target for the whole sweep ------------------------------------------------------------------
+
+def _seed_curves(run_dir: Path, name: str) -> list:
+    """Per seed of one optimizer in a run folder: its per-step frame (step, val_loss, elapsed_s)."""
+    import pandas as pd
+
+    from harness.report import analysis
+
+    try:
+        df = pd.read_parquet(run_dir / "metrics.parquet")
+    except Exception:  # a point that failed before writing metrics
+        return []
+    df = df[df["optimizer"] == name]
+    if not len(df):
+        return []
+    if "seed" in df.columns and df["seed"].notna().any():
+        groups = [g for _, g in df.groupby("seed")]
+    else:
+        groups = [df]
+    return [c.dropna(subset=["val_loss"]) for c in (analysis.per_step(g) for g in groups)]
+
+
+def _cross(curve, target: float) -> tuple[float, float] | None:
+    """(seconds, steps) when the validation loss first reaches `target`, linear between evaluations."""
+    val, t, steps = curve["val_loss"].to_numpy(), curve["elapsed_s"].to_numpy(), curve["step"].to_numpy() + 1
+    for i, v in enumerate(val):
+        if v <= target:
+            if i == 0:
+                return float(t[0]), float(steps[0])
+            f = (val[i - 1] - target) / (val[i - 1] - v)
+            return float(t[i - 1] + f * (t[i] - t[i - 1])), float(steps[i - 1] + f * (steps[i] - steps[i - 1]))
+    return None
+
+
+def common_target(results: list[PointResult]) -> dict | None:
+    """Each run folder chooses its own target (its worst optimizer's best loss), so times to target from
+    different points measure different things. The sweep sets one target for all: the highest best
+    validation loss of any finished (point, optimizer, seed), which every one of them reaches. It adds
+    `time_to_common_target_s` and `steps_to_common_target` (means over seeds; None unless every seed
+    reached it) to each optimizer's figures."""
+    curves = {}
+    for r in results:
+        if r.state != "complete" or r.run_dir is None:
+            continue
+        for name, figs in r.optimizers.items():
+            if "reused_from" not in figs:
+                curves[(r.point.index, name)] = [c for c in _seed_curves(r.run_dir, name) if len(c)]
+    bests = [float(c["val_loss"].min()) for cs in curves.values() for c in cs]
+    if not bests:
+        return None
+    target = max(bests)
+    for r in results:
+        for name, figs in r.optimizers.items():
+            src = (figs.get("reused_from", r.point.index), name)
+            if src not in curves:
+                continue
+            hits = [_cross(c, target) for c in curves[src]]
+            ok = hits and all(h is not None for h in hits)
+            figs["time_to_common_target_s"] = sum(h[0] for h in hits) / len(hits) if ok else None
+            figs["steps_to_common_target"] = sum(h[1] for h in hits) / len(hits) if ok else None
+    return {"val_loss": target, "how": "the highest best validation loss of any point, optimizer and seed of the "
+                                      "sweep (every one reaches it), interpolated between evaluations"}
+
+
 def _reductions(figs: dict[str, dict], baseline: str) -> None:
     from harness.report.verdict import total_bytes
 
@@ -350,6 +416,37 @@ def _reductions(figs: dict[str, dict], baseline: str) -> None:
         b, c = total_bytes(base, basis), total_bytes(f, basis)
         f["reduction_vs_baseline"] = b / c if b and c else None
         f["reduction_basis"] = basis
+
+
+def load_sweep(path: Path | str) -> tuple[SweepResult, Scenario]:
+    """A sweep folder as run_sweep left it (InputError when it is not one)."""
+    from harness.scenario import load_scenario
+
+    path = Path(path)
+    try:
+        data = json.loads((path / "sweep.json").read_text())
+    except (OSError, ValueError) as e:
+        raise InputError(f"{path}: not a sweep folder ({type(e).__name__}: {e})") from None
+    axes = [Axis(a["path"], tuple(a["texts"]), tuple(a["values"])) for a in data["axes"]]
+    points = [PointResult(Point(p["index"], p["values"], p["texts"]), p["state"],
+                          path / p["run_dir"] if p.get("run_dir") else None, p["optimizers"], p.get("reason"))
+              for p in data["points"]]
+    res = SweepResult(path, data["scenario"], axes, points, data["state"], best=data.get("best"),
+                      target=data.get("common_target"))
+    return res, load_scenario(path / "scenario.yaml")
+
+
+def rewrite(path: Path | str) -> SweepResult:
+    """Recompute the common target and rewrite sweep.json/csv and the report of a sweep folder."""
+    res, scenario = load_sweep(path)
+    data = json.loads((res.sweep_dir / "sweep.json").read_text())
+    meta = {k: data[k] for k in ("scenario", "started", "axes") if k in data}
+    meta["common_target"] = res.target = common_target(res.points)
+    _write_index(res.sweep_dir, meta, res.points, res.state, res.best)
+    from harness.report.sweep_report import write_sweep_report
+
+    res.files, res.crossing = write_sweep_report(res, scenario)
+    return res
 
 
 def _newest_run(sweep_dir: Path, name: str) -> Path | None:

@@ -35,7 +35,7 @@ def _pm(figs: dict, key: str, spec: str = ".4g") -> str:
 
 def table(res: SweepResult) -> Table:
     paths = [a.path for a in res.axes]
-    headers = ["point", *paths, "optimizer", "seeds", "steps", "step time s", "final val loss", "time to target s",
+    headers = ["point", *paths, "optimizer", "seeds", "steps", "step time s", "final val loss", "time to common target s",
                "val loss at equal time", "reduction", "state", "run folder"]
     rows = []
     for r in res.points:
@@ -43,7 +43,9 @@ def table(res: SweepResult) -> Table:
             reused = figs.get("reused_from")
             rows.append([str(r.point.index), *[r.point.texts[p] for p in paths], name, fmt(figs.get("seeds"), "d"),
                          fmt(figs.get("steps"), "d"), _pm(figs, "step_time_s_mean", ".3g"),
-                         _pm(figs, "final_val_loss"), _pm(figs, "time_to_target_s", ".3g"),
+                         _pm(figs, "final_val_loss"),
+                         "not reached" if "time_to_common_target_s" in figs and figs["time_to_common_target_s"] is None
+                         else fmt(figs.get("time_to_common_target_s"), ".3g"),
                          _pm(figs, "val_loss_at_equal_time"), fmt_reduction(figs.get("reduction_vs_baseline")),
                          r.state + (f" ({r.reason})" if r.reason else ""),
                          f"same as point {reused}" if reused is not None else (r.run_dir.name if r.run_dir else "-")])
@@ -151,8 +153,8 @@ def _predicted(res: SweepResult, axis: Axis, scenario: Scenario, rates: np.ndarr
         for name, f in r.optimizers.items():
             if r.state == "complete" and f.get("step_time_s_mean") is not None and f.get("comm_s_mean") is not None:
                 rest.setdefault(name, []).append(f["step_time_s_mean"] - f["comm_s_mean"])
-            if f.get("steps_to_target") is not None:
-                steps.setdefault(name, []).append(f["steps_to_target"])
+            if f.get("steps_to_common_target") is not None:
+                steps.setdefault(name, []).append(f["steps_to_common_target"])
     base = {p: v for p, v in next(r.point for r in res.points).values.items() if p != axis.path}
     out: dict[str, list[float]] = {}
     for rate in rates:
@@ -161,7 +163,7 @@ def _predicted(res: SweepResult, axis: Axis, scenario: Scenario, rates: np.ndarr
             if p.optimizer not in rest:
                 continue
             step = float(np.mean(rest[p.optimizer])) + p.comm_s
-            if key == "time_to_target_s":
+            if key == "time_to_common_target_s":
                 if p.optimizer not in steps:
                     continue
                 step *= float(np.mean(steps[p.optimizer]))
@@ -181,8 +183,8 @@ def _emulated(res: SweepResult) -> bool | None:
 
 
 def crossing_plot(res: SweepResult, axis: Axis, scenario: Scenario, out: Path) -> tuple[Figure, dict]:
-    has_target = any(f.get("time_to_target_s") is not None for r in res.points for f in r.optimizers.values())
-    key = "time_to_target_s" if has_target else "step_time_s_mean"
+    has_target = any(f.get("time_to_common_target_s") is not None for r in res.points for f in r.optimizers.values())
+    key = "time_to_common_target_s" if has_target else "step_time_s_mean"
     ylabel = "time to target (s)" if has_target else "step time (s)"
     measured = _measured_by_rate(res, axis, key)
     fig, axes = new_figure()
@@ -260,11 +262,13 @@ def write_sweep_report(res: SweepResult, scenario: Scenario) -> tuple[list[Path]
                                        f"{sum(p.state == 'complete' for p in res.points)} point(s) finished."))
     if _emulated(res) is False:
         banners.append(Banner("warn", "The network was NOT emulated (local backend): times do not reflect the links."))
+    target = (f" Time to common target: to val loss {res.target['val_loss']:.4f}, {res.target['how']}."
+              if res.target and res.target.get("val_loss") is not None else "")
     sections = [Section("Grid", [
         Bullets([f"{a.path}: {', '.join(a.texts)}" for a in res.axes]),
         table(res),
         Para("One run folder per point (or 'same as point K' where an optimizer's settings did not change, so its "
-             "result was reused). ± is a 95% interval over seeds where the run had several."),
+             "result was reused). ± is a 95% interval over seeds where the run had several." + target),
     ])]
     if res.best and res.best.get("by"):
         items = [f"{n}: " + ", ".join(f"{p}={t}" for p, t in b["settings"].items())
