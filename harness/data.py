@@ -17,7 +17,12 @@ TEXT_SUFFIXES = {".txt", ".md", ".rst", ".py", ".json", ".yaml", ".yml", ".csv",
 
 
 def load_corpus(corpus: str) -> bytes:
-    """`builtin:pydoc` (CPython's reference text, ~465 KB), a text file, or a folder of text files."""
+    """`builtin:pydoc` (CPython's reference text, ~465 KB), a text file, a folder of text files, or
+    `hf:<dataset>[:<split>[:<field>]]` through the optional `datasets` library (harness/hfcorpus.py)."""
+    from harness import hfcorpus
+
+    if hfcorpus.is_hf(corpus):
+        return hfcorpus.load(corpus)
     if corpus == "builtin:pydoc":
         from pydoc_data.topics import topics
 

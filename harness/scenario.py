@@ -14,7 +14,7 @@ import yaml
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, PrivateAttr, ValidationError,
                       field_validator, model_validator)
 
-from harness import presets
+from harness import hfcorpus, presets
 from harness.errors import ScenarioError
 from harness.optim.options import OPTIONS
 from harness.budget import Budget, format_count, parse_count, resolve_budget, resolve_target_cap
@@ -240,6 +240,8 @@ class Scenario(_Strict):
     def corpus_path(self) -> str:
         if self.data.corpus in BUILTIN_CORPORA:
             return self.data.corpus
+        if hfcorpus.is_hf(self.data.corpus):
+            return hfcorpus.resolve(self.data.corpus, self._base_dir)
         return str((self._base_dir / self.data.corpus).resolve())
 
     def nodes(self) -> list[Node]:
@@ -420,7 +422,17 @@ def _reference_problems(s: Scenario) -> list[str]:
                 problems.append(f"model.n_heads: dim {m['dim']} must split into {m['n_heads']} heads of even size")
             if s.data.seq_len > m["max_seq_len"]:
                 problems.append(f"data.seq_len: {s.data.seq_len} exceeds the model's max_seq_len {m['max_seq_len']}")
-    if s.data.corpus not in BUILTIN_CORPORA:
+    if hfcorpus.is_hf(s.data.corpus):
+        try:
+            hf = hfcorpus.parse(s.data.corpus)
+            if hf.is_local and not (s._base_dir / Path(hf.dataset).expanduser()).exists():
+                problems.append(f"data.corpus: no such dataset folder {hf.dataset!r} (relative paths are read from "
+                                f"{s._base_dir})")
+            elif not hfcorpus.available():
+                problems.append(f"data.corpus: {s.data.corpus!r} needs the datasets library: {hfcorpus.INSTALL}")
+        except ValueError as e:
+            problems.append(f"data.corpus: {e}")
+    elif s.data.corpus not in BUILTIN_CORPORA:
         if s.data.corpus.startswith("builtin:"):
             problems.append(f"data.corpus: unknown corpus {s.data.corpus!r}; built in: {_known(BUILTIN_CORPORA)}")
         elif not (s._base_dir / s.data.corpus).exists():

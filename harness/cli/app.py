@@ -107,6 +107,10 @@ def run(
         print_json({"run_dir": str(result.run_dir), "state": result.state, "summary": result.summary.to_dict()})
         return
     print_summary(result.summary)
+    from harness.report.verdict import verdict_lines
+
+    for line in verdict_lines(result.summary.to_dict()):  # wrapped at the terminal's (or 80) columns
+        console.print(line, markup=False)
     for line in result.summary.verdicts():
         console.print(line, markup=False, soft_wrap=True)
     console.print(str(result.run_dir), markup=False, soft_wrap=True)
@@ -219,6 +223,10 @@ app.command(name="project")(_project)
 from harness.cli.export import export as _export  # noqa: E402
 
 app.command(name="export")(_export)
+
+from harness.cli.sweep import sweep as _sweep  # noqa: E402
+
+app.command(name="sweep")(_sweep)
 
 
 if __name__ == "__main__":

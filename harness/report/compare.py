@@ -15,7 +15,7 @@ from harness.report.describe import fmt, fmt_reduction
 from harness.report.document import Banner, Bullets, Document, Figure, Para, Section, Table
 from harness.report.load import LoadedRun, load_for_report
 from harness.report.stats import Sample, describe_change
-from harness.report.style import bar_style, new_figure, note_on_axes, save
+from harness.report.style import bar_style, human_bytes, new_figure, note_on_axes, save
 from harness.rundir import atomic_write_text
 
 # What makes two runs' environments different enough to say so.
@@ -59,7 +59,7 @@ def samples(run: LoadedRun, optimizer: str, basis: str) -> dict[str, Sample]:
 
 
 def _grouped_bars(labels: list[str], optimizers: list[str], values: dict, title: str, ylabel: str,
-                  path: Path, log: bool = False) -> Figure:
+                  path: Path, log: bool = False, annotate=None) -> Figure:
     fig, axes = new_figure(width=max(6.5, 2.5 + 1.3 * len(labels) * max(1, len(optimizers)) ** 0.5))
     ax = axes[0][0]
     width = 0.8 / max(1, len(optimizers))
@@ -72,6 +72,10 @@ def _grouped_bars(labels: list[str], optimizers: list[str], values: dict, title:
         pos = [x[i] + (j - (len(optimizers) - 1) / 2) * width for i, _ in pairs]
         ax.bar(pos, [s.mean for _, s in pairs], width, yerr=[s.std for _, s in pairs], capsize=3, label=opt,
                error_kw={"elinewidth": 0.8}, **bar_style(j))
+        if annotate:  # a value on every bar: on a linear axis a 500x smaller bar is a sliver
+            for p, (_, s) in zip(pos, pairs):
+                ax.annotate(annotate(s.mean), (p, s.mean), ha="center", va="bottom", xytext=(0, 2),
+                            textcoords="offset points", fontsize=7)
     ax.set_xticks(x, labels)
     if log:
         ax.set_yscale("log")
@@ -134,8 +138,8 @@ def build_document(runs: list[LoadedRun], plots_dir: Path) -> Document:
         _grouped_bars(labels, optimizers, {k: v["step_time"] for k, v in stats.items()},
                       "Step time per run and optimizer", "seconds per step", plots_dir / "compare_step_time.png"),
         _grouped_bars(labels, optimizers, {k: v["bytes"] for k, v in stats.items()},
-                      f"Bytes per worker per step ({basis}, tx + rx, log scale)", "bytes per worker per step (log scale)",
-                      plots_dir / "compare_bytes.png", log=True),
+                      f"Bytes per worker per step ({basis}, tx + rx, linear from zero)", "bytes per worker per step",
+                      plots_dir / "compare_bytes.png", annotate=human_bytes),
         _grouped_bars(labels, optimizers, {k: v["final_loss"] for k, v in stats.items()},
                       "Final training loss per run and optimizer (last 10% of steps)", "loss (nats/token)",
                       plots_dir / "compare_final_loss.png"),

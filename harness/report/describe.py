@@ -121,21 +121,216 @@ def summary_table(run: LoadedRun) -> Table:
     return Table(headers, rows)
 
 
+_DIRS = ("up", "down")
+
+
+def _configured(spec: dict | None) -> dict[str, dict]:
+    """Per direction: rate_bps, delay_s, jitter_s, loss from the scenario's link spec (as stored)."""
+    if not spec:
+        return {d: {} for d in _DIRS}
+    try:
+        from harness.scenario import LinkSpec
+
+        link = LinkSpec(**spec)
+        common = {"delay_s": link.delay, "jitter_s": link.jitter, "loss": link.loss}
+        return {"up": {"rate_bps": link.up, **common}, "down": {"rate_bps": link.down, **common}}
+    except Exception:  # an older or hand-edited folder: the text as stored, under each figure
+        return {d: {k: spec.get(k) for k in ("up" if d == "up" else "down", "delay", "jitter", "loss")} for d in _DIRS}
+
+
+def _applied_direction(applied: dict | None, direction: str) -> tuple[dict, str]:
+    """What the backend applied and verified for one direction, and the engine(s) doing it."""
+    if not isinstance(applied, dict):
+        return {}, "none"
+    out, engines = {}, []
+    tc = applied.get(direction)
+    plan = tc.get("plan") if isinstance(tc, dict) else None
+    if isinstance(plan, dict):
+        if plan.get("rate_bps"):
+            out["rate_bps"] = plan["rate_bps"]
+            engines.append("tc tbf")
+        if any(plan.get(k) for k in ("delay_s", "jitter_s", "loss")):
+            out.update({k: plan.get(k) for k in ("delay_s", "jitter_s", "loss")})
+            engines.append("tc netem")
+    line = (applied.get("delay_line") or {}).get(direction) if isinstance(applied.get("delay_line"), dict) else None
+    if isinstance(line, dict):
+        out.update({k: line.get(k) for k in ("delay_s", "jitter_s", "loss")})
+        engines.append("userspace delay line")
+    return out, " + ".join(engines) or "none"
+
+
+def _measured_direction(node: dict, direction: str) -> dict:
+    m = node.get("measured")
+    m = m.get(direction) if isinstance(m, dict) else None
+    return m if isinstance(m, dict) else {}
+
+
+def _value(key: str, v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    from harness.units import format_duration, format_percent, format_rate
+
+    try:
+        if key == "rate_bps":
+            return format_rate(int(v)) if v else "unlimited"
+        if key in ("delay_s", "jitter_s"):
+            return format_duration(float(v)) if v else "0"
+        if key == "loss":
+            return format_percent(float(v)) if v else "0%"
+    except Exception:
+        pass
+    return fmt(v)
+
+
+def _cell(conf: dict, appl: dict, meas: dict, key: str, *, applied_known: bool, measured_known: bool) -> str:
+    """'configured / applied / measured' for one figure, each '-' where absent."""
+    asked = conf.get(key) if conf else None
+    nothing = not asked or (isinstance(asked, str) and asked.strip("0.%msu ") == "")  # 0, 0ms, 0%: nothing to apply
+    parts = [_value(key, asked) if conf else "-",
+             (_value(key, appl.get(key)) if key in appl else "-" if nothing else "not applied") if applied_known
+             else "-" if nothing else "not applied",
+             _value(key, meas.get(key)) if measured_known and key in meas else "not measured"]
+    return " / ".join(parts)
+
+
+def link_rows(run: LoadedRun) -> list[list[str]]:
+    """One row per group of nodes with the same link and the same applied and measured state, per direction."""
+    net = run.data.environment.get("network") or {}
+    links = run.data.scenario.get("links") or {}
+    nodes = [n for n in net.get("nodes") or [] if isinstance(n, dict)]
+    groups: dict[tuple, list[str]] = {}
+    payload: dict[tuple, list[str]] = {}
+    for n in nodes:
+        link = n.get("link") or _node_link(run, n.get("rank"))
+        conf_all = _configured(links.get(link)) if isinstance(link, str) else _configured(None)
+        for d in _DIRS:
+            conf = conf_all[d]
+            appl, engine = _applied_direction(n.get("applied"), d)
+            meas = _measured_direction(n, d)
+            applied_known = isinstance(n.get("applied"), dict)
+            cells = [_cell(conf, appl, meas, k, applied_known=applied_known, measured_known=bool(meas))
+                     for k in ("rate_bps", "delay_s", "jitter_s", "loss")]
+            row = [str(link or "unshaped"), d, *cells, engine]
+            key = tuple(row)
+            groups.setdefault(key, []).append(str(n.get("name", n.get("rank"))))
+            payload[key] = row
+    return [[_names(names), *payload[k]] for k, names in groups.items()]
+
+
+def _names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]} ({len(names)} nodes)"
+
+
+def _node_link(run: LoadedRun, rank) -> str | None:
+    """The link name of a rank from the scenario's worker groups (environment.json may not name it)."""
+    i = 0
+    for g in run.data.scenario.get("workers") or []:
+        if not isinstance(g, dict):
+            continue
+        count = int(g.get("count", 1))
+        if rank is not None and i <= int(rank) < i + count:
+            link = g.get("link")
+            return link if isinstance(link, str) else ("inline" if link else None)
+        i += count
+    return None
+
+
+def worker_starts(run: LoadedRun) -> dict[int, dict]:
+    """The first `start` record of each rank (the device it really used, its compute_scale), any optimizer."""
+    starts: dict[int, dict] = {}
+    folder = run.data.path / "workers"
+    if not folder.is_dir():
+        return starts
+    for path in sorted(folder.rglob("rank*.jsonl")):
+        try:
+            with open(path) as f:
+                for line in f:
+                    rec = json.loads(line)
+                    if rec.get("type") == "start" and isinstance(rec.get("rank"), int):
+                        starts.setdefault(rec["rank"], rec)
+                        break
+        except (OSError, ValueError):
+            continue
+    return starts
+
+
+def compute_rows(run: LoadedRun) -> list[list[str]]:
+    """Per group of nodes: the hardware profile asked for, the device that really trained, and how its speed was
+    emulated (stretching each step's compute by sleeping, to 1/compute_scale of this host's time)."""
+    s = run.data.scenario
+    hardware = s.get("hardware") or {}
+    starts = worker_starts(run)
+    host = run.data.environment.get("host") or "this host"
+    rows: dict[tuple, list[str]] = {}
+    rank = 0
+    for g in s.get("workers") or []:
+        if not isinstance(g, dict):
+            continue
+        hw = g.get("hardware", "host")
+        spec = hardware.get(hw) if isinstance(hw, str) else (hw if isinstance(hw, dict) else {})
+        name = hw if isinstance(hw, str) else "inline"
+        for i in range(int(g.get("count", 1))):
+            st = starts.get(rank, {})
+            device = str(st.get("device") or "not recorded")
+            scale = st.get("compute_scale", (spec or {}).get("compute_scale"))
+            asked = _hardware_words(name, spec)
+            ran = f"{device} on {host}" if st else "not recorded (no worker start record)"
+            if scale is None:
+                how = "not recorded"
+            elif float(scale) >= 0.999:
+                how = "not slowed: this host's own speed"
+            else:
+                how = f"stretched: each step's compute slept to {1 / float(scale):.2f}x this host's time"
+            gpu_profile = (spec or {}).get("tflops") and (spec or {}).get("device", "auto") != "cpu"
+            if gpu_profile and device.startswith("cpu"):
+                how += f"; the profile's {spec['tflops']} TFLOPS GPU was NOT present: the compute ran on the CPU"
+            key = (asked, ran, how)
+            who = g.get("name") or f"node{rank}"
+            rows.setdefault(key, []).append(who)
+            rank += 1
+    return [[_names(names), *k] for k, names in rows.items()]
+
+
 def emulation_blocks(run: LoadedRun) -> list:
     net = run.data.environment.get("network")
     if not isinstance(net, dict):
         return [Para("The run folder does not record what the backend emulated (no `network` in environment.json).")]
     emulated = net.get("network_emulated")
+    engine = net.get("link_engine")
     blocks = [Para(f"Backend: {net.get('backend', 'unknown')}. Network emulated: "
-                   + {True: "yes.", False: "no.", None: "unknown."}.get(emulated, str(emulated)))]
+                   + {True: "yes", False: "no", None: "unknown"}.get(emulated, str(emulated))
+                   + (f"; link engine for delay, jitter and loss: {engine}" if engine else "")
+                   + (f" ({net['link_engine_reason']})" if net.get("link_engine_reason") else "") + ".")]
+    rows = link_rows(run)
+    if rows:
+        blocks.append(Para("Links, per direction (up = node to switch, down = switch to node). Each cell reads "
+                           "configured / applied / measured: configured is the scenario, applied what the backend "
+                           "installed and verified by reading it back, measured what a probe of the link saw "
+                           "during the run (where the backend measured it)."))
+        blocks.append(Table(["nodes", "link", "direction", "rate", "delay (one-way)", "jitter", "loss", "engine"], rows,
+                            numeric=[False] * 8))
     missing = [str(x) for x in net.get("not_emulated") or []]
-    blocks.append(Para("Not emulated:" if missing else "Everything the scenario asked for was emulated."))
+    not_applied = any("not applied" in c for r in rows for c in r[3:7] if not c.startswith("- /"))
     if missing:
-        blocks.append(Bullets(missing))
+        blocks += [Para("Not emulated:"), Bullets(missing)]
+    elif emulated and not not_applied:
+        blocks.append(Para("Every link figure the scenario configured was applied (see the table for what was "
+                           "measured)."))
+    else:
+        blocks.append(Para("Not everything the scenario configured was applied: see the table."))
+    compute = compute_rows(run)
+    if compute:
+        blocks.append(Para("Compute: the hardware profile each node asked for, what really trained it, and how its "
+                           "speed was emulated."))
+        blocks.append(Table(["nodes", "profile (configured)", "ran on", "speed emulation"], compute,
+                            numeric=[False] * 4))
     nodes = [n for n in net.get("nodes") or [] if isinstance(n, dict)]
     if nodes:
         rows = [[fmt(n.get("rank")), str(n.get("name", "")), str(n.get("address", "")), _applied(n.get("applied"))]
                 for n in nodes]
+        blocks.append(Para("Raw shaping state per node, as environment.json records it:"))
         blocks.append(Table(["rank", "node", "address", "shaping applied (read back)"], rows,
                             numeric=[True, False, False, False]))
     return blocks

@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from harness.report import analysis
 from harness.report.document import Figure
 from harness.report.load import LoadedRun
+from harness.report.stats import t_critical
 from harness.report.style import (SEGMENTS, bar_style, human_bytes, new_figure, note_on_axes, save,
                                   series_style)
 
@@ -20,16 +22,61 @@ def _frames(run: LoadedRun) -> dict:
     return {name: df[df["optimizer"] == name] for name in run.optimizers}
 
 
+def _seeds(df: pd.DataFrame) -> list:
+    """The seeds of one optimizer's rows; [None] for a run folder without a `seed` column (one seed)."""
+    if "seed" not in df.columns or df["seed"].isna().all():
+        return [None]
+    return sorted(df["seed"].dropna().unique().tolist())
+
+
+def curves(df: pd.DataFrame) -> pd.DataFrame:
+    """Per step of one optimizer: mean over seeds of the training and validation loss with 95% t-interval
+    bounds (NaN with one seed), and the mean over seeds of the wall-clock at the step's end (each seed's
+    clock starts at its own first step)."""
+    cols = ["step", "loss", "loss_lo", "loss_hi", "val_loss", "val_lo", "val_hi", "elapsed_s", "seeds"]
+    seeds = _seeds(df)
+    per = [analysis.per_step(df if s is None else df[df["seed"] == s]).assign(seed=i) for i, s in enumerate(seeds)]
+    per = [p for p in per if len(p)]
+    if not per:
+        return pd.DataFrame(columns=cols)
+    g = pd.concat(per).groupby("step")
+    out = pd.DataFrame({"loss": g["loss"].mean(), "val_loss": g["val_loss"].mean(), "elapsed_s": g["elapsed_s"].mean(),
+                        "seeds": g["seed"].nunique()})
+    for col, lo, hi in (("loss", "loss_lo", "loss_hi"), ("val_loss", "val_lo", "val_hi")):
+        n = g[col].count()
+        half = g[col].std(ddof=1) / np.sqrt(n) * n.map(lambda k: t_critical(k - 1) if k > 1 else np.nan)
+        out[lo], out[hi] = out[col] - half, out[col] + half
+    return out.reset_index()[cols]
+
+
+def _band(ax, x, lo, hi, color) -> bool:
+    ok = ~(np.isnan(np.asarray(lo, dtype=float)) | np.isnan(np.asarray(hi, dtype=float)))
+    if ok.sum() < 2:
+        return False
+    ax.fill_between(np.asarray(x)[ok], np.asarray(lo)[ok], np.asarray(hi)[ok], color=color, alpha=0.18, linewidth=0)
+    return True
+
+
+def _seed_words(frames: dict) -> str:
+    n = max((len(_seeds(df)) for df in frames.values() if len(df)), default=1)
+    return f" Lines are means over {n} seeds; shaded bands are 95% t-intervals." if n > 1 else ""
+
+
 def loss_vs_step(run: LoadedRun, out: Path) -> Figure:
     fig, axes = new_figure(ncols=2, sharey=True)
     train_ax, val_ax = axes[0]
-    for i, (name, df) in enumerate(_frames(run).items()):
-        s = analysis.per_step(df)
+    frames = _frames(run)
+    for i, (name, df) in enumerate(frames.items()):
+        s = curves(df)
         st = series_style(i)
         train_ax.plot(s["step"], s["loss"], label=name, linewidth=1.3, markevery=max(1, len(s) // 10),
                       markersize=4, **st)
+        _band(train_ax, s["step"], s["loss_lo"], s["loss_hi"], st["color"])
         v = s.dropna(subset=["val_loss"])
         val_ax.plot(v["step"], v["val_loss"], label=name, linewidth=1.3, markersize=5, **st)
+        if _band(val_ax, v["step"], v["val_lo"], v["val_hi"], st["color"]) is False and v["val_lo"].notna().any():
+            val_ax.errorbar(v["step"], v["val_loss"], yerr=[v["val_loss"] - v["val_lo"], v["val_hi"] - v["val_loss"]],
+                            linestyle="none", ecolor=st["color"], elinewidth=0.8, capsize=3)
     train_ax.set(title="Training loss (mean over workers)", xlabel="step", ylabel=LOSS_UNIT)
     val_ax.set(title="Validation loss (held-out data)", xlabel="step")
     if not any(len(line.get_xdata()) for line in val_ax.get_lines()):
@@ -40,21 +87,27 @@ def loss_vs_step(run: LoadedRun, out: Path) -> Figure:
     path = out / "loss_vs_step.png"
     save(fig, path)
     return Figure(path, "Training and validation loss against step for each optimizer",
-                  "Loss against step. Left: training loss averaged over workers; right: held-out validation loss.")
+                  "Loss against step. Left: training loss averaged over workers; right: held-out validation loss."
+                  + _seed_words(frames))
 
 
 def loss_vs_time(run: LoadedRun, out: Path) -> Figure:
     fig, axes = new_figure()
     ax = axes[0][0]
-    for i, (name, df) in enumerate(_frames(run).items()):
-        s = analysis.per_step(df)
+    frames = _frames(run)
+    for i, (name, df) in enumerate(frames.items()):
+        s = curves(df)
         st = series_style(i)
         ax.plot(s["elapsed_s"], s["loss"], label=f"{name} (training)", linewidth=1.2,
                 markevery=max(1, len(s) // 10), markersize=4, **st)
+        _band(ax, s["elapsed_s"], s["loss_lo"], s["loss_hi"], st["color"])
         v = s.dropna(subset=["val_loss"])
         if len(v):
             ax.plot(v["elapsed_s"], v["val_loss"], linestyle="none", marker=st["marker"], markersize=7,
                     markerfacecolor="white", markeredgecolor=st["color"], label=f"{name} (validation)")
+            if v["val_lo"].notna().any():
+                ax.errorbar(v["elapsed_s"], v["val_loss"], yerr=[v["val_loss"] - v["val_lo"], v["val_hi"] - v["val_loss"]],
+                            linestyle="none", ecolor=st["color"], elinewidth=0.8, capsize=2)
     ax.set(title="Loss against wall-clock time (what a user waits for)", xlabel="wall-clock time since the optimizer's first step (s)",
            ylabel=LOSS_UNIT)
     if ax.get_lines():
@@ -62,62 +115,66 @@ def loss_vs_time(run: LoadedRun, out: Path) -> Figure:
     path = out / "loss_vs_time.png"
     save(fig, path)
     return Figure(path, "Loss against wall-clock seconds for each optimizer",
-                  "Loss against wall-clock time: lines are training loss, open markers validation loss.")
+                  "Loss against wall-clock time: lines are training loss, open markers validation loss."
+                  + _seed_words(frames) + (" A step's time is the mean over seeds of when it ended." if
+                                           _seed_words(frames) else ""))
 
 
 def bytes_per_step(run: LoadedRun, out: Path) -> Figure:
+    """Horizontal bars on a linear axis from zero, each annotated with its bytes and its share of the
+    baseline's, so a 565x reduction looks like one (a log axis from an arbitrary floor made it look 3x)."""
     summaries = run.data.summary.get("optimizers", {})
     names = [n for n in run.optimizers if n in summaries]
-    fig, axes = new_figure(width=max(6.0, 3.0 + 1.6 * len(names)))
-    ax = axes[0][0]
-    x = np.arange(len(names))
-    width = 0.38
-    values_all = []
-    wire_missing = 0
     some_wire = any(analysis.total_bytes(summaries[n], "wire") for n in names)
-    for j, (kind, label) in enumerate((("payload", "payload (handed to collectives)"),
-                                       ("wire", "wire (counted on the interface)"))):
+    kinds = [("payload", "payload (handed to collectives)")] + ([("wire", "wire (counted on the interface)")]
+                                                                 if some_wire else [])
+    fig, axes = new_figure(height=max(2.6, 1.4 + 0.55 * len(names) * len(kinds)))
+    ax = axes[0][0]
+    height = 0.8 / len(kinds)
+    base = summaries.get(run.baseline) if run.baseline in names else None
+    top = max((analysis.total_bytes(summaries[n], k) or 0.0 for n in names for k, _ in kinds), default=0.0)
+    for j, (kind, label) in enumerate(kinds):
         style = {"color": ["#808080", "#ffffff"][j], "hatch": ["//", ".."][j], "edgecolor": "black"}
+        ref = analysis.total_bytes(base, kind) if base else None
         shown = []
-        # Side by side when wire bytes exist; a lone centred payload bar otherwise.
-        for p, n in zip(x + ((j - 0.5) * width if some_wire else 0.0), names):
+        for i, n in enumerate(names):
+            y = i + (j - (len(kinds) - 1) / 2) * height
             v = analysis.total_bytes(summaries[n], kind)
-            if v:
-                shown.append((p, v))
-            elif kind == "wire":
-                wire_missing += 1
-                if some_wire:
-                    ax.text(p, 0.03, "wire not measured", transform=ax.get_xaxis_transform(), ha="center",
-                            va="bottom", fontsize=7, rotation=90)
+            if not v:
+                ax.annotate(f"{kind} not measured", (0, y), va="center", xytext=(3, 0), textcoords="offset points",
+                            fontsize=7)
+                continue
+            shown.append((y, v))
+            share = ("" if n == run.baseline or not ref else
+                     f", 1/{ref / v:,.0f} of {run.baseline}" if ref / v >= 10 else f", {v / ref:.2g}x {run.baseline}")
+            ax.annotate(human_bytes(v) + share, (v, y), va="center", xytext=(3, 0), textcoords="offset points",
+                        fontsize=8)
         if shown:
-            ax.bar([p for p, _ in shown], [v for _, v in shown], width if some_wire else 0.5, label=label, **style)
-            for p, v in shown:
-                ax.annotate(human_bytes(v), (p, v), ha="center", va="bottom", fontsize=8,
-                            xytext=(0, 2), textcoords="offset points")
-            values_all += [v for _, v in shown]
-    ax.set_yscale("log")
+            ax.barh([y for y, _ in shown], [v for _, v in shown], height, label=label, **style)
     labels = []
     for n in names:
         red = summaries[n].get("reduction_vs_baseline")
-        labels.append(n + (" (baseline)" if n == run.baseline else
+        labels.append(n + ("\n(baseline)" if n == run.baseline else
                            f"\n{red:,.0f}x fewer bytes" if red and red >= 10 else
                            f"\n{red:.2f}x reduction" if red else ""))
-    ax.set_xticks(x, labels)
-    ax.set_xlim(-0.7, len(names) - 0.3)
-    ax.set(title="Bytes per worker per step (tx + rx, log scale)", ylabel="bytes per worker per step (log scale)")
-    if not values_all:
+    ax.set_yticks(np.arange(len(names)), labels)
+    ax.invert_yaxis()
+    ax.set(title="Bytes per worker per step (tx + rx, linear scale from zero)", xlabel="bytes per worker per step")
+    ax.xaxis.set_major_formatter(lambda x, _pos: human_bytes(x) if x else "0")
+    if not top:
         note_on_axes(ax, "no bytes recorded")
     else:
-        ax.set_ylim(min(values_all) / 4, max(values_all) * 12)
-        ax.legend(loc="upper right")
-    if names and wire_missing == len(names):
+        ax.set_xlim(0, top * 1.45)  # room for the annotations right of the longest bar
+        ax.legend(loc="lower right")
+    if names and not some_wire:
         backend = run.data.environment.get("backend") or run.data.summary.get("run", {}).get("backend") or "this"
-        ax.set_xlabel(f"wire bytes were not measured by the {backend} backend: payload only")
+        ax.set_xlabel(f"bytes per worker per step (wire bytes were not measured by the {backend} backend: payload only)")
     path = out / "bytes_per_step.png"
     save(fig, path)
-    return Figure(path, "Bytes per worker per step for each optimizer, payload and wire, log scale",
-                  "Bytes per worker per step (sent + received), log scale. Payload is what the optimizer hands "
-                  "to collectives; wire is what the node's interface counted.")
+    return Figure(path, "Bytes per worker per step for each optimizer, payload and wire, linear scale",
+                  "Bytes per worker per step (sent + received) on a linear axis from zero: bar lengths are in "
+                  "proportion, and each bar is labelled with its share of the baseline's. Payload is what the "
+                  "optimizer hands to collectives; wire is what the node's interface counted.")
 
 
 def _stacked(ax, positions, stacks: dict[str, list[float]], width: float) -> None:
@@ -191,29 +248,57 @@ def per_rank(run: LoadedRun, out: Path) -> Figure:
                   "while every other worker shows a large waiting segment.")
 
 
-def time_to_target(run: LoadedRun, out: Path) -> Figure | None:
-    result = analysis.time_to_target({n: analysis.per_step(df) for n, df in _frames(run).items()})
-    if result is None:
+def _summary_targets(run: LoadedRun) -> tuple[dict, str] | None:
+    """optimizer -> (seconds, half-width or None, steps) or None when not reached, from summary.json
+    (issue 16's keys: interpolated, mean over seeds); None for a run folder without them."""
+    opts = run.data.summary.get("optimizers", {})
+    if not opts or not all("time_to_target_s" in s for s in opts.values()):
         return None
-    fig, axes = new_figure(height=max(2.4, 1.2 + 0.6 * len(result.reached)))
+    out = {}
+    for n, s in opts.items():
+        t = s.get("time_to_target_s")
+        ci = (s.get("ci95") or {}).get("time_to_target_s")
+        out[n] = None if t is None else (float(t), (ci[1] - ci[0]) / 2 if ci else None, s.get("steps_to_target"))
+    target = run.data.summary.get("target") or {}
+    how = target.get("how") or "the run's target"
+    val = target.get("val_loss")
+    expl = (f"target val loss {val:.4f}: {how}" if isinstance(val, (int, float)) else how)
+    return out, expl + "; interpolated between evaluations"
+
+
+def time_to_target(run: LoadedRun, out: Path) -> Figure | None:
+    stored = _summary_targets(run)
+    if stored is not None:
+        reached, explanation = stored
+    else:
+        result = analysis.time_to_target({n: analysis.per_step(df) for n, df in _frames(run).items()})
+        if result is None:
+            return None
+        reached = {n: None if h is None else (h[0], None, h[1]) for n, h in result.reached.items()}
+        explanation = result.explanation
+    fig, axes = new_figure(height=max(2.4, 1.2 + 0.6 * len(reached)))
     ax = axes[0][0]
-    names = list(result.reached)
+    names = list(reached)
     for i, n in enumerate(names):
-        hit = result.reached[n]
+        hit = reached[n]
         if hit is None:
             ax.text(0, i, "  not reached", va="center", fontsize=8)
             continue
-        ax.barh(i, hit[0], 0.55, **bar_style(i))
-        ax.annotate(f"{hit[0]:.3g} s (step {hit[1]})", (hit[0], i), va="center", xytext=(3, 0),
-                    textcoords="offset points", fontsize=8)
+        seconds, half, step = hit
+        ax.barh(i, seconds, 0.55, xerr=half, capsize=3 if half else 0, **bar_style(i))
+        label = f"{seconds:.3g} s" + (f" ± {half:.2g}" if half else "")
+        if step is not None:
+            label += f" (step {step:.0f})" if float(step).is_integer() else f" (step {step:.1f})"
+        ax.annotate(label, (seconds + (half or 0), i), va="center", xytext=(3, 0), textcoords="offset points",
+                    fontsize=8)
     ax.set_yticks(np.arange(len(names)), names)
     ax.invert_yaxis()
     ax.margins(x=0.3)
-    ax.set(title=f"Time to reach the target loss\n({result.explanation})", xlabel="wall-clock seconds until the target is reached")
+    ax.set(title=f"Time to reach the target loss\n({explanation})", xlabel="wall-clock seconds until the target is reached")
     path = out / "time_to_target.png"
     save(fig, path)
     return Figure(path, "Wall-clock seconds each optimizer needed to reach the target loss",
-                  f"Time to reach the target loss; {result.explanation} (a loss every optimizer reaches).")
+                  f"Time to reach the target loss; {explanation}. Whiskers, where shown, are 95% intervals over seeds.")
 
 
 PLOTS = [loss_vs_step, loss_vs_time, bytes_per_step, step_time, per_rank, time_to_target]

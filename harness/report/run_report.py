@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.report import describe, markdown, plots
+from harness.report import describe, markdown, plots, verdict
 from harness.report import html as html_render
 from harness.report.check import measured_text, run_checks
 from harness.report.document import Banner, Document, Para, Section, Table
@@ -54,6 +54,30 @@ def _checks_section(run: LoadedRun) -> Section:
               numeric=[False, False, True, False, False, False])])
 
 
+def verdict_section(run: LoadedRun) -> Section | None:
+    """One block per optimizer against the baseline (harness/report/verdict.py, shared with `run`'s output)."""
+    summary = run.data.summary
+    found = verdict.verdicts(summary)
+    if not found:
+        return None
+    scenario = summary.get("run", {}).get("scenario") or run.data.scenario.get("name")
+    blocks: list = []
+    for v in found:
+        blocks.append(Para(f"{verdict.heading(v, summary)}: {verdict.sentence(v, scenario)}"))
+        blocks.append(Table(["figure", v.optimizer, f"{v.baseline} (baseline)", "comparison"],
+                            [list(r) for r in verdict.rows(v)], numeric=[False, True, True, False]))
+        blocks += [Para(f"Note: {n}.") for n in v.notes]
+    target = summary.get("target")
+    if isinstance(target, dict) and target.get("how"):
+        blocks.append(Para(f"Target: val loss {describe.fmt(target.get('val_loss'), '.4g')}, {target['how']}. "
+                           "Times to target are interpolated between evaluations; loss at equal wall-clock is each "
+                           "optimizer's validation loss at the shortest optimizer's wall-clock, at equal steps at the "
+                           "smallest step count all reached."
+                           + (" ± is a 95% Student-t interval over seeds; differences combine the two intervals in "
+                              "quadrature." if any((v.seeds or 1) > 1 for v in found) else "")))
+    return Section("Verdict", blocks)
+
+
 def build_document(run: LoadedRun, plots_dir: Path) -> Document:
     s = run.data.summary.get("run", {})
     title = f"distro-bench report: {run.data.scenario.get('name', run.data.name)}"
@@ -66,6 +90,7 @@ def build_document(run: LoadedRun, plots_dir: Path) -> Document:
                                "final loss is the training loss over the last 10% of steps, final val loss the "
                                "held-out loss at the last evaluation."))
     sections = [
+        *filter(None, [verdict_section(run)]),
         Section("Scenario", describe.scenario_blocks(run)),
         Section("Summary", summary_blocks),
         _checks_section(run),

@@ -1,0 +1,354 @@
+"""The verdict: one block per optimizer against the baseline, from summary.json alone.
+
+Both the report and the end of `distro-bench run` lead with it. Every figure is a mean over seeds with its
+95% interval where the summary has one (`ci95`, issue 16's schema); a run folder written before those keys
+existed still gets a verdict, with "not recorded" where a figure is missing. Nothing here imports torch or
+matplotlib: the CLI prints `verdict_lines(summary)` as it is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+
+def total_bytes(summary: dict, kind: str) -> float | None:
+    """tx + rx bytes per worker per step (as report/analysis.py's, without importing pandas for the CLI)."""
+    tx, rx = summary.get(f"{kind}_tx_bytes_per_step"), summary.get(f"{kind}_rx_bytes_per_step")
+    if tx is None or rx is None:
+        return None
+    return float(tx) + float(rx)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean with an optional 95% half-width (None for one seed, or when the summary has no interval)."""
+
+    mean: float | None
+    half: float | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.mean is not None and not math.isnan(self.mean)
+
+    def text(self, unit: str = "", digits: int = 3) -> str:
+        if not self.known:
+            return "n/a"
+        if self.half is None or self.half == 0:
+            return _num(self.mean, digits) + unit
+        m, h = _round_pair(self.mean, self.half)
+        return f"{m} ± {h}{unit}"
+
+
+@dataclass
+class Verdict:
+    optimizer: str
+    baseline: str
+    seeds: int | None
+    target: float | None
+    target_how: str | None
+    step_time: Estimate
+    base_step_time: Estimate
+    time_to_target: Estimate
+    base_time_to_target: Estimate
+    reached: bool | None  # None: the run folder does not record time to target
+    base_reached: bool | None
+    loss_equal_time: Estimate
+    base_loss_equal_time: Estimate
+    loss_equal_steps: Estimate
+    base_loss_equal_steps: Estimate
+    bytes_ratio: float | None  # baseline bytes / this optimizer's (tx + rx per worker per step)
+    bytes_basis: str | None
+    reached_seeds: int | None = None  # how many seeds reached the target (summary `target_reached`)
+    base_reached_seeds: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def missing(self) -> str:
+        """A figure the summary lacks: an old folder never recorded it; a new one had no evaluation to use."""
+        return "not recorded" if self.reached is None else "n/a"
+
+    @property
+    def step_speedup(self) -> float | None:
+        """Baseline step time / this optimizer's: above 1, this optimizer's steps are quicker."""
+        return _ratio(self.base_step_time.mean, self.step_time.mean)
+
+    @property
+    def target_speedup(self) -> float | None:
+        if not (self.reached and self.base_reached):
+            return None
+        return _ratio(self.base_time_to_target.mean, self.time_to_target.mean)
+
+    @property
+    def loss_diff_equal_time(self) -> Estimate:
+        return _diff(self.loss_equal_time, self.base_loss_equal_time)
+
+    @property
+    def loss_diff_equal_steps(self) -> Estimate:
+        return _diff(self.loss_equal_steps, self.base_loss_equal_steps)
+
+
+# ---- number formatting -------------------------------------------------------------------------------
+
+def _num(x: float, digits: int = 3) -> str:
+    if x == 0:
+        return "0"
+    if abs(x) >= 10 ** digits:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}g}"
+
+
+def _round_pair(mean: float, half: float) -> tuple[str, str]:
+    """The half-width to one significant digit (two when it starts with a 1), the mean to the same place:
+    19 ± 2, 0.41 ± 0.05, 2.63 ± 0.14."""
+    if half <= 0 or math.isnan(half):
+        return _num(mean), "0"
+    exp = math.floor(math.log10(half))
+    decimals = -exp + (1 if half / 10 ** exp < 1.95 else 0)
+    if decimals > 0:
+        return f"{mean:.{decimals}f}", f"{half:.{decimals}f}"
+    scale = 10 ** (-decimals)
+    return f"{round(mean / scale) * scale:,.0f}", f"{round(half / scale) * scale:,.0f}"
+
+
+def _ratio(a, b) -> float | None:
+    if a is None or b is None or not b or math.isnan(a) or math.isnan(b):
+        return None
+    return a / b
+
+
+def _factor(x: float) -> str:
+    return f"{x:,.0f}x" if x >= 10 else f"{x:.1f}x"
+
+
+def _diff(a: Estimate, b: Estimate) -> Estimate:
+    """a - b; the half-widths add in quadrature (seeds of different optimizers treated as independent)."""
+    if not (a.known and b.known):
+        return Estimate(None)
+    half = None
+    if a.half is not None or b.half is not None:
+        half = math.hypot(a.half or 0.0, b.half or 0.0)
+    return Estimate(a.mean - b.mean, half)
+
+
+# ---- reading the summary --------------------------------------------------------------------------
+
+def _estimate(s: dict, key: str) -> Estimate:
+    v = s.get(key)
+    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+        return Estimate(None)
+    ci = (s.get("ci95") or {}).get(key)
+    half = None
+    if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(isinstance(c, (int, float)) for c in ci):
+        half = (float(ci[1]) - float(ci[0])) / 2
+    return Estimate(float(v), half)
+
+
+def _reached(s: dict) -> bool | None:
+    if "time_to_target_s" not in s:
+        return None
+    return s.get("time_to_target_s") is not None
+
+
+def _count(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _bytes(base: dict, cand: dict) -> tuple[float | None, str | None]:
+    basis = "wire" if total_bytes(base, "wire") and total_bytes(cand, "wire") else "payload"
+    b, c = total_bytes(base, basis), total_bytes(cand, basis)
+    if b and c:
+        return b / c, basis
+    red = cand.get("reduction_vs_baseline")
+    return (float(red), cand.get("reduction_basis")) if red else (None, None)
+
+
+def verdicts(summary: dict) -> list[Verdict]:
+    """One verdict per optimizer other than the baseline, in the summary's order."""
+    opts = summary.get("optimizers") or {}
+    base_name = summary.get("baseline")
+    base = opts.get(base_name)
+    if base is None:
+        return []
+    target = summary.get("target") or {}
+    t_val = target.get("val_loss") if isinstance(target, dict) else None
+    out = []
+    for name, s in opts.items():
+        if name == base_name or not isinstance(s, dict):
+            continue
+        ratio, basis = _bytes(base, s)
+        seeds = s.get("seeds")
+        v = Verdict(
+            optimizer=name, baseline=base_name, seeds=int(seeds) if isinstance(seeds, int) else None,
+            target=float(t_val) if isinstance(t_val, (int, float)) else None,
+            target_how=target.get("how") if isinstance(target, dict) else None,
+            step_time=_estimate(s, "step_time_s_mean"), base_step_time=_estimate(base, "step_time_s_mean"),
+            time_to_target=_estimate(s, "time_to_target_s"), base_time_to_target=_estimate(base, "time_to_target_s"),
+            reached=_reached(s), base_reached=_reached(base),
+            loss_equal_time=_estimate(s, "val_loss_at_equal_time"),
+            base_loss_equal_time=_estimate(base, "val_loss_at_equal_time"),
+            loss_equal_steps=_estimate(s, "val_loss_at_equal_steps"),
+            base_loss_equal_steps=_estimate(base, "val_loss_at_equal_steps"),
+            bytes_ratio=ratio, bytes_basis=basis,
+            reached_seeds=_count(s.get("target_reached")), base_reached_seeds=_count(base.get("target_reached")))
+        if v.reached is None:
+            v.notes.append("time to target not recorded (run folder from before issue 16)")
+        if not v.loss_equal_time.known and "val_loss_at_equal_time" not in s:
+            v.notes.append("loss at equal time not recorded")
+        out.append(v)
+    return out
+
+
+# ---- words -----------------------------------------------------------------------------------------
+
+def _lower_higher(d: Estimate) -> str:
+    """'0.41 ± 0.05 lower' / '0.59 higher'; an interval that spans zero is called within noise."""
+    if not d.known:
+        return "n/a"
+    mag = Estimate(abs(d.mean), d.half)
+    word = "lower" if d.mean < 0 else "higher" if d.mean > 0 else "the same"
+    text = f"{mag.text()} {word}" if d.mean else "the same"
+    if d.half is not None and abs(d.mean) <= d.half:
+        text += " (within noise)"
+    return text
+
+
+def _sooner(x: float) -> str:
+    if 0.95 <= x <= 1.05:
+        return f"about as soon ({_factor(x)})"
+    return f"{_factor(x)} sooner" if x >= 1 else f"{_factor(1 / x)} later"
+
+
+def _faster(x: float) -> str:
+    if 0.95 <= x <= 1.05:
+        return f"about as fast per step ({_factor(x)})"
+    return f"{_factor(x)} faster per step" if x >= 1 else f"{_factor(1 / x)} slower per step"
+
+
+def _partly(k: int | None, n: int | None) -> str:
+    """' (reached in 2 of 3 seeds)' when some seeds reached the target but not all (so no mean time)."""
+    return f" in every seed (only {k} of {n} did)" if k and n and 0 < k < n else ""
+
+
+def _target_clause(v: Verdict) -> str | None:
+    t = f"val loss {v.target:.3g}" if v.target is not None else "the target loss"
+    if v.reached is None:
+        return None
+    if not v.reached:
+        t += _partly(v.reached_seeds, v.seeds)
+        if v.base_reached:
+            return f"did not reach {t} (which {v.baseline} reached in {v.base_time_to_target.text(' s')})"
+        return f"did not reach {t}, nor did {v.baseline}"
+    clause = f"reached {t} in {v.time_to_target.text(' s')}"
+    if v.base_reached and v.target_speedup:
+        x = v.target_speedup
+        clause += (f", about as soon as {v.baseline} ({_factor(x)})" if 0.95 <= x <= 1.05 else
+                   f", {_sooner(x)} than {v.baseline}")
+    elif v.base_reached is False:
+        clause += f", which {v.baseline} did not reach"
+    return clause
+
+
+def _bytes_words(v: Verdict) -> str | None:
+    if not v.bytes_ratio:
+        return None
+    r = v.bytes_ratio
+    return f"{_factor(r)} fewer bytes" if r >= 1 else f"{_factor(1 / r)} more bytes"
+
+
+def sentence(v: Verdict, scenario: str | None = None) -> str:
+    """'On home-dsl, distro reached val loss 2.75 in 19 ± 2 s, 2.6x sooner than adamw, with 565x fewer bytes;
+    at equal time its loss was 0.41 ± 0.05 lower.'"""
+    head = f"On {scenario}, {v.optimizer} " if scenario else f"{v.optimizer} "
+    parts = []
+    target = _target_clause(v)
+    bytes_words = _bytes_words(v)
+    if target:
+        parts.append(head + target + (f", with {bytes_words}" if bytes_words else ""))
+    elif v.step_speedup:
+        faster = v.step_speedup
+        step = (f"{_factor(faster)} faster" if faster > 1.05 else f"{_factor(1 / faster)} slower" if faster < 0.95
+                else "about as fast")
+        parts.append(head + f"ran steps {step} than {v.baseline}" + (f" with {bytes_words}" if bytes_words else ""))
+    elif bytes_words:
+        parts.append(head + f"exchanged {bytes_words} than {v.baseline}")
+    else:
+        parts.append(head + f"has no figures to compare with {v.baseline}")
+    if v.loss_diff_equal_time.known:
+        parts.append(f"at equal time its loss was {_lower_higher(v.loss_diff_equal_time)}")
+    if v.loss_diff_equal_steps.known:
+        parts.append(f"at equal steps {_lower_higher(v.loss_diff_equal_steps)}")
+    return "; ".join(parts) + "."
+
+
+def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
+    """(figure, this optimizer, the baseline, comparison) for the block's table."""
+    out = []
+    sp = v.step_speedup
+    out.append(("step time", v.step_time.text(" s"), v.base_step_time.text(" s"), "n/a" if sp is None else _faster(sp)))
+    if v.reached is None:
+        out.append(("time to target", "not recorded", "not recorded", "n/a"))
+    else:
+        mine = v.time_to_target.text(" s") if v.reached else "not reached" + _seeds_of(v.reached_seeds, v.seeds)
+        theirs = (v.base_time_to_target.text(" s") if v.base_reached else
+                  "not reached" + _seeds_of(v.base_reached_seeds, v.seeds))
+        cmp = (_sooner(v.target_speedup) if v.target_speedup else
+               "only this one reached it" if v.reached else
+               f"only {v.baseline} reached it" if v.base_reached else "neither reached it")
+        out.append(("time to target" + (f" (val loss {v.target:.4g})" if v.target is not None else ""), mine, theirs, cmp))
+    for label, mine, theirs, diff in (
+            ("val loss at equal wall-clock", v.loss_equal_time, v.base_loss_equal_time, v.loss_diff_equal_time),
+            ("val loss at equal steps", v.loss_equal_steps, v.base_loss_equal_steps, v.loss_diff_equal_steps)):
+        out.append((label, mine.text() if mine.known else v.missing, theirs.text() if theirs.known else v.missing,
+                    _lower_higher(diff)))
+    bw = _bytes_words(v)
+    out.append((f"{v.bytes_basis or 'payload'} bytes per worker per step", "", "",
+                bw + " (tx + rx)" if bw else "n/a"))
+    return out
+
+
+def _seeds_of(k: int | None, n: int | None) -> str:
+    return f" (by {k} of {n} seeds)" if k and n and 0 < k < n else ""
+
+
+def _budget_words(summary: dict) -> str | None:
+    b = (summary.get("run") or {}).get("budget")
+    if not isinstance(b, dict) or "kind" not in b:
+        return None
+    value = b.get("value")
+    shown = _num(float(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+    words = {"steps": f"{shown} steps", "time": f"{shown} s of training", "tokens": f"{shown} tokens",
+             "target": f"until val loss {shown}"}.get(b["kind"], f"{b['kind']} {shown}")
+    cap = b.get("cap")
+    if b["kind"] == "target" and isinstance(cap, dict) and isinstance(cap.get("value"), (int, float)):
+        words += f" (at most {_num(float(cap['value']))}{' s' if cap.get('kind') == 'time' else ' steps'})"
+    return f"budget {words} each"
+
+
+def heading(v: Verdict, summary: dict) -> str:
+    bits = []
+    if v.seeds:
+        bits.append(f"{v.seeds} seed" + ("s" if v.seeds != 1 else "") + (", mean ± 95% interval" if v.seeds > 1 else ""))
+    if bw := _budget_words(summary):
+        bits.append(bw)
+    return f"{v.optimizer} vs {v.baseline}" + (f" ({'; '.join(bits)})" if bits else "")
+
+
+def verdict_lines(summary: dict) -> list[str]:
+    """Plain text (no markup) for the end of `distro-bench run`: per optimizer, a heading, aligned figures
+    (this optimizer | baseline | comparison) and the sentence. Empty when there is nothing to compare."""
+    scenario = (summary.get("run") or {}).get("scenario")
+    lines: list[str] = []
+    for v in verdicts(summary):
+        lines.append(heading(v, summary))
+        table = rows(v)
+        w = [max(len(r[i]) for r in table) for i in range(3)]
+        for label, mine, theirs, cmp in table:
+            if mine or theirs:
+                lines.append(f"  {label:<{w[0]}}  {mine:>{w[1]}}  vs {theirs:>{w[2]}}  {cmp}")
+            else:
+                lines.append(f"  {label:<{w[0]}}  {'':>{w[1]}}     {'':>{w[2]}}  {cmp}")
+        lines.append("  " + sentence(v, scenario))
+        lines += [f"  note: {n}" for n in v.notes]
+    return lines

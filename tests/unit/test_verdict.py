@@ -1,0 +1,100 @@
+"""The verdict block and sentence from synthetic summaries: with and without intervals, not reached, old folders."""
+
+from __future__ import annotations
+
+import copy
+
+from harness.report.verdict import sentence, verdict_lines, verdicts
+
+
+def _opt(step, ttt, eq_time, eq_steps, wire, *, seeds=3, half=None):
+    s = {"steps": 100, "step_time_s_mean": step, "time_to_target_s": ttt, "val_loss_at_equal_time": eq_time,
+         "val_loss_at_equal_steps": eq_steps, "wire_tx_bytes_per_step": wire, "wire_rx_bytes_per_step": wire,
+         "payload_tx_bytes_per_step": wire, "payload_rx_bytes_per_step": wire, "seeds": seeds}
+    if half is not None:
+        s["ci95"] = {k: [v - h, v + h] for k, v, h in (("step_time_s_mean", step, half[0]), ("time_to_target_s", ttt, half[1]),
+                                                        ("val_loss_at_equal_time", eq_time, half[2]),
+                                                        ("val_loss_at_equal_steps", eq_steps, half[3])) if v is not None}
+    else:
+        s["ci95"] = None
+    return s
+
+
+def summary(with_ci=True, distro_ttt=19.0, adamw_ttt=49.4):
+    return {
+        "schema_version": 1, "run": {"scenario": "home-dsl", "budget": {"kind": "time", "value": 300}},
+        "baseline": "adamw", "target": {"val_loss": 2.75, "how": "worst optimizer's best val loss"},
+        "optimizers": {
+            "adamw": _opt(3.02, adamw_ttt, 3.02, 2.41, 113_000_000, half=(0.1, 4.0, 0.03, 0.02) if with_ci else None),
+            "distro": _opt(0.377, distro_ttt, 2.61, 3.00, 200_000, half=(0.01, 2.0, 0.04, 0.03) if with_ci else None),
+        },
+    }
+
+
+def test_sentence_with_intervals_matches_the_issue_example():
+    (v,) = verdicts(summary())
+    text = sentence(v, "home-dsl")
+    assert text.startswith("On home-dsl, distro reached val loss 2.75 in 19 ± 2 s, 2.6x sooner than adamw, "
+                           "with 565x fewer bytes; at equal time its loss was 0.41 ± 0.05 lower"), text
+    assert "at equal steps 0.59 ± 0.04 higher" in text
+
+
+def test_single_seed_has_no_plus_minus():
+    s = summary(with_ci=False)
+    for o in s["optimizers"].values():
+        o["seeds"] = 1
+    lines = verdict_lines(s)
+    assert lines and not any("±" in line for line in lines)
+    assert any("2.6x sooner than adamw" in line for line in lines)
+    assert lines[0] == "distro vs adamw (1 seed; budget 300 s of training each)"
+
+
+def test_not_reached_either_side():
+    (v,) = verdicts(summary(distro_ttt=None))
+    assert "did not reach val loss 2.75 (which adamw reached in 49 ± 4 s)" in sentence(v)
+    (v,) = verdicts(summary(adamw_ttt=None))
+    assert "reached val loss 2.75 in 19 ± 2 s, which adamw did not reach" in sentence(v)
+    (v,) = verdicts(summary(distro_ttt=None, adamw_ttt=None))
+    assert "did not reach val loss 2.75, nor did adamw" in sentence(v)
+    assert any("neither reached it" in line for line in verdict_lines(summary(distro_ttt=None, adamw_ttt=None)))
+
+
+def test_interval_spanning_zero_is_called_noise():
+    s = summary()
+    s["optimizers"]["distro"]["val_loss_at_equal_time"] = 3.01
+    s["optimizers"]["distro"]["ci95"]["val_loss_at_equal_time"] = [2.97, 3.05]
+    (v,) = verdicts(s)
+    assert "0.01 ± 0.05 lower (within noise)" in sentence(v)
+
+
+def test_old_summary_without_the_new_keys():
+    old = copy.deepcopy(summary(with_ci=False))
+    old.pop("target")
+    for o in old["optimizers"].values():
+        for k in ("time_to_target_s", "val_loss_at_equal_time", "val_loss_at_equal_steps", "seeds", "ci95"):
+            o.pop(k)
+    old["optimizers"]["distro"]["reduction_vs_baseline"] = 565.0
+    lines = verdict_lines(old)
+    text = "\n".join(lines)
+    assert "not recorded" in text and "±" not in text
+    assert "distro ran steps 8.0x faster than adamw with 565x fewer bytes." in text
+
+
+def test_no_baseline_or_only_baseline_gives_no_block():
+    s = summary()
+    assert verdict_lines({**s, "baseline": "sgd"}) == []
+    s["optimizers"].pop("distro")
+    assert verdict_lines(s) == []
+
+
+def test_reached_by_some_seeds_only_says_so():
+    s = summary(distro_ttt=None)
+    s["optimizers"]["distro"]["target_reached"] = 2
+    (v,) = verdicts(s)
+    assert "did not reach val loss 2.75 in every seed (only 2 of 3 did)" in sentence(v)
+    assert any("not reached (by 2 of 3 seeds)" in line for line in verdict_lines(s))
+
+
+def test_equal_times_read_as_about_the_same():
+    (v,) = verdicts(summary(distro_ttt=49.0, adamw_ttt=49.4))
+    assert "reached val loss 2.75 in 49 ± 2 s, about as soon as adamw (1.0x)" in sentence(v)
