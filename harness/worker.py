@@ -27,7 +27,7 @@ import torch.distributed as dist
 from harness import data as data_mod
 from harness.comm import Comm
 from harness.model import ModelConfig, build_model
-from harness.optim import PhaseTimer, get_strategy
+from harness.optim import PhaseTimer, StepResult, get_strategy
 from harness.scenario import Node, Scenario, load_scenario
 
 
@@ -216,6 +216,7 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
         comm.take()
         if wire:
             wire.delta()
+        checksum_due = False
         for step in range(steps):
             heartbeat.beat(step, "compute")
             t_start = time.time()
@@ -228,7 +229,7 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
             stretch = stretch_compute(time.perf_counter() - compute_start, scale)
             t_ready = time.time()
             heartbeat.beat(step, "communicate")
-            strategy.step(step, timer)
+            result = strategy.step(step, timer) or StepResult()
             phases = timer.take()
             c = comm.take()
             step_time = time.perf_counter() - step_start
@@ -244,17 +245,30 @@ def train(scenario: Scenario, run_name: str, out_dir: Path) -> None:
                 "t_start": t_start, "t_ready": c.first_call_time or t_ready,
                 "payload_tx_bytes": c.tx_bytes, "payload_rx_bytes": c.rx_bytes, "collectives": c.calls, "ring_bytes": c.ring_bytes,
                 "wire_tx_bytes": wire_tx, "wire_rx_bytes": wire_rx,
-                "tokens": x.numel(), "param_checksum": None,
+                "tokens": x.numel(), "param_checksum": None, "synced": result.synced,
+                **result.extra,
             }
             if (step + 1) % scenario.train.eval_every == 0 or step == steps - 1:
+                checksum_due = True
                 heartbeat.beat(step, "evaluate")
                 record["val_loss"] = evaluate(model, val_batches, device)
-                record["param_checksum"] = param_checksum(model)
                 if wire:
                     wire.delta()  # evaluation sends nothing, but keep its seconds out of the next step
+            # Replicas agree only where the strategy synchronised (every step for AdamW/DisTrO, every H
+            # steps for DiLoCo): compare them at the first sync at or after each evaluation.
+            if checksum_due and result.synced:
+                checksum_due = False
+                record["param_checksum"] = param_checksum(model)
             emit(record)
+        # A periodic method syncs what its last local steps left pending, so the end checksums compare.
+        heartbeat.beat(steps, "communicate")
+        final = strategy.finish(timer)
+        timer.take()
+        c = comm.take()
         heartbeat.beat(steps, "done")
-        emit({"type": "end", "optimizer": run_name, "rank": rank, "time": time.time(), "param_checksum": param_checksum(model)})
+        emit({"type": "end", "optimizer": run_name, "rank": rank, "time": time.time(), "param_checksum": param_checksum(model),
+              "final_sync": final is not None, "final_sync_tx_bytes": c.tx_bytes, "final_sync_rx_bytes": c.rx_bytes,
+              "final_sync_collectives": c.calls, "final_sync_comm_s": c.seconds})
     if dist.is_initialized():
         dist.destroy_process_group()
 
