@@ -29,7 +29,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from harness.model import ModelConfig, parameter_shapes
-from harness.optim import STRATEGIES, Collective
+from harness.optim import STRATEGIES, Collective, get_strategy
 from harness.scenario import Node, Scenario
 
 MSS = 1448  # payload per TCP segment at MTU 1500 with timestamps
@@ -169,7 +169,10 @@ def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict 
             continue
         ocfg = resolve_options(ocfg, nodes, shapes, round_overhead_s)
         strategy = STRATEGIES[ocfg.type]
-        colls = strategy.predict_collectives(ocfg, shapes, n)
+        # A period is one step for per-step methods, H steps for DiLoCo-style ones: per-step figures are
+        # the period's divided by its steps.
+        period = strategy.predict_period(ocfg, shapes, n)
+        colls = period.collectives
         tx, rx = strategy.predict_payload_bytes(ocfg, shapes, n)
         rounds = latency = transfer = 0.0
         wire_each_way = 0.0
@@ -178,12 +181,15 @@ def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict 
             rounds, latency, transfer = rounds + r, latency + lat, transfer + xfer
             per_round = {"all_reduce": c.nbytes / n, "all_gather_direct": (n - 1) * c.nbytes}.get(c.kind, c.nbytes)
             wire_each_way += r * per_round * WIRE_FACTOR
+        per = period.steps
+        rounds, latency, transfer, wire_each_way = rounds / per, latency / per, transfer / per, wire_each_way / per
         compute = compute_seconds(params, tokens, nodes, mfu)
         overhead = rounds * round_overhead_s
         comm = latency + transfer + overhead
         out.append(Projection(
             optimizer=name, workers=n, params=params, payload_tx_bytes=tx, payload_rx_bytes=rx,
-            wire_tx_bytes=wire_each_way, wire_rx_bytes=wire_each_way, collectives=len(colls), rounds=int(rounds),
+            wire_tx_bytes=wire_each_way, wire_rx_bytes=wire_each_way, collectives=len(colls) / per if per > 1 else len(colls),
+            rounds=int(rounds) if per == 1 else rounds,
             latency_s=latency, transfer_s=transfer, overhead_s=overhead, comm_s=comm, compute_s=compute,
             step_s=None if compute is None else (max(compute, comm) if getattr(ocfg, "overlap", False)
                                                  else compute + comm)))
@@ -231,5 +237,5 @@ def paper_accounting(proj: Projection, strategy_kind: str) -> dict:
         # ring wire bytes, one direction, per worker per step
         "wire_each_way": proj.wire_tx_bytes,
         # the paper's: received from N-1 peers, baseline as bf16 gradients gathered from everyone
-        "paper_style": (proj.params * 2 * (n - 1)) if strategy_kind == "adamw" else proj.payload_rx_bytes,
+        "paper_style": (proj.params * 2 * (n - 1)) if get_strategy(strategy_kind).sends_dense_gradients else proj.payload_rx_bytes,
     }

@@ -30,7 +30,7 @@ from harness import data as data_mod
 from harness.budget import Decision, StopPolicy
 from harness.comm import Comm
 from harness.model import ModelConfig, build_model, parameter_shapes
-from harness.optim import PhaseTimer, get_strategy
+from harness.optim import PhaseTimer, StepResult, get_strategy
 from harness.scenario import Node, Scenario, load_scenario
 
 
@@ -247,6 +247,7 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
         comm.take()
         if wire:
             wire.delta()
+        checksum_due = False
         first_start = None
         paused = 0.0  # seconds of evaluation and stop decisions: not training, so outside the budget's clock
         step = 0
@@ -268,7 +269,7 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
             if clip is not None:
                 with timer.phase("apply"):
                     torch.nn.utils.clip_grad_norm_(tensors, clip, foreach=True)
-            strategy.step(step, timer)
+            result = strategy.step(step, timer) or StepResult()
             phases = timer.take()
             c = comm.take()
             step_end = time.perf_counter()
@@ -287,7 +288,8 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
                 "t_start": t_start, "t_ready": c.first_call_time or t_ready, "train_time_s": train_time,
                 "payload_tx_bytes": c.tx_bytes, "payload_rx_bytes": c.rx_bytes, "collectives": c.calls, "ring_bytes": c.ring_bytes,
                 "wire_tx_bytes": wire_tx, "wire_rx_bytes": wire_rx,
-                "tokens": x.numel(), "param_checksum": None,
+                "tokens": x.numel(), "param_checksum": None, "synced": result.synced,
+                **result.extra,
             }
             pause_start = time.perf_counter()
             last = budget.max_steps is not None and step == budget.max_steps - 1
@@ -313,7 +315,11 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
                 heartbeat.beat(step, "evaluate")
                 record["val_loss"] = evaluate(model, val_batches, device)
                 evaluated = True
-            if evaluated:
+            # Replicas agree only where the strategy synchronised (every step for AdamW/DisTrO, every H
+            # steps for DiLoCo): compare them at the first sync at or after each evaluation.
+            checksum_due = checksum_due or evaluated
+            if checksum_due and result.synced:
+                checksum_due = False
                 record["param_checksum"] = param_checksum(model)
             if wire and (evaluated or decided):
                 wire.delta()  # evaluation and decisions are not the optimizer's: keep their bytes and seconds out
@@ -322,14 +328,18 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
             if stop:
                 break
             step += 1
-        if hasattr(strategy, "flush"):  # an overlapped exchange still in flight when a budget stops the loop
-            strategy.flush(timer)
-            timer.take()
-            comm.take()
+        # A periodic method syncs what its last local steps left pending (and an overlapped exchange still in
+        # flight is applied), so the end checksums compare.
+        heartbeat.beat(step + 1, "communicate")
+        final = strategy.finish(timer)
+        timer.take()
+        c = comm.take()
         heartbeat.beat(step + 1, "done")
         emit({"type": "end", "optimizer": run_name, "rank": rank, "seed": seed, "time": time.time(),
               "steps": step + 1, "train_time_s": train_time, "lr_schedule_steps": strategy.total_steps,
-              "param_checksum": param_checksum(model)})
+              "param_checksum": param_checksum(model),
+              "final_sync": final is not None, "final_sync_tx_bytes": c.tx_bytes, "final_sync_rx_bytes": c.rx_bytes,
+              "final_sync_collectives": c.calls, "final_sync_comm_s": c.seconds})
     if dist.is_initialized():
         dist.destroy_process_group()
 

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 STRATEGY_PATHS: dict[str, str] = {
     "adamw": "harness.optim.adamw:AdamW",
     "distro": "harness.optim.distro:DisTrO",
+    "diloco": "harness.optim.diloco:DiLoCo",
+    "sparseloco": "harness.optim.sparseloco:SparseLoCo",
+    "powersgd": "harness.optim.powersgd:PowerSGD",
 }
 
 
@@ -35,10 +38,10 @@ def __getattr__(name: str) -> Any:
     # Torch-backed names resolve on first use only.
     if name == "STRATEGIES":
         return {n: get_strategy(n) for n in STRATEGY_PATHS}
-    if name in ("Collective", "PhaseTimer", "Strategy"):
+    if name in ("Collective", "Period", "PhaseTimer", "Strategy", "StepResult"):
         return getattr(import_module("harness.optim.base"), name)
     raise AttributeError(f"module 'harness.optim' has no attribute {name!r}")
 
 
-__all__ = ["Collective", "OPTIONS", "STRATEGIES", "STRATEGY_PATHS", "get_strategy", "PhaseTimer", "Strategy",
-           "StrategyConfig"]
+__all__ = ["Collective", "OPTIONS", "Period", "STRATEGIES", "STRATEGY_PATHS", "get_strategy", "PhaseTimer",
+           "StepResult", "Strategy", "StrategyConfig"]

@@ -11,8 +11,8 @@ import math
 
 import torch
 
-from harness.optim.base import Collective, PhaseTimer, Strategy
-from harness.optim.options import AdamWConfig
+from harness.optim.base import Collective, PhaseTimer, StepResult, Strategy
+from harness.optim.options import AdamWConfig, InnerAdamWOptions
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
@@ -33,25 +33,42 @@ def _buckets(numels: list[int], element_size: int, bucket_bytes: float) -> list[
     return out
 
 
+def build_adamw(cfg: InnerAdamWOptions, tensors: list[torch.Tensor]) -> torch.optim.AdamW:
+    """torch's AdamW with weight decay on matrices only (norms: Llama practice); also the inner optimizer
+    of DiLoCo, SparseLoCo and PowerSGD."""
+    decay = [p for p in tensors if p.ndim >= 2]
+    no_decay = [p for p in tensors if p.ndim < 2]
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, foreach=True,
+    )
+
+
+def adamw_step(opt: torch.optim.AdamW, cfg: InnerAdamWOptions, tensors: list[torch.Tensor], step: int, total_steps: int) -> None:
+    """Clip (when asked), set the scheduled lr, step."""
+    if cfg.max_grad_norm:
+        torch.nn.utils.clip_grad_norm_(tensors, cfg.max_grad_norm, foreach=True)
+    lr = cfg.lr_at(step, total_steps)
+    for group in opt.param_groups:
+        group["lr"] = lr
+    opt.step()
+
+
 class AdamW(Strategy):
     Config = AdamWConfig
     clips_gradients = True  # after the all-reduce (the averaged gradient), so the worker does not
+    sends_dense_gradients = True
 
     def __init__(self, cfg: AdamWConfig, params, comm, total_steps):
         super().__init__(cfg, params, comm, total_steps)
         tensors = [p for _, p in params]
-        decay = [p for p in tensors if p.ndim >= 2]
-        no_decay = [p for p in tensors if p.ndim < 2]  # norms: Llama practice, no weight decay
-        self.opt = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, foreach=True,
-        )
+        self.opt = build_adamw(cfg, tensors)
         self.dtype = _DTYPES[cfg.grad_dtype]
         elem = torch.tensor([], dtype=self.dtype).element_size()
         self.buckets = _buckets([p.numel() for p in tensors], elem, cfg.bucket_mb * 2**20)
         self.tensors = tensors
 
-    def step(self, step: int, timer: PhaseTimer) -> None:
+    def step(self, step: int, timer: PhaseTimer) -> StepResult:
         world = self.comm.world_size
         for bucket in self.buckets:
             grads = [self.tensors[i].grad for i in bucket]
@@ -65,12 +82,8 @@ class AdamW(Strategy):
                     g.copy_(flat[offset : offset + g.numel()].view_as(g))
                     offset += g.numel()
         with timer.phase("apply"):
-            if self.cfg.max_grad_norm:
-                torch.nn.utils.clip_grad_norm_(self.tensors, self.cfg.max_grad_norm, foreach=True)
-            lr = self.cfg.lr_at(step, self.total_steps)
-            for group in self.opt.param_groups:
-                group["lr"] = lr
-            self.opt.step()
+            adamw_step(self.opt, self.cfg, self.tensors, step, self.total_steps)
+        return StepResult()
 
     @classmethod
     def predict_collectives(cls, cfg: AdamWConfig, shapes, world_size):
@@ -78,8 +91,3 @@ class AdamW(Strategy):
         numels = [math.prod(s) for s in shapes.values()]
         return [Collective("all_reduce", sum(numels[i] for i in b) * elem)
                 for b in _buckets(numels, elem, cfg.bucket_mb * 2**20)]
-
-    @classmethod
-    def predict_payload_bytes(cls, cfg: AdamWConfig, shapes, world_size):
-        total = sum(c.nbytes for c in cls.predict_collectives(cfg, shapes, world_size))
-        return total, (total if world_size > 1 else 0)

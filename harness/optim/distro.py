@@ -163,6 +163,11 @@ class DisTrO(Strategy):
         if step == self.total_steps - 1:
             self.flush(timer)
 
+    def finish(self, timer: PhaseTimer) -> None:
+        """The loop ended (a budget may stop it before `total_steps`): apply an overlapped exchange still in
+        flight. Not a new sync: its bytes were counted when it was launched."""
+        self.flush(timer)
+
     def flush(self, timer: PhaseTimer) -> None:
         """Wait for and apply the exchange still in flight (overlap), so the run ends on the parameters of every
         step it took; called by the last step, and by a training loop that stops before it."""

@@ -40,15 +40,20 @@ class StrategyConfig(BaseModel):
         return self.lr * (self.min_lr_ratio + (1 - self.min_lr_ratio) * cos)
 
 
-class AdamWConfig(StrategyConfig):
-    type: Literal["adamw"] = "adamw"
-    weight_decay: float = Field(default=0.1, ge=0)
+class InnerAdamWOptions(StrategyConfig):
+    """AdamW's own options: the baseline's, and the local (inner) optimizer of DiLoCo, SparseLoCo, PowerSGD."""
+
+    weight_decay: float = Field(default=0.1, ge=0)  # decoupled; matrices only (Llama practice)
     beta1: float = Field(default=0.9, ge=0, lt=1)
     beta2: float = Field(default=0.95, ge=0, lt=1)
     eps: float = Field(default=1e-8, gt=0)
+    max_grad_norm: float | None = Field(default=1.0, gt=0)
+
+
+class AdamWConfig(InnerAdamWOptions):
+    type: Literal["adamw"] = "adamw"
     grad_dtype: Literal["fp32", "bf16"] = "fp32"
     bucket_mb: float = Field(default=25.0, gt=0)  # DDP's default bucket_cap_mb
-    max_grad_norm: float | None = Field(default=1.0, gt=0)
 
 
 class DisTrOConfig(StrategyConfig):
@@ -82,7 +87,70 @@ class DisTrOConfig(StrategyConfig):
         return self
 
 
+class DiLoCoConfig(InnerAdamWOptions):
+    """DiLoCo (arXiv 2311.08105), as OpenDiLoCo runs it: `inner_steps` local AdamW steps at `lr`, then the
+    pseudo-gradient (parameters at the last sync - now) is averaged over workers and applied by an outer
+    Nesterov SGD step. Published: outer lr 0.7, momentum 0.9, H 100-500, fp32/bf16/int8 pseudo-gradients."""
+
+    type: Literal["diloco"] = "diloco"
+    inner_steps: int = Field(default=100, ge=1)  # H: local steps between syncs
+    outer_lr: float = Field(default=0.7, gt=0, le=10)
+    outer_momentum: float = Field(default=0.9, ge=0, lt=1)
+    nesterov: bool = True
+    # fp32/bf16: ring all-reduce in that precision; int8: each worker's pseudo-gradient quantised per tensor
+    # (absmax scale) and all-gathered, since an int8 sum would overflow
+    pseudo_grad: Literal["fp32", "bf16", "int8"] = "fp32"
+    bucket_mb: float = Field(default=25.0, gt=0)  # all-reduce bucket, as AdamW's
+
+
+class SparseLoCoConfig(InnerAdamWOptions):
+    """SparseLoCo (arXiv 2508.15706): `inner_steps` local AdamW steps, then the pseudo-gradient goes into a
+    decayed error-feedback accumulator (in place of outer momentum), whose `topk` largest entries per chunk
+    of `chunk` elements are sent with 2-bit values and all-gathered; the mean of what was sent is applied
+    with `outer_lr`. Published: H 15-100, 1-3% of each chunk (64 of 4096 = 1.6%), 2-bit values."""
+
+    type: Literal["sparseloco"] = "sparseloco"
+    inner_steps: int = Field(default=15, ge=1)  # H
+    outer_lr: float = Field(default=1.0, gt=0, le=10)
+    error_decay: float = Field(default=0.95, ge=0, le=1)  # beta of the error-feedback accumulator
+    chunk: int = Field(default=4096, ge=2, le=65536)  # elements per chunk of the flattened tensor (64 x 64)
+    topk: int = Field(default=64, ge=1)  # entries sent per chunk
+    values: Literal["2bit", "fp32"] = "2bit"
+    quant_range: float = Field(default=6.0, gt=0)  # 2-bit bins span mean +- quant_range standard deviations
+
+    @model_validator(mode="after")
+    def _topk_fits(self):
+        if self.topk > self.chunk:
+            raise ValueError(f"topk ({self.topk}) is more than the {self.chunk} entries of a chunk; lower topk or raise chunk")
+        return self
+
+
+class PowerSGDConfig(InnerAdamWOptions):
+    """PowerSGD (Vogels et al. 2019) through torch's `ddp_comm_hooks.powerSGD_hook`: rank-`rank` factors of
+    each gradient matrix, error feedback and warm start, all-reduced in DDP-sized buckets; plain all-reduce
+    until `start_step` (default: `start_fraction` of the run). The averaged gradient then feeds AdamW."""
+
+    type: Literal["powersgd"] = "powersgd"
+    rank: int = Field(default=2, ge=1, le=64)  # matrix_approximation_rank; published 1-4
+    start_fraction: float = Field(default=0.1, ge=0, le=1)
+    start_step: int | None = Field(default=None, ge=2)  # overrides start_fraction; torch needs >= 2
+    min_compression_rate: float = Field(default=2.0, ge=1)
+    error_feedback: bool = True
+    warm_start: bool = True
+    seed: int = Field(default=0, ge=0)  # torch's random_seed for the first Qs: the same on every rank
+    bucket_mb: float = Field(default=25.0, gt=0)
+
+    def start_at(self, total_steps: int) -> int:
+        """The first compressed step (torch's start_powerSGD_iter)."""
+        if self.start_step is not None:
+            return self.start_step
+        return max(2, math.ceil(self.start_fraction * total_steps))
+
+
 OPTIONS: dict[str, type[StrategyConfig]] = {
     "adamw": AdamWConfig,
     "distro": DisTrOConfig,
+    "diloco": DiLoCoConfig,
+    "sparseloco": SparseLoCoConfig,
+    "powersgd": PowerSGDConfig,
 }

@@ -84,7 +84,7 @@ def scenario_blocks(run: LoadedRun) -> list:
     opt_words = []
     for name, cfg in opts.items():
         cfg = cfg or {}
-        keys = [k for k in ("lr", "topk", "chunk", "decay", "values", "state", "weight_decay") if k in cfg]
+        keys = [k for k in cfg if k != "type"]  # every method's own options (DiLoCo's inner_steps, PowerSGD's rank)
         tag = " (baseline)" if name == run.baseline else ""
         opt_words.append(f"{name}{tag}: type {cfg.get('type', name)}, " + ", ".join(f"{k} {cfg[k]}" for k in keys))
     intro = (f"{s.get('name', run.data.name)}: {s.get('description', '')}".rstrip(": ")
