@@ -80,10 +80,9 @@ def _cpu(fn) -> float:
     return time.process_time() - start
 
 
-def measure(preset: str, *, world: int, batch: int, seq_len: int, repeats: int, args, warmup: int = 2) -> dict:
-    """Median milliseconds of forward+backward, of each method's compress+apply, and of the DeMo reference."""
+def _model_and_step(preset: str, batch: int, seq_len: int):
+    """The preset's model, its named parameters, and one forward+backward on a fixed random batch."""
     model = build_model(ModelConfig(**MODELS[preset]), seed=0)
-    params = list(model.named_parameters())
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, model.cfg.vocab_size, (batch, seq_len), generator=g)
     y = torch.randint(0, model.cfg.vocab_size, (batch, seq_len), generator=g)
@@ -91,6 +90,13 @@ def measure(preset: str, *, world: int, batch: int, seq_len: int, repeats: int, 
     def fwd_bwd():
         model.zero_grad(set_to_none=True)
         model.loss(x, y).backward()
+
+    return model, list(model.named_parameters()), fwd_bwd
+
+
+def measure(preset: str, *, world: int, batch: int, seq_len: int, repeats: int, args, warmup: int = 2) -> dict:
+    """Median milliseconds of forward+backward, of each method's compress+apply, and of the DeMo reference."""
+    model, params, fwd_bwd = _model_and_step(preset, batch, seq_len)
 
     # Each method steps its own copy of the parameters with the same gradients, so none sees another's update.
     copies = {}
@@ -188,15 +194,7 @@ def measure_methods(preset: str, *, world: int, batch: int, seq_len: int, repeat
     every measured step syncs: sync = that step's work - a plain inner step)."""
     from harness.optim import get_strategy
 
-    model = build_model(ModelConfig(**MODELS[preset]), seed=0)
-    params = list(model.named_parameters())
-    g = torch.Generator().manual_seed(0)
-    x = torch.randint(0, model.cfg.vocab_size, (batch, seq_len), generator=g)
-    y = torch.randint(0, model.cfg.vocab_size, (batch, seq_len), generator=g)
-
-    def fwd_bwd():
-        model.zero_grad(set_to_none=True)
-        model.loss(x, y).backward()
+    model, params, fwd_bwd = _model_and_step(preset, batch, seq_len)
 
     strategies = {}
     for name, cfg in _method_configs().items():

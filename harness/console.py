@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import contextmanager
 from io import StringIO
@@ -39,6 +40,17 @@ def cli_errors():
     except KeyboardInterrupt:
         err_console.print("[bold red]interrupted[/]")
         raise typer.Exit(130) from None
+    except Exception as e:  # a bug of ours: one line here, the traceback in a file for the report
+        if os.environ.get("DISTRO_BENCH_DEBUG"):
+            raise
+        import tempfile
+        import traceback
+
+        with tempfile.NamedTemporaryFile("w", prefix="distro-bench-error-", suffix=".txt", delete=False) as f:
+            traceback.print_exc(file=f)
+        err_console.print(f"[bold red]internal error:[/] {escape(type(e).__name__)}: {escape(str(e))}. This is a bug "
+                          f"in distro-bench; the traceback is in {escape(f.name)} (DISTRO_BENCH_DEBUG=1 shows it here)")
+        raise typer.Exit(1) from None
 
 
 # Tables for any terminal or log: no borders, two spaces between columns, title on the left.

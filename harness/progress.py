@@ -41,7 +41,8 @@ class RichProgress:
 
         self.progress.console.print(f"[dim]{escape(text)}[/]")
 
-    def start(self, optimizer: str, total_steps: int) -> None:
+    def start(self, optimizer: str, total_steps: int | None) -> None:
+        # total None (a time or target budget): the bar counts steps without an end
         self.tasks[optimizer] = self.progress.add_task(optimizer, total=total_steps, loss="-", step_time="-", mb="-")
 
     def step(self, optimizer: str, r: dict) -> None:
@@ -62,7 +63,7 @@ class PlainProgress:
                  clock=time.monotonic):
         self.stream = stream or sys.stderr
         self.every, self.interval_s, self.clock = every, interval_s, clock
-        self.total: dict[str, int] = {}
+        self.total: dict[str, int | None] = {}
         self.started: dict[str, float] = {}
         self.last_line: dict[str, float] = {}
         self.last_step: dict[str, int] = {}
@@ -80,23 +81,25 @@ class PlainProgress:
     def note(self, text: str) -> None:
         self._print(text)
 
-    def start(self, optimizer: str, total_steps: int) -> None:
+    def start(self, optimizer: str, total_steps: int | None) -> None:
         now = self.clock()
         self.total[optimizer], self.started[optimizer], self.last_line[optimizer] = total_steps, now, now
         self.last_step[optimizer] = -1
-        self._print(f"{optimizer}: training {total_steps} steps")
+        self._print(f"{optimizer}: training {total_steps} steps" if total_steps else
+                    f"{optimizer}: training to its budget (steps not known in advance)")
 
     def _line(self, optimizer: str, r: dict) -> str:
-        total = self.total.get(optimizer, 0)
+        total = self.total.get(optimizer)
         elapsed = self.clock() - self.started.get(optimizer, self.clock())
-        return (f"{optimizer}: step {r['step'] + 1}/{total}, loss {r['loss']:.3f}, "
+        of = f"/{total}" if total else ""
+        return (f"{optimizer}: step {r['step'] + 1}{of}, loss {r['loss']:.3f}, "
                 f"{fmt_seconds(r['step_time_s'])}/step, "
                 f"{fmt_bytes(r['payload_tx_bytes'] + r['payload_rx_bytes'])}/step, {elapsed:.0f} s elapsed")
 
     def step(self, optimizer: str, r: dict) -> None:
         self.last_record[optimizer] = r
-        total = self.total.get(optimizer, 0)
-        every = self.every or max(1, total // 10)
+        total = self.total.get(optimizer)
+        every = self.every or (max(1, total // 10) if total else 10)
         now = self.clock()
         done = r["step"] + 1
         if done % every == 0 or done == total or now - self.last_line.get(optimizer, now) >= self.interval_s:

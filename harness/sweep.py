@@ -238,16 +238,10 @@ def _figures(summary: dict, name: str) -> dict:
 
 
 def new_sweep_dir(out: Path, scenario_name: str) -> Path:
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    out.mkdir(parents=True, exist_ok=True)
-    for i in range(1000):
-        path = out / (f"{scenario_name}-sweep-{stamp}" + (f"-{i + 1}" if i else ""))
-        try:
-            path.mkdir()
-            return path
-        except FileExistsError:
-            continue
-    raise InputError(f"--out: cannot create a new sweep folder under {out}")
+    """results/<scenario>-sweep-<YYYYmmdd-HHMMSS>, never an existing folder (as run folders are made)."""
+    from harness.rundir import new_run_dir
+
+    return new_run_dir(out, f"{scenario_name}-sweep")
 
 
 RunFn = Callable[[Scenario, Path], Any]  # (scenario, out folder) -> RunResult (run_dir, state, summary)

@@ -186,3 +186,19 @@ def test_report_package_import_is_torch_free():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_a_bug_is_one_line_and_a_saved_traceback_not_a_traceback_on_screen(cli, monkeypatch):
+    from harness import api
+
+    def boom(*a, **k):
+        raise TypeError("unsupported operand")
+
+    monkeypatch.setattr(api, "validate", boom)
+    monkeypatch.delenv("DISTRO_BENCH_DEBUG", raising=False)
+    r = cli("validate", REPO / "scenarios" / "home-dsl.yaml")
+    assert r.exit_code == 1
+    assert "internal error: TypeError: unsupported operand" in r.output and "Traceback" not in r.output
+    saved = r.output.split("the traceback is in ")[1].split()[0]
+    assert "Traceback" in Path(saved).read_text()
+    Path(saved).unlink()
