@@ -160,7 +160,7 @@ def _path_with_only(tmp_path: Path, *tools: str) -> str:
 def test_links_measures_goodput_with_iperf3_absent(cli, write_scenario, monkeypatch, tmp_path):
     from harness import host
 
-    monkeypatch.setenv("PATH", _path_with_only(tmp_path, "tc", "ip", "setpriv"))
+    monkeypatch.setenv("PATH", _path_with_only(tmp_path, "tc"))
     host.probe.cache_clear()
     assert shutil.which("iperf3") is None and shutil.which("ping") is None and shutil.which("ethtool") is None
     d = tiny_scenario_dict(links={"a": {"up": "8Mbit", "down": "16Mbit"}},
