@@ -34,18 +34,17 @@ QDISC_TRIALS: dict[str, list[str]] = {
 }
 
 # Binaries the harness may run, and the Debian/Ubuntu package that has each. Only `tc` (iproute2) is
-# needed by every emulating run; the rest are needed by some paths only (harness/preflight.py says which).
+# needed by an emulating run; iperf3 (`links` goodput, else a Python probe) and nvidia-smi (the GPU
+# list) are used where present. Namespaces, links, offloads and entering a namespace with capabilities
+# dropped are pyroute2 and harness/net/enter.py: no ip, ethtool, nsenter or setpriv.
 BINARIES: dict[str, str] = {
     "tc": "iproute2",
-    "ip": "iproute2",
-    "nsenter": "util-linux",
-    "setpriv": "util-linux",
-    "ethtool": "ethtool",
     "iperf3": "iperf3",
-    "ping": "iputils-ping",
     "nvidia-smi": "the NVIDIA driver",
     "docker": "docker.io",
 }
+# Recorded in HostInfo (environment.json) for the record only; no run needs them.
+RECORDED_ONLY = ("nsenter", "ping", "ethtool")
 
 # Python modules (import name -> distribution) some path needs; torch is checked without importing it.
 MODULES: dict[str, str] = {
@@ -60,13 +59,13 @@ class HostInfo:
     root: bool
     kernel: str
     iproute2: str | None  # `tc -V` version, None when tc is missing
-    nsenter: bool
+    nsenter: bool  # recorded only (RECORDED_ONLY)
     netns: bool  # a namespace and a veth pair could be created (and were removed)
     netns_error: str | None
     qdiscs: tuple[str, ...]  # kinds that could be installed, from QDISC_TRIALS
     iperf3: bool
-    ping: bool
-    ethtool: bool
+    ping: bool  # recorded only
+    ethtool: bool  # recorded only
     delayline: bool
     delayline_detail: str
     docker: bool | None  # None: not probed
@@ -240,6 +239,7 @@ def probe(*, docker: bool = True, gpus: bool = True) -> HostInfo:
     """Probe once per process (cached); `docker`/`gpus` False skip the slow parts a caller does not need."""
     root = os.geteuid() == 0
     bins = binaries()
+    present = {name: shutil.which(name) is not None for name in RECORDED_ONLY}
     if root:
         netns_ok, netns_err, qdiscs = probe_qdiscs()
     else:
@@ -247,9 +247,9 @@ def probe(*, docker: bool = True, gpus: bool = True) -> HostInfo:
     dl_ok, dl_why = probe_delayline()
     dk_ok, dk_why = probe_docker() if docker else (None, "not probed")
     return HostInfo(
-        root=root, kernel=platform.release(), iproute2=_tc_version(), nsenter=bins["nsenter"] is not None,
+        root=root, kernel=platform.release(), iproute2=_tc_version(), nsenter=present["nsenter"],
         netns=netns_ok, netns_error=netns_err, qdiscs=qdiscs,
-        iperf3=bins["iperf3"] is not None, ping=bins["ping"] is not None, ethtool=bins["ethtool"] is not None,
+        iperf3=bins["iperf3"] is not None, ping=present["ping"], ethtool=present["ethtool"],
         delayline=dl_ok, delayline_detail=dl_why, docker=dk_ok, docker_detail=dk_why,
         gpus=_gpu_names() if gpus else None, binaries=bins, modules=modules(),
     )

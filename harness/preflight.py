@@ -8,13 +8,13 @@ work here (`--link-engine tc` only on a kernel with netem, say).
 What each path needs, from the code as it is (docs/host-requirements.md is the table for users):
 - every run: torch;
 - netns backend: root, pyroute2, network namespaces + veth in the kernel, `tc` (iproute2) and the
-  tbf qdisc for rates; workers start through `ip netns exec ... setpriv` (backends/netns.py);
-- docker backend: the docker SDK and a reachable engine; for shaped links also root, pyroute2,
-  `tc` and `ip` (the host-side veth);
+  tbf qdisc for rates; workers start through harness/net/enter.py (setns, capabilities dropped);
+- docker backend: the docker SDK and a reachable engine; for shaped links also root, pyroute2 and
+  `tc` (the host-side veth is found over netlink);
 - delay/jitter/loss: the netem qdisc (link engine tc) or the userspace delay line (AF_PACKET, root;
-  `ip netns exec` for our namespaces; on docker also `nsenter` and, until net/splice.py and
-  backends/docker.py use harness/net/ns.py's offloads_off(), `ethtool`).
-Nothing a run needs includes iperf3 or ping: `links` and the reachability checks have Python probes.
+  entered through harness/net/enter.py, offloads off and the docker splice through pyroute2).
+No run needs ip, ethtool, nsenter, setpriv, iperf3 or ping: pyroute2, harness/net/enter.py and Python
+TCP probes do their jobs.
 """
 
 from __future__ import annotations
@@ -95,15 +95,9 @@ def engine_problems(host: HostInfo, backend: str, engine: str) -> list[Problem]:
     why = "the userspace link engine (delay line)"
     if not host.root:
         out.append(Problem("root", why + " (AF_PACKET sockets, entering namespaces)", INSTALL["root"]))
-    elif not host.delayline and not ("`ip`" in host.delayline_detail and not host.has_binary("ip")):
-        # (a delay line that is only missing `ip` is covered by the `ip` line below)
+    elif not host.delayline:
         out.append(Problem("the userspace delay line", f"{why}: {host.delayline_detail}",
                            "a kernel with AF_PACKET sockets (CONFIG_PACKET)"))
-    out += _binary(host, "ip", why + " (it enters our namespaces with `ip netns exec`)")
-    if backend == "docker":
-        out += _binary(host, "nsenter", why + " (it enters a container's namespace)")
-        # splice.py and backends/docker.py still call `ethtool -K`; the netns backend does not.
-        out += _binary(host, "ethtool", why + " on the docker backend (turning off TSO/GSO/GRO)")
     return out
 
 
@@ -126,10 +120,6 @@ def problems(host: HostInfo, backend: str, needs: Needs, *, link_engine: str = "
         if backend == "netns":
             if host.root and not host.netns:
                 out.append(Problem("network namespaces", f"{where} ({host.netns_error})", INSTALL["netns"]))
-            out += _binary(host, "ip", "starting workers in their namespaces (`ip netns exec`)")
-            out += _binary(host, "setpriv", "starting workers without net_admin/sys_admin")
-        else:
-            out += _binary(host, "ip", "finding each container's host-side veth")
         if needs.shaped or backend == "netns":
             out += _binary(host, "tc", "link rates (tbf) and reading back what was applied")
         if needs.shaped and host.root and host.netns and host.has_binary("tc") and not host.rate_shaping:

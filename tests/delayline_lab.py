@@ -11,7 +11,6 @@ lives, so `distro-bench clean` leaves a running lab alone.
 
 from __future__ import annotations
 
-import json
 import secrets
 import subprocess
 import time
@@ -21,7 +20,9 @@ from pathlib import Path
 from harness import owner
 from harness.errors import HarnessError
 from harness.net import naming
+from harness.net import ns as netns
 from harness.net.delayline import DelayLine, Impairment
+from harness.net.ns import NetnsRef
 
 MTU = 1500
 SUBNET = "10.213.0"
@@ -81,48 +82,43 @@ class Lab:
 
     def exec(self, i: int, argv: list[str]) -> list[str]:
         """`argv` run inside node i's namespace."""
-        return ["ip", "netns", "exec", self.ns(i), *argv]
+        return NetnsRef.named(self.ns(i)).wrap(argv)
 
-    def _add_ns(self, name: str) -> None:
-        run(["ip", "netns", "add", name])
-        self._namespaces.append(name)
-        run(["ip", "-n", name, "link", "set", "dev", "lo", "up"])
-
-    def _in(self, ns: str, *argv: str) -> None:
-        run(["ip", "netns", "exec", ns, *argv])
+    def _add_ns(self, name: str) -> NetnsRef:
+        self._namespaces.append(name)  # before creating it: a half-made one is removed too
+        return netns.create_netns(name)
 
     def _no_offloads(self, ns: str, dev: str) -> None:
         # Frames stay MTU-sized so tbf and the delay line see what the wire would. Checksum
         # offload stays on: the delay line must cope with partial checksums.
-        self._in(ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off")
+        netns.offloads_off(NetnsRef.named(ns), dev)
 
     def up(self) -> Lab:
         owner.claim(self.run_id)  # before the first namespace: `clean` must not take a live lab's
         sw = self.switch_ns
-        self._add_ns(sw)
-        run(["ip", "-n", sw, "link", "add", "br0", "type", "bridge"])
-        run(["ip", "-n", sw, "link", "set", "dev", "br0", "type", "bridge", "nf_call_iptables", "0"], check=False)
-        run(["ip", "-n", sw, "link", "set", "dev", "br0", "up"])
+        sw_ref = self._add_ns(sw)
+        netns.add_bridge(sw_ref, "br0")
+        netns.link_set(sw_ref, "br0", state="up")
         for i, link in enumerate(self.links):
             node, lns = self.ns(i), self.link_ns(i)
-            self._add_ns(node)
-            self._add_ns(lns)
+            node_ref = self._add_ns(node)
+            lns_ref = self._add_ns(lns)
             # The link namespace has no addresses; IPv6 autoconf there would only add noise frames.
-            self._in(lns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
-            self._in(node, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+            for ref in (lns_ref, node_ref):
+                netns.sysctl_set(ref, "net.ipv6.conf.all.disable_ipv6", 1)
+                netns.sysctl_set(ref, "net.ipv6.conf.default.disable_ipv6", 1)
             if link.delay_line:
-                run(["ip", "link", "add", "name", "eth0", "netns", node, "type", "veth", "peer", "name", "a", "netns", lns])
-                run(["ip", "link", "add", "name", "b", "netns", lns, "type", "veth", "peer", "name", f"p{i}", "netns", sw])
+                netns.add_veth("eth0", node_ref, "a", lns_ref)
+                netns.add_veth("b", lns_ref, f"p{i}", sw_ref)
                 for dev in ("a", "b"):
                     self._no_offloads(lns, dev)
-                    run(["ip", "-n", lns, "link", "set", "dev", dev, "up"])
+                    netns.link_set(lns_ref, dev, state="up")
             else:
-                run(["ip", "link", "add", "name", "eth0", "netns", node, "type", "veth", "peer", "name", f"p{i}", "netns", sw])
+                netns.add_veth("eth0", node_ref, f"p{i}", sw_ref)
             self._no_offloads(node, "eth0")
             self._no_offloads(sw, f"p{i}")
-            run(["ip", "-n", sw, "link", "set", "dev", f"p{i}", "master", "br0", "up"])
-            run(["ip", "-n", node, "addr", "add", f"{self.ip(i)}/24", "dev", "eth0"])
-            run(["ip", "-n", node, "link", "set", "dev", "eth0", "up"])
+            netns.configure_link(sw_ref, f"p{i}", master="br0", no_ipv6_ll=False)
+            netns.configure_link(node_ref, "eth0", addr=f"{self.ip(i)}/24", no_ipv6_ll=False)
             if link.up_rate_bit:
                 run(["tc", "-n", node, "qdisc", "replace", "dev", "eth0", "root", "tbf",
                      *tbf_args(link.up_rate_bit, link.rtt_s)])  # fmt: skip
@@ -149,7 +145,7 @@ class Lab:
         while True:
             pending = []
             for ns in self._namespaces:
-                for dev in json.loads(run(["ip", "-n", ns, "-j", "link", "show"]).stdout):
+                for dev in netns.links(NetnsRef.named(ns)):
                     if dev["ifname"] != "lo" and (dev.get("qdisc") == "noop" or dev.get("operstate") != "UP"):
                         pending.append(f"{ns}/{dev['ifname']}")
             if not pending:
@@ -167,9 +163,9 @@ class Lab:
                 except Exception as e:  # noqa: BLE001 - keep tearing down the rest
                     errors.append(str(e))
         for name in reversed(self._namespaces):
-            p = run(["ip", "netns", "del", name], check=False)
-            if p.returncode != 0:
-                errors.append(p.stderr.strip())
+            problem = netns.delete_netns(name)
+            if problem:
+                errors.append(problem)
         self._namespaces.clear()
         owner.release(self.run_id)
         if errors:

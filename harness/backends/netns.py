@@ -1,5 +1,5 @@
 """netns backend: one Linux network namespace per worker, a star of tc-shaped access links to a
-bridge in a switch namespace, wire bytes counted on each node's `eth0`. Needs root and iproute2.
+bridge in a switch namespace, wire bytes counted on each node's `eth0`. Needs root, pyroute2 and `tc`.
 
 Lifecycle: the link plan (made at preflight; CapabilityError before anything exists) -> namespaces
 and veths (harness/net/topology.py) -> the emulation (harness/net/emulation.py) on every node's eth0
@@ -26,7 +26,7 @@ from harness.scenario import Scenario
 
 # Workers run as root inside their namespace; without these capabilities they cannot touch the
 # shaping (net_admin) or enter another namespace (sys_admin).
-DROPPED_CAPS = "-net_admin,-sys_admin"
+DROPPED_CAPS = ("net_admin", "sys_admin")
 
 
 class NetnsBackend(Backend):
@@ -108,7 +108,8 @@ class NetnsBackend(Backend):
         return worker_env(NODE_IFACE)
 
     def worker_argv(self, rank: int, argv: list[str]) -> list[str]:
-        return ["ip", "netns", "exec", self._node(rank).ns, "setpriv", f"--bounding-set={DROPPED_CAPS}", *argv]
+        # harness/net/enter.py: setns + dropping the capabilities, without iproute2 or util-linux.
+        return NetnsRef.named(self._node(rank).ns).wrap(argv, drop_caps=DROPPED_CAPS)
 
     def start_worker(self, rank: int, argv: list[str], env: dict[str, str], log_path: Path) -> WorkerHandle:
         return start_process(rank, self.worker_argv(rank, argv), {**os.environ, **env}, log_path)

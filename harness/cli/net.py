@@ -76,8 +76,8 @@ def doctor(as_json: bool = JSON_OPTION) -> None:
             status = {True: "[green]ok[/]", False: "[red]missing[/]", None: "[dim]-[/]"}[ok]
             t.add_row(name, status, detail)
         console.print(t)
-        console.print("Not needed by any run: iperf3 (`links` falls back to a Python TCP probe), ping, ethtool "
-                      "(pyroute2 does offloads; docker + userspace still calls it).")
+        console.print("Not needed by any run: iperf3 (`links` falls back to a Python TCP probe), ping, ethtool, "
+                      "ip, nsenter, setpriv (pyroute2 and a Python namespace launcher do their jobs).")
         for b, engines in ready.items():
             for e, probs in engines.items():
                 label = b if e == "none" else f"{b} + link engine {e}"

@@ -66,8 +66,8 @@ class NetnsRef:
         drop = ",".join(drop_caps)
         if self.path is None and not drop:
             return list(argv)
-        if not drop and argv and argv[0] in ("tc", "ip") and self.path.startswith(NETNS_DIR + "/"):
-            # iproute2 enters a named namespace itself: no interpreter start per tc call.
+        if not drop and argv and argv[0] == "tc" and self.path.startswith(NETNS_DIR + "/"):
+            # tc enters a named namespace itself (-n): no interpreter start per tc call.
             return [argv[0], "-n", self.path[len(NETNS_DIR) + 1:], *argv[1:]]
         return [sys.executable, "-I", ENTER_SCRIPT, *(["--net", self.path] if self.path else []),
                 *(["--drop-caps", drop] if drop else []), "--", *argv]

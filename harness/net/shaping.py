@@ -6,7 +6,7 @@ tcconfig (`tcset`) was tried on this host: it always adds a netem child, even fo
 and exits 0 when the kernel lacks netem (as here), leaving only part of the link shaped; it filters
 only IP traffic into the shaped class; and one call takes ~3 s, too slow for 16 interfaces. pyroute2's
 tc support covers tbf and netem but its option spelling differs between versions. A plan turned into
-`tc` argument lists is exact, testable without root, and runs anywhere `nsenter --net=PATH` does,
+`tc` argument lists is exact, testable without root, and runs in any namespace harness/net/enter.py enters,
 so the Docker backend uses the same code on `/proc/<pid>/ns/net`. Whatever the tool, nothing counts
 until `tc -j qdisc show` reads back what the plan asked for.
 

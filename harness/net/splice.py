@@ -20,18 +20,19 @@ wire counters stay `eth0`). Details that matter:
   and in `clean` for a killed run): Docker's cleanup looks its interface up by that name, and when it
   finds our veth instead it leaves the host-side veth (with our tbf) and the namespace behind.
 
-Planning (`SpliceState` from `ip -j` output, batch lines out) is pure; `splice`/`undo` run it.
+Planning (`SpliceState` from `ip -j`-shaped data, `ip -batch`-style lines out) is pure and readable in a
+log; `splice`/`undo` carry the lines out over netlink (pyroute2, `apply_lines`): no `ip` binary.
 """
 
 from __future__ import annotations
 
-import json
 import secrets
+import socket
 from dataclasses import dataclass
 
 from harness.errors import HarnessError
-from harness.net.ns import NetCommandError, NetnsRef, run_in
-from harness.net.topology import OFFLOADS_OFF
+from harness.net.ns import (NetCommandError, NetnsRef, _nl_error, iproute, ipv4_addresses, links, offloads_off,
+                            sysctl_set)
 
 NODE_SIDE = "a"  # the delay line's interface towards the node's stack
 SWITCH_SIDE = "b"  # ... towards the bridge (Docker's original veth)
@@ -108,12 +109,111 @@ def random_local_mac() -> str:
     return ":".join(f"{x:02x}" for x in b)
 
 
+RT_SCOPES = {"global": 0, "site": 200, "link": 253, "host": 254}
+RTPROT_KERNEL = 2
+RT_TABLE_MAIN = 254
+IFF_NOARP = 0x80
+
+
+def _addr_json(ns: NetnsRef, iface: str) -> list[dict]:
+    """`ip -j -d addr show dev iface`, the fields SpliceState reads, from netlink."""
+    link = next((x for x in links(ns) if x["ifname"] == iface), None)
+    if link is None:
+        return []
+    return [{"ifname": iface, "address": link["address"], "mtu": link["mtu"],
+             **({"linkinfo": {"info_kind": link["kind"]}} if link["kind"] else {}),
+             "addr_info": [{"family": "inet", **a} for a in ipv4_addresses(ns, iface)]}]
+
+
+def _route_json(ns: NetnsRef, iface: str) -> list[dict]:
+    """`ip -j route show dev iface` (main table, IPv4) from netlink, with `dev` filled in."""
+    scope_names = {v: k for k, v in RT_SCOPES.items()}
+    out = []
+    try:
+        with iproute(ns) as ipr:
+            found = ipr.link_lookup(ifname=iface)
+            if not found:
+                return []
+            for r in ipr.get_routes(family=socket.AF_INET, table=RT_TABLE_MAIN):
+                if r.get_attr("RTA_OIF") != found[0] or (r.get_attr("RTA_TABLE") or r["table"]) != RT_TABLE_MAIN:
+                    continue
+                dst = r.get_attr("RTA_DST")
+                out.append({"dst": f"{dst}/{r['dst_len']}" if dst else "default", "dev": iface,
+                            "gateway": r.get_attr("RTA_GATEWAY"),
+                            "protocol": "kernel" if r["proto"] == RTPROT_KERNEL else str(r["proto"]),
+                            "scope": scope_names.get(r["scope"], str(r["scope"])),
+                            "prefsrc": r.get_attr("RTA_PREFSRC"), "metric": r.get_attr("RTA_PRIORITY")})
+    except Exception as e:
+        raise _nl_error(ns, f"reading the routes of {iface}", e) from None
+    return out
+
+
+def apply_lines(ns: NetnsRef, lines: list[str], *, what: str) -> None:
+    """Carry out `ip -batch` lines of the forms `splice_lines`/`undo_lines` write, through pyroute2 in `ns`,
+    in order, stopping at the first that fails (NetCommandError naming it)."""
+    line = ""
+    try:
+        with iproute(ns) as ipr:
+            for line in lines:
+                _apply(ipr, ns, line.split())
+    except NetCommandError as e:
+        raise NetCommandError(f"{what}: {e} (at `{line}`)") from None
+    except Exception as e:
+        raise _nl_error(ns, f"{what} (at `{line}`)", e) from None
+
+
+def _apply(ipr, ns: NetnsRef, t: list[str]) -> None:
+    def index(name: str) -> int:
+        found = ipr.link_lookup(ifname=name)
+        if not found:
+            raise NetCommandError(f"[{ns}] no interface {name!r}")
+        return found[0]
+
+    if t[:3] == ["link", "set", "dev"]:
+        i, (key, *rest) = index(t[3]), t[4:]
+        if key in ("up", "down"):
+            ipr.link("set", index=i, state=key)
+        elif key == "name":
+            ipr.link("set", index=i, ifname=rest[0])
+        elif key == "address":
+            ipr.link("set", index=i, address=rest[0])
+        elif key == "arp":
+            ipr.link("set", index=i, flags=0 if rest[0] == "on" else IFF_NOARP, change=IFF_NOARP)
+        else:
+            raise ValueError(f"unknown link attribute {key!r}")
+    elif t[:2] == ["link", "add"]:  # link add name X mtu M type veth peer name Y mtu M
+        ipr.link("add", ifname=t[3], mtu=int(t[5]), kind="veth", peer={"ifname": t[10], "mtu": int(t[12])})
+    elif t[:2] == ["link", "del"]:
+        ipr.link("del", index=index(t[3]))
+    elif t[:3] == ["addr", "flush", "dev"]:
+        i = index(t[3])
+        for a in ipr.get_addr(index=i):
+            ipr.addr("del", index=i, address=a.get_attr("IFA_ADDRESS"), prefixlen=a["prefixlen"])
+    elif t[:2] == ["addr", "add"]:  # addr add A/P [brd B] dev X
+        ip, _, plen = t[2].partition("/")
+        kw = dict(zip(t[3::2], t[4::2]))
+        ipr.addr("add", index=index(kw["dev"]), address=ip, prefixlen=int(plen or 32),
+                 **({"broadcast": kw["brd"]} if "brd" in kw else {}))
+    elif t[:2] == ["route", "add"]:  # route add DST [via G] dev X [scope S] [src P] [metric M]
+        kw = dict(zip(t[3::2], t[4::2]))
+        spec = {"oif": index(kw["dev"])}
+        if t[2] != "default":
+            spec["dst"] = t[2]
+        if "via" in kw:
+            spec["gateway"] = kw["via"]
+        if "scope" in kw:
+            spec["scope"] = RT_SCOPES.get(kw["scope"], 0)
+        if "src" in kw:
+            spec["prefsrc"] = kw["src"]
+        if "metric" in kw:
+            spec["priority"] = int(kw["metric"])
+        ipr.route("add", **spec)
+    else:
+        raise ValueError(f"unknown line {' '.join(t)!r}")
+
+
 def read_state(ns: NetnsRef, iface: str) -> SpliceState:
-    addr = json.loads(run_in(ns, ["ip", "-j", "-d", "addr", "show", "dev", iface]).stdout)
-    routes = json.loads(run_in(ns, ["ip", "-j", "route", "show", "dev", iface]).stdout)
-    # `ip route show dev X` leaves out the dev field; put it back for the filter.
-    routes = [{**r, "dev": r.get("dev", iface)} for r in routes]
-    return SpliceState.from_ip_json(iface, addr, routes, random_local_mac())
+    return SpliceState.from_ip_json(iface, _addr_json(ns, iface), _route_json(ns, iface), random_local_mac())
 
 
 def splice(ns: NetnsRef, iface: str = "eth0") -> SpliceState:
@@ -121,11 +221,10 @@ def splice(ns: NetnsRef, iface: str = "eth0") -> SpliceState:
     was done is undone before the error is raised."""
     state = read_state(ns, iface)
     try:
-        run_in(ns, ["ip", "-batch", "-"], input="\n".join(state.splice_lines()) + "\n",
-               what=f"[{ns}] splicing a delay-line hop into {iface}")
+        apply_lines(ns, state.splice_lines(), what=f"[{ns}] splicing a delay-line hop into {iface}")
         for name in (iface, NODE_SIDE, SWITCH_SIDE):
-            run_in(ns, ["sysctl", "-q", "-w", f"net.ipv6.conf.{name}.disable_ipv6=1"], check=False)
-            run_in(ns, ["ethtool", "-K", name, *OFFLOADS_OFF])
+            sysctl_set(ns, f"net.ipv6.conf.{name}.disable_ipv6", 1, check=False)
+            offloads_off(ns, name)
     except BaseException:
         undo(ns, iface)
         raise
@@ -154,15 +253,14 @@ def undo(ns: NetnsRef, iface: str = "eth0") -> list[str]:
     finds our veth under the name `eth0`, fails to move it out, and leaves its host-side veth (with
     our tbf) and the namespace behind. Returns problems; a namespace already gone is none."""
     try:
-        links = json.loads(run_in(ns, ["ip", "-j", "link", "show"], timeout=10).stdout)
+        present = links(ns)
     except NetCommandError:
         return []  # the container (and its namespace) is gone: nothing to give back
-    lines = undo_lines({x["ifname"]: x.get("address", "") for x in links}, iface)
+    lines = undo_lines({x["ifname"]: x.get("address") or "" for x in present}, iface)
     if not lines:
         return []
     try:
-        run_in(ns, ["ip", "-batch", "-"], input="\n".join(lines) + "\n", timeout=10,
-               what=f"[{ns}] giving Docker its {iface} back")
+        apply_lines(ns, lines, what=f"[{ns}] giving Docker its {iface} back")
     except NetCommandError as e:
         return [str(e)[:300]]
     return []

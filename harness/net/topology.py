@@ -21,9 +21,6 @@ PREFIX_LEN = 24
 SWITCH_HOST = 254
 BRIDGE = "br0"
 NODE_IFACE = "eth0"
-# `ethtool -K` arguments for callers that still shell out (harness/net/ns.py's offloads_off() replaces
-# them: it matches every tx-tcp*-segmentation feature, which this fixed list does not).
-OFFLOADS_OFF = ("tso", "off", "gso", "off", "gro", "off")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ Delay, jitter and loss without netem (the userspace engine): a container has no 
 its eth0 and the bridge, so the hop goes inside the container's own namespace, set up and run from
 the host as root (harness/net/splice.py): Docker's eth0 becomes `b`, a new veth pair `eth0` <-> `a`
 takes its address, routes and MAC, and a DelayLine forwards between `a` and `b` (a->b is the
-uplink), entered with nsenter through /proc/<pid>/ns/net. Rate shaping stays where it was: the
+uplink), entered through /proc/<pid>/ns/net (harness/net/enter.py). Rate shaping stays where it was: the
 uplink tbf on the (new) eth0's egress, the downlink tbf on the host-side veth; the tbf is applied
 after the splice, so the read-back is of the interface the worker uses. The worker keeps no
 NET_ADMIN/NET_RAW and sees no host process: it can neither reconfigure the hop nor reach the line.
@@ -219,15 +219,14 @@ class DockerBackend(Backend):
 
     def _splice(self) -> None:
         """A delay-line hop in each container whose plan needs one (see the module docstring)."""
-        from harness.net.ns import NetnsRef, run_in
+        from harness.net.ns import NetnsRef, offloads_off
         from harness.net.splice import splice
-        from harness.net.topology import OFFLOADS_OFF
 
         assert self.plan is not None
         for rank in sorted(self.plan.delay_line_ranks):
             self.splices[rank] = splice(self._ns(rank), IFACE)
             # As the netns backend's switch port: frames from other nodes reach `b` MTU-sized.
-            run_in(NetnsRef.current(), ["ethtool", "-K", self.host_veths[rank], *OFFLOADS_OFF])
+            offloads_off(NetnsRef.current(), self.host_veths[rank])
 
     def _emulate(self) -> None:
         """tc on each container's eth0 (uplink) and on its host-side veth (downlink), read back; the
@@ -353,15 +352,6 @@ def _needs_shaping(scenario: Scenario) -> bool:
 
 def host_veth(ns) -> str:
     """The host-side peer of eth0 in namespace `ns`: the host interface whose index is eth0's iflink."""
-    import json
+    from harness.net.ns import NetnsRef, peer_ifname
 
-    from harness.net.ns import NetnsRef, run, run_in
-
-    info = json.loads(run_in(ns, ["ip", "-j", "link", "show", "dev", IFACE]).stdout)[0]
-    peer = info.get("link_index")
-    if peer is None:
-        raise HarnessError(f"[{ns}] {IFACE} has no peer interface (not a veth?): {info}")
-    for link in json.loads(run(NetnsRef.current().wrap(["ip", "-j", "link", "show"])).stdout):
-        if link.get("ifindex") == peer:
-            return link["ifname"]
-    raise HarnessError(f"[{ns}] the host-side peer of {IFACE} (ifindex {peer}) was not found")
+    return peer_ifname(ns, IFACE, NetnsRef.current())

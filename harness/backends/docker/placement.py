@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from dataclasses import dataclass
 
 from harness.errors import CapabilityError
@@ -13,14 +11,10 @@ SHM_SIZE = "1g"  # torch's DataLoader/gloo use /dev/shm; docker's default of 64 
 
 
 def host_gpu_count() -> int:
-    """GPUs on the host as the engine sees them (nvidia-smi), whatever build of torch is installed here."""
-    if shutil.which("nvidia-smi") is None:
-        return 0
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+    """GPUs on the host as the engine sees them (the driver's list), whatever build of torch is installed here."""
+    from harness import host
+
+    return len(host.gpus(use_torch=False))
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 from harness.errors import CapabilityError, HarnessError
 from harness.net.delayline.forwarder import write_json
 from harness.net.link import Impairment
+from harness.net.ns import NetnsRef
 
 
 class DelayLine:
@@ -55,9 +56,7 @@ class DelayLine:
     def available() -> tuple[bool, str]:
         """Whether this host can run a delay line, and why not."""
         if os.geteuid() != 0:
-            return False, "the userspace delay line needs root (AF_PACKET sockets, ip netns exec)"
-        if shutil.which("ip") is None:
-            return False, "`ip` (iproute2) is not installed"
+            return False, "the userspace delay line needs root (AF_PACKET sockets, entering namespaces)"
         try:
             socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0).close()
         except (OSError, AttributeError) as e:
@@ -74,10 +73,9 @@ class DelayLine:
         return self._proc.pid if self._proc is not None else None
 
     def command(self, stats_path: Path) -> list[str]:
-        # A path (a container's /proc/<pid>/ns/net) is entered with nsenter, a name with ip netns.
-        enter = ["nsenter", f"--net={self.netns}"] if self.netns.startswith("/") else ["ip", "netns", "exec", self.netns]
-        return [
-            *enter,
+        # A path (a container's /proc/<pid>/ns/net) or a name of ours, entered by harness/net/enter.py.
+        ref = NetnsRef(path=self.netns) if self.netns.startswith("/") else NetnsRef.named(self.netns)
+        return ref.wrap([
             sys.executable, "-m", "harness.net.delayline",
             "--a", self.iface_a, "--b", self.iface_b,
             "--a-to-b", json.dumps(asdict(self.a_to_b)),
@@ -85,7 +83,7 @@ class DelayLine:
             "--stats", str(stats_path),
             "--parent-pid", str(os.getpid()),
             *([] if self.realtime else ["--no-realtime"]),
-        ]  # fmt: skip
+        ])  # fmt: skip
 
     def start(self) -> None:
         """Start the forwarder; return once it forwards. HarnessError (with the log) if it dies."""

@@ -160,7 +160,7 @@ def _path_with_only(tmp_path: Path, *tools: str) -> str:
 def test_links_measures_goodput_with_iperf3_absent(cli, write_scenario, monkeypatch, tmp_path):
     from harness import host
 
-    monkeypatch.setenv("PATH", _path_with_only(tmp_path, "tc", "ip", "setpriv"))
+    monkeypatch.setenv("PATH", _path_with_only(tmp_path, "tc"))
     host.probe.cache_clear()
     assert shutil.which("iperf3") is None and shutil.which("ping") is None and shutil.which("ethtool") is None
     d = tiny_scenario_dict(links={"a": {"up": "8Mbit", "down": "16Mbit"}},
@@ -178,3 +178,43 @@ def test_links_measures_goodput_with_iperf3_absent(cli, write_scenario, monkeypa
     assert len(good) == 2 and all(c["tool"] == "python-tcp" and c["measured"] for c in good)
     # Under a shaped rate: a probe that ignored the link would measure Gbit/s here.
     assert all(c["measured"] <= 1.05 * c["configured"] for c in good), good
+
+
+def test_splice_and_undo_over_netlink_keep_address_mac_routes_and_give_eth0_back(namespaces):
+    """The docker splice (harness/net/splice.py) on a container-like namespace, without `ip`: eth0's
+    address, MAC and routes move to a new veth, the old one becomes `b` (own MAC, no ARP, no address),
+    offloads are off on all three; undo gives the original interface back as eth0 with its MAC."""
+    from harness.net.ns import ipv4_addresses, iproute, links
+    from harness.net.splice import NODE_SIDE, SWITCH_SIDE, _route_json, splice, undo
+
+    c, h = namespaces("c"), namespaces("h")
+    add_veth("eth0", c, "vx", h)
+    configure_link(c, "eth0", addr="10.97.0.2/24")
+    configure_link(h, "vx", addr="10.97.0.1/24")
+    with iproute(c) as ipr:
+        eth0 = ipr.link_lookup(ifname="eth0")[0]
+        ipr.route("add", gateway="10.97.0.1", oif=eth0)
+        ipr.route("add", dst="10.96.0.0/24", oif=eth0, scope=253, priority=5)
+    before = {x["ifname"]: x for x in links(c)}["eth0"]
+
+    state = splice(c, "eth0")
+    assert state.addresses == ("10.97.0.2/24",) and state.mac == before["address"]
+    assert set(state.routes) == {"default via 10.97.0.1 dev eth0", "10.96.0.0/24 dev eth0 scope link metric 5"}
+    now = {x["ifname"]: x for x in links(c)}
+    assert {"eth0", NODE_SIDE, SWITCH_SIDE} <= set(now)
+    assert now["eth0"]["address"] == before["address"] and now[SWITCH_SIDE]["address"] == state.switch_mac
+    assert now["eth0"]["link_index"] == now[NODE_SIDE]["ifindex"]  # the new pair: eth0 <-> a
+    assert [a["local"] for a in ipv4_addresses(c, "eth0")] == ["10.97.0.2"] and ipv4_addresses(c, SWITCH_SIDE) == []
+    got = {(r["dst"], r["gateway"], r["metric"]) for r in _route_json(c, "eth0") if r["protocol"] != "kernel"}
+    assert got == {("default", "10.97.0.1", None), ("10.96.0.0/24", None, 5)}
+    with iproute(c) as ipr:
+        flags = {m.get_attr("IFLA_IFNAME"): m["flags"] for m in ipr.get_links()}
+    assert flags[NODE_SIDE] & 0x80 and flags[SWITCH_SIDE] & 0x80 and not flags["eth0"] & 0x80  # IFF_NOARP
+    for name in ("eth0", NODE_SIDE, SWITCH_SIDE):
+        assert features_to_turn_off(read_features(c, name)) == [], name
+
+    assert undo(c, "eth0") == []
+    after = {x["ifname"]: x for x in links(c)}
+    assert set(after) == {"lo", "eth0"} and after["eth0"]["address"] == before["address"]
+    assert after["eth0"]["link_index"] is not None  # Docker's veth again, its peer still in `h`
+    assert undo(c, "eth0") == []  # nothing left to undo
