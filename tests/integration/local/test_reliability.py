@@ -143,17 +143,31 @@ def test_hung_worker_is_caught_by_the_watchdog(tmp_path, backend):
     stopped = []
 
     def hang_rank_1():
+        from harness.worker import read_heartbeat
+
         _wait_for_steps(out, 1, 3)
         pid = _worker_pids(str(out))[1]
-        os.kill(pid, signal.SIGSTOP)  # alive but making no progress: a hang, not a crash
+        (beats,) = out.rglob("rank1.hb")
+        # Alive but making no progress: a hang, not a crash. Stopped while computing (its heartbeat says so),
+        # as a stuck kernel would be; stopped inside a collective it would look like its waiting peer, and
+        # nothing could tell the two apart.
+        for _ in range(400):
+            os.kill(pid, signal.SIGSTOP)
+            beat = read_heartbeat(beats)
+            if beat and beat[1] == "compute":
+                break
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(0.01)
         stopped.append(time.monotonic())
 
     t = threading.Thread(target=hang_rank_1, daemon=True)
     t.start()
     with pytest.raises(WorkerFailed) as e:
-        run_scenario(s, RunOptions(backend=backend, out=out, write_report=False, watchdog_s=4, collective_timeout_s=120))
-    # The watchdog (4 s) caught it, not the collective timeout (120 s); how soon is not a test of speed.
-    assert stopped and time.monotonic() - stopped[0] < 120 and e.value.rank == 1, str(e.value)
+        # The watchdog must outlast a slow step on a busy host (a step of LONG takes seconds with every core
+        # taken by something else), or it names whichever rank was slow instead of the stopped one.
+        run_scenario(s, RunOptions(backend=backend, out=out, write_report=False, watchdog_s=30, collective_timeout_s=600))
+    # The watchdog (30 s) caught it, not the collective timeout (600 s); how soon is not a test of speed.
+    assert stopped and time.monotonic() - stopped[0] < 600 and e.value.rank == 1, str(e.value)
     assert "appears hung" in str(e.value) and "communicate" in str(e.value)
     assert _worker_pids(str(out)) == {}
     assert json.loads((_run_dir(out) / "status.json").read_text())["state"] == "failed"

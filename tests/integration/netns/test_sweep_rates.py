@@ -60,6 +60,6 @@ def test_rate_sweep_draws_measured_and_projected_curves(cli, write_scenario, tmp
     png = d / "plots" / "sweep_crossing.png"
     assert png.is_file() and png.stat().st_size > 0
     crossing = json.loads((d / "crossing.json").read_text())
-    assert crossing["metric"] in ("time_to_target_s", "step_time_s_mean") and "predicted_error" not in crossing
+    assert crossing["metric"] in ("time_to_common_target_s", "step_time_s_mean") and "predicted_error" not in crossing
     env = json.loads((d / sweep["points"][0]["run_dir"] / "environment.json").read_text())
     assert env["network"]["network_emulated"] is True
