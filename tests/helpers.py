@@ -124,3 +124,21 @@ def make_run(root: Path, name: str = "synth", *, scenario: str = "synth", optimi
     atomic_write_json(run / "summary.json", summary)
     atomic_write_json(run / "status.json", {"state": state, "reason": reason})
     return run
+
+
+def netns_host():
+    """The host probe when network namespaces and tbf work here; else the test skips, saying why."""
+    import os
+
+    import pytest
+
+    from harness.net.probe import probe
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root: network namespaces and tc")
+    caps = probe(docker=False, gpus=False)
+    if not caps.netns:
+        pytest.skip(f"network namespaces unavailable here: {caps.netns_error}")
+    if not caps.rate_shaping:
+        pytest.skip("this kernel has no tbf qdisc")
+    return caps

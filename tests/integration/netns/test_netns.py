@@ -19,25 +19,17 @@ from harness.errors import CapabilityError, HarnessError
 from harness.net import naming
 from harness.net.cleanup import list_namespaces
 from harness.net.ns import NetnsRef, run_in
-from harness.net.probe import probe
 from harness.net.shaping import QdiscPlan, ShapingError, apply_plan, read_qdiscs
 from harness.net.topology import Star, StarSpec
 from harness.scenario import scenario_from_dict
 
-from tests.helpers import tiny_scenario_dict
+from tests.helpers import netns_host, tiny_scenario_dict
 
 pytestmark = pytest.mark.root
 
 
 def _caps():
-    if os.geteuid() != 0:
-        pytest.skip("needs root: network namespaces and tc")
-    caps = probe(docker=False, gpus=False)
-    if not caps.netns:
-        pytest.skip(f"network namespaces unavailable here: {caps.netns_error}")
-    if not caps.rate_shaping:
-        pytest.skip("this kernel has no tbf qdisc")
-    return caps
+    return netns_host()
 
 
 OUR_ROOT_LINK = re.compile(r"^(p\d+|br0|a|b|t0|t1)$|dbench")

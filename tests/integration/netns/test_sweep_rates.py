@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from harness.net.cleanup import list_namespaces
-from tests.helpers import tiny_scenario_dict
+from tests.helpers import netns_host, tiny_scenario_dict
 
 pytestmark = pytest.mark.root
 
 
 @pytest.fixture
 def netns_caps(monkeypatch):
-    if os.geteuid() != 0:
-        pytest.skip("needs root: network namespaces and tc")
-    from harness.net.probe import probe
-
-    caps = probe(docker=False, gpus=False)
-    if not caps.netns:
-        pytest.skip(f"network namespaces unavailable here: {caps.netns_error}")
-    if not caps.rate_shaping:
-        pytest.skip("this kernel has no tbf qdisc")
+    caps = netns_host()
     # Our run ids carry a token of their own: other tests on this machine may hold namespaces meanwhile.
     import itertools
     import secrets
