@@ -26,7 +26,9 @@ from harness.scenario import Scenario, scenario_from_dict
 
 from tests.helpers import tiny_scenario_dict
 
-LONG = tiny_scenario_dict(train={"steps": 400, "eval_every": 50, "seed": 0},
+# Bounded by time, not steps: a run that must still be going when the interrupt arrives cannot be sized by a
+# guess at speed (400 tiny steps took 10 s unloaded and finished before a starved test thread signalled).
+LONG = tiny_scenario_dict(train={"time_budget": "10min", "eval_every": 50, "seed": 0},
                           workers=[{"count": 2, "hardware": "host", "link": {"up": "1Gbit", "down": "1Gbit"}}])
 
 
