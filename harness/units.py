@@ -49,8 +49,9 @@ def format_rate(bits: int) -> str:
     return f"{bits}bit"
 
 
-_TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
-_TIME_RE = re.compile(_NUMBER + r"\s*(?P<unit>us|ms|s)$")
+# min and h for budgets and schedules ("time_budget: 2h"); a bare "m" is refused, as it reads as metres or milli.
+_TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}
+_TIME_RE = re.compile(_NUMBER + r"\s*(?P<unit>us|ms|s|min|h)$")
 
 
 def parse_duration(value: object) -> float:
@@ -58,12 +59,12 @@ def parse_duration(value: object) -> float:
     if value == 0 or value == "0":
         return 0.0
     if _bare_number(value):
-        raise ValueError(f"duration {value!r} has no unit; write it like '15ms' (us, ms or s)")
+        raise ValueError(f"duration {value!r} has no unit; write it like '15ms' (us, ms, s, min or h)")
     if not isinstance(value, str):
         raise ValueError(f"duration must be a string like '15ms', got {type(value).__name__}")
     m = _TIME_RE.match(value.strip())
     if not m:
-        raise ValueError(f"invalid duration {value!r}; write a number and one of us, ms, s, e.g. '15ms'")
+        raise ValueError(f"invalid duration {value!r}; write a number and one of us, ms, s, min, h, e.g. '15ms' or '10min'")
     return float(m.group("num")) * _TIME_UNITS[m.group("unit")]
 
 
@@ -124,8 +125,9 @@ _NUM = r"\d+(\.\d+)?([eE][+-]?\d+)?"
 _ZERO = {"const": 0}
 RATE_SCHEMA = {"type": "string", "pattern": rf"^{_NUM}\s*([bB][iI][tT]|[kKmMgGtT][bB][iI][tT])(/s)?$",
                "examples": ["10Mbit", "1Gbit", "512kbit"], "description": "bit/s: bit, kbit, Mbit, Gbit, e.g. 10Mbit"}
-DURATION_SCHEMA = {"anyOf": [{"type": "string", "pattern": rf"^{_NUM}\s*(us|ms|s)$"}, _ZERO, {"const": "0"}],
-                   "examples": ["15ms", "500us", "1s"], "description": "us, ms or s, e.g. 15ms (bare 0 allowed)"}
+DURATION_SCHEMA = {"anyOf": [{"type": "string", "pattern": rf"^{_NUM}\s*(us|ms|s|min|h)$"}, _ZERO, {"const": "0"}],
+                   "examples": ["15ms", "500us", "1s", "10min"],
+                   "description": "us, ms, s, min or h, e.g. 15ms (bare 0 allowed)"}
 PERCENT_SCHEMA = {"anyOf": [{"type": "string", "pattern": rf"^{_NUM}\s*%$"}, _ZERO, {"const": "0"}],
                   "examples": ["0.1%", "0%"], "description": "a percentage with its % sign, e.g. 0.1%"}
 SIZE_SCHEMA = {"type": "string", "pattern": rf"^{_NUM}\s*([bB]|[kKmMgGtT][iI]?[bB])$",

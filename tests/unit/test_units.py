@@ -27,10 +27,11 @@ def test_durations_percentages_sizes():
     assert parse_duration("1s") == 1.0
     assert parse_duration("50us") == pytest.approx(50e-6)
     assert parse_duration(0) == 0.0
+    assert parse_duration("10min") == 600.0 and parse_duration("1.5 h") == 5400.0
     assert parse_percent("0.1%") == pytest.approx(0.001)
     assert parse_size("8GiB") == 8 * 2**30
     assert parse_size("512MB") == 512 * 10**6
-    for bad, fn in (("15", parse_duration), (15, parse_duration), ("15 min", parse_duration),
+    for bad, fn in (("15", parse_duration), (15, parse_duration), ("15 m", parse_duration), ("15 minutes", parse_duration),
                     ("0.1", parse_percent), ("120%", parse_percent), ("8", parse_size), ("8Gbit", parse_size)):
         with pytest.raises(ValueError):
             fn(bad)

@@ -47,9 +47,13 @@ def backend(request):
     """Each reliability test on the loopback backend and on real namespaces; afterwards none of ours remain."""
     if request.param == "netns" and (why := _netns_usable()):
         pytest.skip(f"netns backend unavailable: {why}")
+    from harness.net.naming import run_id_of
+    from harness.owner import owner_alive
+
     before = set(_our_namespaces())
     yield request.param
-    left = set(_our_namespaces()) - before
+    # New namespaces whose run has ended (a live owner is another run on this machine, still going).
+    left = {n for n in set(_our_namespaces()) - before if not owner_alive(run_id_of(n))}
     assert not left, f"namespaces left behind: {left}"
 
 
@@ -77,11 +81,14 @@ def _worker_pids(marker: str) -> dict[int, int]:
     return found
 
 
-def _wait_for_steps(out: Path, rank: int, n: int, timeout: float = 600) -> None:
+def _wait_for_steps(out: Path, rank: int, n: int, timeout: float = 600, proc: subprocess.Popen | None = None) -> None:
     # A guard against hanging forever, not a speed target: on a loaded 2-core host starting the workers
-    # alone took over 90 s.
+    # alone took over 90 s. A run that ended first fails here with its own error, not after the timeout.
     end = time.monotonic() + timeout
     while time.monotonic() < end:
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the run exited with {proc.returncode} before rank {rank} reached {n} steps: "
+                                 f"{proc.stderr.read() if proc.stderr else ''}")
         files = list(out.rglob(f"rank{rank}.jsonl"))
         if files and sum(1 for line in files[0].read_text().splitlines() if '"step"' in line) >= n:
             return
@@ -104,7 +111,7 @@ def test_interrupt_tears_down_keeps_metrics_and_exits_130(write_scenario, tmp_pa
     out = tmp_path / "out"
     proc = _start_cli_run(write_scenario(LONG), out, backend)
     try:
-        _wait_for_steps(out, 0, 3)
+        _wait_for_steps(out, 0, 3, proc=proc)
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=300)  # a hang guard: teardown under heavy load takes a while
     finally:
@@ -122,7 +129,7 @@ def test_killed_worker_stops_the_run_and_names_the_rank(write_scenario, tmp_path
     out = tmp_path / "out"
     proc = _start_cli_run(write_scenario(LONG), out, backend)
     try:
-        _wait_for_steps(out, 1, 3)
+        _wait_for_steps(out, 1, 3, proc=proc)
         os.kill(_worker_pids(str(out))[1], signal.SIGKILL)
         start = time.monotonic()
         _, err = proc.communicate(timeout=300)
