@@ -198,6 +198,8 @@ class Emulation:
         for ns, ifaces in self._egress_by_namespace().items():
             state = read_qdiscs(ns)
             for iface, (rank, d) in ifaces.items():
+                if rank in self.down:
+                    continue  # in an outage: blackholed on purpose
                 mine = [q for q in state if q.get("dev") == iface]
                 problems += [f"[{ns}] {x}" for x in check_qdiscs(iface, nodes[rank].direction(d).tc, mine)]
         problems += [f"delay line of rank {r} is not running" for r, line in self.delay_lines.items()
