@@ -104,7 +104,9 @@ def test_short_outage_is_survived_and_logged(tmp_path):
     assert res.state == "complete"
     ev = read_events(res.run_dir)
     kinds = list(ev["kind"])
-    assert kinds.count("outage") == 1 and kinds.count("restore") == 1, ev[["kind", "detail"]]
+    # both workers use link `dsl`: each node's own link goes down and comes back
+    assert kinds.count("outage") == 2 and kinds.count("restore") == 2, ev[["kind", "detail"]]
+    assert set(ev["node"]) == {"node0", "node1"}
     assert ev["ok"].fillna(True).all(), ev[["kind", "verified", "detail"]]
     out = ev[ev["kind"] == "outage"].iloc[0]
     assert out["verified"] == "blackhole" and out["until_s"] == pytest.approx(out["scheduled_s"] + 3.0)
