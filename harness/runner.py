@@ -307,7 +307,7 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
     plan = backend_cls.preflight(scenario, options.backend_options)  # a capability error stops us before the run folder
     run_dir = new_run_dir(options.out, scenario.name)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    atomic_write_text(run_dir / "scenario.yaml", dump_scenario(scenario))
+    atomic_write_text(run_dir / "scenario.yaml", _scenario_with_traces(scenario, run_dir))
     atomic_write_json(run_dir / "status.json", {"state": "running", "reason": None})
     env = {**environment.collect(), "backend": backend_cls.name, "backend_reason": why}
     atomic_write_json(run_dir / "environment.json", env)
@@ -342,6 +342,26 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
         if options.write_report:
             _write_report(run_dir, sink)
     return RunResult(run_dir=run_dir, state=state, summary=Summary.model_validate(summary))
+
+
+def _scenario_with_traces(scenario: Scenario, run_dir: Path) -> str:
+    """scenario.yaml for the run folder; trace files a link follows are copied to RUN/traces/ and named
+    relative to it, so the folder is self-contained and a container (which mounts the run folder) finds them."""
+    import shutil
+
+    import yaml
+
+    d = scenario.resolved_dict()
+    links = [*d["links"].values(), *(g["link"] for g in d["workers"] if isinstance(g.get("link"), dict))]
+    for link in links:
+        for k in ("up_trace", "down_trace"):
+            if link.get(k):
+                src = Path(link[k])
+                (run_dir / "traces").mkdir(exist_ok=True)
+                shutil.copyfile(src, run_dir / "traces" / src.name)
+                link[k] = f"traces/{src.name}"
+    return yaml.safe_dump(d, sort_keys=False) if any(link.get(k) for link in links
+                                                      for k in ("up_trace", "down_trace")) else dump_scenario(scenario)
 
 
 def _write_prediction(run_dir: Path, scenario: Scenario, network: dict, sink: ProgressSink) -> None:

@@ -399,6 +399,11 @@ class Scenario(_Strict):
                       for n in self.nodes() if n.link is not None and n.link_name}
         d["hardware"] = {n.hardware_name: n.hardware.model_dump(mode="json", exclude_none=True) for n in self.nodes()}
         d["data"]["corpus"] = self.corpus_path()
+        # Trace files as absolute paths, like the corpus (the runner copies them into the run folder).
+        for link in [*d["links"].values(), *(g["link"] for g in d["workers"] if isinstance(g.get("link"), dict))]:
+            for k in ("up_trace", "down_trace"):
+                if link.get(k):
+                    link[k] = str((self._base_dir / link[k]).resolve())
         return d
 
     def with_overrides(self, *, steps: int | None = None, seed: int | None = None,
