@@ -53,6 +53,16 @@ def read_back(field: str, direction: str, result: dict) -> str:
     return format_duration(v) if field in ("delay", "jitter") else format_percent(v)
 
 
+def _read_heartbeat(path: Path) -> tuple[int, str, float] | None:
+    """harness.worker.read_heartbeat's format (`step phase time`), read without importing the worker
+    (torch: seconds to import on a busy host, which would delay the first changes)."""
+    try:
+        step, phase, t = path.read_text().split()
+        return int(step), phase, float(t)
+    except (OSError, ValueError):
+        return None
+
+
 class ChangeScheduler:
     """Applies `timeline` to `emulation` (None: a backend without emulated links; only compute rows are
     logged) during one optimizer/seed run whose worker files are in `worker_dir`."""
@@ -101,9 +111,7 @@ class ChangeScheduler:
 
     # ---- the clock ----------------------------------------------------------------------------------------
     def _observe(self) -> None:
-        from harness.worker import read_heartbeat
-
-        beat = read_heartbeat(self.hb_path)
+        beat = _read_heartbeat(self.hb_path)
         if beat is not None and beat[0] >= 0:
             step, phase, t = beat
             if self.origin is None:
