@@ -99,6 +99,13 @@ class ChangeScheduler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        if self.failure is None:
+            try:  # what came due between the last poll and the end (a step trigger at the last step)
+                self._observe()
+                if self.origin is not None:
+                    self._tick()
+            except Exception as e:
+                self.failure = f"network change scheduler: {type(e).__name__}: {e}"
         self._restore_all()
         return list(self.rows)
 
