@@ -139,3 +139,24 @@ def test_long_outage_fails_naming_the_link_with_metrics_kept(tmp_path):
     from harness.events import read_events
 
     assert "outage" in set(read_events(run_dir)["kind"])
+
+
+def test_trace_run_follows_the_trace_and_keeps_it_in_the_run_folder(tmp_path):
+    from harness.events import read_events
+    from harness.runner import RunOptions, run_scenario
+
+    (tmp_path / "alt.csv").write_text("t_s,rate_bit_s\n0,5000000\n0.5,20000000\n")
+    d = tiny_scenario_dict(train={"time_budget": "3s", "eval_every": 5, "seed": 0})
+    d["links"] = {"dsl": {"down": "50Mbit", "up_trace": "alt.csv", "trace_resolution": "500ms"}}
+    d["workers"] = [{"count": 2, "hardware": "host", "link": "dsl"}]
+    s = scenario_from_dict(d, base_dir=tmp_path)
+    res = run_scenario(s, RunOptions(backend="netns", out=tmp_path / "runs", write_report=False))
+    assert res.state == "complete"
+    ev = read_events(res.run_dir)
+    tr = ev[ev["kind"] == "trace"]
+    # 3 s of training at least: the rate flipped several times on each node's uplink, each read back
+    assert len(tr) >= 4 and set(tr["node"]) == {"node0", "node1"}, ev[["kind", "detail"]]
+    assert set(tr["requested"]) == {"5Mbit", "20Mbit"} and (tr["verified"] == tr["requested"]).all()
+    assert tr["ok"].all() and (tr["direction"] == "up").all()
+    assert (res.run_dir / "traces" / "alt.csv").read_text() == (tmp_path / "alt.csv").read_text()
+    assert "traces/alt.csv" in (res.run_dir / "scenario.yaml").read_text()
