@@ -160,3 +160,18 @@ def test_trace_run_follows_the_trace_and_keeps_it_in_the_run_folder(tmp_path):
     assert tr["ok"].all() and (tr["direction"] == "up").all()
     assert (res.run_dir / "traces" / "alt.csv").read_text() == (tmp_path / "alt.csv").read_text()
     assert "traces/alt.csv" in (res.run_dir / "scenario.yaml").read_text()
+
+
+def test_cli_links_schedule_measures_and_refuses_a_link_without_one(cli, write_scenario):
+    d = tiny_scenario_dict()
+    d["links"] = {"l": {"up": "10Mbit", "down": "50Mbit", "schedule": [{"at": "2s", "up": "2Mbit"}]}}
+    d["workers"] = [{"count": 2, "hardware": "host", "link": "l"}]
+    r = cli("links", write_scenario(d), "--schedule", "--seconds", "2", "--json")
+    # figures are the benchmark's business (benchmarks/link_schedule.py); here: it ran and measured each second
+    out = json.loads(r.output[r.output.index("{"):])
+    assert out["asked_bps"][0] == 10_000_000 and out["asked_bps"][-1] == 2_000_000, out
+    assert len(out["wire_bps"]) == len(out["asked_bps"]) >= 4 and len(out["lateness_s"]) == 2
+    assert r.exit_code == (0 if out["passed"] else 1)
+    d["links"]["l"].pop("schedule")
+    r = cli("links", write_scenario(d), "--schedule")
+    assert r.exit_code == 2 and "no timed schedule entry or trace" in r.output, r.output
