@@ -21,7 +21,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from harness.timeline import FIELD_DIRECTIONS, Change, Timeline, TraceFollow, format_field
+from harness.timeline import FIELD_DIRECTIONS, Change, Timeline, TraceFollow
 from harness.units import format_duration, format_percent, format_rate
 
 POLL_S = 0.02
@@ -280,8 +280,7 @@ class ChangeScheduler:
         self._traces = started
 
     def _set_trace_rate(self, t: TraceFollow, rate: int, prev: int | None, scheduled_s: float) -> None:
-        if t.rank in self.emulation.down:
-            pass  # recorded in the plan by change(); takes effect when the outage ends
+        # During an outage change() records the rate in the plan; it takes effect when the link returns.
         spec = self.emulation._node_plan(t.rank).direction(t.direction).spec
         try:
             r = self.emulation.change(t.rank, t.direction, replace(spec, rate_bps=rate))

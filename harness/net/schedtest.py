@@ -107,7 +107,6 @@ def measure_schedule(backend, timeline, *, rank: int = 0, direction: str = "up",
 
     em = backend.emulation
     node_ns = em.endpoints[rank].up_ns
-    target = next(t for t in backend.link_targets() if t.name == em.plan.nodes[rank].name)
     far_ns, far_addr = backend.far_end()
     egress_ns, egress_iface = em.endpoints[rank].egress(direction)
     base = em._node_plan(rank).direction(direction).spec.rate_bps
@@ -182,7 +181,6 @@ def measure_schedule(backend, timeline, *, rank: int = 0, direction: str = "up",
                 pass
             s.close()
             sender.join(timeout=5)
-    del target
     return ScheduleMeasurement(window_s=window_s, wire_bps=wire, goodput_bps=good,
                                expected_bps=expected_series(timeline, rank, direction, base, n * window_s, window_s),
                                events=events)
