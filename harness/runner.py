@@ -148,8 +148,19 @@ def worker_dir(run_dir: Path, run_name: str, seed: int, repeats: int) -> Path:
     return base / f"seed{seed}" if repeats > 1 else base
 
 
+def _outage_error(e: WorkerFailed, cause: dict, run_name: str, timeout: float) -> WorkerFailed:
+    """A worker that failed during (or just after) an outage: name the link and the time."""
+    from harness.units import format_duration
+
+    return WorkerFailed(
+        f"{run_name}: link {cause['link']!r} of {cause['node']} went down at {cause['start_s']:.1f}s for "
+        f"{format_duration(cause['duration_s'])} and the workers did not survive it (a collective may block "
+        f"{timeout:.0f}s: a longer outage ends the run); metrics up to then are kept. Worker: {e}",
+        rank=e.rank, log_tail=e.log_tail)
+
+
 def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: str, sink: ProgressSink,
-               options: RunOptions, seed: int | None = None) -> None:
+               options: RunOptions, seed: int | None = None, events: list[dict] | None = None) -> None:
     nodes = scenario.nodes()
     seeds = scenario.train.seed_list()
     seed = seeds[0] if seed is None else seed
@@ -168,6 +179,7 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
     handles = []
     # A time budget's step count is unknown in advance: the bar counts steps without a total.
     sink.start(label, scenario.budget().max_steps)
+    scheduler = _start_scheduler(backend, scenario, out, run_name, seed, sink, timeout)
     try:
         for n in nodes:
             env = {**common, "RANK": str(n.rank), "LOCAL_RANK": str(n.rank),
@@ -194,6 +206,12 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
                 if rc not in (None, 0):
                     raise WorkerFailed(f"{run_name}: worker rank {h.rank} ({nodes[h.rank].name}) exited with code {rc}; "
                                        f"log: {h.log_path}", rank=h.rank, log_tail=_log_tail(h.log_path))
+            if scheduler is not None:
+                for text in scheduler.take_notes():
+                    sink.note(text)
+                if scheduler.failure:
+                    raise HarnessError(f"{run_name}: {scheduler.failure}; the run stops (a measurement on another "
+                                       "network than the scenario's is not one)")
             if all(rc == 0 for rc in codes):
                 break
             if time.monotonic() - last_progress > watchdog + grace:
@@ -202,7 +220,16 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
                                    f"log: {handles[suspect].log_path}",
                                    rank=suspect, log_tail=_log_tail(handles[suspect].log_path))
             time.sleep(0.2)
+    except WorkerFailed as e:
+        cause = scheduler.outage_cause(within_s=timeout + 30.0) if scheduler is not None else None
+        if cause is None:
+            raise
+        raise _outage_error(e, cause, run_name, timeout) from None
     finally:
+        if scheduler is not None:
+            rows = scheduler.stop()
+            if events is not None:
+                events.extend(rows)
         for h in handles:
             h.stop()
         for h in handles:
@@ -210,6 +237,29 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
                 h.stop(kill=True)
                 h.wait(5.0)
         sink.finish(label)
+
+
+def _start_scheduler(backend: Backend, scenario: Scenario, out: Path, run_name: str, seed: int,
+                     sink: ProgressSink, timeout: float):
+    """The network-change scheduler of this optimizer/seed run (harness/netchange.py), or None when the
+    scenario changes nothing."""
+    from harness.netchange import ChangeScheduler
+    from harness.timeline import compile_timeline
+
+    timeline = compile_timeline(scenario)
+    if not timeline:
+        return None
+    emulation = getattr(backend, "emulation", None)
+    if emulation is None and (any(c.kind != "compute" for c in timeline.changes) or timeline.traces):
+        sink.note("link schedules, outages and traces need an emulated network (netns or docker backend); "
+                  "only compute schedules apply here")
+    longest = timeline.longest_outage_s()
+    if longest >= timeout:
+        sink.note(f"an outage of {longest:.0f}s is longer than the collective timeout ({timeout:.0f}s): "
+                  "the run will stop when it blocks a collective that long")
+    scheduler = ChangeScheduler(timeline, emulation, out, run_name, seed)
+    scheduler.start()
+    return scheduler
 
 
 def finalize(run_dir: Path, scenario: Scenario, backend_name: str, state: str, reason: str | None,
@@ -257,11 +307,12 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
     plan = backend_cls.preflight(scenario, options.backend_options)  # a capability error stops us before the run folder
     run_dir = new_run_dir(options.out, scenario.name)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    atomic_write_text(run_dir / "scenario.yaml", dump_scenario(scenario))
+    atomic_write_text(run_dir / "scenario.yaml", _scenario_with_traces(scenario, run_dir))
     atomic_write_json(run_dir / "status.json", {"state": "running", "reason": None})
     env = {**environment.collect(), "backend": backend_cls.name, "backend_reason": why}
     atomic_write_json(run_dir / "environment.json", env)
     state, reason = "failed", None
+    events: list[dict] = []
     try:
         with _sigterm_as_interrupt():
             with backend_cls(scenario, run_dir, options.backend_options, plan) as backend:
@@ -271,7 +322,7 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
                 # Seed by seed, every optimizer of a seed in turn: an interrupted run keeps whole comparisons.
                 for seed in scenario.train.seed_list():
                     for run_name in scenario.optimizers:
-                        _train_one(backend, scenario, run_dir, run_name, sink, options, seed)
+                        _train_one(backend, scenario, run_dir, run_name, sink, options, seed, events)
         state = "complete"
     except KeyboardInterrupt:
         state, reason = "incomplete", "interrupted (Ctrl-C or SIGTERM)"
@@ -283,10 +334,34 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
         reason = f"{type(e).__name__}: {e}"
         raise
     finally:
+        if events:
+            from harness.events import write_events
+
+            write_events(run_dir, events)  # every optimizer's and seed's, also after a failure or interrupt
         summary = finalize(run_dir, scenario, backend_cls.name, state, reason, started)
         if options.write_report:
             _write_report(run_dir, sink)
     return RunResult(run_dir=run_dir, state=state, summary=Summary.model_validate(summary))
+
+
+def _scenario_with_traces(scenario: Scenario, run_dir: Path) -> str:
+    """scenario.yaml for the run folder; trace files a link follows are copied to RUN/traces/ and named
+    relative to it, so the folder is self-contained and a container (which mounts the run folder) finds them."""
+    import shutil
+
+    import yaml
+
+    d = scenario.resolved_dict()
+    links = [*d["links"].values(), *(g["link"] for g in d["workers"] if isinstance(g.get("link"), dict))]
+    for link in links:
+        for k in ("up_trace", "down_trace"):
+            if link.get(k):
+                src = Path(link[k])
+                (run_dir / "traces").mkdir(exist_ok=True)
+                shutil.copyfile(src, run_dir / "traces" / src.name)
+                link[k] = f"traces/{src.name}"
+    return yaml.safe_dump(d, sort_keys=False) if any(link.get(k) for link in links
+                                                      for k in ("up_trace", "down_trace")) else dump_scenario(scenario)
 
 
 def _write_prediction(run_dir: Path, scenario: Scenario, network: dict, sink: ProgressSink) -> None:

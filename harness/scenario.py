@@ -30,6 +30,87 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class _Trigger(_Strict):
+    """When a scheduled change happens: `at` (a duration since the optimizer/seed run's first step, the
+    clock every optimizer shares) or `at_step` (when rank 0 begins that step); exactly one."""
+
+    at: Duration | None = None
+    at_step: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _one_trigger(self):
+        if (self.at is None) == (self.at_step is None):
+            raise ValueError("give exactly one of at (a time such as '30s') or at_step (a step number)")
+        return self
+
+    @property
+    def key(self) -> float:
+        return self.at if self.at is not None else float(self.at_step)
+
+
+_LINK_CHANGE_FIELDS = ("up", "down", "delay", "jitter", "loss", "duplicate")
+
+
+class LinkChange(_Trigger):
+    """One entry of a link's `schedule`: from then on the named fields take these values (the others keep
+    theirs), or `outage: 5s`, the link carrying nothing either way for that long, then returning to the
+    state it had. docs/network-changes.md."""
+
+    up: Rate | None = None
+    down: Rate | None = None
+    delay: Duration | None = None
+    jitter: Duration | None = None
+    loss: Percent | None = None
+    duplicate: Percent | None = None
+    outage: Duration | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _down_is_a_rate(cls, data: Any) -> Any:
+        # `down: 10s` reads like an outage but `down` is the downlink's rate: say which field is meant.
+        if isinstance(data, dict) and isinstance(data.get("down"), str) and re.fullmatch(
+                r"\s*[0-9.]+\s*(us|ms|s)\s*", data["down"]):
+            raise ValueError(f"down {data['down']!r} is a duration, but down is the downlink rate (e.g. '2Mbit'); "
+                             f"an outage is written outage: {data['down'].strip()}")
+        return data
+
+    @model_validator(mode="after")
+    def _something_changes(self):
+        changed = self.changed()
+        if self.outage is not None and changed:
+            raise ValueError(f"an outage entry changes nothing else; put {', '.join(changed)} in an entry of its own")
+        if self.outage is not None and self.outage <= 0:
+            raise ValueError("outage must be longer than 0s")
+        if self.outage is None and not changed:
+            raise ValueError("a schedule entry needs a field to change: one or more of "
+                             + ", ".join(_LINK_CHANGE_FIELDS) + ", or outage")
+        return self
+
+    def changed(self) -> list[str]:
+        return [f for f in _LINK_CHANGE_FIELDS if getattr(self, f) is not None]
+
+
+class ComputeChange(_Trigger):
+    """One entry of a hardware profile's `compute_schedule`: its compute_scale from then on."""
+
+    compute_scale: float = Field(gt=0, le=1)
+
+
+def _increasing(entries: list, what: str) -> list:
+    """Entries of one schedule use one kind of trigger, strictly increasing (the same time twice is one entry)."""
+    kinds = {"at" if e.at is not None else "at_step" for e in entries}
+    if len(kinds) > 1:
+        raise ValueError(f"{what} mixes at and at_step; use one kind of trigger per schedule")
+    for i in range(1, len(entries)):
+        if entries[i].key <= entries[i - 1].key:
+            kind = kinds.pop() if kinds else "at"
+            prev, cur = entries[i - 1], entries[i]
+            show = (lambda e: format_duration(e.at)) if kind == "at" else (lambda e: str(e.at_step))
+            raise ValueError(f"{what}[{i}].{kind} {show(cur)} is not after {what}[{i - 1}].{kind} {show(prev)}; "
+                             "entries must be in increasing order")
+    return entries
+
+
 class LinkSpec(_Strict):
     """One access link: node -> switch (`up`) and switch -> node (`down`); delay/jitter/loss are one-way, per direction."""
 
@@ -40,6 +121,13 @@ class LinkSpec(_Strict):
     jitter: Duration = 0.0
     loss: Percent = 0.0
     duplicate: Percent = 0.0  # fraction of frames delivered twice (netem `duplicate`)
+    # Changes during a run (docs/network-changes.md): a list of timed/stepped changes and outages, and
+    # recorded bandwidth traces per direction (Mahimahi or CSV, harness/net/trace.py) followed at
+    # `trace_resolution`.
+    schedule: list[LinkChange] = Field(default_factory=list)
+    up_trace: str | None = None
+    down_trace: str | None = None
+    trace_resolution: Duration = 0.1
 
     @model_validator(mode="after")
     def _jitter_fits_delay(self) -> LinkSpec:
@@ -48,11 +136,40 @@ class LinkSpec(_Strict):
                 f"jitter {format_duration(self.jitter)} exceeds delay {format_duration(self.delay)}; "
                 "an in-order access line cannot deliver a packet before it was sent"
             )
+        _increasing(self.schedule, "schedule")
+        # Every state the schedule passes through must be a valid link too.
+        delay, jitter = self.delay, self.jitter
+        for i, c in enumerate(self.schedule):
+            delay = c.delay if c.delay is not None else delay
+            jitter = c.jitter if c.jitter is not None else jitter
+            if jitter > delay:
+                raise ValueError(f"schedule[{i}]: jitter {format_duration(jitter)} exceeds delay "
+                                 f"{format_duration(delay)} from then on")
+        for d in ("up", "down"):
+            if getattr(self, f"{d}_trace") is not None and any(getattr(c, d) is not None for c in self.schedule):
+                raise ValueError(f"{d}_trace sets the {d} rate all run long; a schedule entry cannot change {d} too")
+        if not 0.01 <= self.trace_resolution <= 10:
+            raise ValueError(f"trace_resolution {format_duration(self.trace_resolution)} is outside 10ms..10s")
         return self
 
     @property
     def shaped(self) -> bool:
-        return any((self.up, self.down, self.delay, self.jitter, self.loss, self.duplicate))
+        return any((self.up, self.down, self.delay, self.jitter, self.loss, self.duplicate, self.schedule,
+                    self.up_trace, self.down_trace))
+
+    @property
+    def changes(self) -> bool:
+        """Whether this link changes during a run (a schedule or a trace)."""
+        return bool(self.schedule or self.up_trace or self.down_trace)
+
+    def states(self) -> list[LinkSpec]:
+        """This link and every state its schedule takes it to, in order (outages excluded: they carry nothing)."""
+        out, cur = [self], self
+        for c in self.schedule:
+            if c.outage is None:
+                cur = cur.model_copy(update={f: getattr(c, f) for f in c.changed()})
+                out.append(cur)
+        return out
 
     def describe(self) -> str:
         parts = [f"up {format_rate(self.up)}" if self.up else "up unlimited",
@@ -79,6 +196,13 @@ class HardwareSpec(_Strict):
     compute_scale: float | None = Field(default=None, gt=0, le=1)
     memory: Size | None = None
     cpus: float | None = Field(default=None, gt=0)
+    # A straggler that comes and goes: compute_scale from each entry's time or step on.
+    compute_schedule: list[ComputeChange] = Field(default_factory=list)
+
+    @field_validator("compute_schedule")
+    @classmethod
+    def _schedule_order(cls, v: list[ComputeChange]) -> list[ComputeChange]:
+        return _increasing(v, "compute_schedule")
 
     @field_validator("device")
     @classmethod
@@ -275,6 +399,11 @@ class Scenario(_Strict):
                       for n in self.nodes() if n.link is not None and n.link_name}
         d["hardware"] = {n.hardware_name: n.hardware.model_dump(mode="json", exclude_none=True) for n in self.nodes()}
         d["data"]["corpus"] = self.corpus_path()
+        # Trace files as absolute paths, like the corpus (the runner copies them into the run folder).
+        for link in [*d["links"].values(), *(g["link"] for g in d["workers"] if isinstance(g.get("link"), dict))]:
+            for k in ("up_trace", "down_trace"):
+                if link.get(k):
+                    link[k] = str((self._base_dir / link[k]).resolve())
         return d
 
     def with_overrides(self, *, steps: int | None = None, seed: int | None = None,
@@ -405,6 +534,7 @@ def _reference_problems(s: Scenario) -> list[str]:
         for name, spec in specs.items():
             if spec.preset and spec.preset not in known:
                 problems.append(f"{section}.{name}.preset: unknown preset {spec.preset!r}; known: {_known(known)}")
+    problems += _trace_problems(s)
     names = [g.name for g in s.workers if g.name]
     for dup in sorted({n for n in names if names.count(n) > 1}):
         problems.append(f"workers: name {dup!r} is used by more than one group")
@@ -444,6 +574,24 @@ def _reference_problems(s: Scenario) -> list[str]:
         problems.append(f"checks.candidate: {s.checks.candidate!r} is not one of the optimizers ({_known(s.optimizers)})")
     if s.train.steps is not None and s.train.eval_every > s.train.steps:
         problems.append(f"train.eval_every: {s.train.eval_every} is more than train.steps ({s.train.steps})")
+    return problems
+
+
+def _trace_problems(s: Scenario) -> list[str]:
+    """Every trace file a link names must exist and parse (relative paths from the scenario's folder)."""
+    from harness.net.trace import TraceError, load_trace
+
+    problems = []
+    specs = [(f"links.{name}", spec) for name, spec in s.links.items()]
+    specs += [(f"workers[{i}].link", g.link) for i, g in enumerate(s.workers) if isinstance(g.link, LinkSpec)]
+    for where, spec in specs:
+        for d in ("up", "down"):
+            path = getattr(spec, f"{d}_trace")
+            if path:
+                try:
+                    load_trace(s._base_dir / path)
+                except TraceError as e:
+                    problems.append(f"{where}.{d}_trace: {e} (relative paths are read from {s._base_dir})")
     return problems
 
 

@@ -32,6 +32,7 @@ from harness.comm import Comm
 from harness.model import ModelConfig, build_model, parameter_shapes
 from harness.optim import PhaseTimer, StepResult, get_strategy
 from harness.scenario import Node, Scenario, load_scenario
+from harness.timeline import compute_scale_at
 
 
 class WireCounter:
@@ -248,7 +249,7 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
         if wire:
             wire.delta()
         checksum_due = False
-        first_start = None
+        first_start = first_epoch = None
         paused = 0.0  # seconds of evaluation and stop decisions: not training, so outside the budget's clock
         step = 0
         while budget.max_steps is None or step < budget.max_steps:
@@ -256,14 +257,18 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
             t_start = time.time()
             step_start = time.perf_counter()
             if first_start is None:
-                first_start = step_start
+                first_start, first_epoch = step_start, t_start
             lr = cfg.lr_at(step, strategy.total_steps)
             with timer.phase("data"):
                 x, y = (t.to(device, non_blocking=True) for t in batches.next())
             compute_start = time.perf_counter()
             with timer.phase("compute"):
                 loss = forward_backward(model, x, y)
-            stretch = stretch_compute(time.perf_counter() - compute_start, scale)
+            # A straggler that comes and goes (hardware compute_schedule): the scale by this worker's own
+            # clock since its first step (harness/timeline.py compute_scale_at).
+            step_scale = compute_scale_at(scale, node.hardware.compute_schedule,
+                                          t_start - first_epoch if first_epoch is not None else None, step)
+            stretch = stretch_compute(time.perf_counter() - compute_start, step_scale)
             t_ready = time.time()
             heartbeat.beat(step, "communicate")
             if clip is not None:

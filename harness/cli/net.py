@@ -112,6 +112,10 @@ def links(
     goodput_tool: str = typer.Option("auto", help="auto | iperf3 | python: what measures goodput (auto: iperf3 "
                                                   "where installed, else the built-in Python TCP probe)"),
     allow_unemulated: bool = typer.Option(False, help="measure even if part of a link cannot be emulated here"),
+    schedule: bool = typer.Option(False, "--schedule", help="play the links' schedules and traces (as a run does, "
+                                  "from t=0) and measure one node's rate per second against them"),
+    node: int = typer.Option(0, min=0, help="with --schedule: the rank whose link is measured"),
+    direction: str = typer.Option("up", help="with --schedule: up | down"),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Bring SCENARIO's links up (netns) and measure each node's goodput up and down (against a far end on
@@ -139,6 +143,13 @@ def links(
                                                                   preflight.INSTALL["iperf3"] + ", or --goodput-tool auto")],
                                                backend="netns", link_engine=opts.link_engine)
         plan = NetnsBackend.preflight(s, opts)
+        if schedule:
+            passed = _links_schedule(s, opts, plan, node, direction, seconds, lo, hi, as_json)
+    if schedule:
+        if not passed:
+            raise typer.Exit(1)
+        return
+    with cli_errors():
         tool = linktest.goodput_tool(goodput_tool)
         say(f"goodput by {tool}; passes at {lo:.0%}-{hi:.0%} of the configured rate (TCP payload; the rate counts "
             f"Ethernet frames, so ~95% is the ceiling); RTT by TCP handshake at ±(1 ms + 5% + jitter/3)")
@@ -174,3 +185,51 @@ def links(
             say(f"[red]{len(failed)} of {len(checks)} checks failed[/]")
             raise typer.Exit(1)
         say(f"[green]all {len(checks)} checks passed[/]")
+
+
+def _links_schedule(s, opts, plan, node: int, direction: str, seconds: float, lo: float, hi: float,
+                    as_json: bool) -> bool:
+    """`links --schedule`: harness/net/schedtest.py on one node's direction, for the schedule's length (its
+    last change plus `seconds`, or a trace's period), a row per second, exit 1 when a settled window falls
+    outside LO..HI of the asked rate or a change was applied more than 200 ms late."""
+    from harness.backends.netns import NetnsBackend
+    from harness.errors import InputError
+    from harness.net.schedtest import measure_schedule
+    from harness.net.trace import load_trace
+    from harness.timeline import compile_timeline
+
+    if direction not in ("up", "down"):
+        raise InputError(f"--direction: {direction!r}; one of up, down")
+    if node >= s.world_size:
+        raise InputError(f"--node: {node}; this scenario has ranks 0..{s.world_size - 1}")
+    tl = compile_timeline(s)
+    mine = [c for c in tl.timed if c.rank == node and c.kind == "schedule" and direction in c.directions]
+    trace = next((t for t in tl.traces if t.rank == node and t.direction == direction), None)
+    if not mine and trace is None:
+        raise InputError(f"--schedule: node {node}'s {direction} link has no timed schedule entry or trace to follow")
+    length = load_trace(trace.path).period_s if trace else mine[-1].at_s + max(seconds, 10.0)
+    with tempfile.TemporaryDirectory(prefix="dbench-links-") as tmp:
+        with NetnsBackend(s, Path(tmp), opts, plan) as backend:
+            m = measure_schedule(backend, tl, rank=node, direction=direction, seconds=length)
+    ratios = m.ratios()
+    late = m.lateness_s()
+    bad = [r for r in ratios if not lo <= r[1] <= hi]
+    too_late = [x for x in late if x > 0.2]
+    result = {"scenario": s.name, "node": node, "direction": direction, "window_s": m.window_s,
+              "asked_bps": m.expected_bps, "wire_bps": m.wire_bps, "goodput_bps": m.goodput_bps,
+              "lateness_s": late, "correlation": m.correlation(), "total_ratio": m.total_ratio(),
+              "windows_outside": len(bad), "passed": not bad and not too_late}
+    if as_json:
+        print_json(result)
+    else:
+        t = Table(title=f"{s.name}: node {node} {direction}, per {m.window_s:g} s (wire = egress frames)")
+        for col in ("t s", "asked", "wire", "goodput", "wire/asked"):
+            t.add_column(col, justify="right")
+        for i, (e, w, g) in enumerate(zip(m.expected_bps, m.wire_bps, m.goodput_bps)):
+            t.add_row(f"{i * m.window_s:g}", f"{e / 1e6:.2f} Mbit", f"{w / 1e6:.2f}", f"{g / 1e6:.2f}",
+                      f"{w / e:.1%}" if e else "-")
+        console.print(t)
+        console.print(f"windows outside {lo:.0%}-{hi:.0%} (settled ones: not the window of a change nor the next): "
+                      f"{len(bad)}/{len(ratios)}; correlation r = {result['correlation']:.3f}; total wire/asked "
+                      f"{result['total_ratio']:.3f}; changes late by max {max(late, default=0) * 1e3:.0f} ms")
+    return result["passed"]

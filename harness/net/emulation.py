@@ -12,22 +12,25 @@ spec turns into happens here, once:
     plan.nodes[i].up/.down.delay_line    -> one DelayLine per node between its two interfaces
                                             (harness/net/delayline/), a->b the uplink
 
-A change at run time (link schedules) belongs here as one more method beside `apply`: re-plan one
-node's direction, `apply_plans` on that one interface (read back as here), and give its delay line
-the new `Impairment`; `describe` then reports the current state.
+A change at run time (link schedules, traces, outages; issue 18) is `change()`: re-plan one node's
+direction with the split planning made (harness/net/engines.py: direction_plan), change that one
+interface's tc (read back), and give its delay line the new `Impairment` (read back from the
+forwarder). `outage()` puts a `blackhole` qdisc on both egresses of a node and later restores its
+current plan. Only the coordinator calls these (workers have no NET_ADMIN).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+import time
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from harness.errors import CapabilityError
 from harness.net.engines import NetworkPlan
-from harness.net.link import Impairment
+from harness.net.link import Direction, Impairment
 from harness.net.ns import NetnsRef
-from harness.net.shaping import apply_plans, check_qdiscs, read_qdiscs
+from harness.net.shaping import apply_plan, apply_plans, blackhole, change_plan, check_qdiscs, read_qdiscs
 
 DIRECTIONS = ("up", "down")
 
@@ -88,6 +91,7 @@ class Emulation:
         self.log_dir = log_dir
         self.applied: dict[int, dict[str, dict]] = {}  # rank -> direction -> what apply_plans recorded
         self.delay_lines: dict[int, object] = {}  # rank -> harness.net.delayline.DelayLine
+        self.down: set[int] = set()  # ranks in an outage now
 
     # ---- apply, verify, stop -----------------------------------------------------------------------
     def apply(self) -> None:
@@ -130,6 +134,62 @@ class Emulation:
             self.delay_lines[p.rank] = line
             line.start()
 
+    # ---- changes at run time (issue 18) -----------------------------------------------------------------
+    def _node_plan(self, rank: int):
+        for p in self.plan.nodes:
+            if p.rank == rank:
+                return p
+        raise ValueError(f"no link plan for rank {rank}")
+
+    def change(self, rank: int, direction: str, spec: Direction) -> dict:
+        """Change one direction of one node's link to `spec` (the whole direction: rate and impairment).
+        Returns the verified state: `tc` (the qdiscs read back), `delay_line` (the impairment the
+        forwarder reports, or None), `applied_at` (epoch seconds once both were read back) and
+        `pending` (True while the node is in an outage: the change is recorded and takes effect when
+        the link returns). ShapingError / HarnessError when the read-back differs."""
+        from harness.net.engines import direction_plan
+
+        if direction not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+        node = self._node_plan(rank)
+        old = node.direction(direction)
+        new = direction_plan(spec, self.plan.engine, delay_line=old.delay_line)
+        self.plan = replace(self.plan, nodes=tuple(replace(p, **{direction: new}) if p.rank == rank else p
+                                                   for p in self.plan.nodes))
+        out: dict = {"tc": None, "delay_line": None, "pending": rank in self.down}
+        if rank not in self.down:
+            ns, iface = self.endpoints[rank].egress(direction)
+            applied = change_plan(ns, iface, old.tc, new.tc)
+            self.applied.setdefault(rank, {})[direction] = applied
+            out["tc"] = applied["qdiscs"]
+        line = self.delay_lines.get(rank)
+        if line is not None and new.delay_line is not None and new.delay_line != old.delay_line:
+            key = "a_to_b" if direction == "up" else "b_to_a"
+            got = line.set_impairments(**{key: new.delay_line})
+            out["delay_line"] = got.get(key)
+        elif line is not None:
+            out["delay_line"] = asdict(line.a_to_b if direction == "up" else line.b_to_a)
+        out["applied_at"] = time.time()
+        return out
+
+    def outage(self, rank: int, down: bool) -> dict:
+        """Take a node's link down (both directions carry nothing: harness/net/shaping.py `blackhole`) or
+        bring it back to its current plan (which may have changed meanwhile). Returns the qdiscs read back
+        per direction and `applied_at`."""
+        node = self._node_plan(rank)
+        out: dict = {}
+        for d in DIRECTIONS:
+            ns, iface = self.endpoints[rank].egress(d)
+            if down:
+                out[d] = blackhole(ns, iface)["qdiscs"]
+            else:
+                applied = apply_plan(ns, iface, node.direction(d).tc)
+                self.applied.setdefault(rank, {})[d] = applied
+                out[d] = applied["qdiscs"]
+        (self.down.add if down else self.down.discard)(rank)
+        out["applied_at"] = time.time()
+        return out
+
     def verify(self) -> list[str]:
         """Read every egress interface back and compare with the plan; check every delay line still
         forwards. The problems (empty when all is as planned)."""
@@ -138,6 +198,8 @@ class Emulation:
         for ns, ifaces in self._egress_by_namespace().items():
             state = read_qdiscs(ns)
             for iface, (rank, d) in ifaces.items():
+                if rank in self.down:
+                    continue  # in an outage: blackholed on purpose
                 mine = [q for q in state if q.get("dev") == iface]
                 problems += [f"[{ns}] {x}" for x in check_qdiscs(iface, nodes[rank].direction(d).tc, mine)]
         problems += [f"delay line of rank {r} is not running" for r, line in self.delay_lines.items()

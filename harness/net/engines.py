@@ -34,6 +34,23 @@ def directions(link: LinkSpec | None) -> tuple[Direction, Direction]:
     return Direction(rate_bps=link.up, **d), Direction(rate_bps=link.down, **d)
 
 
+def _states(link: LinkSpec | None) -> list[LinkSpec | None]:
+    return link.states() if link is not None else [None]
+
+
+def direction_plan(spec: Direction, engine: str, *, delay_line: Impairment | None) -> DirectionPlan:
+    """How one direction changed at run time is applied: the same split as planning made for it.
+    `delay_line` is the direction's current delay-line impairment (None: this node has no delay line);
+    its seed is kept so a change leaves the random stream where it was."""
+    if delay_line is not None:
+        return DirectionPlan(spec=spec, tc=QdiscPlan.of(spec.without_impairment()),
+                             delay_line=replace(spec.impairment, seed=delay_line.seed))
+    if spec.impaired and engine != "tc":
+        raise CapabilityError(f"{spec.impairment_text()} needs a link engine this node was not planned with "
+                              f"(engine {engine}, no delay line)")
+    return DirectionPlan(spec=spec, tc=QdiscPlan.of(spec))
+
+
 def delay_line_seed(seed: int, rank: int, direction: str) -> int:
     """The random stream of one node's delay line in one direction: reproducible from the run's seed,
     different for every node and direction."""
@@ -141,7 +158,9 @@ def plan_links(nodes: Sequence[Node], caps: Capabilities, *, engine: str = "auto
     """Decide, for every node and direction, what tc does, what the delay line does, and what is not
     emulated. Raises CapabilityError (before anything is created) when part of a link cannot be
     emulated and `allow_unemulated` is off. `seed` (the run's) seeds the delay lines' draws."""
-    impaired = any(d.impaired for n in nodes for d in directions(n.link))
+    # A link that changes during the run (harness/timeline.py) is planned for every state it will pass
+    # through: a delay line that a later `loss: 5%` needs is started with the run, not mid-run.
+    impaired = any(d.impaired for n in nodes for st in _states(n.link) for d in directions(st))
     chosen, reason = select_engine(engine, caps)
     if not impaired:
         chosen, reason = None, "no link asks for delay, jitter or loss"
@@ -150,16 +169,19 @@ def plan_links(nodes: Sequence[Node], caps: Capabilities, *, engine: str = "auto
     for n in nodes:
         link_label = n.link_name or "inline"
         per_dir = []
-        for dname, spec in zip(("up", "down"), directions(n.link)):
+        later = [directions(st) for st in _states(n.link)[1:]]
+        for k, (dname, spec) in enumerate(zip(("up", "down"), directions(n.link))):
             missing = []
             rate = spec.rate_bps
             if rate and not caps.rate_shaping:
                 missing.append(f"rate {rate} bit/s needs the tbf qdisc")
                 rate = None
+            ever_impaired = spec.impaired or any(st[k].impaired for st in later)
             netem_part = spec.impaired and chosen is not None and not chosen.uses_delay_line
-            line = spec.impaired and chosen is not None and chosen.uses_delay_line
-            if spec.impaired and chosen is None:
-                missing.append(f"{spec.impairment_text()} needs {reason}")
+            line = ever_impaired and chosen is not None and chosen.uses_delay_line
+            if ever_impaired and chosen is None:
+                what = spec.impairment_text() or next(st[k].impairment_text() for st in later if st[k].impaired)
+                missing.append(f"{what} needs {reason}")
             tc = QdiscPlan.of(replace(spec if netem_part else spec.without_impairment(), rate_bps=rate))
             delay_line = replace(spec.impairment, seed=delay_line_seed(seed, n.rank, dname)) if line else None
             if missing:

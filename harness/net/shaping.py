@@ -206,3 +206,42 @@ def apply_plans(ns: NetnsRef, plans: dict[str, Direction]) -> dict[str, dict]:
 def apply_plan(ns: NetnsRef, iface: str, plan: Direction) -> dict:
     """One interface: see apply_plans."""
     return apply_plans(ns, {iface: plan})[iface]
+
+
+# ---- changes at run time (harness/net/emulation.py: Emulation.change / outage) -----------------------
+
+def _shape(plan: QdiscPlan) -> tuple[bool, bool]:
+    return bool(plan.rate_bps), bool(plan.netem)
+
+
+def change_plan(ns: NetnsRef, iface: str, old: Direction | None, new: Direction) -> dict:
+    """Change one interface from `old` to `new` and read it back. When the tree keeps its shape (a tbf
+    whose rate changes, a netem whose loss changes), `tc qdisc replace` changes it in place and the
+    queue is kept, as a line whose speed changes keeps its buffer; otherwise (a rate added or removed,
+    coming back from an outage) the tree is rebuilt. Returns what apply_plans returns for it."""
+    new = QdiscPlan.of(new)
+    if old is None or _shape(QdiscPlan.of(old)) != _shape(new) or new.empty:
+        return apply_plan(ns, iface, new)
+    cmds = tc_commands(iface, new)
+    proc = run_in(ns, ["tc", "-batch", "-"], input="".join(" ".join(c[1:]) + "\n" for c in cmds), check=False)
+    mine = read_qdiscs(ns, iface)
+    problems = check_qdiscs(iface, new, mine)
+    if problems:
+        said = (proc.stderr or proc.stdout).strip().replace("\n", "; ")
+        raise ShapingError(f"[{ns}] change not applied as planned: " + "; ".join(problems)
+                           + (f" (tc said: {said})" if said else ""))
+    return {"netns": str(ns), "iface": iface, "plan": new.to_dict(), "tc": [" ".join(c) for c in cmds], "qdiscs": mine}
+
+
+def blackhole(ns: NetnsRef, iface: str) -> dict:
+    """An outage: the `blackhole` qdisc at the root drops every frame the interface would send (and
+    tells the sender it was sent, so TCP sees loss and retransmits, as behind a dead line). Chosen
+    because it exists where netem does not (this kernel) and works the same for both link engines:
+    the delay line sits behind the shaped egress. Read back: the root must be `blackhole`."""
+    run_in(ns, ["tc", "qdisc", "replace", "dev", iface, "root", "blackhole"], check=False)
+    mine = read_qdiscs(ns, iface)
+    root = next((q for q in mine if q.get("root")), None)
+    if root is None or root.get("kind") != "blackhole":
+        raise ShapingError(f"[{ns}] {iface}: outage not applied: root qdisc is "
+                           f"{root.get('kind') if root else 'none'}, expected blackhole (tc qdisc blackhole)")
+    return {"netns": str(ns), "iface": iface, "qdiscs": mine}

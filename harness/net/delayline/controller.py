@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -81,6 +82,7 @@ class DelayLine:
             "--a-to-b", json.dumps(asdict(self.a_to_b)),
             "--b-to-a", json.dumps(asdict(self.b_to_a)),
             "--stats", str(stats_path),
+            "--control", str(stats_path.with_name("control.json")),
             "--parent-pid", str(os.getpid()),
             *([] if self.realtime else ["--no-realtime"]),
         ])  # fmt: skip
@@ -148,6 +150,30 @@ class DelayLine:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
             self._stats_path = None
+
+    def set_impairments(self, a_to_b: Impairment | None = None, b_to_a: Impairment | None = None,
+                        timeout_s: float = 2.0) -> dict:
+        """Give the running forwarder new impairments (None: keep that direction's); returns the
+        impairments it reports after applying them (the read-back). HarnessError if it does not confirm."""
+        if not self.running() or self._stats_path is None:
+            raise HarnessError(f"{self!r} is not running; cannot change its impairment")
+        self._control_seq = getattr(self, "_control_seq", 0) + 1
+        write_json(self._stats_path.with_name("control.json"), {
+            "seq": self._control_seq,
+            "a_to_b": asdict(a_to_b) if a_to_b is not None else None,
+            "b_to_a": asdict(b_to_a) if b_to_a is not None else None})
+        os.kill(self._proc.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            st = self._read_stats() or {}
+            if st.get("control_seq", 0) >= self._control_seq:
+                if a_to_b is not None:
+                    self.a_to_b = a_to_b
+                if b_to_a is not None:
+                    self.b_to_a = b_to_a
+                return st.get("impairments", {})
+            time.sleep(0.005)
+        raise HarnessError(f"{self!r} did not confirm its new impairment within {timeout_s:.0f}s")
 
     def _read_stats(self) -> dict | None:
         if self._stats_path is None:

@@ -80,7 +80,10 @@ def write_json(path: Path, data: dict) -> None:
 
 class Forwarder:
     def __init__(self, iface_a: str, iface_b: str, a_to_b: Impairment, b_to_a: Impairment, stats_path: Path,
-                 parent_pid: int | None = None, realtime: bool = True):
+                 parent_pid: int | None = None, realtime: bool = True, control_path: Path | None = None):
+        self.control_path = control_path
+        self.control_seq = 0  # the last control file applied (DelayLine.set_impairments waits for it)
+        self.reload = False
         self.ifaces = (iface_a, iface_b)
         self.impairments = {"a_to_b": a_to_b, "b_to_a": b_to_a}
         self.stats_path = stats_path
@@ -112,6 +115,7 @@ class Forwarder:
             "scheduling": self.policy,
             "lead_s": self.lead,
             "impairments": {k: asdict(v) for k, v in self.impairments.items()},
+            "control_seq": self.control_seq,
             "a_to_b": self.ways[0].stats(),
             "b_to_a": self.ways[1].stats(),
         })
@@ -186,19 +190,45 @@ class Forwarder:
                 print(f"{time.monotonic():.6f} in {w.tag} len={len(frame)} type={frame[22:24].hex()} "
                       f"dst={frame[10:16].hex()} arr={arrival:.6f} rel={rel}", flush=True)
 
+    def load_control(self) -> None:
+        """Apply the control file (new impairments at run time, issue 18): each direction's schedule keeps
+        its queue and random stream and takes the new impairment for frames admitted from now on."""
+        try:
+            ctl = json.loads(self.control_path.read_text())
+        except (OSError, ValueError, AttributeError) as e:
+            print(f"control file unreadable: {e}", flush=True)
+            return
+        for key, way in (("a_to_b", self.ways[0]), ("b_to_a", self.ways[1])):
+            if ctl.get(key) is not None:
+                imp = Impairment(**ctl[key])
+                self.impairments[key] = imp
+                way.sched.imp = imp
+        self.control_seq = int(ctl.get("seq", self.control_seq))
+        self.write_stats("forwarding")  # the read-back the controller waits for
+
     def run(self) -> None:
         """Forward until SIGTERM/SIGINT or until the parent dies."""
         def on_signal(signum, frame):  # noqa: ARG001
             self.stop = True
 
+        def on_control(signum, frame):  # noqa: ARG001
+            self.reload = True
+
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+        # SIGUSR1: re-read the control file. The wake-up fd makes select() return at once, so a change
+        # takes effect within a loop pass rather than after the idle wake-up.
+        wake_r, wake_w = socket.socketpair()
+        wake_r.setblocking(False)
+        wake_w.setblocking(False)
+        signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
+        signal.signal(signal.SIGUSR1, on_control)
         self.write_stats("forwarding")  # also the readiness signal: both sockets are bound
         # The loop allocates only acyclic tuples; collector pauses of a few ms would show as jitter.
         gc.freeze()
         gc.disable()
         mono = time.monotonic
-        rlist = [w.sock_in for w in self.ways]
+        rlist = [w.sock_in for w in self.ways] + [wake_r]
         next_house = mono() + STATS_EVERY_S
         while not self.stop:
             now = mono()
@@ -208,10 +238,19 @@ class Forwarder:
                 ready, _, _ = select.select(rlist, [], [], timeout if timeout > 0 else 0)
             except InterruptedError:
                 continue
+            if self.reload:
+                self.reload = False
+                self.load_control()
             if ready:
                 now = mono()
                 offset = time.time() - now
                 for s in ready:
+                    if s is wake_r:
+                        try:
+                            wake_r.recv(4096)
+                        except BlockingIOError:
+                            pass
+                        continue
                     self.receive(self.by_fd[s.fileno()], now, offset)
             if now >= next_house:
                 next_house = now + STATS_EVERY_S
@@ -224,9 +263,9 @@ class Forwarder:
 
 
 def forward(iface_a: str, iface_b: str, a_to_b: Impairment, b_to_a: Impairment, stats_path: Path,
-            parent_pid: int | None = None, realtime: bool = True) -> None:
+            parent_pid: int | None = None, realtime: bool = True, control_path: Path | None = None) -> None:
     """Forward frames between two interfaces until SIGTERM/SIGINT or until the parent dies."""
-    Forwarder(iface_a, iface_b, a_to_b, b_to_a, stats_path, parent_pid, realtime).run()
+    Forwarder(iface_a, iface_b, a_to_b, b_to_a, stats_path, parent_pid, realtime, control_path).run()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -239,10 +278,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--b-to-a", required=True, help="Impairment as JSON (downlink)")
     p.add_argument("--stats", required=True, type=Path, help="stats JSON, rewritten twice a second")
     p.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
+    p.add_argument("--control", type=Path, default=None,
+                   help="JSON with new impairments, read on SIGUSR1 ({seq, a_to_b, b_to_a})")
     p.add_argument("--no-realtime", action="store_true", help="stay at normal scheduling priority")
     args = p.parse_args(argv)
     forward(args.a, args.b, Impairment(**json.loads(args.a_to_b)), Impairment(**json.loads(args.b_to_a)),
-            args.stats, args.parent_pid, realtime=not args.no_realtime)
+            args.stats, args.parent_pid, realtime=not args.no_realtime, control_path=args.control)
     return 0
 
 
