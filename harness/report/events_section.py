@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 
-from harness.report.events import Estimate, EventsAnalysis, analyze_run, float_of, row_label, text_of
+from harness.report.events import Estimate, EventsAnalysis, float_of, row_label, text_of
 
 MAX_TABLE_ROWS = 40
 
@@ -145,7 +145,7 @@ def events_section(run):
     """The report's "Network events" section, or None for a run without events."""
     from harness.report.document import Para, Section, Table
 
-    analysis = analyze_run(run)
+    analysis = run.events
     if analysis.empty:
         return None
     blocks: list = [Para(t) for t in loss_sentences(analysis)]
