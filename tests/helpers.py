@@ -144,21 +144,23 @@ def netns_host():
     return caps
 
 
-def make_timed_run(root: Path, name: str = "timed", *, step_times: dict[str, list[float]], seeds: int = 1,
+def make_timed_run(root: Path, name: str = "timed", *, step_times: dict[str, list], seeds: int = 1,
                    ranks: int = 2, events: list[dict] | None = None) -> Path:
-    """A run folder (make_run's scaffolding) whose steps take exactly `step_times[optimizer]` seconds, the
-    same for every seed, back to back from `timed_start(...)`, and `events` in events.parquet (written by
-    harness/events.py). An event's `time` defaults to its run's first step + `t_s`, `scheduled_s` to `t_s`."""
+    """A run folder (make_run's scaffolding) whose steps take exactly `step_times[optimizer]` seconds (a list
+    for every seed, or one list per seed), back to back from `timed_start(...)`, and `events` in
+    events.parquet (written by harness/events.py). An event's `time` defaults to its run's first step +
+    `t_s`, `scheduled_s` to `t_s`, `seed` to 0."""
     from harness.events import write_events
 
     names = list(step_times)
     run = make_run(root, name, optimizers={n: DEFAULT_OPTS.get(n, (1_000, 1_000, 2.5, 0.1)) for n in names},
-                   ranks=ranks, steps=max(len(v) for v in step_times.values()))
+                   ranks=ranks, steps=20)
     records, ends = [], []
     for oi, opt in enumerate(names):
         for seed in range(seeds):
             t = timed_start(oi, seed, seeds)
-            for step, dur in enumerate(step_times[opt]):
+            times = step_times[opt][seed] if isinstance(step_times[opt][0], list) else step_times[opt]
+            for step, dur in enumerate(times):
                 loss = 2.5 + 3.0 * math.exp(-step / 4)
                 for r in range(ranks):
                     records.append({

@@ -1,0 +1,226 @@
+"""Network events in the report (issue 18): synthetic run folders whose step times and events are known, so
+the windows' means, the time lost, the section and the plot marks can be checked against the answer."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tests.helpers import make_timed_run
+
+# 0.1 s steps until 2.1 s, ten 1.0 s steps (2.1-12.1 s), then 0.1 s steps again
+SLOW_WINDOW = [0.1] * 21 + [1.0] * 10 + [0.1] * 20
+STEADY = [0.1] * 151
+
+
+def _schedule(opt: str, seed: int = 0) -> list[dict]:
+    return [{"optimizer": opt, "seed": seed, "t_s": 2.1, "step": 21, "kind": "schedule", "field": "rate",
+             "requested": "1Mbit", "detail": "node1 up rate 10Mbit -> 1Mbit"},
+            {"optimizer": opt, "seed": seed, "t_s": 12.1, "step": 31, "kind": "schedule", "field": "rate",
+             "requested": "10Mbit", "detail": "node1 up rate 1Mbit -> 10Mbit"}]
+
+
+def _outage(opt: str, seed: int = 0, late: float = 0.0) -> list[dict]:
+    # 5 s outage at 2 s: the schedule's clock; the restore row closes it
+    return [{"optimizer": opt, "seed": seed, "t_s": 2.0 + late, "scheduled_s": 2.0, "until_s": 7.0, "step": 20,
+             "kind": "outage", "field": "down", "requested": "5s", "verified": "down"},
+            {"optimizer": opt, "seed": seed, "t_s": 7.0, "until_s": None, "step": 25, "kind": "restore",
+             "field": "down", "requested": "up", "verified": "up"}]
+
+
+def _load(run):
+    from harness.report.load import load_for_report
+
+    return load_for_report(run)
+
+
+def _summary(analysis, optimizer: str, index: int):
+    return next(s for s in analysis.summaries if s.optimizer == optimizer and s.index == index)
+
+
+def test_window_means_and_time_lost_of_a_known_schedule(tmp_path):
+    run = _load(make_timed_run(tmp_path, step_times={"adamw": SLOW_WINDOW, "distro": STEADY},
+                               events=_schedule("adamw") + _schedule("distro")))
+    a = run.events
+    down = _summary(a, "adamw", 0)
+    assert down.label == "up 1Mbit" and down.at_s == pytest.approx(2.1)
+    assert down.before.mean == pytest.approx(0.1, rel=1e-4)
+    assert down.during.mean == pytest.approx(1.0, rel=1e-4)
+    assert down.after.mean == pytest.approx(0.1, rel=1e-4)  # the 10Mbit change that ends it does not cut `after`
+    assert down.lost.mean == pytest.approx(10 * (1.0 - 0.1), rel=1e-4)  # ten steps, 0.9 s each over the pace
+    assert down.lost_pct.mean == pytest.approx(900, rel=1e-3)
+    back = _summary(a, "adamw", 1)
+    assert back.before.mean == pytest.approx(1.0, rel=1e-4) and back.during.mean == pytest.approx(0.1, rel=1e-4)
+    assert abs(back.lost.mean) < 1e-3
+    # distro's steps never changed: nothing lost
+    assert _summary(a, "distro", 0).during.mean == pytest.approx(0.1, rel=1e-4)
+    totals = {lo.optimizer: lo for lo in a.losses}
+    assert totals["adamw"].lost.mean == pytest.approx(9.0, rel=1e-3)
+    assert abs(totals["distro"].lost.mean) < 1e-3
+    assert totals["adamw"].largest.label == "up 1Mbit"
+
+
+def test_an_outage_window_ends_at_until_s_and_restores_get_no_row(tmp_path):
+    steps = [0.1] * 20 + [1.0] * 5 + [0.1] * 20  # 1 s steps exactly through the 2-7 s outage
+    run = _load(make_timed_run(tmp_path, step_times={"adamw": steps}, events=_outage("adamw")))
+    a = run.events
+    assert [s.kind for s in a.summaries] == ["outage"]
+    s = a.summaries[0]
+    assert s.label == "outage 5s"
+    assert (s.before.mean, s.during.mean, s.after.mean) == pytest.approx((0.1, 1.0, 0.1), rel=1e-4)
+    assert s.lost.mean == pytest.approx(5 * 0.9, rel=1e-4)
+    imp = next(i for i in a.impacts if i.change.kind == "outage")
+    assert imp.during.end - imp.during.start == pytest.approx(5.0)
+    assert imp.before.steps == pytest.approx(19, rel=1e-4)  # 5 s before it, step 0 (warm-up) left out
+    assert imp.after.steps == pytest.approx(20, rel=1e-4)  # only 2 s of run left after it
+
+
+def test_a_step_straddling_a_window_counts_by_its_fraction_inside():
+    from harness.report.events import window
+
+    # step 1: a 40 s step from 10 s, which a 5 s window (20-25 s) cuts an eighth out of
+    spans = pd.DataFrame({"step": [0, 1, 2], "start": [0.0, 10.0, 50.0], "dur": [10.0, 40.0, 1.0]})
+    spans["end"] = spans["start"] + spans["dur"]
+    w = window(spans, 20.0, 25.0)
+    assert w.steps == pytest.approx(1 / 8) and w.mean_step_s == pytest.approx(40.0)
+    assert window(spans, 0.0, 10.0).steps == 0  # step 0 is warm-up
+    assert window(spans, 51.0, 60.0).mean_step_s is None
+
+
+def test_training_clock_stays_flat_across_an_evaluation_gap():
+    from harness.report.events import to_elapsed
+
+    # two 1 s steps with a 10 s evaluation between them; the training clock leaves it out
+    spans = pd.DataFrame({"step": [0, 1], "start": [100.0, 111.0], "dur": [1.0, 1.0], "elapsed": [1.0, 2.0]})
+    spans["end"] = spans["start"] + spans["dur"]
+    assert to_elapsed(spans, [100.5, 105.0, 111.5, 113.0]) == pytest.approx([0.5, 1.0, 1.5, 3.0])
+
+
+def test_several_seeds_are_averaged_with_an_interval(tmp_path):
+    per_seed = [[0.1] * 21 + [d] * 10 + [0.1] * 20 for d in (0.8, 1.0, 1.2)]
+    events = []
+    for seed, d in enumerate((0.8, 1.0, 1.2)):
+        down, back = _schedule("adamw", seed)
+        events += [down, {**back, "t_s": 2.1 + 10 * d}]  # the link comes back after the ten slow steps
+    run = _load(make_timed_run(tmp_path, step_times={"adamw": per_seed}, seeds=3, events=events))
+    s = _summary(run.events, "adamw", 0)
+    assert s.seeds == 3 and s.during.n == 3
+    assert s.during.mean == pytest.approx(1.0, rel=1e-3)
+    assert s.during.lo < 0.95 and s.during.hi > 1.05
+    # in each seed ten steps of d over a 0.1 s pace: 7, 9 and 11 s lost
+    assert s.lost.mean == pytest.approx(9.0, rel=1e-3) and s.lost.half > 1.0
+
+
+def test_simultaneous_rows_are_one_change_named_by_their_nodes(tmp_path):
+    events = [{**e, "node": node} for node in ("node1", "node2") for e in _schedule("adamw")[:1]]
+    run = _load(make_timed_run(tmp_path, step_times={"adamw": SLOW_WINDOW}, events=events))
+    assert len(run.events.changes) == 1
+    assert run.events.changes[0].label == "2 nodes up 1Mbit" and run.events.changes[0].rows == 2
+
+
+def test_row_labels():
+    from harness.report.events import row_label
+
+    assert row_label({"kind": "schedule", "field": "rate", "requested": "1Mbit", "direction": "up"}) == "up 1Mbit"
+    assert row_label({"kind": "schedule", "field": "loss", "requested": "5%", "direction": "down"}) == "down loss 5%"
+    assert row_label({"kind": "outage", "t_s": 30.1, "until_s": 35.0, "requested": "5s"}) == "outage 5s"
+    assert row_label({"kind": "outage", "t_s": 30.1, "scheduled_s": 30.0, "until_s": 35.0}) == "outage 5s"
+    assert row_label({"kind": "compute", "field": "compute_scale", "requested": "0.25"}) == "compute 0.25x"
+    assert row_label({"kind": "restore"}) == "restored"
+
+
+def test_report_has_a_network_events_section(tmp_path):
+    from harness.report.run_report import write_run_report
+
+    run = make_timed_run(tmp_path, step_times={"adamw": [0.1] * 20 + [1.0] * 5 + [0.1] * 20, "distro": STEADY},
+                         events=_outage("adamw") + _outage("distro", late=0.05))
+    write_run_report(run)
+    md = (run / "report.md").read_text()
+    section = md[md.index("## Network events"):md.index("## Checks")]
+    assert "adamw lost 4.5 s (+900%) to outage 5s at 2 s." in section
+    assert "distro lost 0 s (+0%) to outage 5s at 2 s." in section
+    assert "| distro | 2.0 s | 20 | node1 | outage 5s | down | 50 ms |" in section  # applied 50 ms late
+    assert "| adamw | 7.0 s | 25 | node1 | restored | up | 0 ms |" in section
+    assert "| outage 5s @2s | adamw | 100 ms | 1 s | 100 ms | +4.5 s | +900% |" in section
+    assert max(len(line) for line in section.splitlines() if line.startswith("|")) <= 80
+    html = (run / "report.html").read_text()
+    assert "<h2>Network events</h2>" in html and "outage 5s @2s" in html
+    assert (run / "plots" / "step_time_vs_time.png").is_file()
+    assert "step_time_vs_time.png" in md
+
+
+def test_a_read_back_mismatch_and_a_trace_are_reported(tmp_path):
+    from harness.report.events_section import events_section
+
+    events = [{**_schedule("adamw")[0], "verified": "2Mbit", "ok": False}]
+    events += [{"optimizer": "adamw", "t_s": 0.5 * k, "kind": "trace", "field": "rate", "node": "node2",
+                "direction": "down", "requested": f"{1 + k % 4}Mbit"} for k in range(12)]
+    section = events_section(_load(make_timed_run(tmp_path, step_times={"adamw": SLOW_WINDOW}, events=events)))
+    texts = [getattr(b, "text", "") for b in section.blocks]
+    rows = next(b.rows for b in section.blocks if getattr(b, "headers", [None])[0] == "run")
+    assert rows[0][5] == "2Mbit (mismatch)"
+    assert len(rows) == 1  # trace rows are summarised, not listed
+    assert any(t.startswith("node2 down followed a recorded trace: 12 rate changes per run, between 1 Mbit/s and "
+                            "4 Mbit/s") for t in texts)
+
+
+def test_a_run_without_events_has_no_section_and_no_marks(tmp_path):
+    from harness.report.run_report import write_run_report
+
+    run = make_timed_run(tmp_path, step_times={"adamw": SLOW_WINDOW})
+    loaded = _load(run)
+    assert loaded.events.empty and not loaded.events.summaries
+    files = write_run_report(run)
+    assert "Network events" not in (run / "report.md").read_text()
+    assert "Network events" not in (run / "report.html").read_text()
+    assert not (run / "plots" / "step_time_vs_time.png").exists()
+    assert all("step_time_vs_time" not in str(p) for p in files)
+
+
+def _drawn(monkeypatch, plot, run) -> dict[str, int]:
+    """Count the event artists (by gid) a plot function draws, catching its figure before it is saved."""
+    from harness.report import plots
+
+    seen = {}
+    real_save = plots.save
+
+    def spy(fig, path):
+        for ax in fig.axes:
+            for artist in [*ax.lines, *ax.patches, *ax.texts, *ax.collections]:
+                gid = artist.get_gid()
+                if gid:
+                    seen[gid] = seen.get(gid, 0) + 1
+        real_save(fig, path)
+
+    monkeypatch.setattr(plots, "save", spy)
+    fig = plot(_load(run), run / "plots")
+    return seen if fig is not None else {"no figure": 1}
+
+
+@pytest.mark.parametrize("name", ["loss_vs_time", "step_time_vs_time"])
+def test_time_plots_mark_events_and_draw_a_trace_as_a_line(tmp_path, monkeypatch, name):
+    from harness.report import plots
+
+    events = _schedule("adamw") + _outage("distro")
+    events += [{"optimizer": "adamw", "t_s": 0.5 * k, "kind": "trace", "field": "rate", "node": "node2",
+                "direction": "down", "requested": f"{1 + k % 4}Mbit"} for k in range(12)]
+    run = make_timed_run(tmp_path, step_times={"adamw": SLOW_WINDOW, "distro": STEADY}, events=events)
+    (run / "plots").mkdir()
+    seen = _drawn(monkeypatch, getattr(plots, name), run)
+    assert seen.get("event-line") == 3  # adamw's two schedule changes, distro's restore
+    assert seen.get("event-span") == 1  # distro's outage window
+    assert seen.get("event-label") == 4  # up 1Mbit, up 10Mbit, outage 5s, restored
+    assert seen.get("event-trace") == 1  # one line, not twelve marks
+
+
+def test_loss_vs_time_is_unchanged_without_events_and_differs_with_them(tmp_path, monkeypatch):
+    from harness.report import plots
+
+    plain = make_timed_run(tmp_path, "plain", step_times={"adamw": SLOW_WINDOW})
+    marked = make_timed_run(tmp_path, "marked", step_times={"adamw": SLOW_WINDOW}, events=_schedule("adamw"))
+    for run in (plain, marked):
+        (run / "plots").mkdir()
+    assert _drawn(monkeypatch, plots.loss_vs_time, plain) == {}
+    assert plots.step_time_vs_time(_load(plain), plain / "plots") is None
+    plots.loss_vs_time(_load(marked), marked / "plots")
+    assert (plain / "plots" / "loss_vs_time.png").read_bytes() != (marked / "plots" / "loss_vs_time.png").read_bytes()
