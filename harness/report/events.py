@@ -270,7 +270,9 @@ def _changes(ev: pd.DataFrame, optimizer: str, seed: int | None, first_start: fl
         ends = g["win_end"].dropna()
         t_s = g["t_s"].dropna()
         out.append(Change(optimizer=optimizer, seed=seed, index=i, kind=str(g["kind"].iloc[0]),
-                          label=_group_label(g, with_node), start=float(g["at"].min()),
+                          # a straggler is one node's: always name it
+                          label=_group_label(g, with_node or (g["kind"] == "compute").all()),
+                          start=float(g["at"].min()),
                           until=float(ends.max()) if len(ends) else None,
                           t_s=float(t_s.min()) if len(t_s) else float(g["at"].min() - first_start), rows=len(g)))
     return out

@@ -224,3 +224,22 @@ def test_loss_vs_time_is_unchanged_without_events_and_differs_with_them(tmp_path
     assert plots.step_time_vs_time(_load(plain), plain / "plots") is None
     plots.loss_vs_time(_load(marked), marked / "plots")
     assert (plain / "plots" / "loss_vs_time.png").read_bytes() != (marked / "plots" / "loss_vs_time.png").read_bytes()
+
+
+def test_a_straggler_is_named_by_its_node(tmp_path):
+    events = [{"optimizer": "adamw", "t_s": 2.1, "until_s": 12.1, "node": "node3", "direction": "", "kind": "compute",
+               "field": "compute_scale", "requested": "0.25"}]
+    a = _load(make_timed_run(tmp_path, step_times={"adamw": SLOW_WINDOW}, events=events)).events
+    s = a.summaries[0]
+    assert s.label == "node3 compute 0.25x" and s.during.mean == pytest.approx(1.0, rel=1e-4)
+
+
+def test_report_command_prints_what_each_optimizer_lost(tmp_path, cli):
+    run = make_timed_run(tmp_path, step_times={"adamw": [0.1] * 20 + [1.0] * 5 + [0.1] * 20, "distro": STEADY},
+                         events=_outage("adamw") + _outage("distro"))
+    r = cli("report", run)
+    assert r.exit_code == 0, r.output
+    assert "adamw lost 4.5 s (+900%) to outage 5s at 2 s." in r.output
+    assert all(len(line) <= 80 for line in r.output.splitlines() if "lost" in line)
+    plain = make_timed_run(tmp_path, "plain", step_times={"adamw": STEADY})
+    assert " lost " not in cli("report", plain).output
