@@ -103,6 +103,13 @@ def build_document(runs: list[LoadedRun], plots_dir: Path) -> Document:
         if note := r.state_note():
             banners.append(Banner("error", f"{lab} ({r.data.name}): {note}"))
         banners += [Banner("warn", f"{lab}: {n}") for n in r.notes]
+        if r.events.changes or len(r.events.trace):  # issue 18: a changing network is part of its figures
+            first = min(r.events.changes, key=lambda c: c.start, default=None)
+            what = f"{len({c.index for c in r.events.changes})} network event(s), the first {first.label} at " \
+                   f"{first.t_s:.0f} s" if first else "a link that followed a recorded trace"
+            banners.append(Banner("info", f"{lab} ({r.data.name}): its network changed while it trained ({what}); its "
+                                          "step times and losses include that (its own report's Network events "
+                                          "section gives the impact)."))
 
     run_rows = []
     for lab, r in zip(labels, runs):

@@ -191,6 +191,9 @@ def row_label(r: pd.Series | dict) -> str:
 
 def _group_label(rows: pd.DataFrame, with_node: bool) -> str:
     labels = list(dict.fromkeys(row_label(r) for _, r in rows.iterrows()))
+    dirs = {text_of(d) for d in rows["direction"]}
+    if len(labels) > 1 and len(dirs) == 1 and (d := dirs.pop()) and all(x.startswith(d + " ") for x in labels):
+        labels = [labels[0]] + [x[len(d) + 1:] for x in labels[1:]]  # "up 2Mbit, loss 5%": the direction once
     text = ", ".join(labels)
     if not with_node:
         return text

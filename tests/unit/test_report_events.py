@@ -118,6 +118,13 @@ def test_simultaneous_rows_are_one_change_named_by_their_nodes(tmp_path):
     assert run.events.changes[0].label == "2 nodes up 1Mbit" and run.events.changes[0].rows == 2
 
 
+def test_fields_changed_together_are_one_change(tmp_path):
+    rate = _schedule("adamw")[0]
+    loss = {**rate, "field": "loss", "requested": "5%"}
+    run = _load(make_timed_run(tmp_path, step_times={"adamw": SLOW_WINDOW}, events=[rate, loss]))
+    assert [c.label for c in run.events.changes] == ["up 1Mbit, loss 5%"]
+
+
 def test_row_labels():
     from harness.report.events import row_label
 
@@ -243,3 +250,13 @@ def test_report_command_prints_what_each_optimizer_lost(tmp_path, cli):
     assert all(len(line) <= 80 for line in r.output.splitlines() if "lost" in line)
     plain = make_timed_run(tmp_path, "plain", step_times={"adamw": STEADY})
     assert " lost " not in cli("report", plain).output
+
+
+def test_a_comparison_says_which_run_had_network_events(tmp_path):
+    from harness.report.compare import write_comparison
+
+    plain = make_timed_run(tmp_path, "plain", step_times={"adamw": SLOW_WINDOW})
+    marked = make_timed_run(tmp_path, "marked", step_times={"adamw": SLOW_WINDOW}, events=_schedule("adamw"))
+    md = write_comparison([plain, marked], tmp_path / "cmp")[0].read_text()
+    notes = [line for line in md.splitlines() if "network changed" in line]
+    assert len(notes) == 1 and "R2" in notes[0] and "2 network event(s), the first up 1Mbit at 2 s" in notes[0]
