@@ -115,20 +115,24 @@ def loss_sentences(analysis: EventsAnalysis) -> list[str]:
     out = []
     for lo in analysis.losses:
         if lo.lost is None:
-            out.append(f"{lo.optimizer}: no steps before its first event, so no pre-event pace to measure a loss "
+            out.append(f"{lo.optimizer}: no step before its first event, so no pre-event pace to measure a loss "
                        "against.")
             continue
+        big, one = lo.largest, lo.changes == 1 and lo.largest is not None
+        what = f"{big.label} at {_at(big.at_s)}" if one else f"{lo.changes} network events"
+        pct = "" if lo.lost_pct is None else _pct(lo.lost_pct)
         seeds = f"; means of {lo.lost.n} seeds" if lo.lost.n > 1 else ""
-        verb = "lost" if lo.lost.mean >= 0 else "gained"
-        amount = _sec(Estimate(abs(lo.lost.mean), lo.lost.lo, lo.lost.hi, lo.lost.n))
-        big = lo.largest
-        if lo.changes == 1 and big is not None:
-            out.append(f"{lo.optimizer} {verb} {amount} ({_pct(lo.lost_pct)}) to {big.label} at {_at(big.at_s)}"
-                       f"{seeds}.")
-            continue
-        text = f"{lo.optimizer} {verb} {amount} to {lo.changes} network events ({_pct(lo.lost_pct)} over their windows)"
-        if big is not None and big.lost is not None and big.lost.mean > 0:
-            text += f"; the most, {_sec(big.lost)} ({_pct(big.lost_pct)}), to {big.label} at {_at(big.at_s)}"
+        noise = " (within noise)" if lo.lost.n > 1 and lo.lost.lo <= 0 <= lo.lost.hi else ""
+        if lo.lost.mean <= 0:
+            text = (f"{lo.optimizer} lost no time to {what}{noise}: {_sec(lo.lost)}"
+                    + (f", {pct}" if pct else "") + " against its pre-event pace")
+        elif one:
+            text = f"{lo.optimizer} lost {_sec(lo.lost)}" + (f" ({pct})" if pct else "") + f"{noise} to {what}"
+        else:
+            text = (f"{lo.optimizer} lost {_sec(lo.lost)}{noise} to {what}"
+                    + (f" ({pct} over their windows)" if pct else ""))
+            if big is not None and big.lost is not None and big.lost.mean > 0:
+                text += f"; the most, {_sec(big.lost)} ({_pct(big.lost_pct)}), to {big.label} at {_at(big.at_s)}"
         out.append(text + seeds + ".")
     return out
 

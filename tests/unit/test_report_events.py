@@ -109,6 +109,11 @@ def test_several_seeds_are_averaged_with_an_interval(tmp_path):
     assert s.during.lo < 0.95 and s.during.hi > 1.05
     # in each seed ten steps of d over a 0.1 s pace: 7, 9 and 11 s lost
     assert s.lost.mean == pytest.approx(9.0, rel=1e-3) and s.lost.half > 1.0
+    from harness.report.events_section import loss_sentences
+
+    (sentence,) = loss_sentences(run.events)
+    assert sentence.startswith("adamw lost 9 s ±") and sentence.endswith("; means of 3 seeds.")
+    assert "within noise" not in sentence and "the most" in sentence and "to up 1Mbit at 2.1 s" in sentence
 
 
 def test_simultaneous_rows_are_one_change_named_by_their_nodes(tmp_path):
@@ -145,7 +150,7 @@ def test_report_has_a_network_events_section(tmp_path):
     md = (run / "report.md").read_text()
     section = md[md.index("## Network events"):md.index("## Checks")]
     assert "adamw lost 4.5 s (+900%) to outage 5s at 2 s." in section
-    assert "distro lost 0 s (+0%) to outage 5s at 2 s." in section
+    assert "distro lost no time to outage 5s at 2 s: 0 s, +0% against its pre-event pace." in section
     assert "| distro | 2.0 s | 20 | node1 | outage 5s | down | 50 ms |" in section  # applied 50 ms late
     assert "| adamw | 7.0 s | 25 | node1 | restored | up | 0 ms |" in section
     assert "| outage 5s @2s | adamw | 100 ms | 1 s | 100 ms | +4.5 s | +900% |" in section
