@@ -138,6 +138,7 @@ class EventsAnalysis:
     impacts: list[Impact] = field(default_factory=list)
     summaries: list[ImpactSummary] = field(default_factory=list)
     losses: list[OptimizerLoss] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what could not be shown, and why
 
     @property
     def empty(self) -> bool:
@@ -379,8 +380,16 @@ def _summarise(impacts: list[Impact]) -> list[ImpactSummary]:
 
 
 def analyze_run(run) -> EventsAnalysis:
-    """`analyze` for a loaded run folder (harness.report.load.LoadedRun)."""
-    return analyze(read_events(run.data.path), run.data.metrics, run.optimizers)
+    """`analyze` for a loaded run folder (harness.report.load.LoadedRun); a damaged events.parquet gives an
+    empty analysis with a note (the rest of the report still stands)."""
+    from harness.events import EVENTS_FILE, events_frame
+
+    try:
+        events = read_events(run.data.path)
+    except (OSError, ValueError) as e:  # pyarrow's errors are ValueError / OSError subclasses
+        return EventsAnalysis(events=events_frame([]), notes=[f"{EVENTS_FILE} could not be read ({type(e).__name__}: "
+                                                              f"{e}); network events are not shown."])
+    return analyze(events, run.data.metrics, run.optimizers)
 
 
 # ---- what the plots draw ---------------------------------------------------------------------------------

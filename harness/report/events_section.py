@@ -151,7 +151,7 @@ def events_section(run):
 
     analysis = run.events
     if analysis.empty:
-        return None
+        return Section("Network events", [Para(n) for n in analysis.notes]) if analysis.notes else None
     blocks: list = [Para(t) for t in loss_sentences(analysis)]
     if len(analysis.marked):
         headers, rows, notes = events_table(analysis)

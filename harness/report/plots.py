@@ -131,7 +131,8 @@ def _events_words(run: LoadedRun, n_marks: int, traced: bool) -> str:
     words = []
     if n_marks:
         words.append(" Dashed lines and shaded spans (in each optimizer's colour) mark network events (a shaded "
-                     "span is a window with an end: an outage or a straggler); see Network events.")
+                     "span is a window with an end: an outage or a straggler); see Network events. They sit on "
+                     "this plot's clock, which leaves evaluations out, so a little before the table's t.")
     if traced:
         words.append(" The grey line (right axis) is the rate a trace-driven link followed.")
     return "".join(words)

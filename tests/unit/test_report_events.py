@@ -265,3 +265,12 @@ def test_a_comparison_says_which_run_had_network_events(tmp_path):
     md = write_comparison([plain, marked], tmp_path / "cmp")[0].read_text()
     notes = [line for line in md.splitlines() if "network changed" in line]
     assert len(notes) == 1 and "R2" in notes[0] and "2 network event(s), the first up 1Mbit at 2 s" in notes[0]
+
+
+def test_a_damaged_events_file_is_a_note_not_a_crash(tmp_path):
+    from harness.report.events_section import events_section
+
+    run = make_timed_run(tmp_path, step_times={"adamw": SLOW_WINDOW})
+    (run / "events.parquet").write_bytes(b"not parquet")
+    section = events_section(_load(run))
+    assert section is not None and "events.parquet could not be read" in section.blocks[0].text
