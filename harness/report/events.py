@@ -81,6 +81,7 @@ class Impact:
     pace_s: float | None  # pre-event mean step time
     lost_s: float | None  # extra step seconds in `during` versus the pace
     lost_pct: float | None
+    run_ended_inside: bool = False  # its own window (until_s) outlasted the run: a run a long outage ended
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,7 @@ class ImpactSummary:
     after: Estimate | None
     lost: Estimate | None
     lost_pct: Estimate | None
+    run_ended_inside: int = 0  # seeds whose run ended inside this change's window
 
 
 @dataclass(frozen=True)
@@ -304,7 +306,8 @@ def _impacts(spans: pd.DataFrame, changes: list[Change]) -> list[Impact]:
         if pace is not None and c.start < run_end:
             lost = during.step_seconds - during.steps * pace
             pct = 100.0 * lost / (during.steps * pace) if during.steps * pace > 0 else None
-        out.append(Impact(c, before, during, after, pace, lost, pct))
+        out.append(Impact(c, before, during, after, pace, lost, pct,
+                          run_ended_inside=c.until is not None and c.start < run_end < c.until))
     return out
 
 
@@ -375,7 +378,8 @@ def _summarise(impacts: list[Impact]) -> list[ImpactSummary]:
             before=Estimate.of([i.before.mean_step_s for i in imps]),
             during=Estimate.of([i.during.mean_step_s for i in imps]),
             after=Estimate.of([i.after.mean_step_s for i in imps]),
-            lost=Estimate.of([i.lost_s for i in imps]), lost_pct=Estimate.of([i.lost_pct for i in imps])))
+            lost=Estimate.of([i.lost_s for i in imps]), lost_pct=Estimate.of([i.lost_pct for i in imps]),
+            run_ended_inside=sum(i.run_ended_inside for i in imps)))
     return out
 
 

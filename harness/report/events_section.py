@@ -104,9 +104,9 @@ def trace_lines(analysis: EventsAnalysis) -> list[str]:
 def impact_table(analysis: EventsAnalysis) -> tuple[list[str], list[list[str]]]:
     rows = []
     for s in sorted(analysis.summaries, key=lambda s: (s.index, s.at_s)):
+        after = "run ended" if s.run_ended_inside == s.seeds else _sec(s.after, interval=False)
         rows.append([f"{s.label} @{_at(s.at_s).replace(' ', '')}", s.optimizer, _sec(s.before, interval=False),
-                     _sec(s.during, interval=False), _sec(s.after, interval=False), _sec(s.lost, sign=True),
-                     _pct(s.lost_pct)])
+                     _sec(s.during, interval=False), after, _sec(s.lost, sign=True), _pct(s.lost_pct)])
     return ["event", "run", "before", "during", "after", "lost", "%"], rows
 
 
@@ -133,6 +133,10 @@ def loss_sentences(analysis: EventsAnalysis) -> list[str]:
                     + (f" ({pct} over their windows)" if pct else ""))
             if big is not None and big.lost is not None and big.lost.mean > 0:
                 text += f"; the most, {_sec(big.lost)} ({_pct(big.lost_pct)}), to {big.label} at {_at(big.at_s)}"
+        ended = [s for s in analysis.summaries if s.optimizer == lo.optimizer and s.run_ended_inside]
+        if ended:
+            text += f"; its run ended during {ended[0].label} at {_at(ended[0].at_s)}" + (
+                f" (in {ended[0].run_ended_inside} of {ended[0].seeds} seeds)" if ended[0].seeds > 1 else "")
         out.append(text + seeds + ".")
     return out
 

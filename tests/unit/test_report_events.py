@@ -274,3 +274,17 @@ def test_a_damaged_events_file_is_a_note_not_a_crash(tmp_path):
     (run / "events.parquet").write_bytes(b"not parquet")
     section = events_section(_load(run))
     assert section is not None and "events.parquet could not be read" in section.blocks[0].text
+
+
+def test_a_run_that_a_long_outage_ended_says_so(tmp_path):
+    from harness.report.events_section import events_section
+
+    events = [{"optimizer": "adamw", "t_s": 2.0, "until_s": 602.0, "step": 20, "kind": "outage", "field": "down",
+               "requested": "10min"}]
+    run = _load(make_timed_run(tmp_path, step_times={"adamw": [0.1] * 20 + [3.0]}, events=events))
+    (s,) = run.events.summaries
+    assert s.run_ended_inside == 1
+    section = events_section(run)
+    assert "its run ended during outage 10min at 2 s" in section.blocks[0].text
+    rows = next(b.rows for b in section.blocks if getattr(b, "headers", [None])[0] == "event")
+    assert rows[0][4] == "run ended"
