@@ -9,8 +9,10 @@ Definitions (docs/reports.md says the same for readers):
   kind and `scheduled_s` (a schedule step that changes rate and loss on four nodes is one change). Trace rows
   are not changes: they are drawn as a rate line and summarised per link.
 - Its *during* window runs on the wall clock from when it took effect (the earliest `time`) to the end of
-  its window (`until_s`, an outage's or straggler's) or, without one, to the next change of that run (a
-  restore included), or to the run's last step.
+  its window (`until_s`, an outage's or straggler's) or, without one, to the next schedule or compute
+  change on the same link or worker (node "*" is every node, direction "both" both; an outage without
+  `until_s` ends at its restore), or to the run's last step. So a 1 Mbit window from 30 s to 60 s is one
+  window even with an outage inside it (which has its own row; the optimizer's total counts it once).
 - *before* is the same length just before it, cut where an earlier change took hold (its start, or the
   end of its `until_s` window when that ended before this change); *after* is the same length just after
   the window, cut at the next change that starts after the window ends (restores do not cut it: they are
@@ -56,6 +58,19 @@ class Change:
     until: float | None  # epoch end of its own window (until_s), None when open-ended
     t_s: float  # seconds since the run's first step
     rows: int = 1
+    targets: frozenset = frozenset()  # (node, direction) pairs it touched; ("node2", "compute") for a straggler
+
+    def touches(self, other: Change) -> bool:
+        """Whether the two changes touched one link (or one worker's speed): "*" is every node, "both" both
+        directions."""
+        def same(a, b) -> bool:
+            (n1, d1), (n2, d2) = a, b
+            node = n1 == n2 or "*" in (n1, n2)
+            if "compute" in (d1, d2):
+                return node and d1 == d2
+            return node and (d1 == d2 or "both" in (d1, d2) or "" in (d1, d2))
+
+        return any(same(a, b) for a in self.targets for b in other.targets)
 
 
 @dataclass(frozen=True)
@@ -280,7 +295,10 @@ def _changes(ev: pd.DataFrame, optimizer: str, seed: int | None, first_start: fl
                           label=_group_label(g, with_node or (g["kind"] == "compute").all()),
                           start=float(g["at"].min()),
                           until=float(ends.max()) if len(ends) else None,
-                          t_s=float(t_s.min()) if len(t_s) else float(g["at"].min() - first_start), rows=len(g)))
+                          t_s=float(t_s.min()) if len(t_s) else float(g["at"].min() - first_start), rows=len(g),
+                          targets=frozenset((text_of(r["node"]) or "*",
+                                             "compute" if r["kind"] == "compute" else text_of(r["direction"]))
+                                            for _, r in g.iterrows())))
     return out
 
 
@@ -290,7 +308,10 @@ def _impacts(spans: pd.DataFrame, changes: list[Change]) -> list[Impact]:
     pace = window(spans, run_start, first).mean_step_s
     out = []
     for i, c in enumerate(changes):
-        later = [d.start for d in changes[i + 1:] if d.start > c.start]
+        # Open-ended: until the same link (or worker) changes state again; an outage without until_s, until
+        # anything on it changes (its restore).
+        ends = ("restore", "schedule", "compute") if c.kind == "outage" else ("schedule", "compute")
+        later = [d.start for d in changes[i + 1:] if d.start > c.start and d.kind in ends and d.touches(c)]
         end = c.until if c.until is not None else (min(later) if later else run_end)
         end = max(end, c.start)
         length = end - c.start

@@ -142,7 +142,8 @@ def loss_sentences(analysis: EventsAnalysis) -> list[str]:
 
 
 WINDOWS_NOTE = ("Mean step time (slowest worker) in three windows per event: during runs from when the change took "
-                "effect to the end of its window (an outage's or straggler's) or to the next event; before and "
+                "effect to the end of its window (an outage's or straggler's) or until the same link or worker "
+                "changes again; before and "
                 "after are as long, just before and just after it, cut at other events and the run's ends. A step "
                 "counts by the fraction of it inside a window; step 0 is left out. Lost (mean over seeds, with its interval) is the extra training "
                 "seconds during the window over the same steps at the run's pace before its first event; % is "

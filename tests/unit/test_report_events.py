@@ -75,6 +75,23 @@ def test_an_outage_window_ends_at_until_s_and_restores_get_no_row(tmp_path):
     assert imp.after.steps == pytest.approx(20, rel=1e-4)  # only 2 s of run left after it
 
 
+def test_an_outage_inside_a_slow_window_has_its_own_row_and_is_counted_once(tmp_path):
+    events = _schedule("adamw")
+    events.insert(1, {"optimizer": "adamw", "t_s": 5.1, "until_s": 6.1, "step": 24, "kind": "outage",
+                      "field": "down", "requested": "1s"})
+    # another node's change inside the window does not end it either
+    events.insert(2, {"optimizer": "adamw", "t_s": 8.1, "step": 27, "node": "node2", "kind": "schedule",
+                      "field": "loss", "requested": "1%"})
+    a = _load(make_timed_run(tmp_path, step_times={"adamw": SLOW_WINDOW}, events=events)).events
+    slow, outage = _summary(a, "adamw", 0), _summary(a, "adamw", 1)
+    assert slow.label == "node1 up 1Mbit"
+    imp = next(i for i in a.impacts if i.change.index == 0)
+    assert (imp.during.start, imp.during.end) == pytest.approx((imp.change.start, imp.change.start + 10.0))
+    assert slow.during.mean == pytest.approx(1.0, rel=1e-4) and slow.lost.mean == pytest.approx(9.0, rel=1e-4)
+    assert outage.before.mean == pytest.approx(1.0, rel=1e-4) and outage.lost.mean == pytest.approx(0.9, rel=1e-4)
+    assert a.losses[0].lost.mean == pytest.approx(9.0, rel=1e-3)  # not 9.9: the outage's second counted once
+
+
 def test_a_step_straddling_a_window_counts_by_its_fraction_inside():
     from harness.report.events import window
 
