@@ -27,7 +27,8 @@ def _fmt_s(v: float) -> str:
 def _sec(v: Estimate | None, sign: bool = False, interval: bool = True) -> str:
     if v is None:
         return "-"
-    text = ("+" if sign and v.mean > 0 else "") + _fmt_s(v.mean)
+    mean = 0.0 if sign and abs(v.mean) < 5e-4 else v.mean  # a lost or gained microsecond is clock rounding
+    text = ("+" if sign and mean > 0 else "") + _fmt_s(mean)
     # An interval below 1% of the mean (or 1 ms) is clock rounding, not spread between seeds.
     if interval and v.half and v.half >= max(0.01 * abs(v.mean), 1e-3):
         text += f" ±{_fmt_s(v.half)}"
@@ -35,7 +36,7 @@ def _sec(v: Estimate | None, sign: bool = False, interval: bool = True) -> str:
 
 
 def _pct(v: Estimate | None) -> str:
-    return "-" if v is None else f"{v.mean:+.0f}%" + (f" ±{v.half:.0f}" if v.half and v.half >= 0.5 else "")
+    return "-" if v is None else f"{round(v.mean):+d}%" + (f" ±{v.half:.0f}" if v.half and v.half >= 0.5 else "")
 
 
 def _at(t_s: float) -> str:
@@ -124,7 +125,7 @@ def loss_sentences(analysis: EventsAnalysis) -> list[str]:
         seeds = f"; means of {lo.lost.n} seeds" if lo.lost.n > 1 else ""
         noise = " (within noise)" if lo.lost.n > 1 and lo.lost.lo <= 0 <= lo.lost.hi else ""
         if lo.lost.mean <= 0:
-            text = (f"{lo.optimizer} lost no time to {what}{noise}: {_sec(lo.lost)}"
+            text = (f"{lo.optimizer} lost no time to {what}{noise}: {_sec(lo.lost, sign=True)}"
                     + (f", {pct}" if pct else "") + " against its pre-event pace")
         elif one:
             text = f"{lo.optimizer} lost {_sec(lo.lost)}" + (f" ({pct})" if pct else "") + f"{noise} to {what}"

@@ -93,7 +93,9 @@ def _event_marks(ax, run: LoadedRun, order: list[str]) -> int:
                 labelled.append((m.label, m.x0))
                 ax.annotate(m.label, (m.x0, 0.98), xycoords=("data", "axes fraction"), rotation=90, ha="right",
                             va="top", fontsize=7, color="#333333", xytext=(-1, 0), textcoords="offset points",
-                            gid="event-label")
+                            gid="event-label", zorder=6,  # above a legend that happens to cover it
+                            bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none",
+                                  "alpha": 0.7})
     return n
 
 
@@ -400,8 +402,8 @@ def step_time_vs_time(run: LoadedRun, out: Path) -> Figure | None:
         ax.set_yscale("log")  # AdamW's seconds and DisTrO's milliseconds on one axis
     ax.set(title="Step time against wall-clock time, network events marked",
            xlabel="wall-clock time since the optimizer's first step (s)", ylabel="seconds per step (slowest worker)")
-    if ax.get_lines():
-        ax.legend(title="optimizer", loc="upper left")
+    if ax.get_lines():  # outside the axes: the events' labels run along the top inside
+        ax.legend(title="optimizer", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     n_marks = _event_marks(ax, run, list(frames))
     traced = _trace_line(ax, run, list(frames))
     path = out / "step_time_vs_time.png"
