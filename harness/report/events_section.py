@@ -52,23 +52,35 @@ def _first_seeds(df: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(keep) if keep else df
 
 
+def _nodes_cell(nodes: list[str]) -> str:
+    nodes = list(dict.fromkeys(n or "-" for n in nodes))
+    return ",".join(nodes) if len(nodes) <= 2 else f"{len(nodes)} nodes"
+
+
 def events_table(analysis: EventsAnalysis) -> tuple[list[str], list[list[str]], list[str]]:
-    """(headers, rows, notes): the marked events of each optimizer's first seed in time order."""
-    m = analysis.marked
+    """(headers, rows, notes): the marked events of each optimizer's first seed in time order; rows that
+    made the same change at the same due time on several nodes are one row ("4 nodes", the latest lateness,
+    every distinct read-back value)."""
+    m = analysis.marked.copy()
     several = m["seed"].nunique() > 1
-    shown = _first_seeds(m).sort_values(["optimizer", "t_s"], kind="stable")
+    shown = _first_seeds(m)
+    shown["label"] = [row_label(r) for _, r in shown.iterrows()]
+    shown["due"] = shown["scheduled_s"].where(shown["scheduled_s"].notna(), shown["t_s"]).round(3)
+    shown["late"] = shown["t_s"] - shown["scheduled_s"]
+    groups = sorted((g for _, g in shown.groupby(["optimizer", "kind", "due", "label"], sort=False, dropna=False)),
+                    key=lambda g: (str(g["optimizer"].iloc[0]), float(g["t_s"].min())))
     rows = []
-    for _, r in shown.head(MAX_TABLE_ROWS).iterrows():
-        late = float_of(r["t_s"]) - float_of(r["scheduled_s"]) if float_of(r["t_s"]) is not None and float_of(r["scheduled_s"]) is not None else None
-        verified = text_of(r["verified"]) or "-"
-        if not pd.isna(r["ok"]) and not bool(r["ok"]):
+    for g in groups[:MAX_TABLE_ROWS]:
+        t_s, late, step = g["t_s"].dropna(), g["late"].dropna(), g["step"].dropna()
+        verified = ", ".join(dict.fromkeys(text_of(v) or "-" for v in g["verified"]))
+        if (g["ok"] == False).any():  # noqa: E712 (a nullable boolean column)
             verified += " (mismatch)"
-        rows.append([str(r["optimizer"]), f"{float_of(r['t_s']):.1f} s" if float_of(r["t_s"]) is not None else "-",
-                     "-" if pd.isna(r["step"]) else str(int(r["step"])), text_of(r["node"]) or "-", row_label(r),
-                     verified, _ms(late)])
+        rows.append([str(g["optimizer"].iloc[0]), f"{t_s.min():.1f} s" if len(t_s) else "-",
+                     str(int(step.min())) if len(step) else "-", _nodes_cell([text_of(n) for n in g["node"]]),
+                     str(g["label"].iloc[0]), verified, _ms(late.max() if len(late) else None)])
     notes = []
-    if len(shown) > MAX_TABLE_ROWS:
-        notes.append(f"The first {MAX_TABLE_ROWS} of {len(shown)} rows are shown; all are in events.parquet.")
+    if len(groups) > MAX_TABLE_ROWS:
+        notes.append(f"The first {MAX_TABLE_ROWS} of {len(groups)} changes are shown; all are in events.parquet.")
     if several:
         late = (m["t_s"] - m["scheduled_s"]).dropna()
         bad = int((m["ok"] == False).sum())  # noqa: E712 (a nullable boolean column)

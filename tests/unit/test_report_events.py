@@ -140,6 +140,17 @@ def test_simultaneous_rows_are_one_change_named_by_their_nodes(tmp_path):
     assert run.events.changes[0].label == "2 nodes up 1Mbit" and run.events.changes[0].rows == 2
 
 
+def test_the_same_change_on_several_nodes_is_one_table_row(tmp_path):
+    from harness.report.events_section import events_table
+
+    events = [{**_schedule("adamw")[0], "node": f"node{n}", "t_s": 2.1 + 0.01 * n, "scheduled_s": 2.1}
+              for n in range(4)]
+    events[3]["verified"], events[3]["ok"] = "2Mbit", False
+    a = _load(make_timed_run(tmp_path, step_times={"adamw": SLOW_WINDOW}, events=events)).events
+    _, rows, _ = events_table(a)
+    assert rows == [["adamw", "2.1 s", "21", "4 nodes", "up 1Mbit", "1Mbit, 2Mbit (mismatch)", "30 ms"]]
+
+
 def test_fields_changed_together_are_one_change(tmp_path):
     rate = _schedule("adamw")[0]
     loss = {**rate, "field": "loss", "requested": "5%"}
