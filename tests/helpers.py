@@ -167,7 +167,8 @@ def make_timed_run(root: Path, name: str = "timed", *, step_times: dict[str, lis
                         "type": "step", "optimizer": opt, "seed": seed, "rank": r, "step": step, "loss": loss,
                         "val_loss": loss + 0.05 if step % 5 == 4 else None, "lr": 1e-3, "step_time_s": dur,
                         "data_s": 0.0, "compute_s": dur / 2, "stretch_s": 0.0, "compress_s": 0.0, "comm_s": dur / 2,
-                        "apply_s": 0.0, "t_start": t, "t_ready": t + dur / 2, "train_time_s": t + dur - timed_start(oi, seed, seeds),
+                        "apply_s": 0.0, "t_start": t, "t_ready": t + dur / 2,
+                        "train_time_s": t + dur - timed_start(oi, seed, seeds),
                         "payload_tx_bytes": 1000, "payload_rx_bytes": 1000, "collectives": 1, "tokens": 512})
                 t += dur
             ends += [{"type": "end", "optimizer": opt, "seed": seed, "rank": r, "param_checksum": f"{opt}-sum"}

@@ -192,7 +192,8 @@ def _secs(v: float) -> str:
 
 def row_label(r: pd.Series | dict) -> str:
     """A short label for one event row: "up 1Mbit", "up loss 5%", "outage 5s", "compute 0.25x", "restored"."""
-    kind, fld, req, direction = text_of(r.get("kind")), text_of(r.get("field")), text_of(r.get("requested")), text_of(r.get("direction"))
+    kind, fld = text_of(r.get("kind")), text_of(r.get("field"))
+    req, direction = text_of(r.get("requested")), text_of(r.get("direction"))
     if kind == "outage":  # as the scenario wrote it; else the window it was due to last
         due, until = float_of(r.get("scheduled_s")), float_of(r.get("until_s"))
         if due is None:

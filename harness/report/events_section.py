@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 
-from harness.report.events import Estimate, EventsAnalysis, float_of, row_label, text_of
+from harness.report.events import Estimate, EventsAnalysis, row_label, text_of
 
 MAX_TABLE_ROWS = 40
 
@@ -107,7 +107,8 @@ def trace_lines(analysis: EventsAnalysis) -> list[str]:
         late = (g["t_s"] - g["scheduled_s"]).dropna()
         runs = g.groupby(["optimizer", "seed"], dropna=False).ngroups
         span = (f", between {fmt_rate(min(rates))} and {fmt_rate(max(rates))}" if rates else "")
-        out.append(f"{text_of(node)} {text_of(direction)} followed a recorded trace: {len(g) // max(runs, 1)} rate changes per "
+        out.append(f"{text_of(node)} {text_of(direction)} followed a recorded trace: {len(g) // max(runs, 1)} rate "
+                   "changes per "
                    f"run{span}; applied a median {_ms(late.median() if len(late) else None)} and at most "
                    f"{_ms(late.max() if len(late) else None)} late; {int((g['ok'] == False).sum())} "  # noqa: E712
                    "not matching on read-back.")
@@ -158,7 +159,8 @@ WINDOWS_NOTE = ("Mean step time (slowest worker) in three windows per event: dur
                 "effect to the end of its window (an outage's or straggler's) or until the same link or worker "
                 "changes again; before and "
                 "after are as long, just before and just after it, cut at other events and the run's ends. A step "
-                "counts by the fraction of it inside a window; step 0 is left out. Lost (mean over seeds, with its interval) is the extra training "
+                "counts by the fraction of it inside a window; step 0 is left out. Lost (mean over seeds, with its "
+                "interval) is the extra training "
                 "seconds during the window over the same steps at the run's pace before its first event; % is "
                 "that over the time those steps would have taken. Evaluations are not counted.")
 
@@ -182,7 +184,7 @@ def events_section(run):
     if analysis.summaries:
         headers, rows = impact_table(analysis)
         blocks.append(Para("Step-time impact per event and optimizer. " + WINDOWS_NOTE
-                           + (" ± is a 95% Student-t interval over seeds." if any(s.seeds > 1 for s in analysis.summaries)
-                              else "")))
+                           + (" ± is a 95% Student-t interval over seeds."
+                              if any(s.seeds > 1 for s in analysis.summaries) else "")))
         blocks.append(Table(headers, rows, numeric=[False, False, True, True, True, True, True]))
     return Section("Network events", blocks)
