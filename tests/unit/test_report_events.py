@@ -316,3 +316,19 @@ def test_a_run_that_a_long_outage_ended_says_so(tmp_path):
     assert "its run ended during outage 10min at 2 s" in section.blocks[0].text
     rows = next(b.rows for b in section.blocks if getattr(b, "headers", [None])[0] == "event")
     assert rows[0][4] == "run ended"
+
+
+def test_run_command_ends_with_what_each_optimizer_lost(tmp_path, cli, monkeypatch):
+    from harness import api
+    from harness.runner import RunResult
+
+    run = make_timed_run(tmp_path, step_times={"adamw": [0.1] * 20 + [1.0] * 5 + [0.1] * 20},
+                         events=_outage("adamw"))
+    loaded = api.load_run(run)
+    monkeypatch.setattr(api, "run", lambda *a, **k: RunResult(run, "complete", loaded.summary))
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("name: x\n")
+    r = cli("run", scenario)
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert "adamw lost 4.5 s (+900%) to outage 5s at 2 s." in lines and lines[-1] == str(run)
