@@ -46,7 +46,7 @@ def _at(t_s: float) -> str:
 def _first_seeds(df: pd.DataFrame) -> pd.DataFrame:
     """Each optimizer's rows of its lowest seed (rows without a seed kept)."""
     keep = []
-    for _, g in df.groupby("optimizer", sort=False):
+    for _, g in df.groupby("optimizer", sort=False, dropna=False):
         seeds = g["seed"].dropna()
         keep.append(g if not len(seeds) else g[g["seed"].isna() | (g["seed"] == seeds.min())])
     return pd.concat(keep) if keep else df
@@ -68,14 +68,14 @@ def events_table(analysis: EventsAnalysis) -> tuple[list[str], list[list[str]], 
     shown["due"] = shown["scheduled_s"].where(shown["scheduled_s"].notna(), shown["t_s"]).round(3)
     shown["late"] = shown["t_s"] - shown["scheduled_s"]
     groups = sorted((g for _, g in shown.groupby(["optimizer", "kind", "due", "label"], sort=False, dropna=False)),
-                    key=lambda g: (str(g["optimizer"].iloc[0]), float(g["t_s"].min())))
+                    key=lambda g: (text_of(g["optimizer"].iloc[0]), float(g["t_s"].min())))
     rows = []
     for g in groups[:MAX_TABLE_ROWS]:
         t_s, late, step = g["t_s"].dropna(), g["late"].dropna(), g["step"].dropna()
         verified = ", ".join(dict.fromkeys(text_of(v) or "-" for v in g["verified"]))
         if (g["ok"] == False).any():  # noqa: E712 (a nullable boolean column)
             verified += " (mismatch)"
-        rows.append([str(g["optimizer"].iloc[0]), f"{t_s.min():.1f} s" if len(t_s) else "-",
+        rows.append([text_of(g["optimizer"].iloc[0]) or "-", f"{t_s.min():.1f} s" if len(t_s) else "-",
                      str(int(step.min())) if len(step) else "-", _nodes_cell([text_of(n) for n in g["node"]]),
                      str(g["label"].iloc[0]), verified, _ms(late.max() if len(late) else None)])
     notes = []

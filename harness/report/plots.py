@@ -70,12 +70,12 @@ EVENT_LINE = {"linestyle": (0, (2, 2)), "linewidth": 0.9, "alpha": 0.85}
 def _event_marks(ax, run: LoadedRun, order: list[str]) -> int:
     """Each optimizer's changes on `ax` (training clock): a dashed line, or a shaded span for a window with
     an end (an outage, a straggler), in the optimizer's colour; each label once per place. Returns how many."""
-    analysis = run.events
-    if analysis.empty or not analysis.changes:
+    ev = run.events
+    if ev.empty or not ev.changes:
         return 0
     from harness.report.events import marks
 
-    placed = marks(analysis, run.data.metrics)
+    placed = marks(ev, run.data.metrics)
     xs = [m.x0 for ms in placed.values() for m in ms] + [m.x1 for ms in placed.values() for m in ms if m.x1]
     lo, hi = ax.get_xlim()
     tol = 0.01 * max(hi - lo, max(xs, default=0) - min(xs, default=0), 1e-9)
@@ -102,13 +102,13 @@ def _event_marks(ax, run: LoadedRun, order: list[str]) -> int:
 def _trace_line(ax, run: LoadedRun, order: list[str]) -> bool:
     """The rate a trace-driven link followed, on a secondary axis (a trace changes every ~100 ms: a line,
     not marks); the first optimizer with trace rows, on its clock."""
-    analysis = run.events
-    if analysis.empty or not len(analysis.trace):
+    ev = run.events
+    if ev.empty or not len(ev.trace):
         return False
     from harness.report.events import trace_rates
 
     for name in order:
-        rates = trace_rates(analysis, run.data.metrics, name)
+        rates = trace_rates(ev, run.data.metrics, name)
         if rates:
             break
     else:
