@@ -486,3 +486,42 @@ def trace_rates(analysis: EventsAnalysis, metrics: pd.DataFrame, optimizer: str)
         if len(frame):
             out[f"{text_of(node)} {text_of(direction)}".strip()] = frame
     return out
+
+
+# ---- against a run without events (a comparison of run folders) ---------------------------------------------
+
+@dataclass(frozen=True)
+class AgainstUnchanged:
+    """One optimizer in a run with network events against the same optimizer in a run without them
+    (each run's curve the mean over its seeds)."""
+
+    optimizer: str
+    steps: int  # steps both runs made
+    extra_s: float  # training seconds the eventful run needed more for those steps
+    extra_pct: float | None
+    at_s: float | None  # equal training time: the earlier of the two runs' last evaluations
+    val_with: float | None  # validation loss there (interpolated between evaluations), with the events
+    val_without: float | None
+
+
+def against_unchanged(with_events: pd.DataFrame, without: pd.DataFrame, optimizers: list[str]) -> list[AgainstUnchanged]:
+    """Per optimizer both metrics frames have: the time the events cost at equal steps and the validation
+    loss at equal time."""
+    from harness.fair import evaluations, value_at
+    from harness.report.analysis import per_step
+
+    out = []
+    for name in optimizers:
+        a = per_step(with_events[with_events["optimizer"] == name])
+        b = per_step(without[without["optimizer"] == name])
+        if not len(a) or not len(b):
+            continue
+        steps = int(min(a["step"].max(), b["step"].max()))
+        ta = float(a.loc[a["step"] == steps, "elapsed_s"].iloc[0])
+        tb = float(b.loc[b["step"] == steps, "elapsed_s"].iloc[0])
+        ends = [evaluations(c)["elapsed_s"].max() for c in (a, b)]  # the last evaluation of each
+        at = float(min(ends)) if all(pd.notna(e) for e in ends) else None
+        out.append(AgainstUnchanged(name, steps + 1, ta - tb, 100 * (ta - tb) / tb if tb > 0 else None, at,
+                                    value_at(a, "elapsed_s", at) if at is not None else None,
+                                    value_at(b, "elapsed_s", at) if at is not None else None))
+    return out

@@ -18,7 +18,7 @@ def _ms(v: float | None) -> str:
     return "-" if v is None or math.isnan(v) else f"{v * 1e3:.0f} ms"
 
 
-def _fmt_s(v: float) -> str:
+def fmt_secs(v: float) -> str:
     from harness.format import fmt_seconds
 
     return fmt_seconds(float(f"{v:.3g}"))  # rounded first: 0.99996 is "1 s", not "1e+03 ms"
@@ -28,10 +28,10 @@ def _sec(v: Estimate | None, sign: bool = False, interval: bool = True) -> str:
     if v is None:
         return "-"
     mean = 0.0 if sign and abs(v.mean) < 5e-4 else v.mean  # a lost or gained microsecond is clock rounding
-    text = ("+" if sign and mean > 0 else "") + _fmt_s(mean)
+    text = ("+" if sign and mean > 0 else "") + fmt_secs(mean)
     # An interval below 1% of the mean (or 1 ms) is clock rounding, not spread between seeds.
     if interval and v.half and v.half >= max(0.01 * abs(v.mean), 1e-3):
-        text += f" ±{_fmt_s(v.half)}"
+        text += f" ±{fmt_secs(v.half)}"
     return text
 
 

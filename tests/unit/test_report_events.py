@@ -332,3 +332,19 @@ def test_run_command_ends_with_what_each_optimizer_lost(tmp_path, cli, monkeypat
     assert r.exit_code == 0, r.output
     lines = r.output.splitlines()
     assert "adamw lost 4.5 s (+900%) to outage 5s at 2 s." in lines and lines[-1] == str(run)
+
+
+def test_a_comparison_measures_the_events_against_a_run_without_them(tmp_path):
+    from harness.report.compare import write_comparison
+    from harness.report.events import against_unchanged
+
+    plain = make_timed_run(tmp_path, "plain", step_times={"adamw": [0.1] * 51})
+    marked = make_timed_run(tmp_path, "marked", step_times={"adamw": SLOW_WINDOW}, events=_schedule("adamw"))
+    (f,) = against_unchanged(_load(marked).data.metrics, _load(plain).data.metrics, ["adamw"])
+    assert f.steps == 51 and f.extra_s == pytest.approx(9.0, rel=1e-4)
+    assert f.extra_pct == pytest.approx(9.0 / 5.1 * 100, rel=1e-3)
+    assert f.at_s == pytest.approx(5.0, rel=1e-4)  # plain's last evaluation (step 49)
+    assert f.val_with > f.val_without  # at equal time the slowed run has made fewer steps
+    md = write_comparison([plain, marked], tmp_path / "cmp")[0].read_text()
+    assert "## Network events: R2 synth against R1 synth" in md
+    assert "| adamw | 51 | +9 s | +176% | 5 s |" in md
