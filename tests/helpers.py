@@ -142,3 +142,55 @@ def netns_host():
     if not caps.rate_shaping:
         pytest.skip("this kernel has no tbf qdisc")
     return caps
+
+
+def make_timed_run(root: Path, name: str = "timed", *, step_times: dict[str, list], seeds: int = 1,
+                   ranks: int = 2, events: list[dict] | None = None) -> Path:
+    """A run folder (make_run's scaffolding) whose steps take exactly `step_times[optimizer]` seconds (a list
+    for every seed, or one list per seed), back to back from `timed_start(...)`, and `events` in
+    events.parquet (written by harness/events.py). An event's `time` defaults to its run's first step +
+    `t_s`, `scheduled_s` to `t_s`, `seed` to 0."""
+    from harness.events import write_events
+
+    names = list(step_times)
+    run = make_run(root, name, optimizers={n: DEFAULT_OPTS.get(n, (1_000, 1_000, 2.5, 0.1)) for n in names},
+                   ranks=ranks, steps=20)
+    records, ends = [], []
+    for oi, opt in enumerate(names):
+        for seed in range(seeds):
+            t = timed_start(oi, seed, seeds)
+            times = step_times[opt][seed] if isinstance(step_times[opt][0], list) else step_times[opt]
+            for step, dur in enumerate(times):
+                loss = 2.5 + 3.0 * math.exp(-step / 4)
+                for r in range(ranks):
+                    records.append({
+                        "type": "step", "optimizer": opt, "seed": seed, "rank": r, "step": step, "loss": loss,
+                        "val_loss": loss + 0.05 if step % 5 == 4 else None, "lr": 1e-3, "step_time_s": dur,
+                        "data_s": 0.0, "compute_s": dur / 2, "stretch_s": 0.0, "compress_s": 0.0, "comm_s": dur / 2,
+                        "apply_s": 0.0, "t_start": t, "t_ready": t + dur / 2,
+                        "train_time_s": t + dur - timed_start(oi, seed, seeds),
+                        "payload_tx_bytes": 1000, "payload_rx_bytes": 1000, "collectives": 1, "tokens": 512})
+                t += dur
+            ends += [{"type": "end", "optimizer": opt, "seed": seed, "rank": r, "param_checksum": f"{opt}-sum"}
+                     for r in range(ranks)]
+    df = metrics.records_to_frame(records)
+    summary = {"schema_version": 1, "run": {"scenario": "synth", "backend": "netns", "state": "complete",
+                                            "world_size": ranks},
+               "baseline": names[0], "optimizers": metrics.summarize(df, ends, names[0])}
+    atomic_write_parquet(run / "metrics.parquet", df)
+    atomic_write_json(run / "summary.json", summary)
+    if events is not None:
+        rows = []
+        for e in events:
+            oi = names.index(e["optimizer"])
+            row = {"seed": 0, "node": "node1", "direction": "up", "ok": True, "verified": e.get("requested"), **e}
+            row.setdefault("scheduled_s", row["t_s"])
+            row.setdefault("time", timed_start(oi, row["seed"], seeds) + row["t_s"])
+            rows.append(row)
+        write_events(run, rows)
+    return run
+
+
+def timed_start(optimizer_index: int, seed: int, seeds: int) -> float:
+    """Epoch second at which make_timed_run's run of that optimizer and seed takes its first step."""
+    return 1_800_000_000.0 + 10_000.0 * (optimizer_index * seeds + seed)

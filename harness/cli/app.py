@@ -113,6 +113,12 @@ def run(
         console.print(line, markup=False)
     for line in result.summary.verdicts():
         console.print(line, markup=False, soft_wrap=True)
+    if (Path(result.run_dir) / "events.parquet").is_file():  # issue 18: what the network's changes cost each
+        from harness.report.events_section import loss_sentences
+        from harness.report.load import load_for_report
+
+        for line in loss_sentences(load_for_report(result.run_dir).events):
+            console.print(line, markup=False)
     console.print(str(result.run_dir), markup=False, soft_wrap=True)
 
 

@@ -38,6 +38,11 @@ def report(
         return
     for p in files.plots:
         console.print(f"  {p}", markup=False, soft_wrap=True)
+    if run is not None:  # a run whose network changed: what each optimizer lost to it (wrapped at 80 columns)
+        from harness.report.events_section import loss_sentences
+
+        for line in loss_sentences(run._loaded.events):
+            console.print(line, markup=False)
     console.print(f"Markdown: {files.markdown}", markup=False, soft_wrap=True)
     console.print(str(files.html), markup=False, soft_wrap=True)
 

@@ -103,6 +103,13 @@ def build_document(runs: list[LoadedRun], plots_dir: Path) -> Document:
         if note := r.state_note():
             banners.append(Banner("error", f"{lab} ({r.data.name}): {note}"))
         banners += [Banner("warn", f"{lab}: {n}") for n in r.notes]
+        if r.events.changes or len(r.events.trace):  # issue 18: a changing network is part of its figures
+            first = min(r.events.changes, key=lambda c: c.start, default=None)
+            what = f"{len({c.index for c in r.events.changes})} network event(s), the first {first.label} at " \
+                   f"{first.t_s:.0f} s" if first else "a link that followed a recorded trace"
+            banners.append(Banner("info", f"{lab} ({r.data.name}): its network changed while it trained ({what}); its "
+                                          "step times and losses include that (its own report's Network events "
+                                          "section gives the impact)."))
 
     run_rows = []
     for lab, r in zip(labels, runs):
@@ -158,10 +165,43 @@ def build_document(runs: list[LoadedRun], plots_dir: Path) -> Document:
                      "when it exceeds the step-to-step noise (Welch t-test, 95%); otherwise it is 'not significant'. "
                      f"Bytes are {basis} bytes per worker per step, sent + received; step 0 is excluded."),
             ]),
+            *_events_sections(runs, labels),
             Section("Plots", figures),
             Section("Run folders", [Bullets([f"{lab}: {r.data.path}" for lab, r in zip(labels, runs)])]),
         ],
     )
+
+
+def _events_sections(runs: list[LoadedRun], labels: list[str]) -> list[Section]:
+    """Issue 18: each run whose network changed against the first run in the list without changes: the
+    seconds the events cost at equal steps, and the validation loss at equal time."""
+    from harness.report.events import against_unchanged
+    from harness.report.events_section import fmt_secs
+
+    plain = next(((lab, r) for lab, r in zip(labels, runs) if r.events.empty), None)
+    if plain is None:
+        return []
+    out = []
+    for lab, r in zip(labels, runs):
+        if r.events.empty:
+            continue
+        common = [o for o in r.optimizers if o in plain[1].optimizers]
+        found = against_unchanged(r.data.metrics, plain[1].data.metrics, common)
+        if not found:
+            continue
+        extra = [f.extra_s if abs(f.extra_s) >= 5e-4 else 0.0 for f in found]  # microseconds: clock rounding
+        rows = [[f.optimizer, str(f.steps), ("+" if x > 0 else "") + fmt_secs(x),
+                 "n/a" if f.extra_pct is None else f"{round(f.extra_pct):+d}%",
+                 "n/a" if f.at_s is None else fmt_secs(f.at_s),
+                 fmt(f.val_with, ".4f"), fmt(f.val_without, ".4f")] for f, x in zip(found, extra)]
+        out.append(Section(f"Network events: {lab} against {plain[0]}", [
+            Para(f"{lab} had network events and {plain[0]} did not. Extra: the training seconds {lab} needed more for "
+                 "the steps both made; val loss at equal time: each run's validation loss at the earlier of their "
+                 "last evaluations (interpolated between evaluations). Means over each run's seeds. The runs "
+                 "differ by more than the events if their scenarios differ otherwise."),
+            Table(["optimizer", "steps", "extra", "%", "at", f"val {lab.split()[0]}", f"val {plain[0].split()[0]}"],
+                  rows, numeric=[False, True, True, True, True, True, True])]))
+    return out
 
 
 def write_comparison(run_dirs: list[Path], out: Path) -> list[Path]:

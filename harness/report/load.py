@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from harness.errors import InputError
@@ -43,6 +44,13 @@ class LoadedRun:
     @property
     def baseline(self) -> str | None:
         return self.data.summary.get("baseline") or self.data.scenario.get("baseline")
+
+    @cached_property
+    def events(self):
+        """events.parquet joined to the steps (harness/report/events.py); empty for a run without changes."""
+        from harness.report.events import analyze_run
+
+        return analyze_run(self)
 
     def state_note(self) -> str | None:
         if self.state == "complete":

@@ -62,6 +62,84 @@ def _seed_words(frames: dict) -> str:
     return f" Lines are means over {n} seeds; shaded bands are 95% t-intervals." if n > 1 else ""
 
 
+# ---- network events (issue 18): marks on the time axes; nothing is drawn for a run without events ----
+
+EVENT_LINE = {"linestyle": (0, (2, 2)), "linewidth": 0.9, "alpha": 0.85}
+
+
+def _event_marks(ax, run: LoadedRun, order: list[str]) -> int:
+    """Each optimizer's changes on `ax` (training clock): a dashed line, or a shaded span for a window with
+    an end (an outage, a straggler), in the optimizer's colour; each label once per place. Returns how many."""
+    ev = run.events
+    if ev.empty or not ev.changes:
+        return 0
+    from harness.report.events import marks
+
+    placed = marks(ev, run.data.metrics)
+    xs = [m.x0 for ms in placed.values() for m in ms] + [m.x1 for ms in placed.values() for m in ms if m.x1]
+    lo, hi = ax.get_xlim()
+    tol = 0.01 * max(hi - lo, max(xs, default=0) - min(xs, default=0), 1e-9)
+    labelled: list[tuple[str, float]] = []
+    n = 0
+    for name, ms in placed.items():
+        color = series_style(order.index(name) if name in order else 0)["color"]
+        for m in ms:
+            if m.x1 is not None and m.x1 > m.x0:
+                ax.axvspan(m.x0, m.x1, color=color, alpha=0.12, linewidth=0, gid="event-span")
+            else:
+                ax.axvline(m.x0, color=color, gid="event-line", **EVENT_LINE)
+            n += 1
+            if not any(lab == m.label and abs(x - m.x0) <= tol for lab, x in labelled):
+                labelled.append((m.label, m.x0))
+                ax.annotate(m.label, (m.x0, 0.98), xycoords=("data", "axes fraction"), rotation=90, ha="right",
+                            va="top", fontsize=7, color="#333333", xytext=(-1, 0), textcoords="offset points",
+                            gid="event-label", zorder=6,  # above a legend that happens to cover it
+                            bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none",
+                                  "alpha": 0.7})
+    return n
+
+
+def _trace_line(ax, run: LoadedRun, order: list[str]) -> bool:
+    """The rate a trace-driven link followed, on a secondary axis (a trace changes every ~100 ms: a line,
+    not marks); the first optimizer with trace rows, on its clock."""
+    ev = run.events
+    if ev.empty or not len(ev.trace):
+        return False
+    from harness.report.events import trace_rates
+
+    for name in order:
+        rates = trace_rates(ev, run.data.metrics, name)
+        if rates:
+            break
+    else:
+        return False
+    twin = ax.twinx()
+    twin.grid(False)
+    top = 0.0
+    for j, (link, f) in enumerate(list(rates.items())[:4]):
+        twin.step(f["x"], f["rate"] / 1e6, where="post", color="#7f7f7f", linewidth=0.8, alpha=0.7,
+                  linestyle=["-", "--", ":", "-."][j], label=f"{link} rate (trace)", gid="event-trace")
+        top = max(top, float(f["rate"].max()) / 1e6)
+    # The rate keeps to the lower third, behind the curves, which stay readable above it.
+    twin.set_ylim(0, 3 * top or 1.0)
+    twin.set_ylabel("trace rate (Mbit/s)")
+    ax.set_zorder(twin.get_zorder() + 1)
+    ax.patch.set_visible(False)
+    twin.legend(loc="center right", fontsize=7)
+    return True
+
+
+def _events_words(run: LoadedRun, n_marks: int, traced: bool) -> str:
+    words = []
+    if n_marks:
+        words.append(" Dashed lines and shaded spans (in each optimizer's colour) mark network events (a shaded "
+                     "span is a window with an end: an outage or a straggler); see Network events. They sit on "
+                     "this plot's clock, which leaves evaluations out, so a little before the table's t.")
+    if traced:
+        words.append(" The grey line (right axis) is the rate a trace-driven link followed.")
+    return "".join(words)
+
+
 def loss_vs_step(run: LoadedRun, out: Path) -> Figure:
     fig, axes = new_figure(ncols=2, sharey=True)
     train_ax, val_ax = axes[0]
@@ -112,12 +190,14 @@ def loss_vs_time(run: LoadedRun, out: Path) -> Figure:
            ylabel=LOSS_UNIT)
     if ax.get_lines():
         ax.legend()
+    n_marks = _event_marks(ax, run, list(frames))
+    traced = _trace_line(ax, run, list(frames))
     path = out / "loss_vs_time.png"
     save(fig, path)
     return Figure(path, "Loss against wall-clock seconds for each optimizer",
                   "Loss against wall-clock time: lines are training loss, open markers validation loss."
                   + _seed_words(frames) + (" A step's time is the mean over seeds of when it ended." if
-                                           _seed_words(frames) else ""))
+                                           _seed_words(frames) else "") + _events_words(run, n_marks, traced))
 
 
 def bytes_per_step(run: LoadedRun, out: Path) -> Figure:
@@ -301,7 +381,39 @@ def time_to_target(run: LoadedRun, out: Path) -> Figure | None:
                   f"Time to reach the target loss; {explanation}. Whiskers, where shown, are 95% intervals over seeds.")
 
 
-PLOTS = [loss_vs_step, loss_vs_time, bytes_per_step, step_time, per_rank, time_to_target]
+def step_time_vs_time(run: LoadedRun, out: Path) -> Figure | None:
+    """Each step's time (slowest worker) against the training clock, with the network events marked; only
+    for a run with events (a steady run's step time is the breakdown plot's)."""
+    if run.events.empty:
+        return None
+    fig, axes = new_figure()
+    ax = axes[0][0]
+    frames = {n: df for n, df in _frames(run).items() if len(df)}
+    tops, bottoms = [], []
+    for i, (name, df) in enumerate(frames.items()):
+        s = analysis.per_step(analysis.steady(df))
+        st = series_style(i)
+        ax.plot(s["elapsed_s"], s["step_time_s"], drawstyle="steps-pre", label=name, linewidth=1.1,
+                color=st["color"], linestyle=st["linestyle"])
+        if len(s):
+            tops.append(float(s["step_time_s"].max()))
+            bottoms.append(float(s["step_time_s"].min()))
+    if bottoms and min(bottoms) > 0 and max(tops) / min(bottoms) > 20:
+        ax.set_yscale("log")  # AdamW's seconds and DisTrO's milliseconds on one axis
+    ax.set(title="Step time against wall-clock time, network events marked",
+           xlabel="wall-clock time since the optimizer's first step (s)", ylabel="seconds per step (slowest worker)")
+    if ax.get_lines():  # outside the axes: the events' labels run along the top inside
+        ax.legend(title="optimizer", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    n_marks = _event_marks(ax, run, list(frames))
+    traced = _trace_line(ax, run, list(frames))
+    path = out / "step_time_vs_time.png"
+    save(fig, path)
+    return Figure(path, "Step time against wall-clock seconds for each optimizer, with network events marked",
+                  "Step time (slowest worker; step 0 left out) against wall-clock time."
+                  + _seed_words(frames) + _events_words(run, n_marks, traced))
+
+
+PLOTS = [loss_vs_step, loss_vs_time, bytes_per_step, step_time, step_time_vs_time, per_rank, time_to_target]
 
 
 def run_plots(run: LoadedRun, out: Path) -> list[Figure]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.report import describe, markdown, plots, verdict
+from harness.report.events_section import events_section
 from harness.report import html as html_render
 from harness.report.check import measured_text, run_checks
 from harness.report.document import Banner, Document, Para, Section, Table
@@ -93,6 +94,7 @@ def build_document(run: LoadedRun, plots_dir: Path) -> Document:
         *filter(None, [verdict_section(run)]),
         Section("Scenario", describe.scenario_blocks(run)),
         Section("Summary", summary_blocks),
+        *filter(None, [events_section(run)]),
         _checks_section(run),
         Section("Plots", figures or [Para("No plots: no training step was recorded.")]),
         *filter(None, [prediction_section(run)]),
