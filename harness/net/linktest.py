@@ -211,6 +211,10 @@ def fmt_value(v: float | None, unit: str) -> str:
 
 QUICK_SECONDS = 1.0  # measured span of each goodput test, after QUICK_OMIT_S
 QUICK_OMIT_S = 0.5  # slow start and the token bucket's first burst, left out
+QUICK_MAX_SECONDS = 3.0
+# Receivers see data in bursts of up to 64 KB (GRO): a span must hold many of them for a figure within a few
+# percent, so slow links are measured longer (5 Mbit: 1.7 s), up to QUICK_MAX_SECONDS.
+QUICK_MIN_BYTES = 1 << 20
 QUICK_RTT_COUNT = 5
 QUICK_TOOL = "python-tcp goodput, tcp-handshake RTT"
 
@@ -235,6 +239,12 @@ def _concurrently(jobs: dict[str, object]) -> dict[str, object]:
     return out
 
 
+def quick_seconds(rate_bps: float, seconds: float = QUICK_SECONDS) -> float:
+    """How long to measure a direction of `rate_bps`: at least `seconds`, long enough for QUICK_MIN_BYTES,
+    at most QUICK_MAX_SECONDS."""
+    return max(seconds, min(QUICK_MAX_SECONDS, QUICK_MIN_BYTES * 8 / rate_bps))
+
+
 def measure_nodes(targets: list[LinkTarget], far_end: NetnsRef, far_addr: str, *, seconds: float = QUICK_SECONDS,
                   omit_s: float = QUICK_OMIT_S, rtt_count: int = QUICK_RTT_COUNT) -> dict[str, dict]:
     """What each node's link delivers, for environment.json: node name -> {"up": {"rate_bps"}, "down":
@@ -246,9 +256,11 @@ def measure_nodes(targets: list[LinkTarget], far_end: NetnsRef, far_addr: str, *
     out: dict[str, dict] = {t.name: {"up": {}, "down": {}, "tool": QUICK_TOOL, "seconds": seconds,
                                      "concurrent_nodes": len(targets)} for t in targets}
     for direction, reverse in (("up", False), ("down", True)):
-        jobs = {t.name: (lambda t=t: tcpprobe.tcp_goodput(t.ns, far_end, far_addr, seconds=seconds, reverse=reverse,
-                                                          omit_s=omit_s))
-                for t in targets if getattr(t, direction).rate_bps}
+        spans = {t.name: quick_seconds(getattr(t, direction).rate_bps, seconds)
+                 for t in targets if getattr(t, direction).rate_bps}
+        jobs = {t.name: (lambda t=t: tcpprobe.tcp_goodput(t.ns, far_end, far_addr, seconds=spans[t.name],
+                                                          reverse=reverse, omit_s=omit_s))
+                for t in targets if t.name in spans}
         for name, got in _concurrently(jobs).items():
             if isinstance(got, Exception):
                 out[name].setdefault("error", f"{direction} goodput: {type(got).__name__}: {got}")
@@ -256,6 +268,7 @@ def measure_nodes(targets: list[LinkTarget], far_end: NetnsRef, far_addr: str, *
                 out[name].setdefault("error", f"{direction} goodput: no data came through")
             else:
                 out[name][direction]["rate_bps"] = got
+                out[name][direction]["seconds"] = spans[name]
     rtts = _concurrently({t.name: (lambda t=t: tcpprobe.rtt(t.ns, far_end, far_addr, count=rtt_count, interval_s=0.05))
                           for t in targets})
     for name, got in rtts.items():

@@ -184,6 +184,11 @@ def _value(key: str, v) -> str:
     return fmt(v)
 
 
+def _sig3(v):
+    """A measured figure to 3 significant digits (5022902.9 -> 5020000.0): the probe is not finer than that."""
+    return float(f"{v:.3g}") if isinstance(v, float) else v
+
+
 def _cell(conf: dict, appl: dict, meas: dict, key: str, *, applied_known: bool, measured_known: bool) -> str:
     """'configured / applied / measured' for one figure, each '-' where absent."""
     asked = conf.get(key) if conf else None
@@ -191,7 +196,7 @@ def _cell(conf: dict, appl: dict, meas: dict, key: str, *, applied_known: bool, 
     parts = [_value(key, asked) if conf else "-",
              (_value(key, appl.get(key)) if key in appl else "-" if nothing else "not applied") if applied_known
              else "-" if nothing else "not applied",
-             _value(key, meas.get(key)) if measured_known and key in meas else "not measured"]
+             _value(key, _sig3(meas.get(key))) if measured_known and key in meas else "not measured"]
     return " / ".join(parts)
 
 
@@ -345,8 +350,11 @@ def _measurement_words(net: dict) -> str:
         return f"Links were not measured ({info.get('why', 'no reason recorded')})."
     nodes = [n for n in net.get("nodes") or [] if isinstance(n, dict) and isinstance(n.get("measured"), dict)]
     m = nodes[0]["measured"] if nodes else {}
-    words = (f"Measured: rate is TCP goodput ({m.get('tool', 'unknown tool')}) over {fmt(m.get('seconds'))} s per "
-             f"direction, all {m.get('concurrent_nodes', len(nodes))} node(s) at once, in {fmt(info.get('took_s'))} s "
+    spans = sorted({float(n["measured"][d]["seconds"]) for n in nodes for d in _DIRS
+                    if isinstance(n["measured"].get(d), dict) and n["measured"][d].get("seconds")}) or [m.get("seconds")]
+    span = fmt(spans[0]) if len(spans) == 1 else f"{fmt(spans[0])}-{fmt(spans[-1])}"
+    words = (f"Measured: rate is TCP goodput ({m.get('tool', 'unknown tool')}) over {span} s per "
+             f"direction (slower links longer), all {m.get('concurrent_nodes', len(nodes))} node(s) at once, in {fmt(info.get('took_s'))} s "
              "in all (goodput is TCP payload: ~95% of a shaped rate is the ceiling); delay is half the mean TCP "
              "handshake RTT to the switch.")
     errors = [f"{n.get('name')}: {n['measured']['error']}" for n in nodes if n["measured"].get("error")]

@@ -51,6 +51,10 @@ def test_measure_nodes_records_goodput_per_direction_and_half_the_rtt(fake_probe
     assert a["rtt_s"] == pytest.approx(0.031) and a["rtt_lost"] == 1
     assert a["up"]["delay_s"] == pytest.approx(0.0155) and a["down"]["delay_s"] == pytest.approx(0.0155)
     assert a["seconds"] == 0.7 and a["concurrent_nodes"] == 3 and "error" not in a
+    # slow links are measured longer (enough bytes for a figure within a few percent), up to a cap
+    assert a["down"]["seconds"] == 0.7 and b["up"]["seconds"] == pytest.approx(linktest.QUICK_MAX_SECONDS)
+    assert a["up"]["seconds"] == pytest.approx(linktest.QUICK_MIN_BYTES * 8 / 10e6)  # 0.84 s
+    assert {round(c[3], 2) for c in fake_probes if c[0] == "goodput" and c[1].endswith("ns-a")} == {0.7, 0.84}
     # an unshaped direction is this host's CPU, not a link: not measured
     assert "rate_bps" not in b["down"] and b["up"]["rate_bps"] == pytest.approx(0.95e6)
     assert not any(c[1].endswith("ns-b") and c[0] == "goodput" and c[2] for c in fake_probes)
@@ -129,14 +133,16 @@ def _network(measured: dict | None, info: dict | None) -> dict:
 
 
 def test_report_shows_measured_rates_and_says_how(tmp_path):
-    measured = {"up": {"rate_bps": 9_500_000, "delay_s": 0.0156}, "down": {"rate_bps": 47_000_000, "delay_s": 0.0156},
+    measured = {"up": {"rate_bps": 9_512_345.6, "delay_s": 0.0156, "seconds": 1.0},
+                "down": {"rate_bps": 47_000_000.0, "delay_s": 0.01564, "seconds": 1.0},
                 "rtt_s": 0.0312, "tool": linktest.QUICK_TOOL, "seconds": 1.0, "concurrent_nodes": 1}
     run = load_for_report(make_run(tmp_path, ranks=1, network=_network(measured, {"measured": True, "took_s": 3.4})))
     by = {r[2]: r for r in link_rows(run)}
-    assert by["up"][3] == "10Mbit / 10Mbit / 9.5Mbit" and by["down"][3] == "50Mbit / 50Mbit / 47Mbit"
+    assert by["up"][3] == "10Mbit / 10Mbit / 9.51Mbit" and by["down"][3] == "50Mbit / 50Mbit / 47Mbit"
     assert by["up"][4].endswith("/ 15.6ms")
     write_run_report(run.data.path)
     md = (run.data.path / "report.md").read_text()
+    # measured figures to 3 significant digits: the probe is not finer
     assert "Measured: rate is TCP goodput (python-tcp goodput, tcp-handshake RTT) over 1 s" in md
     assert "in 3.4 s in all" in md
 
