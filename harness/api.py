@@ -61,7 +61,8 @@ def run(scenario: str | Path | Scenario, *, backend: str = "auto", optimizers: l
     A budget given here (`steps`, `time_budget` like "300s", `tokens` like "2M", `target_val_loss`) replaces the
     scenario's; `repeat` runs each optimizer K times with seeds seed..seed+K-1.
     `link_engine`, `allow_unemulated` and `measure_links` default to the scenario's `network` section.
-    Returns the run folder, its state and the typed summary (`result.summary.optimizers[name].step_time_s_mean`, ...)."""
+    Returns the run folder, its state and the typed summary
+    (`result.summary.optimizers[name].step_time_s_mean`, ...)."""
     from harness.backends import BackendOptions
     from harness.runner import RunOptions, run_scenario
 

@@ -350,11 +350,11 @@ def _measurement_words(net: dict) -> str:
         return f"Links were not measured ({info.get('why', 'no reason recorded')})."
     nodes = [n for n in net.get("nodes") or [] if isinstance(n, dict) and isinstance(n.get("measured"), dict)]
     m = nodes[0]["measured"] if nodes else {}
-    spans = sorted({float(n["measured"][d]["seconds"]) for n in nodes for d in _DIRS
-                    if isinstance(n["measured"].get(d), dict) and n["measured"][d].get("seconds")}) or [m.get("seconds")]
+    dirs = [n["measured"].get(d) for n in nodes for d in _DIRS]
+    spans = sorted({float(x["seconds"]) for x in dirs if isinstance(x, dict) and x.get("seconds")}) or [m.get("seconds")]
     span = fmt(spans[0]) if len(spans) == 1 else f"{fmt(spans[0])}-{fmt(spans[-1])}"
-    words = (f"Measured: rate is TCP goodput ({m.get('tool', 'unknown tool')}) over {span} s per "
-             f"direction (slower links longer), all {m.get('concurrent_nodes', len(nodes))} node(s) at once, in {fmt(info.get('took_s'))} s "
+    words = (f"Measured: rate is TCP goodput ({m.get('tool', 'unknown tool')}) over {span} s per direction (slower "
+             f"links longer), all {m.get('concurrent_nodes', len(nodes))} node(s) at once, in {fmt(info.get('took_s'))} s "
              "in all (goodput is TCP payload: ~95% of a shaped rate is the ceiling); delay is half the mean TCP "
              "handshake RTT to the switch.")
     errors = [f"{n.get('name')}: {n['measured']['error']}" for n in nodes if n["measured"].get("error")]
