@@ -15,6 +15,7 @@ from harness.report import write_run_report
 from harness.report.describe import link_rows
 from harness.report.load import load_for_report
 from harness.runner import SilentProgress, measure_links
+from tests.helpers import tiny_scenario_dict
 from tests.unit.runfolders import make_run
 
 
@@ -153,3 +154,31 @@ def test_report_says_when_links_were_not_measured(tmp_path):
     assert all(r[3].endswith("/ not measured") for r in link_rows(run))
     write_run_report(run.data.path)
     assert "Links were not measured (--no-measure-links)." in (run.data.path / "report.md").read_text()
+
+
+@pytest.mark.parametrize("flag, expected", [([], None), (["--no-measure-links"], False), (["--measure-links"], True)])
+def test_run_flag_reaches_the_runner(cli, write_scenario, monkeypatch, flag, expected):
+    from harness import api
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_run(scenario, **kw):
+        seen.update(kw)
+        raise Stop
+
+    monkeypatch.setattr(api, "run", fake_run)
+    cli("run", write_scenario(tiny_scenario_dict()), *flag)
+    assert "measure_links" in seen and seen["measure_links"] is expected
+
+
+def test_scenario_turns_measuring_off_and_rejects_a_non_boolean():
+    from harness.errors import ScenarioError
+    from harness.scenario import scenario_from_dict
+
+    assert scenario_from_dict(tiny_scenario_dict()).network.measure_links is True
+    assert scenario_from_dict(tiny_scenario_dict(network={"measure_links": False})).network.measure_links is False
+    with pytest.raises(ScenarioError, match="measure_links"):
+        scenario_from_dict(tiny_scenario_dict(network={"measure_links": "sometimes"}))
