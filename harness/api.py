@@ -54,19 +54,22 @@ def run(scenario: str | Path | Scenario, *, backend: str = "auto", optimizers: l
         time_budget: str | float | None = None, tokens: str | int | None = None,
         target_val_loss: float | None = None, repeat: int | None = None,
         link_engine: str | None = None, allow_unemulated: bool | None = None, image: str | None = None,
-        progress: ProgressSink | None = None, write_report: bool = True) -> RunResult:
+        progress: ProgressSink | None = None, write_report: bool = True,
+        measure_links: bool | None = None) -> RunResult:
     """Train every optimizer of the scenario on emulated links into a new run folder under `out`.
 
     A budget given here (`steps`, `time_budget` like "300s", `tokens` like "2M", `target_val_loss`) replaces the
     scenario's; `repeat` runs each optimizer K times with seeds seed..seed+K-1.
-    `link_engine` and `allow_unemulated` default to the scenario's `network` section. Returns the run folder,
-    its state and the typed summary (`result.summary.optimizers[name].step_time_s_mean`, ...)."""
+    `link_engine`, `allow_unemulated` and `measure_links` default to the scenario's `network` section.
+    Returns the run folder, its state and the typed summary
+    (`result.summary.optimizers[name].step_time_s_mean`, ...)."""
     from harness.backends import BackendOptions
     from harness.runner import RunOptions, run_scenario
 
     s = _scenario(scenario).with_overrides(steps=steps, seed=seed, optimizers=optimizers, time_budget=time_budget,
                                            tokens=tokens, target_val_loss=target_val_loss, repeat=repeat)
-    opts = RunOptions(backend=backend, out=Path(out), write_report=write_report, backend_options=BackendOptions(
+    opts = RunOptions(backend=backend, out=Path(out), write_report=write_report, measure_links=measure_links,
+                      backend_options=BackendOptions(
         link_engine=link_engine or s.network.link_engine,
         allow_unemulated=s.network.allow_unemulated if allow_unemulated is None else allow_unemulated, image=image))
     return run_scenario(s, opts, progress)

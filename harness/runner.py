@@ -49,6 +49,9 @@ class RunOptions:
     # and seconds without any worker progress before the coordinator declares a hang.
     collective_timeout_s: float | None = None
     watchdog_s: float | None = None
+    # Measure every node's link once after setup (harness/net/linktest.py measure_nodes); None: the
+    # scenario's network.measure_links.
+    measure_links: bool | None = None
 
 
 @dataclass
@@ -318,6 +321,13 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
             with backend_cls(scenario, run_dir, options.backend_options, plan) as backend:
                 env["network"] = backend.describe()
                 atomic_write_json(run_dir / "environment.json", env)
+                measure = scenario.network.measure_links if options.measure_links is None else options.measure_links
+                if measure:
+                    measure_links(backend, env["network"], sink)
+                else:
+                    env["network"]["link_measurement"] = {
+                        "measured": False, "why": "turned off (--no-measure-links or network.measure_links: false)"}
+                atomic_write_json(run_dir / "environment.json", env)
                 _write_prediction(run_dir, scenario, env["network"], sink)
                 # Seed by seed, every optimizer of a seed in turn: an interrupted run keeps whole comparisons.
                 for seed in scenario.train.seed_list():
@@ -362,6 +372,31 @@ def _scenario_with_traces(scenario: Scenario, run_dir: Path) -> str:
                 link[k] = f"traces/{src.name}"
     return yaml.safe_dump(d, sort_keys=False) if any(link.get(k) for link in links
                                                       for k in ("up_trace", "down_trace")) else dump_scenario(scenario)
+
+
+def measure_links(backend: Backend, network: dict, sink: ProgressSink) -> None:
+    """Each node's measured goodput up and down and RTT to the far end, into network.nodes[i].measured, and
+    how it was measured into network.link_measurement. Never fails the run: an error is recorded instead."""
+    from harness.net.linktest import measure_nodes
+
+    probe = backend.link_probe()
+    if probe is None:
+        network["link_measurement"] = {"measured": False, "why": f"the {backend.name} backend has no link probe"}
+        return
+    targets, far_ns, far_addr = probe
+    sink.note(f"measuring {len(targets)} link(s): goodput up, down and RTT (a few seconds)")
+    t0 = time.monotonic()
+    try:
+        measured = measure_nodes(targets, far_ns, far_addr)
+    except Exception as e:  # the run's training does not depend on it
+        network["link_measurement"] = {"measured": False, "why": f"{type(e).__name__}: {e}"}
+        sink.note(f"link measurement failed: {type(e).__name__}: {e}")
+        return
+    for node in network.get("nodes") or []:
+        if isinstance(node, dict) and node.get("name") in measured:
+            node["measured"] = measured[node["name"]]
+    network["link_measurement"] = {"measured": True, "took_s": round(time.monotonic() - t0, 2),
+                                   "far_end": far_addr}
 
 
 def _write_prediction(run_dir: Path, scenario: Scenario, network: dict, sink: ProgressSink) -> None:

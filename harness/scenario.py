@@ -299,6 +299,9 @@ class NetworkSpec(_Strict):
     link_engine: LinkEngineName = "auto"
     # Run even when part of a link cannot be emulated here; the run folder then says what was not.
     allow_unemulated: bool = False
+    # After the links are up, measure each node's goodput and RTT (a few seconds, once per run) into
+    # environment.json, for the report's configured / applied / measured table. docs/sweeps.md.
+    measure_links: bool = True
 
 
 class ChecksSpec(_Strict):

@@ -167,6 +167,11 @@ class Backend(ABC):
 
         return sys.executable
 
+    def link_probe(self) -> tuple[list, object, str] | None:
+        """(harness.net.linktest.LinkTarget per node, the far end's namespace, its address) where the runner can
+        measure each node's link (harness/net/linktest.py `measure_nodes`); None where it cannot."""
+        return None
+
     def describe(self) -> dict:
         """For environment.json: the backend, what was emulated on every node, and what was not."""
         return {"backend": self.name, "network_emulated": False, "nodes": [], "not_emulated": []}

@@ -128,6 +128,9 @@ class NetnsBackend(Backend):
         assert self.star
         return self.star.switch_ref, self.star.spec.switch_addr
 
+    def link_probe(self) -> tuple[list[LinkTarget], NetnsRef, str] | None:
+        return (self.link_targets(), *self.far_end()) if self.star and self.plan else None
+
     def describe(self) -> dict:
         nodes = []
         spec_nodes = self.star.spec.nodes if self.star else ()

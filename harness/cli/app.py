@@ -90,6 +90,9 @@ def run(
                                           help="run even if part of a link cannot be emulated here (the report says "
                                                "what); default: the scenario's network.allow_unemulated"),
     image: str = typer.Option(None, help="docker backend: worker image (default: distro-bench-worker:<version>)"),
+    measure_links: bool = typer.Option(None, "--measure-links/--no-measure-links", show_default=False,
+                                       help="measure each node's goodput and RTT once the links are up (a few "
+                                            "seconds; the report's 'measured'); default: network.measure_links"),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Train every optimizer of SCENARIO on emulated links and write a run folder (its path is the last line)."""
@@ -102,7 +105,7 @@ def run(
             result = api.run(scenario, backend=value(backend), optimizers=optimizer or None, steps=steps, seed=seed,
                              time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss, repeat=repeat,
                              out=out, link_engine=value(link_engine), allow_unemulated=allow_unemulated, image=image,
-                             progress=progress)
+                             progress=progress, measure_links=measure_links)
     if as_json:
         print_json({"run_dir": str(result.run_dir), "state": result.state, "summary": result.summary.to_dict()})
         return

@@ -26,6 +26,9 @@ def sweep(
     repeat: int = typer.Option(None, min=1, max=100, help="run every point with K seeds (train.seeds), for intervals"),
     link_engine: str = typer.Option("auto", help="auto | tc | userspace: how delay, jitter and loss are emulated"),
     allow_unemulated: bool = typer.Option(False, help="run even if part of a link cannot be emulated here"),
+    measure_links: bool = typer.Option(None, "--measure-links/--no-measure-links", show_default=False,
+                                       help="measure each node's link once per point (a few seconds); default: "
+                                            "the scenario's network.measure_links"),
     reuse: bool = typer.Option(True, help="reuse an optimizer's result when a point leaves its settings unchanged"),
 ) -> None:
     """Run SCENARIO over a grid of settings into one sweep folder (its path is the last line)."""
@@ -51,7 +54,7 @@ def sweep(
         clash = [a.path for a in axes if a.path in fixed]
         if clash:
             raise InputError(f"--set {clash[0]}: also given by an option; sweep it or fix it, not both")
-        opts = RunOptions(backend=backend, backend_options=BackendOptions(
+        opts = RunOptions(backend=backend, measure_links=measure_links, backend_options=BackendOptions(
             link_engine=link_engine, allow_unemulated=allow_unemulated or s.network.allow_unemulated))
 
         def run_point(scen, folder):

@@ -205,3 +205,80 @@ def fmt_value(v: float | None, unit: str) -> str:
     if v >= 1e6:
         return f"{v / 1e6:.3g} Mbit/s"
     return f"{v / 1e3:.3g} kbit/s" if not math.isnan(v) else "-"
+
+
+# ---- a quick measurement for the run folder ---------------------------------------------------------
+
+QUICK_SECONDS = 1.0  # measured span of each goodput test, after QUICK_OMIT_S
+QUICK_OMIT_S = 0.5  # slow start and the token bucket's first burst, left out
+QUICK_MAX_SECONDS = 3.0
+# Receivers see data in bursts of up to 64 KB (GRO): a span must hold many of them for a figure within a few
+# percent, so slow links are measured longer (5 Mbit: 1.7 s), up to QUICK_MAX_SECONDS.
+QUICK_MIN_BYTES = 1 << 20
+QUICK_RTT_COUNT = 5
+QUICK_TOOL = "python-tcp goodput, tcp-handshake RTT"
+
+
+def _concurrently(jobs: dict[str, object]) -> dict[str, object]:
+    """Run each zero-argument callable in a thread of its own; name -> its result (or the exception it raised)."""
+    import threading
+
+    out: dict[str, object] = {}
+
+    def call(name, fn):
+        try:
+            out[name] = fn()
+        except Exception as e:  # one node's failure is that node's record, not the others'
+            out[name] = e
+
+    threads = [threading.Thread(target=call, args=(k, fn), daemon=True) for k, fn in jobs.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def quick_seconds(rate_bps: float, seconds: float = QUICK_SECONDS) -> float:
+    """How long to measure a direction of `rate_bps`: at least `seconds`, long enough for QUICK_MIN_BYTES,
+    at most QUICK_MAX_SECONDS."""
+    return max(seconds, min(QUICK_MAX_SECONDS, QUICK_MIN_BYTES * 8 / rate_bps))
+
+
+def measure_nodes(targets: list[LinkTarget], far_end: NetnsRef, far_addr: str, *, seconds: float = QUICK_SECONDS,
+                  omit_s: float = QUICK_OMIT_S, rtt_count: int = QUICK_RTT_COUNT) -> dict[str, dict]:
+    """What each node's link delivers, for environment.json: node name -> {"up": {"rate_bps"}, "down":
+    {"rate_bps"}, "rtt_s", "delay_s" (half the RTT), "tool", ...}. Unlike `measure` (the `links` command's
+    pass/fail test) it is quick and judges nothing: every node's uplinks at once, then every downlink,
+    then the RTTs (a few seconds in all, whatever the node count; links are independent in the star, and
+    training loads them all at once too). Unshaped directions are not measured (their goodput is this
+    host's CPU, not a link). A failure is recorded per node as `error`, never raised."""
+    out: dict[str, dict] = {t.name: {"up": {}, "down": {}, "tool": QUICK_TOOL, "seconds": seconds,
+                                     "concurrent_nodes": len(targets)} for t in targets}
+    for direction, reverse in (("up", False), ("down", True)):
+        spans = {t.name: quick_seconds(getattr(t, direction).rate_bps, seconds)
+                 for t in targets if getattr(t, direction).rate_bps}
+        jobs = {t.name: (lambda t=t: tcpprobe.tcp_goodput(t.ns, far_end, far_addr, seconds=spans[t.name],
+                                                          reverse=reverse, omit_s=omit_s))
+                for t in targets if t.name in spans}
+        for name, got in _concurrently(jobs).items():
+            if isinstance(got, Exception):
+                out[name].setdefault("error", f"{direction} goodput: {type(got).__name__}: {got}")
+            elif got is None:
+                out[name].setdefault("error", f"{direction} goodput: no data came through")
+            else:
+                out[name][direction]["rate_bps"] = got
+                out[name][direction]["seconds"] = spans[name]
+    rtts = _concurrently({t.name: (lambda t=t: tcpprobe.rtt(t.ns, far_end, far_addr, count=rtt_count, interval_s=0.05))
+                          for t in targets})
+    for name, got in rtts.items():
+        if isinstance(got, Exception):
+            out[name].setdefault("error", f"rtt: {type(got).__name__}: {got}")
+            continue
+        out[name]["rtt_s"] = got.mean_s
+        out[name]["rtt_lost"] = got.lost
+        if got.mean_s is not None:
+            # The star's scenario delay applies each way, so half the RTT to the switch is the one-way delay.
+            for d in ("up", "down"):
+                out[name][d]["delay_s"] = got.mean_s / 2
+    return out

@@ -184,6 +184,11 @@ def _value(key: str, v) -> str:
     return fmt(v)
 
 
+def _sig3(v):
+    """A measured figure to 3 significant digits (5022902.9 -> 5020000.0): the probe is not finer than that."""
+    return float(f"{v:.3g}") if isinstance(v, float) else v
+
+
 def _cell(conf: dict, appl: dict, meas: dict, key: str, *, applied_known: bool, measured_known: bool) -> str:
     """'configured / applied / measured' for one figure, each '-' where absent."""
     asked = conf.get(key) if conf else None
@@ -191,7 +196,7 @@ def _cell(conf: dict, appl: dict, meas: dict, key: str, *, applied_known: bool, 
     parts = [_value(key, asked) if conf else "-",
              (_value(key, appl.get(key)) if key in appl else "-" if nothing else "not applied") if applied_known
              else "-" if nothing else "not applied",
-             _value(key, meas.get(key)) if measured_known and key in meas else "not measured"]
+             _value(key, _sig3(meas.get(key))) if measured_known and key in meas else "not measured"]
     return " / ".join(parts)
 
 
@@ -308,7 +313,7 @@ def emulation_blocks(run: LoadedRun) -> list:
         blocks.append(Para("Links, per direction (up = node to switch, down = switch to node). Each cell reads "
                            "configured / applied / measured: configured is the scenario, applied what the backend "
                            "installed and verified by reading it back, measured what a probe of the link saw "
-                           "during the run (where the backend measured it)."))
+                           "once the links were up, before training. " + _measurement_words(net)))
         blocks.append(Table(["nodes", "link", "direction", "rate", "delay (one-way)", "jitter", "loss", "engine"], rows,
                             numeric=[False] * 8))
     missing = [str(x) for x in net.get("not_emulated") or []]
@@ -334,6 +339,26 @@ def emulation_blocks(run: LoadedRun) -> list:
         blocks.append(Table(["rank", "node", "address", "shaping applied (read back)"], rows,
                             numeric=[True, False, False, False]))
     return blocks
+
+
+def _measurement_words(net: dict) -> str:
+    """How the 'measured' figures were taken (environment.json's network.link_measurement), and any node's error."""
+    info = net.get("link_measurement")
+    if not isinstance(info, dict):
+        return "This run recorded no link measurement."
+    if not info.get("measured"):
+        return f"Links were not measured ({info.get('why', 'no reason recorded')})."
+    nodes = [n for n in net.get("nodes") or [] if isinstance(n, dict) and isinstance(n.get("measured"), dict)]
+    m = nodes[0]["measured"] if nodes else {}
+    dirs = [n["measured"].get(d) for n in nodes for d in _DIRS]
+    spans = sorted({float(x["seconds"]) for x in dirs if isinstance(x, dict) and x.get("seconds")}) or [m.get("seconds")]
+    span = fmt(spans[0]) if len(spans) == 1 else f"{fmt(spans[0])}-{fmt(spans[-1])}"
+    words = (f"Measured: rate is TCP goodput ({m.get('tool', 'unknown tool')}) over {span} s per direction (slower "
+             f"links longer), all {m.get('concurrent_nodes', len(nodes))} node(s) at once, in {fmt(info.get('took_s'))} s "
+             "in all (goodput is TCP payload: ~95% of a shaped rate is the ceiling); delay is half the mean TCP "
+             "handshake RTT to the switch.")
+    errors = [f"{n.get('name')}: {n['measured']['error']}" for n in nodes if n["measured"].get("error")]
+    return words + (" Not measured: " + "; ".join(errors) + "." if errors else "")
 
 
 def _applied(applied) -> str:

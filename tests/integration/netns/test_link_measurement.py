@@ -1,0 +1,58 @@
+"""The runner's quick link measurement on real shaped namespaces: each node's goodput follows its own rates,
+and the delay line's delay shows in the RTT."""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import time
+
+import pytest
+
+from harness.net.cleanup import list_namespaces
+from harness.scenario import scenario_from_dict
+from tests.helpers import netns_host, tiny_scenario_dict
+
+pytestmark = pytest.mark.root
+
+
+@pytest.fixture
+def own_run_ids(monkeypatch):
+    netns_host()  # skips where namespaces cannot be made, saying why
+    from harness.net import naming
+
+    token = "m" + secrets.token_hex(2)
+    counter = itertools.count()
+    monkeypatch.setattr(naming, "new_run_id", lambda: f"{token}{next(counter)}")
+    yield token
+    deadline = time.monotonic() + 5
+    while [n for n in list_namespaces() if n.startswith(f"dbench-{token}")] and time.monotonic() < deadline:
+        time.sleep(0.2)  # namespace teardown is asynchronous in the kernel
+    assert not [n for n in list_namespaces() if n.startswith(f"dbench-{token}")], "namespaces left behind"
+
+
+def test_each_node_gets_its_own_measured_rates_and_delay(tmp_path, own_run_ids):
+    from harness.backends.netns import NetnsBackend
+    from harness.runner import SilentProgress, measure_links
+
+    d = tiny_scenario_dict(links={"slow": {"up": "2Mbit", "down": "8Mbit", "delay": "20ms"},
+                                  "fast": {"up": "16Mbit", "down": "4Mbit"}},
+                           workers=[{"count": 1, "hardware": "host", "link": "slow"},
+                                    {"count": 1, "hardware": "host", "link": "fast"}])
+    s = scenario_from_dict(d)
+    with NetnsBackend(s, tmp_path) as backend:
+        net = backend.describe()
+        measure_links(backend, net, SilentProgress())
+    assert net["link_measurement"]["measured"] is True, net["link_measurement"]
+    slow, fast = (n["measured"] for n in net["nodes"])
+    assert "error" not in slow and "error" not in fast, (slow, fast)
+    # Goodput never exceeds the shaped rate (TCP payload of Ethernet frames); a busy CPU can only lower it,
+    # so the lower bound is loose. Each direction follows its own node's rate, not a neighbour's.
+    for m, up, down in ((slow, 2e6, 8e6), (fast, 16e6, 4e6)):
+        assert 0.4 * up <= m["up"]["rate_bps"] <= 1.02 * up, m
+        assert 0.4 * down <= m["down"]["rate_bps"] <= 1.02 * down, m
+    assert slow["down"]["rate_bps"] > 1.5 * slow["up"]["rate_bps"]
+    assert fast["up"]["rate_bps"] > 1.5 * fast["down"]["rate_bps"]
+    # 20 ms each way on the slow link: the RTT is at least 40 ms (a busy host only adds); the fast link has none.
+    assert slow["rtt_s"] >= 0.039 and slow["up"]["delay_s"] == pytest.approx(slow["rtt_s"] / 2)
+    assert fast["rtt_s"] < slow["rtt_s"] - 0.02
