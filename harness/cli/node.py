@@ -39,6 +39,8 @@ def node(
                                                                   "records)"),
     collective_timeout: float = typer.Option(None, "--collective-timeout", min=5,
                                              help="seconds a collective may block (default: derived from the links)"),
+    ship_records: bool = typer.Option(False, "--ship-records", help="hand the records to node-rank 0 over the "
+                                                                    "agents' store even where --out is a shared path"),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Run this host's part of SCENARIO across hosts: shape --iface with the links of the nodes placed here,
@@ -49,7 +51,8 @@ def node(
     opts = NodeOptions(scenario=scenario, rdzv=rdzv, node_rank=node_rank, nnodes=nnodes, iface=iface, i_know=i_know,
                        shaping=shaping, optimizers=optimizer or None, steps=steps, out=out, placement=placement,
                        store_port=store_port, allow_unemulated=allow_unemulated, measure=measure,
-                       join_timeout_s=timeout, collective_timeout_s=collective_timeout)
+                       join_timeout_s=timeout, collective_timeout_s=collective_timeout,
+                       ship_records=ship_records)
     with cli_errors():
         result = run_node(opts, note=lambda text: err_console.print(text, markup=False))
     if as_json:

@@ -54,6 +54,7 @@ class NodeOptions:
     join_timeout_s: float = 600.0
     collective_timeout_s: float | None = None
     write_report: bool = True
+    ship_records: bool = False  # ship over the store even where --out is shared (tests the no-shared-path case)
 
 
 @dataclass
@@ -223,7 +224,7 @@ class Agent:
             # The run folder on a shared path (NFS, a bind mount) holds node 0's token: write straight into it.
             shared = Path(run["path"])
             try:
-                self.shared = (shared / TOKEN_FILE).read_text() == run["token"]
+                self.shared = not o.ship_records and (shared / TOKEN_FILE).read_text() == run["token"]
             except OSError:
                 self.shared = False
             if self.shared:

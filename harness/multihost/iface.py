@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass
-from pathlib import Path
 
 from harness.errors import InputError
 
@@ -33,13 +32,6 @@ class IfaceFacts:
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
-def _sys(name: str, leaf: str) -> str | None:
-    try:
-        return (Path("/sys/class/net") / name / leaf).read_text().strip()
-    except OSError:
-        return None
 
 
 def interfaces() -> list[str]:
@@ -87,18 +79,52 @@ def ssh_session_on(name: str, env: dict[str, str] | None = None) -> str | None:
     return None
 
 
+def _link_attrs(name: str) -> dict:
+    """MAC, MTU and kind over netlink: /sys/class/net shows the namespace sysfs was mounted in, not ours."""
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        idx = ipr.link_lookup(ifname=name)
+        if not idx:
+            return {}
+        m = ipr.get_links(idx[0])[0]
+        info = m.get_attr("IFLA_LINKINFO")
+        return {"mac": m.get_attr("IFLA_ADDRESS"), "mtu": m.get_attr("IFLA_MTU"),
+                "kind": info.get_attr("IFLA_INFO_KIND") if info else None}
+
+
+def _speed_and_driver(name: str) -> tuple[int | None, str | None]:
+    """Link speed (Mbit/s) and driver through ethtool's netlink/ioctl (pyroute2); None where unknown."""
+    speed = driver = None
+    try:
+        from pyroute2.ethtool import Ethtool
+
+        et = Ethtool()
+        try:
+            mode = et.get_link_mode(name)
+            speed = mode.speed if mode and mode.speed and 0 < mode.speed < 10**7 else None
+        except Exception:
+            pass
+        try:
+            info = et.get_link_info(name)
+            driver = getattr(info, "driver", None)
+        except Exception:
+            pass
+        finally:
+            et.close()
+    except Exception:
+        pass
+    return speed, driver
+
+
 def facts(name: str) -> IfaceFacts:
     addrs = [(a, p) for a, p in _addresses(name) if ":" not in a]
-    driver = None
-    link = Path("/sys/class/net") / name / "device" / "driver"
-    if link.exists():
-        driver = os.path.basename(os.path.realpath(link))
-    speed = _sys(name, "speed")
-    mtu = _sys(name, "mtu")
+    attrs = _link_attrs(name)
+    speed, driver = _speed_and_driver(name)
     return IfaceFacts(name=name, ipv4=addrs[0][0] if addrs else None, prefixlen=addrs[0][1] if addrs else None,
-                      mac=_sys(name, "address"), mtu=int(mtu) if mtu and mtu.isdigit() else None,
-                      speed_mbit=int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0 else None,
-                      driver=driver, default_route=name in default_route_ifaces(), ssh_session=ssh_session_on(name))
+                      mac=attrs.get("mac"), mtu=attrs.get("mtu"), speed_mbit=speed,
+                      driver=driver or attrs.get("kind"), default_route=name in default_route_ifaces(),
+                      ssh_session=ssh_session_on(name))
 
 
 def choose(iface: str | None, *, shaping: bool, i_know: bool) -> IfaceFacts | None:
