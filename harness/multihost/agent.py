@@ -28,7 +28,7 @@ from pathlib import Path
 
 from harness.errors import CapabilityError, HarnessError, InputError, Interrupted, WorkerFailed
 from harness.multihost.placement import ENV_NODE_RANK, ENV_PLACEMENT, Placement, from_scenario
-from harness.multihost.store import AgentStore, PeerLost
+from harness.multihost.store import WATCH_S, AgentStore, PeerLost
 
 BACKEND = "multihost"
 TOKEN_FILE = ".multihost-token"
@@ -353,12 +353,14 @@ class Agent:
                                              **self._worker_env()}, stdout=log, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_pdeathsig)
         rc = None
+        last_watch = time.monotonic()
         try:
             while rc is None:
                 rc = self.torchrun.poll()
-                if rc is None:
+                if rc is None and time.monotonic() - last_watch >= WATCH_S:
                     st.raise_if_peer_down()
-                    time.sleep(0.3)
+                    last_watch = time.monotonic()
+                time.sleep(0.3)
         except PeerLost:
             # A peer is gone: our workers would wait in a collective until its timeout; stop them now.
             self._ship(tag, out, rc="stopped")
@@ -383,16 +385,21 @@ class Agent:
 
     def _blame_peer(self) -> None:
         """Our workers failed: when a peer host died, that is the cause (its workers' sockets closing is what
-        failed ours). Wait long enough for its heartbeat to go stale; PeerLost if it did."""
+        failed ours). Wait long enough for its heartbeat to go stale (node 0 decides); PeerLost if it did."""
         from harness.multihost.store import LOST_AFTER_S
 
-        deadline = time.monotonic() + LOST_AFTER_S + 5
+        deadline = time.monotonic() + LOST_AFTER_S + 2 * WATCH_S
         while time.monotonic() < deadline:
-            down = {i: v for i, v in self.store.peer_status().items() if v[0] == "lost"}
-            if down:
-                i, (kind, msg) = sorted(down.items())[0]
-                raise PeerLost(f"host {i} (node-rank {i}) {kind}: {msg}", node_rank=i, kind=kind)
-            time.sleep(0.5)
+            if self.o.node_rank == 0:
+                lost = {i: v for i, v in self.store.peer_status().items() if v[0] == "lost"}
+                if lost:
+                    i, (kind, msg) = sorted(lost.items())[0]
+                    self.store.abort(i, kind, msg)
+            a = self.store.aborted()
+            if a and a["node_rank"] != self.o.node_rank:
+                raise PeerLost(f"host {a['node_rank']} (node-rank {a['node_rank']}) {a['kind']}: {a['message']}",
+                               node_rank=a["node_rank"], kind=a["kind"])
+            time.sleep(1.0 if self.o.node_rank == 0 else WATCH_S)
 
     def _iface_counters(self) -> tuple[int, int] | None:
         if self.iface is None:

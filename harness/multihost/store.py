@@ -20,9 +20,13 @@ from pathlib import Path
 from harness.errors import HarnessError
 
 CHUNK = 4 * 1024 * 1024
-HEARTBEAT_S = 1.0
+# The agents' own traffic crosses the shaped interfaces and the wire counters during training, so it is
+# kept to about two small round trips per host every WATCH_S (heartbeat, and one look at `abort`): node 0
+# (whose store calls stay on the host) watches every heartbeat and raises `abort` for everyone.
+HEARTBEAT_S = 5.0
+WATCH_S = 5.0
 # A host whose heartbeat has not changed for this long is lost (killed, crashed, cut off).
-LOST_AFTER_S = 15.0
+LOST_AFTER_S = 20.0
 
 
 class PeerLost(HarnessError):
@@ -111,8 +115,19 @@ class AgentStore:
     def report_failure(self, message: str) -> None:
         try:
             self.store.set(f"fail/{self.node_rank}", message)
+            self.abort(self.node_rank, "failed", message)
         except Exception:
             pass
+
+    def abort(self, node_rank: int, kind: str, message: str) -> None:
+        """Tell every agent to stop; the first reason stands."""
+        self.store.compare_set("abort", "", json.dumps({"node_rank": node_rank, "kind": kind, "message": message}))
+
+    def aborted(self) -> dict | None:
+        """The abort every agent must follow (one round trip), or None."""
+        if not self._check(["abort"]):
+            return None
+        return json.loads(self.store.get("abort"))
 
     def peer_status(self) -> dict[int, tuple[str, str]]:
         """Peers that failed or went silent: node rank -> (failed|lost, message)."""
@@ -145,10 +160,17 @@ class AgentStore:
         return out
 
     def raise_if_peer_down(self) -> None:
-        down = self.peer_status()
-        if down:
-            i, (kind, msg) = sorted(down.items(), key=lambda kv: kv[1][0] != "lost")[0]
-            raise PeerLost(f"host {i} (node-rank {i}) {kind}: {msg}", node_rank=i, kind=kind)
+        """Node 0 reads every heartbeat (its store calls stay on the host) and raises `abort` for all; the
+        others look at `abort` alone. PeerLost when another host failed or was lost."""
+        if self.node_rank == 0:
+            down = self.peer_status()
+            if down:
+                i, (kind, msg) = sorted(down.items(), key=lambda kv: kv[1][0] != "lost")[0]
+                self.abort(i, kind, msg)
+        a = self.aborted()
+        if a and a["node_rank"] != self.node_rank:
+            raise PeerLost(f"host {a['node_rank']} (node-rank {a['node_rank']}) {a['kind']}: {a['message']}",
+                           node_rank=a["node_rank"], kind=a["kind"])
 
     # ---- files --------------------------------------------------------------------------------------
     def put_files(self, tag: str, root: Path, paths: list[Path]) -> None:

@@ -65,7 +65,7 @@ def test_sbatch_script_runs_under_a_fake_srun(tmp_path, write_scenario, cli):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (folder,) = list(out.iterdir())
     run = api.load_run(folder)
-    assert run.summary["run"]["backend"] == "multihost" and run.complete
+    assert run.summary["run"]["backend"] == "multihost" and run.summary["run"]["state"] == "complete"
     assert run.summary["optimizers"]["adamw"]["ranks"] == 2 and run.summary["optimizers"]["adamw"]["replicas_identical"]
     env_json = json.loads((folder / "environment.json").read_text())
     assert [h["node_rank"] for h in env_json["hosts"]] == [0, 1]
