@@ -306,7 +306,10 @@ class Agent:
                 "--rdzv-endpoint", f"{self.rdzv_host}:{self.rdzv_port}", "--rdzv-id", rdzv_id,
                 "--rdzv-conf", f"is_host={'true' if o.node_rank == 0 else 'false'},join_timeout={int(o.join_timeout_s)}",
                 "--nnodes", str(self.placement.nnodes), "--node-rank", str(o.node_rank),
-                "--nproc-per-node", str(len(self.my_nodes)), "--max-restarts", "0", "--monitor-interval", "0.5"]
+                "--nproc-per-node", str(len(self.my_nodes)), "--max-restarts", "0",
+                # torchrun asks the rendezvous store whether nodes wait to join at every monitor interval: a
+                # round trip over the shaped link (0.1 s by default), counted in the wire bytes. 5 s is plenty.
+                "--monitor-interval", "5"]
         if self.iface is not None:
             argv += ["--local-addr", self.iface.ipv4]  # the hostname may resolve to loopback or another network
         argv += ["-m", "harness.worker", "--scenario", str(self.run_dir / "scenario.yaml"), "--optimizer", run_name,
