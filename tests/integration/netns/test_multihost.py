@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import api
+from harness import api, owner
 from harness.net.cleanup import delete_namespaces, list_namespaces, namespace_pids
 from harness.net.ns import NetnsRef, run_in
 from harness.net.topology import Star, StarSpec
@@ -38,6 +38,7 @@ def hosts():
 
     def make(n: int) -> Star:
         star = Star(StarSpec.build("mh" + secrets.token_hex(2), n))
+        owner.claim(star.spec.run_id)  # a concurrent `distro-bench clean` leaves live runs' namespaces alone
         stars.append(star)
         star.up()
         return star
@@ -46,6 +47,7 @@ def hosts():
     problems = []
     for star in stars:
         problems += star.down()
+        owner.release(star.spec.run_id)
         problems += delete_namespaces(list_namespaces(star.spec.run_id))
         assert not list_namespaces(star.spec.run_id), problems
 
