@@ -179,7 +179,10 @@ def test_four_hosts_records_shipped_to_node_zero(hosts, tmp_path):
     compare(folder, single.run_dir)
 
 
-def test_killing_one_agent_stops_all_names_it_and_removes_every_shaping(hosts, tmp_path):
+@pytest.mark.parametrize("sig, kind", [(signal.SIGKILL, "lost"), (signal.SIGTERM, "failed")])
+def test_killing_one_agent_stops_all_names_it_and_removes_every_shaping(hosts, tmp_path, sig, kind):
+    """SIGKILL: the agent cannot clean up (its janitor does) and node 0 finds it lost by its silence;
+    SIGTERM (as Ctrl-C): it removes its shaping itself and tells the others why it stopped."""
     # A time budget bounds the run if the kill never lands; the kill waits for host 1's first steps.
     scen = scenario(tmp_path, 2, time_budget="240s")
     star = hosts(2)
@@ -195,7 +198,7 @@ def test_killing_one_agent_stops_all_names_it_and_removes_every_shaping(hosts, t
             break
         time.sleep(0.5)
     assert record is not None, "host 1 never trained a step\n" + logs(tmp_path)
-    os.kill(procs[1].pid, signal.SIGKILL)  # the agent alone: its janitor and torchrun must notice
+    os.kill(procs[1].pid, sig)  # the agent alone: its janitor and torchrun must notice
     codes = wait_all(procs[:1], 300)
     procs[1].wait(10)
     assert codes[0] not in (None, 0), logs(tmp_path)
@@ -203,8 +206,10 @@ def test_killing_one_agent_stops_all_names_it_and_removes_every_shaping(hosts, t
     status = json.loads((folder / "status.json").read_text())
     assert status["state"] == "failed" and "host 1" in status["reason"], status
     env = json.loads((folder / "environment.json").read_text())
-    assert env["failed_host"]["node_rank"] == 1 and env["failed_host"]["kind"] == "lost", env["failed_host"]
-    assert env["hosts"][1]["state"] == "lost"
+    assert env["failed_host"]["node_rank"] == 1 and env["failed_host"]["kind"] == kind, env["failed_host"]
+    assert env["hosts"][1]["state"] == kind
+    if sig == signal.SIGTERM:
+        assert procs[1].returncode == 130 and "interrupted on host 1" in status["reason"], status
     # Host 1's shaping goes with its janitor, its workers with their torchrun (bounded waits, not timings).
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and (ours_on(star, 1) or namespace_pids(star.spec.nodes[1].ns)):
