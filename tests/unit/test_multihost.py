@@ -177,3 +177,38 @@ def test_node_cli_refuses_a_bad_rendezvous_before_touching_anything(cli):
     r = cli("node", REPO / "scenarios" / "ci-smoke.yaml", "--rdzv", "127.0.0.1:29400", "--node-rank", "7",
             "--no-shaping")
     assert r.exit_code == 2 and "--node-rank: 7; this run has hosts 0..3" in r.output
+
+
+# ---- the host's link plan ---------------------------------------------------------------------------
+
+def _caps(netem: bool):
+    from harness.host import HostInfo
+
+    return HostInfo(root=True, kernel="6.1", iproute2="6.1", nsenter=False, netns=True, netns_error=None,
+                    qdiscs=("tbf", "netem") if netem else ("tbf",), iperf3=False, ping=False, ethtool=False,
+                    delayline=True, delayline_detail="ok", docker=None)
+
+
+def test_host_plan_puts_rate_on_tc_and_delay_only_where_netem_exists():
+    from harness.errors import CapabilityError
+    from harness.multihost.hostshaping import plan_host
+
+    s = scen([{"count": 2, "link": {"up": "10Mbit", "down": "50Mbit", "delay": "20ms"}}])
+    plan = plan_host(s.nodes()[:1], _caps(netem=True), allow_unemulated=False, seed=0)
+    (node,) = plan.nodes
+    assert node.up.tc.rate_bps == 10_000_000 and node.down.tc.rate_bps == 50_000_000
+    assert node.up.tc.delay_s == 0.02 and node.up.delay_line is None  # netem, never a delay line on a real NIC
+    # No netem: a real interface has no place for the userspace delay line, so only --allow-unemulated helps.
+    with pytest.raises(CapabilityError, match="allow-unemulated") as e:
+        plan_host(s.nodes()[:1], _caps(netem=False), allow_unemulated=False, seed=0)
+    assert "--link-engine userspace" not in str(e.value)
+    plan = plan_host(s.nodes()[:1], _caps(netem=False), allow_unemulated=True, seed=0)
+    assert plan.nodes[0].up.tc.delay_s == 0 and plan.nodes[0].up.delay_line is None and plan.not_emulated
+
+
+def test_nodes_sharing_a_host_must_share_a_link():
+    from harness.multihost.hostshaping import plan_host
+
+    s = scen([{"count": 1, "link": {"up": "10Mbit"}}, {"count": 1, "link": {"up": "20Mbit"}}])
+    with pytest.raises(InputError, match="share this host's interface but have different links"):
+        plan_host(s.nodes(), _caps(netem=True), allow_unemulated=False, seed=0)
