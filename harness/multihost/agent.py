@@ -304,7 +304,10 @@ class Agent:
         rdzv_id = f"{self.run_dir.name}-{run_name}-{seed}"[-60:]
         argv = [sys.executable, "-m", "torch.distributed.run", "--rdzv-backend", "c10d",
                 "--rdzv-endpoint", f"{self.rdzv_host}:{self.rdzv_port}", "--rdzv-id", rdzv_id,
-                "--rdzv-conf", f"is_host={'true' if o.node_rank == 0 else 'false'},join_timeout={int(o.join_timeout_s)}",
+                # keep_alive_interval: each keep-alive rewrites the rendezvous state (~1 KB) over the shaped link,
+                # every 5 s by default; with no restarts it only matters for a re-rendezvous that never comes.
+                "--rdzv-conf", f"is_host={'true' if o.node_rank == 0 else 'false'},join_timeout={int(o.join_timeout_s)},"
+                               "keep_alive_interval=30",
                 "--nnodes", str(self.placement.nnodes), "--node-rank", str(o.node_rank),
                 "--nproc-per-node", str(len(self.my_nodes)), "--max-restarts", "0",
                 # torchrun asks the rendezvous store whether nodes wait to join at every monitor interval: a
