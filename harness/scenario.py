@@ -219,6 +219,9 @@ class WorkerGroup(_Strict):
     name: str | None = Field(default=None, pattern=r"^[a-zA-Z][a-zA-Z0-9_-]{0,31}$")
     hardware: str | HardwareSpec = "host"
     link: str | LinkSpec | None = None
+    # Multi-host runs (`distro-bench node`): the agent (its --node-rank) whose host runs this group's
+    # workers. Absent everywhere: node-rank i takes the scenario's nodes in order (harness/multihost/placement.py).
+    host: int | None = Field(default=None, ge=0, le=63)
 
 
 class ModelSpec(_Strict):

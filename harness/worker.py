@@ -1,7 +1,7 @@
 """The training loop inside each worker process.
 
-Started by a backend (or by torchrun: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT come from the
-environment) as `python -m harness.worker --scenario S --optimizer NAME --out DIR`. It trains one
+Started by a backend (or by torchrun: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT come
+from the environment; under `distro-bench node`, DISTRO_BENCH_PLACEMENT maps it to its scenario rank) as `python -m harness.worker --scenario S --optimizer NAME --out DIR`. It trains one
 optimizer for the scenario's budget (harness/budget.py: steps, tokens, training seconds or a target
 loss; with a time or target budget rank 0 decides the last step for all) and writes one JSON line per
 step to DIR/rank<R>.jsonl, flushed each step, so a crash loses at most the step in flight. It never
@@ -157,13 +157,24 @@ def evaluate(model: torch.nn.Module, batches, device: torch.device) -> float:
     return sum(losses) / len(losses)
 
 
-def _distributed_init(device: torch.device) -> None:
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 and "MASTER_ADDR" not in os.environ:
+def _ranks() -> tuple[int, int, int]:
+    """(scenario rank, world size, local rank). Under torchrun started by `distro-bench node`, torchrun's
+    RANK follows its rendezvous order, not the scenario's: the agent's placement names this worker's rank."""
+    from harness.multihost.placement import scenario_rank
+
+    rank = scenario_rank(dict(os.environ))
+    if rank is None:
+        rank = int(os.environ.get("RANK", "0"))
+    return rank, int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_RANK", rank))
+
+
+def _distributed_init(device: torch.device, rank: int, world: int) -> None:
+    if world <= 1 and "MASTER_ADDR" not in os.environ:
         return
     backend = os.environ.get("DISTRO_BENCH_DIST_BACKEND") or ("nccl" if device.type == "cuda" else "gloo")
     timeout = timedelta(seconds=float(os.environ.get("DISTRO_BENCH_TIMEOUT_S", "300")))
     kwargs = {"device_id": device} if backend == "nccl" else {}
-    dist.init_process_group(backend=backend, timeout=timeout, **kwargs)
+    dist.init_process_group(backend=backend, timeout=timeout, rank=rank, world_size=world, **kwargs)
 
 
 def share_decision(mine: Decision | None, device: torch.device) -> Decision:
@@ -179,9 +190,7 @@ def share_decision(mine: Decision | None, device: torch.device) -> Decision:
 
 
 def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = None) -> None:
-    rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    rank, world, local_rank = _ranks()
     node = scenario.nodes()[rank]
     scale = float(os.environ.get("DISTRO_BENCH_COMPUTE_SCALE", node.compute_scale))
     device = pick_device(node, local_rank)
@@ -190,7 +199,7 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
         if node.hardware.memory:
             total = torch.cuda.get_device_properties(device).total_memory
             torch.cuda.set_per_process_memory_fraction(min(1.0, node.hardware.memory / total), device)
-    _distributed_init(device)
+    _distributed_init(device, rank, world)
     comm = Comm()
 
     cfg = scenario.optimizer_configs()[run_name]

@@ -237,6 +237,10 @@ from harness.cli.sweep import sweep as _sweep  # noqa: E402
 
 app.command(name="sweep")(_sweep)
 
+from harness.cli.node import node as _node  # noqa: E402
+
+app.command(name="node")(_node)
+
 
 if __name__ == "__main__":
     app()

@@ -1,0 +1,73 @@
+"""The sbatch script of `distro-bench export slurm`, run as Slurm would run it, under a fake `srun` (N local
+copies of its command, SLURM_NODEID 0..N-1, each in its own session) and a fake `scontrol`: the agents
+rendezvous on loopback with shaping disabled and write one run folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from harness import api
+from tests.helpers import REPO, free_port, tiny_scenario_dict
+
+FAKE_SRUN = f"""#!{sys.executable}
+# Fake srun: runs the command once per node, locally, with the per-task Slurm variables.
+import os, subprocess, sys
+args = sys.argv[1:]
+nodes = int(os.environ["SLURM_JOB_NUM_NODES"])
+while args and args[0].startswith("--"):
+    if args[0].startswith("--nodes="):
+        nodes = int(args[0].split("=", 1)[1])
+    args = args[1:]
+procs = [subprocess.Popen(args, env={{**os.environ, "SLURM_NODEID": str(i), "SLURM_PROCID": str(i),
+                                      "SLURM_LOCALID": "0"}}, start_new_session=True) for i in range(nodes)]
+codes = [p.wait() for p in procs]
+sys.exit(next((c for c in codes if c), 0))
+"""
+
+FAKE_SCONTROL = """#!/bin/sh
+# Fake scontrol: `scontrol show hostnames LIST` prints the fake allocation's hosts, one a line.
+[ "$1 $2" = "show hostnames" ] || exit 2
+for h in $FAKE_SLURM_HOSTS; do echo "$h"; done
+"""
+
+
+def _tool(folder: Path, name: str, text: str) -> None:
+    p = folder / name
+    p.write_text(text)
+    p.chmod(p.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def test_sbatch_script_runs_under_a_fake_srun(tmp_path, write_scenario, cli):
+    scen = write_scenario(tiny_scenario_dict(links={"dsl": {"up": "10Mbit", "down": "50Mbit"}},
+                                             workers=[{"count": 2, "hardware": "host", "link": "dsl"}]))
+    script = tmp_path / "job.sbatch"
+    port = free_port()
+    r = cli("export", "slurm", scen, "--nnodes", "2", "--dest", script, "--port", str(port))
+    assert r.exit_code == 0, r.output
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _tool(bin_dir, "srun", FAKE_SRUN)
+    _tool(bin_dir, "scontrol", FAKE_SCONTROL)
+    out = tmp_path / "results"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO),
+           "SLURM_JOB_NODELIST": "fake[1-2]", "SLURM_JOB_NUM_NODES": "2", "FAKE_SLURM_HOSTS": "127.0.0.1 127.0.0.2",
+           "DISTRO_BENCH": f"{sys.executable} -m harness.cli", "DISTRO_BENCH_SHAPING": "--no-shaping",
+           "DISTRO_BENCH_OUT": str(out), "DISTRO_BENCH_THREADS": "1"}
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (folder,) = list(out.iterdir())
+    run = api.load_run(folder)
+    assert run.summary["run"]["backend"] == "multihost" and run.summary["run"]["state"] == "complete"
+    assert run.summary["optimizers"]["adamw"]["ranks"] == 2 and run.summary["optimizers"]["adamw"]["replicas_identical"]
+    env_json = json.loads((folder / "environment.json").read_text())
+    assert [h["node_rank"] for h in env_json["hosts"]] == [0, 1]
+    assert all(h["shaping"] is None for h in env_json["hosts"])  # --no-shaping: nothing applied, and it says so
+    assert env_json["network"]["network_emulated"] is False
+    assert yaml.safe_load((folder / "scenario.yaml").read_text())["name"] == "tiny-test"
