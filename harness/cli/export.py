@@ -36,10 +36,12 @@ def export(
     time_limit: str = typer.Option("01:00:00", "--time-limit", help="slurm: the job's time limit"),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Export RUN to an experiment tracker (--to: one tracker run per optimizer with its parameters, per-step
-    metrics and the report attached; optional extras: pip install 'distro-bench[mlflow]' or '[tensorboard]'),
-    or write the launch recipe of SCENARIO across hosts: `export slurm SCENARIO` (an sbatch script) or
-    `export k8s SCENARIO` (an indexed Job and a headless Service). docs/scaling-out.md."""
+    """Export RUN to an experiment tracker (`export RUN --to mlflow|tensorboard`), or write SCENARIO's launch
+    recipe across hosts (`export slurm|k8s SCENARIO`).
+
+    A tracker gets one run per optimizer with its parameters, per-step metrics and the report attached
+    (optional extras: pip install 'distro-bench[mlflow]' or '[tensorboard]'). `slurm` writes an sbatch
+    script, `k8s` an indexed Job and a headless Service (docs/scaling-out.md)."""
     from harness import api
     from harness.errors import InputError
 
