@@ -20,7 +20,8 @@ import pandas as pd
 EVENTS_FILE = "events.parquet"
 
 EVENT_COLUMNS: dict[str, str] = {
-    "optimizer": "string", "seed": "Int64",
+    "optimizer": "string",      # the optimizer whose run it happened in
+    "seed": "Int64",            # that run's seed
     "time": "float64",          # epoch seconds when the change took effect (read back)
     "t_s": "float64",           # seconds since this optimizer/seed's first step
     "scheduled_s": "float64",   # when it was due, same clock as t_s (a step trigger: when that step began)

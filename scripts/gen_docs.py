@@ -115,11 +115,23 @@ def render_metric_columns() -> str:
     return "\n".join(["| column | type |", "|---|---|"] + [f"| `{c}` | {t} |" for c, t in METRIC_COLUMNS.items()])
 
 
+def render_event_columns() -> str:
+    """events.parquet's columns with the comment each carries in harness/events.py (its documentation)."""
+    import inspect
+
+    from harness import events
+
+    notes = dict(re.findall(r'"(\w+)": "\w+",\s*#\s*(.+)', inspect.getsource(events)))
+    return "\n".join(["| column | type | meaning |", "|---|---|---|"]
+                     + [f"| `{c}` | {t} | {_cell(notes.get(c, ''))} |" for c, t in events.EVENT_COLUMNS.items()])
+
+
 # file -> {block name -> renderer}; a renderer for the name "" owns the whole file
 TARGETS = {
     "docs/commands.md": {"": render_commands},
     "README.md": {"commands": render_command_table},
-    "docs/run-folder.md": {"summary-keys": render_summary_keys, "metric-columns": render_metric_columns},
+    "docs/run-folder.md": {"summary-keys": render_summary_keys, "metric-columns": render_metric_columns,
+                           "event-columns": render_event_columns},
 }
 
 
