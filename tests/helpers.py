@@ -144,6 +144,26 @@ def netns_host():
     return caps
 
 
+def own_run_ids(monkeypatch, prefix: str):
+    """A generator for a fixture: this test's runs get ids `<prefix><hex><n>` (other tests on the machine may
+    hold namespaces meanwhile), and none of their namespaces may remain afterwards. Yields the token."""
+    import itertools
+    import secrets
+    import time
+
+    from harness.net import naming
+    from harness.net.cleanup import list_namespaces
+
+    token = prefix + secrets.token_hex(2)
+    counter = itertools.count()
+    monkeypatch.setattr(naming, "new_run_id", lambda: f"{token}{next(counter)}")
+    yield token
+    deadline = time.monotonic() + 5
+    while [n for n in list_namespaces() if n.startswith(f"dbench-{token}")] and time.monotonic() < deadline:
+        time.sleep(0.2)  # namespace teardown is asynchronous in the kernel
+    assert not [n for n in list_namespaces() if n.startswith(f"dbench-{token}")], "namespaces left behind"
+
+
 def make_timed_run(root: Path, name: str = "timed", *, step_times: dict[str, list], seeds: int = 1,
                    ranks: int = 2, events: list[dict] | None = None) -> Path:
     """A run folder (make_run's scaffolding) whose steps take exactly `step_times[optimizer]` seconds (a list

@@ -3,35 +3,21 @@ and the delay line's delay shows in the RTT."""
 
 from __future__ import annotations
 
-import itertools
-import secrets
-import time
-
 import pytest
 
-from harness.net.cleanup import list_namespaces
 from harness.scenario import scenario_from_dict
-from tests.helpers import netns_host, tiny_scenario_dict
+from tests.helpers import netns_host, own_run_ids, tiny_scenario_dict
 
 pytestmark = pytest.mark.root
 
 
 @pytest.fixture
-def own_run_ids(monkeypatch):
+def run_ids(monkeypatch):
     netns_host()  # skips where namespaces cannot be made, saying why
-    from harness.net import naming
-
-    token = "m" + secrets.token_hex(2)
-    counter = itertools.count()
-    monkeypatch.setattr(naming, "new_run_id", lambda: f"{token}{next(counter)}")
-    yield token
-    deadline = time.monotonic() + 5
-    while [n for n in list_namespaces() if n.startswith(f"dbench-{token}")] and time.monotonic() < deadline:
-        time.sleep(0.2)  # namespace teardown is asynchronous in the kernel
-    assert not [n for n in list_namespaces() if n.startswith(f"dbench-{token}")], "namespaces left behind"
+    yield from own_run_ids(monkeypatch, "m")
 
 
-def test_each_node_gets_its_own_measured_rates_and_delay(tmp_path, own_run_ids):
+def test_each_node_gets_its_own_measured_rates_and_delay(tmp_path, run_ids):
     from harness.backends.netns import NetnsBackend
     from harness.runner import SilentProgress, measure_links
 

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from harness.net.cleanup import list_namespaces
-from tests.helpers import netns_host, tiny_scenario_dict
+from tests.helpers import netns_host, own_run_ids, tiny_scenario_dict
 
 pytestmark = pytest.mark.root
 
@@ -15,21 +14,8 @@ pytestmark = pytest.mark.root
 @pytest.fixture
 def netns_caps(monkeypatch):
     caps = netns_host()
-    # Our run ids carry a token of their own: other tests on this machine may hold namespaces meanwhile.
-    import itertools
-    import secrets
-    import time
-
-    from harness.net import naming
-
-    token = "s" + secrets.token_hex(2)
-    counter = itertools.count()
-    monkeypatch.setattr(naming, "new_run_id", lambda: f"{token}{next(counter)}")
-    yield caps
-    deadline = time.monotonic() + 5
-    while [n for n in list_namespaces() if n.startswith(f"dbench-{token}")] and time.monotonic() < deadline:
-        time.sleep(0.2)  # namespace teardown is asynchronous in the kernel
-    assert not [n for n in list_namespaces() if n.startswith(f"dbench-{token}")], "namespaces left behind"
+    for _ in own_run_ids(monkeypatch, "s"):  # teardown checks no namespace of ours remains
+        yield caps
 
 
 def test_rate_sweep_draws_measured_and_projected_curves(cli, write_scenario, tmp_path, netns_caps):
