@@ -71,6 +71,10 @@ def table(run_dir: Path) -> str:
     summ = run.summary.model_dump() if hasattr(run.summary, "model_dump") else dict(run.summary)
     opts = summ.get("optimizers", summ)
     target = (summ.get("target") or {}).get("val_loss")
+    if target is None:  # a summary from before the `target` key: the same rule, from the metrics
+        from harness.metrics import comparison_target
+
+        target = comparison_target(run.metrics)["val_loss"]
 
     def key(item):
         t = item[1].get("time_to_target_s")
