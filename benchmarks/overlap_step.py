@@ -2,6 +2,7 @@
 
     python benchmarks/overlap_step.py [--scenario scenarios/distro-variants-home-dsl.yaml] [--seeds 2]
                                       [--steps 40] [--backend netns] [--out /tmp/overlap-bench]
+                                      [--lr 3e-3 --overlap-lr 1e-3]
     python benchmarks/overlap_step.py --run RUN_DIR          # analyse a run folder that has both
 
 Trains the scenario's `distro` (exchange waited on within the step) and `distro-overlap` (step t's exchange
@@ -14,7 +15,9 @@ applied during step t+1) in one run, seed by seed, then prints per seed, as mean
   that cannot overlap communication, DisTrO's own compute included; the target <= 1.1) and forward+backward
   only (stricter: overlap cannot hide DisTrO's compress and apply, which are compute);
 - step(overlap) / max(its own local work, comm): what the overlap left exposed, independent of how the
-  two runs' compute differed on a shared machine.
+  two runs' compute differed on a shared machine;
+- validation loss at each evaluation: the overlapped run's mean over seeds against the 95% interval of the
+  plain run's (equal steps).
 
 Figures, not assertions; ratios within one run. The load average is printed with them: on a host whose
 cores the workers share (4 workers on 2 cores here), compute itself swings with others' load.
@@ -59,6 +62,24 @@ def ratios(m: pd.DataFrame) -> list[dict]:
     return rows
 
 
+def loss_rows(df: pd.DataFrame) -> list[dict]:
+    """Per evaluation step: the plain run's mean validation loss over seeds (rank 0) with its 95% Student-t
+    interval, the overlapped run's mean, and whether that mean lies inside the interval."""
+    from harness.fair import t_interval
+
+    ev = df[(df["rank"] == 0) & df["val_loss"].notna()]
+    rows = []
+    for step, at in ev.groupby("step"):
+        plain = at[at["optimizer"] == PLAIN]["val_loss"].tolist()
+        over = at[at["optimizer"] == OVERLAP]["val_loss"].tolist()
+        if len(plain) < 2 or not over:
+            continue
+        mean, lo, hi = t_interval(plain)
+        o = sum(over) / len(over)
+        rows.append({"step": int(step), "plain": mean, "lo": lo, "hi": hi, "overlap": o, "inside": lo <= o <= hi})
+    return rows
+
+
 def report(run_dir: Path, skip: int) -> int:
     from harness.api import load_run
 
@@ -77,6 +98,12 @@ def report(run_dir: Path, skip: int) -> int:
         print(f"{r['seed']:>4} | {p.step_time_s:>11.3f} {p.compute_s:5.3f} {p.work_s:6.3f} {p.comm_s:5.3f} "
               f"| {o.step_time_s:>13.3f} {o.compute_s:5.3f} {o.work_s:6.3f} {o.comm_s:5.3f} "
               f"| {r['vs_work']:>17.3f} {r['vs_fwd_bwd']:>16.3f} {r['vs_own_work']:>21.3f} {r['speedup']:>8.3f}")
+    losses = loss_rows(df)
+    if losses:
+        print("validation loss at equal steps (mean over seeds; 95% interval of the plain run):")
+        for r in losses:
+            print(f"  step {r['step']:>4}: plain {r['plain']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]  overlap "
+                  f"{r['overlap']:.3f}  {'inside' if r['inside'] else 'OUTSIDE'}")
     if rows:
         worst = max(r["vs_work"] for r in rows)
         print(f"target step(overlap) <= 1.1 x max(local work, comm) of the plain run: worst seed {worst:.3f} "
@@ -92,12 +119,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--skip", type=int, default=3, help="steps left out at the start")
     p.add_argument("--out", default="/tmp/overlap-bench")
+    p.add_argument("--lr", type=float, default=None, help="the plain run's lr (default: the scenario's)")
+    p.add_argument("--overlap-lr", type=float, default=None, help="the overlapped run's lr (default: the scenario's)")
     p.add_argument("--run", type=Path, default=None, help="analyse this run folder instead of training")
     args = p.parse_args(argv)
     if args.run is not None:
         return report(args.run, args.skip)
     print(f"load average before: {os.getloadavg()}", flush=True)
-    argv = [sys.executable, "-m", "harness", "run", args.scenario, "--backend", args.backend,
+    scenario = args.scenario
+    if args.lr or args.overlap_lr:  # a copy of the scenario with the lrs given
+        import yaml
+
+        doc = yaml.safe_load(Path(scenario).read_text())
+        for name, lr in ((PLAIN, args.lr), (OVERLAP, args.overlap_lr)):
+            if lr:
+                doc["optimizers"][name]["lr"] = lr
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        scenario = str(Path(args.out) / "overlap-scenario.yaml")
+        Path(scenario).write_text(yaml.safe_dump(doc, sort_keys=False))
+    argv = [sys.executable, "-m", "harness", "run", scenario, "--backend", args.backend,
             "-o", PLAIN, "-o", OVERLAP, "--steps", str(args.steps), "--repeat", str(args.seeds), "--seed", "0",
             "--out", args.out]
     done = subprocess.run(argv, capture_output=True, text=True)

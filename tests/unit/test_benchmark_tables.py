@@ -67,3 +67,17 @@ def test_shootout_ranks_by_time_to_target(tmp_path):
     rows = [line for line in lines if line.startswith("| ") and line[2].isdigit()]
     assert [r.split("|")[2].strip() for r in rows] == ["distro", "adamw", "sparse"]
     assert "8,000,000" in rows[1]  # adamw's payload tx + rx per step
+
+
+def test_overlap_loss_inside_or_outside_the_plain_interval():
+    ov = _load("overlap_step")
+    rows = []
+    for seed, plain in enumerate([3.0, 3.2, 3.1]):  # mean 3.1, 95% interval about [2.85, 3.35]
+        for opt, val in (("distro", plain), ("distro-overlap", plain + 0.05 if seed else 3.9)):
+            rows.append({"optimizer": opt, "seed": seed, "rank": 0, "step": 9, "val_loss": val})
+            rows.append({"optimizer": opt, "seed": seed, "rank": 1, "step": 9, "val_loss": 99.0})  # rank 0 only
+            rows.append({"optimizer": opt, "seed": seed, "rank": 0, "step": 19, "val_loss": plain - 0.5})
+    [at9, at19] = ov.loss_rows(pd.DataFrame(rows))
+    assert at9["plain"] == pytest.approx(3.1) and at9["lo"] < 3.1 < at9["hi"]
+    assert at9["overlap"] == pytest.approx((3.9 + 3.25 + 3.15) / 3) and not at9["inside"]
+    assert at19["overlap"] == pytest.approx(2.6) and at19["inside"]
