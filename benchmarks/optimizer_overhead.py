@@ -1,6 +1,10 @@
 """How much work each optimizer adds to a training step, against forward+backward (and DisTrO against DeMo).
 
     python benchmarks/optimizer_overhead.py [--presets tiny small base] [--world 4] [--batch 8 --seq-len 128]
+                                            [--threads N] [--no-others]
+
+Threads: by default what each of `--world` workers gets from the runner on this host (cores // workers, at
+least 1), so the share is the one a run sees.
 
 For each model preset, on this machine's CPU: the median time of forward+backward of one batch, and of
 every method's own work in a step (its `compress` and `apply` phases: for DisTrO momentum, DCT, top-k,
