@@ -112,6 +112,7 @@ def report(run_dir: Path, skip: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global OVERLAP
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--scenario", default="scenarios/distro-variants-home-dsl.yaml")
     p.add_argument("--backend", default="netns")
@@ -122,8 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lr", type=float, default=None, help="the plain run's lr (default: the scenario's)")
     p.add_argument("--overlap-lr", type=float, default=None, help="the overlapped run's lr (default: the scenario's)")
     p.add_argument("--run", type=Path, default=None, help="analyse this run folder instead of training")
+    p.add_argument("--overlap-name", default="distro-overlap", help="with --run: the overlapped optimizer's run name")
     args = p.parse_args(argv)
     if args.run is not None:
+        OVERLAP = args.overlap_name
         return report(args.run, args.skip)
     print(f"load average before: {os.getloadavg()}", flush=True)
     scenario = args.scenario
