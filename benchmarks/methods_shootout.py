@@ -2,7 +2,7 @@
 ranked by time to target loss.
 
     python benchmarks/methods_shootout.py [--scenario scenarios/methods-home-dsl.yaml] [--lrs 1e-3,3e-3,1e-2]
-        [--sweep-budget 15s] [--budget 30s] [--seeds 3] [--backend netns] [--out results/shootout]
+        [--sweep-budget 15s] [--budget 25s] [--seeds 3] [--backend netns] [--out results/shootout]
     python benchmarks/methods_shootout.py --run RUN_DIR          # only the ranking table of a finished run
 
 1. Tuning: for each optimizer, a one-method copy of the scenario is swept over `--lrs` with
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scenario", default="scenarios/methods-home-dsl.yaml")
     p.add_argument("--lrs", default="1e-3,3e-3,1e-2")
     p.add_argument("--sweep-budget", default="15s")
-    p.add_argument("--budget", default="30s")
+    p.add_argument("--budget", default="25s")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--backend", default="netns")
     p.add_argument("--out", type=Path, default=Path("results/shootout"))
