@@ -1,6 +1,10 @@
 """How much work each optimizer adds to a training step, against forward+backward (and DisTrO against DeMo).
 
     python benchmarks/optimizer_overhead.py [--presets tiny small base] [--world 4] [--batch 8 --seq-len 128]
+                                            [--threads N] [--no-others]
+
+Threads: by default what each of `--world` workers gets from the runner on this host (cores // workers, at
+least 1), so the share is the one a run sees.
 
 For each model preset, on this machine's CPU: the median time of forward+backward of one batch, and of
 every method's own work in a step (its `compress` and `apply` phases: for DisTrO momentum, DCT, top-k,
@@ -20,6 +24,7 @@ from other processes on a shared machine falls on all of them alike.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -139,16 +144,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--world", type=int, default=4, help="workers whose buffers are aggregated")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--repeats", type=int, default=15)
     p.add_argument("--topk", type=int, default=4)
     p.add_argument("--values", default="1bit", choices=["fp32", "bf16", "1bit"])
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=sorted(METHODS))
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    p.add_argument("--no-others", action="store_true", help="skip the other methods' block (DiLoCo, SparseLoCo, ...)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads (default: what each of --world workers gets from the runner on this host, "
+                        "cores // workers, at least 1: the share as a run sees it)")
     args = p.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    # The runner gives each worker cores // workers threads (harness/runner.py). Measuring with torch's
+    # default (every core) on a host others load inflates the CPU time of both parts with OpenMP's spinning
+    # threads, and makes the share depend on the load, not on the code.
+    torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // args.world))
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; batch {args.batch}x{args.seq_len} tokens; "
+    print(f"load average {os.getloadavg()[0]:.2f}; torch {torch.__version__}, {torch.get_num_threads()} threads; batch {args.batch}x{args.seq_len} tokens; "
           f"{args.world} workers aggregated; DisTrO topk {args.topk}, chunk 64, {args.values} values, bucketed")
     head = f"{'preset':<7}{'params':>12}{'fwd+bwd ms':>12}" + "".join(f"{m + ' ms':>16}{'of f+b':>8}" for m in args.methods)
     print(head + f"{'DeMo ref ms':>13}{'of f+b':>8}")
@@ -167,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"targets at small: DisTrO {share:.1%} of fwd+bwd wall time, {cpu:.1%} of its CPU time "
               f"(<= 10%: {'met' if share <= 0.10 else 'NOT met'} / {'met' if cpu <= 0.10 else 'NOT met'}), "
               f"{speedup:.1f}x faster than the per-tensor DeMo reference (>= 2x: {'met' if speedup >= 2 else 'NOT met'})")
-    methods_overhead(args)
+    if not args.no_others:
+        methods_overhead(args)
     return 0
 
 

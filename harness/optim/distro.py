@@ -131,6 +131,7 @@ class DisTrO(Strategy):
                       if cfg.state == "stateful" else None)
         # Flat position in a group buffer of chunk j's coefficient 0: positions = base + r * chunks * cc + c.
         self._base = [torch.arange(g.n_chunks, device=device)[:, None] * g.chunk[1] for g in self.groups]
+        self._chunk_ids = [torch.arange(g.n_chunks, device=device)[:, None] for g in self.groups]
         self._count: list[torch.Tensor | None] = [None] * len(self.groups)  # dense aggregation's sender counts
         self._decayed = [p for p in self.tensors if p.ndim >= 2 or cfg.weight_decay_on == "all"]
         self._sent: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -199,10 +200,12 @@ class DisTrO(Strategy):
         else:  # delta = decay * delta + lr * DCT(grad), fused into the transform's last GEMM
             delta = dct.forward(buf, out=self.delta[gi], beta=self.cfg.decay, alpha=lr)
         cr, n, cc = delta.shape
-        # |delta| chunk by chunk (one pass that also brings each chunk together), then top-k per chunk
-        magnitude = buf.view(n, cr, cc)
-        torch.abs(delta.permute(1, 0, 2), out=magnitude)
-        idx = magnitude.view(n, cr * cc).topk(g.k, dim=1, sorted=False).indices
+        if 4 * g.k <= cr:
+            idx = self._topk_by_rows(gi, delta)
+        else:  # |delta| chunk by chunk (one pass that also brings each chunk together), then top-k per chunk
+            magnitude = buf.view(n, cr, cc)
+            torch.abs(delta.permute(1, 0, 2), out=magnitude)
+            idx = magnitude.view(n, cr * cc).topk(g.k, dim=1, sorted=False).indices
         flat, pos = delta.view(-1), self._positions(gi, idx)
         vals = flat[pos]
         if self.cfg.values == "bf16":
@@ -215,6 +218,23 @@ class DisTrO(Strategy):
         if self.delta is not None:
             self._drop_padding(gi)
         return idx, vals
+
+    def _topk_by_rows(self, gi: int, delta: torch.Tensor) -> torch.Tensor:
+        """The k largest |coefficients| of every chunk, as row-major chunk indices (chunks, k), through the k rows
+        of each chunk with the largest |coefficient|: the chunk's top k lie in those rows (a coefficient outside
+        them is below k rows' maxima, so k larger ones exist). One min/max pass over `delta` and a top-k over
+        k * cc candidates per chunk, instead of a transposing |delta| pass and a top-k over the whole chunk
+        (about half the time at topk 4 of 64x64). The same set as a top-k of the chunk; its order within a
+        chunk (unspecified for either) may differ, and with it the rounding of the sparse inverse's sums."""
+        g = self.groups[gi]
+        cr, n, cc = delta.shape
+        # (cr, n): each row's largest |coefficient| (amax and amin: two fast passes; aminmax's one ran 5x slower)
+        rowmax = torch.maximum(delta.amax(dim=2), delta.amin(dim=2).neg_())
+        rows = rowmax.t().topk(g.k, dim=1, sorted=False).indices  # (n, k)
+        # row r of chunk j is row r * n + j of delta seen as (cr * n, cc)
+        cand = torch.index_select(delta.view(cr * n, cc), 0, (rows * n + self._chunk_ids[gi]).view(-1))
+        sel = cand.view(n, g.k * cc).abs_().topk(g.k, dim=1, sorted=False).indices
+        return rows.gather(1, sel // cc) * cc + sel % cc
 
     def _drop_padding(self, gi: int) -> None:
         """Zero the momentum of padded tensors' padding (error feedback leaves some there), so a padded

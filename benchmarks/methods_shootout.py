@@ -1,0 +1,128 @@
+"""The methods shoot-out: every method of a scenario at its own tuned learning rate, at an equal time budget,
+ranked by time to target loss.
+
+    python benchmarks/methods_shootout.py [--scenario scenarios/methods-home-dsl.yaml] [--lrs 1e-3,3e-3,1e-2]
+        [--sweep-budget 15s] [--budget 25s] [--seeds 3] [--backend netns] [--out results/shootout]
+    python benchmarks/methods_shootout.py --run RUN_DIR          # only the ranking table of a finished run
+
+1. Tuning: for each optimizer, a one-method copy of the scenario is swept over `--lrs` with
+   `distro-bench sweep --set optimizers.<name>.lr=... --time-budget <sweep budget> --pick best` (one seed: a
+   short, coarse sweep). Each method gets the lr with the lowest validation loss at the end of that budget.
+2. The shoot-out: the scenario with every method at its picked lr, `--budget` seconds of training each,
+   `--seeds` seeds (same data order per seed across methods), `distro-bench run`.
+3. The table: methods ranked by time to the run's target (the worst method's best validation loss, so all
+   reach it; 95% intervals over seeds), validation loss at equal time, payload bytes per worker and step.
+
+Everything goes through the CLI (no second training path); `--skip-sweep` takes the scenario's lrs as they are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _cli(args: list[str]) -> Path:
+    """Run `python -m harness ARGS`; the folder it names on its last line."""
+    done = subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True)
+    if done.returncode not in (0, 1):  # 1: a check failed; the folder stands
+        raise SystemExit(f"harness {' '.join(args[:2])} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    return Path(done.stdout.strip().splitlines()[-1].strip())
+
+
+def tune(doc: dict, lrs: str, budget: str, backend: str, out: Path) -> dict[str, float]:
+    """Each optimizer's best lr over `lrs` at `budget` (one one-method sweep each)."""
+    picked = {}
+    for name, cfg in doc["optimizers"].items():
+        one = {**doc, "optimizers": {name: cfg}, "baseline": name}
+        one.pop("checks", None)
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=out, delete=False) as f:
+            yaml.safe_dump(one, f, sort_keys=False)
+        sweep_dir = _cli(["sweep", f.name, "--set", f"optimizers.{name}.lr={lrs}", "--time-budget", budget,
+                          "--repeat", "1", "--backend", backend, "--pick", "best", "--out", str(out / "sweeps")])
+        best = yaml.safe_load((sweep_dir / "best.yaml").read_text()) if (sweep_dir / "best.yaml").exists() else None
+        lr = ((best or {}).get("optimizers", {}).get(name) or {}).get("lr", cfg.get("lr"))
+        picked[name] = float(lr)
+        print(f"  {name}: lr {picked[name]:g}  ({sweep_dir}; uptime {os.getloadavg()[0]:.2f})", flush=True)
+    return picked
+
+
+def _ci(s: dict, key: str, fmt: str) -> str:
+    v, ci = s.get(key), (s.get("ci95") or {}).get(key)
+    if v is None:
+        return "not reached"
+    text = format(v, fmt)
+    return f"{text} [{format(ci[0], fmt)}, {format(ci[1], fmt)}]" if ci else text
+
+
+def table(run_dir: Path) -> str:
+    from harness.api import load_run
+
+    run = load_run(run_dir)
+    summ = run.summary.model_dump() if hasattr(run.summary, "model_dump") else dict(run.summary)
+    opts = summ.get("optimizers", summ)
+    target = (summ.get("target") or {}).get("val_loss")
+    if target is None:  # a summary from before the `target` key: the same rule, from the metrics
+        from harness.metrics import comparison_target
+
+        target = comparison_target(run.metrics)["val_loss"]
+
+    def key(item):
+        t = item[1].get("time_to_target_s")
+        return (t is None, t if t is not None else math.inf, item[1].get("val_loss_at_equal_time") or math.inf)
+
+    lrs = {n: c.get("lr") for n, c in (run.scenario.get("optimizers") or {}).items()}
+    lines = [f"target val loss {target:.3f}" if target else "no common target",
+             "| rank | method | lr | time to target s | val loss at equal time | payload B/step (tx+rx) | steps | seeds reaching |",
+             "|---:|---|---:|---|---|---:|---:|---:|"]
+    for i, (name, s) in enumerate(sorted(opts.items(), key=key), 1):
+        payload = (s.get("payload_tx_bytes_per_step") or 0) + (s.get("payload_rx_bytes_per_step") or 0)
+        lines.append(f"| {i} | {name} | {lrs.get(name, '')} | {_ci(s, 'time_to_target_s', '.1f')} | "
+                     f"{_ci(s, 'val_loss_at_equal_time', '.3f')} | {payload:,.0f} | {s.get('steps')} | "
+                     f"{s.get('target_reached')}/{s.get('seeds')} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--scenario", default="scenarios/methods-home-dsl.yaml")
+    p.add_argument("--lrs", default="1e-3,3e-3,1e-2")
+    p.add_argument("--sweep-budget", default="15s")
+    p.add_argument("--budget", default="25s")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--backend", default="netns")
+    p.add_argument("--out", type=Path, default=Path("results/shootout"))
+    p.add_argument("--skip-sweep", action="store_true")
+    p.add_argument("--run", type=Path, default=None, help="print the table of this finished run and exit")
+    args = p.parse_args(argv)
+    if args.run:
+        print(table(args.run))
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    doc = yaml.safe_load(Path(args.scenario).read_text())
+    print(f"load average {os.getloadavg()}", flush=True)
+    if not args.skip_sweep:
+        print(f"tuning: lr in {args.lrs}, {args.sweep_budget} each, one seed", flush=True)
+        for name, lr in tune(doc, args.lrs, args.sweep_budget, args.backend, args.out).items():
+            doc["optimizers"][name]["lr"] = lr
+    tuned = args.out / "methods-tuned.yaml"
+    tuned.write_text(yaml.safe_dump(doc, sort_keys=False))
+    print(f"shoot-out: {args.budget} per method, {args.seeds} seeds ({tuned})", flush=True)
+    run_dir = _cli(["run", str(tuned), "--backend", args.backend, "--time-budget", args.budget,
+                    "--repeat", str(args.seeds), "--seed", "0", "--out", str(args.out)])
+    print(f"run {run_dir}; load average {os.getloadavg()}")
+    print(table(run_dir))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""The figures issue 17's benchmarks print, from made-up runs: the overlap ratios of
+benchmarks/overlap_step.py and the shoot-out ranking of benchmarks/methods_shootout.py."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.helpers import make_run
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _records(opt: str, step_s: float, compute_s: float, comm_s: float) -> list[dict]:
+    rows = []
+    for rank in range(2):
+        for step in range(5):
+            slow = 10.0 if step == 0 else 1.0  # start-up: left out by skip=1
+            rows.append({"optimizer": opt, "seed": 0, "rank": rank, "step": step, "step_time_s": step_s * slow,
+                         "compute_s": compute_s, "comm_s": comm_s, "compress_s": 0.01, "apply_s": 0.01})
+    return rows
+
+
+def test_overlap_ratios_against_both_readings_of_compute():
+    ov = _load("overlap_step")
+    df = pd.DataFrame(_records("distro", 0.5, 0.3, 0.15) + _records("distro-overlap", 0.385, 0.31, 0.02))
+    [r] = ov.ratios(ov.per_seed(df, skip=1))
+    assert r["vs_work"] == pytest.approx(0.385 / 0.35)  # plain run's local work: 0.5 - 0.15
+    assert r["vs_fwd_bwd"] == pytest.approx(0.385 / 0.3)
+    assert r["vs_own_work"] == pytest.approx(0.385 / 0.365)
+    assert r["speedup"] == pytest.approx(0.5 / 0.385)
+
+
+def test_overlap_ratio_takes_communication_when_it_dominates():
+    ov = _load("overlap_step")
+    df = pd.DataFrame(_records("distro", 0.33, 0.09, 0.22) + _records("distro-overlap", 0.2, 0.14, 0.045))
+    [r] = ov.ratios(ov.per_seed(df, skip=1))
+    assert r["vs_work"] == pytest.approx(0.2 / 0.22)
+    assert r["vs_fwd_bwd"] == pytest.approx(0.2 / 0.22)
+
+
+def test_overlap_report_needs_both_runs(tmp_path, capsys):
+    ov = _load("overlap_step")
+    run = make_run(tmp_path, optimizers={"distro": (1e3, 3e3, 2.5, 0.1)})
+    assert ov.report(run, skip=1) == 2
+    assert "distro-overlap" in capsys.readouterr().err
+
+
+def test_shootout_ranks_by_time_to_target(tmp_path):
+    so = _load("methods_shootout")
+    # adamw: 8 MB a step (slower steps), higher final loss; distro: fast steps, lower loss: it reaches the
+    # common target first. sparse: never gets below the others' best, so it sets the target and is last.
+    run = make_run(tmp_path, optimizers={"adamw": (4e6, 4e6, 2.6, 0.1), "distro": (1e3, 3e3, 2.5, 0.1),
+                                         "sparse": (1e3, 3e3, 2.7, 0.3)})
+    lines = so.table(run).splitlines()
+    assert lines[0].startswith("target val loss")
+    rows = [line for line in lines if line.startswith("| ") and line[2].isdigit()]
+    assert [r.split("|")[2].strip() for r in rows] == ["distro", "adamw", "sparse"]
+    assert "8,000,000" in rows[1]  # adamw's payload tx + rx per step
+
+
+def test_overlap_loss_inside_or_outside_the_plain_interval():
+    ov = _load("overlap_step")
+    rows = []
+    for seed, plain in enumerate([3.0, 3.2, 3.1]):  # mean 3.1, 95% interval about [2.85, 3.35]
+        for opt, val in (("distro", plain), ("distro-overlap", plain + 0.05 if seed else 3.9)):
+            rows.append({"optimizer": opt, "seed": seed, "rank": 0, "step": 9, "val_loss": val})
+            rows.append({"optimizer": opt, "seed": seed, "rank": 1, "step": 9, "val_loss": 99.0})  # rank 0 only
+            rows.append({"optimizer": opt, "seed": seed, "rank": 0, "step": 19, "val_loss": plain - 0.5})
+    [at9, at19] = ov.loss_rows(pd.DataFrame(rows))
+    assert at9["plain"] == pytest.approx(3.1) and at9["lo"] < 3.1 < at9["hi"]
+    assert at9["overlap"] == pytest.approx((3.9 + 3.25 + 3.15) / 3) and not at9["inside"]
+    assert at19["overlap"] == pytest.approx(2.6) and at19["inside"]
