@@ -23,6 +23,8 @@ def cli_errors():
     """Turn our errors into readable lines and the contract's exit codes; never a traceback."""
     try:
         yield
+    except (typer.Exit, typer.Abort):  # a command's own exit code (click's Exit is a RuntimeError): not a bug
+        raise
     except ScenarioError as e:
         err_console.print(f"[bold red]error:[/] {escape(e.source)}: {len(e.problems)} problem(s)")
         for p in e.problems:

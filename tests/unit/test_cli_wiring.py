@@ -202,3 +202,18 @@ def test_a_bug_is_one_line_and_a_saved_traceback_not_a_traceback_on_screen(cli, 
     saved = r.output.split("the traceback is in ")[1].split()[0]
     assert "Traceback" in Path(saved).read_text()
     Path(saved).unlink()
+
+
+@pytest.mark.parametrize("code", [0, 1, 3])
+def test_a_commands_own_exit_code_passes_through_cli_errors(code, monkeypatch):
+    # click's Exit is a RuntimeError: caught as "any other exception" it read as a bug (`links` exiting 1 on a
+    # FAIL printed an internal-error line after its JSON).
+    import typer
+
+    from harness.console import cli_errors
+
+    monkeypatch.delenv("DISTRO_BENCH_DEBUG", raising=False)
+    with pytest.raises(typer.Exit) as e:
+        with cli_errors():
+            raise typer.Exit(code)
+    assert e.value.exit_code == code
