@@ -162,7 +162,22 @@ def validate(
     print_table(t, table_records(cols, rows, key=1))
     console.print(f"optimizers: {', '.join(f'{k} ({v.type})' for k, v in s.optimizer_configs().items())}; "
                   f"baseline: {s.baseline}", markup=False)
+    for line in _timeline_lines(s):
+        console.print(line, markup=False, soft_wrap=True)
     console.print(f"[green]{scenario} is valid[/]")
+
+
+def _timeline_lines(s) -> list[str]:
+    """What changes while each optimizer trains (link schedules, outages, stragglers, traces), in order."""
+    from harness.timeline import compile_timeline
+
+    tl = compile_timeline(s)
+    if not tl:
+        return []
+    lines = ["changes during each optimizer's run (clock: from its first step):"]
+    lines += [f"  {c.trigger}: {c.describe()}" for c in tl.changes]
+    lines += [f"  {t.node} {t.direction} rate follows {t.path.name} every {t.resolution_s * 1e3:g} ms" for t in tl.traces]
+    return lines
 
 
 def _link_cell(link) -> str:

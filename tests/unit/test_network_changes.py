@@ -281,3 +281,16 @@ def test_outage_cause_names_the_link(tmp_path):
     sched._tick()
     cause = sched.outage_cause(within_s=60)
     assert cause["link"] == "l" and cause["node"] in ("node0", "node1") and cause["start_s"] == 1.0
+
+
+def test_validate_lists_the_changes_a_run_will_see(cli):
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    r = cli("validate", repo / "scenarios" / "home-dsl-outage.yaml")
+    assert r.exit_code == 0, r.output
+    assert "changes during each optimizer's run" in r.output and "at 30s: alice link dsl-drops down for 5s" in r.output
+    r = cli("validate", repo / "scenarios" / "trace-lte-drive.yaml")
+    assert "node0 up rate follows lte-drive.mahi every 100 ms" in r.output, r.output
+    r = cli("validate", repo / "scenarios" / "home-dsl.yaml")
+    assert r.exit_code == 0 and "changes during" not in r.output
