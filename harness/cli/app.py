@@ -110,10 +110,10 @@ def run(
         print_json({"run_dir": str(result.run_dir), "state": result.state, "summary": result.summary.to_dict()})
         return
     print_summary(result.summary)
-    from harness.report.verdict import verdict_lines
+    from harness.report.verdict import ranking_lines, verdict_lines
 
-    for line in verdict_lines(result.summary.to_dict()):  # wrapped at the terminal's (or 80) columns
-        console.print(line, markup=False)
+    for line in verdict_lines(result.summary.to_dict()) + ranking_lines(result.summary.to_dict()):
+        console.print(line, markup=False)  # wrapped at the terminal's (or 80) columns
     for line in result.summary.verdicts():
         console.print(line, markup=False, soft_wrap=True)
     if (Path(result.run_dir) / "events.parquet").is_file():  # issue 18: what the network's changes cost each

@@ -63,6 +63,12 @@ def verdict_section(run: LoadedRun) -> Section | None:
         return None
     scenario = summary.get("run", {}).get("scenario") or run.data.scenario.get("name")
     blocks: list = []
+    if ranked := verdict.ranking(summary):
+        blocks.append(Para(f"Ranking of all {len(ranked)} optimizers: by time to target (a method that missed it on "
+                           "some seed comes after those that reached it on all), then by val loss at equal time; "
+                           f"bytes per worker per step, tx + rx, {ranked[0].bytes_basis}."))
+        blocks.append(Table(verdict.RANKING_COLUMNS, verdict.ranking_rows(ranked),
+                            numeric=[True, False, True, False, True, True, True]))
     for v in found:
         blocks.append(Para(f"{verdict.heading(v, summary)}: {verdict.sentence(v, scenario)}"))
         blocks.append(Table(["figure", v.optimizer, f"{v.baseline} (baseline)", "comparison"],

@@ -352,3 +352,66 @@ def verdict_lines(summary: dict) -> list[str]:
         lines.append("  " + sentence(v, scenario))
         lines += [f"  note: {n}" for n in v.notes]
     return lines
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One optimizer's place when several are compared: by time to target (every seed reached it) first, then
+    by val loss at equal time; a method that missed the target on some seed ranks after those that did not."""
+
+    rank: int
+    optimizer: str
+    time_to_target: Estimate
+    reached: str  # "3/3" seeds that reached the target, "" when the summary does not record it
+    loss_equal_time: Estimate
+    bytes_per_step: float | None  # tx + rx, wire where counted, else payload
+    bytes_basis: str
+    steps: Estimate
+
+
+def ranking(summary: dict) -> list[Ranked]:
+    """Every optimizer of the run, best first (see Ranked). Empty for fewer than three: the verdict says it all."""
+    opts = {k: v for k, v in (summary.get("optimizers") or {}).items() if isinstance(v, dict)}
+    if len(opts) < 3:
+        return []
+    basis = "wire" if all(total_bytes(s, "wire") for s in opts.values()) else "payload"
+
+    def key(item):
+        s = item[1]
+        ttt, loss = _estimate(s, "time_to_target_s"), _estimate(s, "val_loss_at_equal_time")
+        return (not ttt.known, ttt.mean if ttt.known else 0.0, loss.mean if loss.known else math.inf)
+
+    out = []
+    for i, (name, s) in enumerate(sorted(opts.items(), key=key), 1):
+        reached, seeds = _count(s.get("target_reached")), _count(s.get("seeds"))
+        out.append(Ranked(rank=i, optimizer=name, time_to_target=_estimate(s, "time_to_target_s"),
+                          reached=f"{reached}/{seeds}" if reached is not None and seeds else "",
+                          loss_equal_time=_estimate(s, "val_loss_at_equal_time"),
+                          bytes_per_step=total_bytes(s, basis), bytes_basis=basis, steps=_estimate(s, "steps")))
+    return out
+
+
+RANKING_COLUMNS = ["#", "optimizer", "to target", "reached", "val loss, equal time", "bytes/step", "steps"]
+
+
+def ranking_rows(ranked: list[Ranked]) -> list[list[str]]:
+    from harness.format import fmt_bytes
+
+    return [[str(r.rank), r.optimizer, r.time_to_target.text(" s"), r.reached or "-", r.loss_equal_time.text(),
+             fmt_bytes(r.bytes_per_step) if r.bytes_per_step is not None else "n/a", r.steps.text(digits=3)]
+            for r in ranked]
+
+
+def ranking_lines(summary: dict) -> list[str]:
+    """The ranking as aligned plain text for `run`'s output (empty for fewer than three optimizers)."""
+    ranked = ranking(summary)
+    if not ranked:
+        return []
+    # Steps are in each verdict above; without them the table fits 80 columns with long optimizer names.
+    cols = ["#", "optimizer", "to target", "hit", "loss, eq. time", "bytes/step"]
+    table = [cols] + [row[:len(cols)] for row in ranking_rows(ranked)]
+    w = [max(len(r[i]) for r in table) for i in range(len(cols))]
+    lines = [f"ranking by time to target, then val loss at equal time ({ranked[0].bytes_basis} bytes, tx+rx)"]
+    lines += ["  " + "  ".join(c.ljust(w[i]) if i in (1, 3) else c.rjust(w[i]) for i, c in enumerate(row)).rstrip()
+              for row in table]
+    return lines

@@ -245,3 +245,19 @@ def test_real_run_writes_its_report_and_passes_the_gate(cli, tmp_path, write_sce
     r = cli("check", run, "--json")
     # Only the baseline ran: a loss-gap threshold with no candidate is a failed gate, not a silent pass.
     assert r.exit_code == 1 and "only the baseline" in r.stdout
+
+
+def test_three_or_more_optimizers_lead_the_verdict_with_a_ranking(tmp_path):
+    from harness.report.run_report import write_run_report
+
+    three = {"adamw": (2_000_000, 2_000_000, 2.40, 0.10), "distro": (1_000, 3_000, 2.55, 0.10),
+             "diloco": (50_000, 50_000, 2.45, 0.10)}
+    run = make_run(tmp_path, optimizers=three)
+    write_run_report(run)
+    verdict = (run / "report.md").read_text().split("## Verdict")[1].split("\n## ")[0]
+    assert verdict.lstrip().startswith("Ranking of all 3 optimizers")
+    rows = [line for line in verdict.splitlines() if re.match(r"\| \d \|", line)]
+    assert sorted(line.split("|")[2].strip() for line in rows) == ["adamw", "diloco", "distro"]
+    two = make_run(tmp_path / "two")
+    write_run_report(two)
+    assert "Ranking of all" not in (two / "report.md").read_text()

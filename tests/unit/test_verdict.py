@@ -98,3 +98,35 @@ def test_reached_by_some_seeds_only_says_so():
 def test_equal_times_read_as_about_the_same():
     (v,) = verdicts(summary(distro_ttt=49.0, adamw_ttt=49.4))
     assert "reached val loss 2.75 in 49 ± 2 s, about as soon as adamw (1.0x)" in sentence(v)
+
+
+def _ranked_opt(ttt, reached, loss, tx, seeds=3):
+    return {"time_to_target_s": ttt, "target_reached": reached, "seeds": seeds, "val_loss_at_equal_time": loss,
+            "payload_tx_bytes_per_step": tx, "payload_rx_bytes_per_step": tx, "steps": 40,
+            "ci95": {"time_to_target_s": [ttt - 1, ttt + 1] if ttt is not None else None}}
+
+
+def test_ranking_orders_by_time_to_target_then_loss_and_puts_misses_last():
+    from harness.report.verdict import ranking, ranking_lines
+
+    summary = {"baseline": "adamw", "optimizers": {
+        "adamw": _ranked_opt(20.0, 3, 3.1, 4e6),
+        "missed": _ranked_opt(None, 2, 2.0, 1e3),      # best loss, but one seed never reached the target
+        "distro": _ranked_opt(11.0, 3, 3.0, 4e3),
+        "sparse": _ranked_opt(5.0, 3, 2.6, 7e3),
+        "tied-worse": _ranked_opt(11.0, 3, 3.2, 4e3),
+    }}
+    ranked = ranking(summary)
+    assert [r.optimizer for r in ranked] == ["sparse", "distro", "tied-worse", "adamw", "missed"]
+    assert [r.rank for r in ranked] == [1, 2, 3, 4, 5]
+    assert ranked[-1].reached == "2/3" and ranked[0].bytes_basis == "payload" and ranked[0].bytes_per_step == 14e3
+    lines = ranking_lines(summary)
+    assert lines[2].split()[:2] == ["1", "sparse"] and "5.0 ± 1.0 s" in lines[2]
+    assert all(len(line) <= 80 for line in lines)
+
+
+def test_no_ranking_for_two_optimizers():
+    from harness.report.verdict import ranking, ranking_lines
+
+    summary = {"baseline": "adamw", "optimizers": {"adamw": _ranked_opt(20.0, 3, 3.1, 4e6), "distro": _ranked_opt(11.0, 3, 3.0, 4e3)}}
+    assert ranking(summary) == [] and ranking_lines(summary) == []
