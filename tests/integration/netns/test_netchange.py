@@ -135,7 +135,10 @@ def test_long_outage_fails_naming_the_link_with_metrics_kept(tmp_path):
     assert status["state"] == "failed" and "link 'dsl'" in status["reason"]
     import pandas as pd
 
-    assert len(pd.read_parquet(run_dir / "metrics.parquet")) >= 3 * 2  # steps before the outage, both ranks
+    m = pd.read_parquet(run_dir / "metrics.parquet")
+    # Rank 0 finished steps 0-2 (the outage came at its step 3). Rank 1 may not have finished step 2: a ring
+    # all-reduce can complete on rank 0 while rank 1's last chunk is still on the wire when the link goes down.
+    assert (m["rank"] == 0).sum() >= 3 and (m["rank"] == 1).sum() >= 2, m[["rank", "step"]]
     from harness.events import read_events
 
     assert "outage" in set(read_events(run_dir)["kind"])
