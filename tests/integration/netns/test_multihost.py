@@ -111,8 +111,19 @@ def run_folder(out: Path) -> Path:
     return folder
 
 
+def typical_wire(run: api.Run, name: str, column: str) -> float:
+    """The median step's wire bytes over every rank's steady steps. Wire counts move in whole packets: a
+    pure ACK (66 B) more or less, as delayed-ACK timers fire or piggyback, shifts a step by 3% of DisTrO's
+    ~1.9 kB. The summary's mean over 11 steps moved +5.8% under a CPU hog that way, while the typical step's
+    packets are the same on one host or two."""
+    m = run.metrics
+    rows = m[(m["optimizer"] == name) & (m["step"] > 0)]
+    return float(rows[column].astype("float64").median())
+
+
 def compare(multi: Path, single: Path) -> None:
-    m, s = api.load_run(multi).summary, api.load_run(single).summary
+    mr, sr = api.load_run(multi), api.load_run(single)
+    m, s = mr.summary, sr.summary
     assert m["run"]["backend"] == "multihost" and m["run"]["state"] == "complete"
     assert set(m["optimizers"]) == set(s["optimizers"]) == {"adamw", "distro"}
     for name in ("adamw", "distro"):
@@ -122,7 +133,9 @@ def compare(multi: Path, single: Path) -> None:
         assert a["payload_rx_bytes_per_step"] == b["payload_rx_bytes_per_step"], name
         for k in ("wire_tx_bytes_per_step", "wire_rx_bytes_per_step"):
             assert a[k] is not None and b[k] is not None, (name, k)
-            assert abs(a[k] - b[k]) <= 0.05 * b[k], (name, k, a[k], b[k])
+        for col in ("wire_tx_bytes", "wire_rx_bytes"):
+            x, y = typical_wire(mr, name, col), typical_wire(sr, name, col)
+            assert abs(x - y) <= 0.05 * y, (name, col, x, y)
         assert a["replicas_identical"] is True
         # Same seed, same data, same arithmetic: the same training.
         assert a["param_checksum"] == b["param_checksum"], name
