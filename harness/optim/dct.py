@@ -17,7 +17,9 @@ transform are single plain GEMMs over the whole group, with no copy between them
 multiplies the buffer seen as (cr * chunks, cc) by D_c^T, the row pass multiplies D_r by the buffer
 seen as (cr, chunks * cc). Copies between parameters and the buffer move whole 64-float rows. (Batched
 64x64 products through bmm ran 2.4x slower; a transposing copy between the passes cost a quarter of a
-pass.) Work buffers are kept, not allocated per step: fresh multi-MB allocations page-fault on every call.
+pass.) DisTrO's momentum update skips the copy for unpadded tensors: `forward_matrix` runs the column
+pass on the gradient where it lies and the row pass per band of chunks into the group buffer, one tensor
+at a time, so its scratch stays in cache. Work buffers are kept, not allocated per step: fresh multi-MB allocations page-fault on every call.
 """
 
 from __future__ import annotations
@@ -154,6 +156,21 @@ class ChunkDCT:
         a = torch.mm(x.view(cr * n, cc), self.dc_t, out=self._scratch(n).view(cr * n, cc))  # columns
         out.view(cr, n * cc).addmm_(self.dr, a.view(cr, n * cc), beta=beta, alpha=alpha)  # rows
         return out
+
+    def forward_matrix(self, m: torch.Tensor, grid: tuple[int, int], out: torch.Tensor, beta: float = 0.0,
+                       alpha: float = 1.0) -> None:
+        """DCT of one unpadded tensor's chunks straight from the tensor, seen as its contiguous (rows, cols)
+        matrix `m`: out = beta * out + alpha * D_r X D_c^T, where `out` is the tensor's (cr, chunks, cc) part of
+        a group buffer. The column pass reads `m` in its own layout (each 64-float row of a chunk is a row of
+        `m` seen as (rows * grid_c, cc)), so no copy into the group layout precedes it; the row pass then
+        applies D_r to every band of `grid_c` chunks at once, a batched product written in place through a strided
+        view of `out`. Its scratch is one tensor, not the group, so it stays in cache. Same products and sums
+        per coefficient as `forward`."""
+        (gr, gc), cr, cc = grid, self.cr, self.cc
+        a = torch.mm(m.view(gr * cr * gc, cc), self.dc_t, out=self._scratch(gr * gc).view(gr * cr * gc, cc))
+        # band b of `a`: rows r of its gc chunks, (cr, gc * cc); of `out`: the same, strided by the group's width
+        out.view(cr, gr, gc * cc).permute(1, 0, 2).baddbmm_(self.dr.expand(gr, cr, cr), a.view(gr, cr, gc * cc),
+                                                            beta=beta, alpha=alpha)
 
     def inverse(self, y: torch.Tensor) -> torch.Tensor:
         """Chunks (cr, n, cc) from coefficients (cr, n, cc), contiguous."""

@@ -43,7 +43,7 @@ on every rank.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -129,6 +129,8 @@ class DisTrO(Strategy):
         self._chunks = [torch.empty(g.chunk[0], g.n_chunks, g.chunk[1], device=device) for g in self.groups]
         self.delta = ([torch.zeros(g.chunk[0], g.n_chunks, g.chunk[1], device=device) for g in self.groups]
                       if cfg.state == "stateful" else None)
+        # Where a step's coefficients are formed: the momentum, or (stateless) a kept work buffer.
+        self._coef = self.delta or [torch.zeros_like(b) for b in self._chunks]
         # Flat position in a group buffer of chunk j's coefficient 0: positions = base + r * chunks * cc + c.
         self._base = [torch.arange(g.n_chunks, device=device)[:, None] * g.chunk[1] for g in self.groups]
         self._chunk_ids = [torch.arange(g.n_chunks, device=device)[:, None] for g in self.groups]
@@ -187,21 +189,28 @@ class DisTrO(Strategy):
 
     def _select(self, gi: int, lr: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Momentum update, top-k and error feedback for one group: (row-major indices, values), each (chunks, k)."""
-        g, buf = self.groups[gi], self._chunks[gi]
+        g, buf, delta, dct = self.groups[gi], self._chunks[gi], self._coef[gi], self.dct[self.groups[gi].chunk]
+        beta = 0.0 if self.delta is None else self.cfg.decay
+        by_rows = 4 * g.k <= g.chunk[0]
+        rowmax = []
+        # delta = decay * delta + lr * DCT(grad), fused into the transform's last GEMM; tensor by tensor, so
+        # each one's transform reads its gradient where it lies, and its row maxima are taken while in cache.
         for m, lay in zip(g.members, g.layouts):
-            grad = self.tensors[m].grad
+            grad, part = self.tensors[m].grad, lay.part(delta)
             if grad is None:  # an unused parameter contributes nothing, as a zero gradient
-                lay.part(buf).zero_()
+                part.mul_(beta)
+            elif not lay.padded and grad.is_contiguous():
+                dct.forward_matrix(grad.view(lay.rows, lay.cols), lay.grid, part, beta=beta, alpha=lr)
             else:
-                lay.to_chunks(grad, buf)
-        dct = self.dct[g.chunk]
-        if self.delta is None:
-            delta = dct.forward(buf, alpha=lr)
-        else:  # delta = decay * delta + lr * DCT(grad), fused into the transform's last GEMM
-            delta = dct.forward(buf, out=self.delta[gi], beta=self.cfg.decay, alpha=lr)
+                # padded: its chunks copied (zero-padded) into the front of the work buffer, then transformed
+                chunks = buf.view(-1)[: part.numel()].view(part.shape)
+                replace(lay, offset=0).to_chunks(grad, chunks)
+                dct.forward(chunks, out=part, beta=beta, alpha=lr)
+            if by_rows:
+                rowmax.append(_row_maxima(part))
         cr, n, cc = delta.shape
-        if 4 * g.k <= cr:
-            idx = self._topk_by_rows(gi, delta)
+        if by_rows:
+            idx = self._topk_by_rows(gi, delta, torch.cat(rowmax, dim=1))
         else:  # |delta| chunk by chunk (one pass that also brings each chunk together), then top-k per chunk
             magnitude = buf.view(n, cr, cc)
             torch.abs(delta.permute(1, 0, 2), out=magnitude)
@@ -219,17 +228,18 @@ class DisTrO(Strategy):
             self._drop_padding(gi)
         return idx, vals
 
-    def _topk_by_rows(self, gi: int, delta: torch.Tensor) -> torch.Tensor:
+    def _topk_by_rows(self, gi: int, delta: torch.Tensor, rowmax: torch.Tensor | None = None) -> torch.Tensor:
         """The k largest |coefficients| of every chunk, as row-major chunk indices (chunks, k), through the k rows
         of each chunk with the largest |coefficient|: the chunk's top k lie in those rows (a coefficient outside
-        them is below k rows' maxima, so k larger ones exist). One min/max pass over `delta` and a top-k over
-        k * cc candidates per chunk, instead of a transposing |delta| pass and a top-k over the whole chunk
-        (about half the time at topk 4 of 64x64). The same set as a top-k of the chunk; its order within a
+        them is below k rows' maxima, so k larger ones exist). `rowmax` (cr, chunks), each row's largest
+        |coefficient|, is taken from `delta` when not given. Then a top-k over k * cc candidates per chunk,
+        instead of a transposing |delta| pass and a top-k over the whole chunk (about half the time at topk 4
+        of 64x64). The same set as a top-k of the chunk; its order within a
         chunk (unspecified for either) may differ, and with it the rounding of the sparse inverse's sums."""
         g = self.groups[gi]
         cr, n, cc = delta.shape
-        # (cr, n): each row's largest |coefficient| (amax and amin: two fast passes; aminmax's one ran 5x slower)
-        rowmax = torch.maximum(delta.amax(dim=2), delta.amin(dim=2).neg_())
+        if rowmax is None:
+            rowmax = _row_maxima(delta)
         rows = rowmax.t().topk(g.k, dim=1, sorted=False).indices  # (n, k)
         # row r of chunk j is row r * n + j of delta seen as (cr * n, cc)
         cand = torch.index_select(delta.view(cr * n, cc), 0, (rows * n + self._chunk_ids[gi]).view(-1))
@@ -257,11 +267,12 @@ class DisTrO(Strategy):
         if 2 * idx.shape[1] <= sum(g.chunk):
             # Few coefficients per chunk (topk 4 from 4 workers: 16 of 4096): count the senders of each by
             # comparing a chunk's indices (each worker's are distinct), and transform just those.
-            senders = (idx[:, :, None] == idx[:, None, :]).sum(-1)
-            update = dct.sparse_inverse(idx, vals / senders).sign_()  # (chunks, cr, cc)
+            # Tensor by tensor, so each one's update is signed and added while it is still in cache.
+            mean = vals / (idx[:, :, None] == idx[:, None, :]).sum(-1)
             for m, lay in zip(g.members, g.layouts):
-                rows = update[lay.offset : lay.offset + lay.n_chunks]
-                _add(self.tensors[m], lay, rows.view(lay.grid[0], lay.grid[1], *g.chunk).permute(0, 2, 1, 3), -lr)
+                rows = slice(lay.offset, lay.offset + lay.n_chunks)
+                update = dct.sparse_inverse(idx[rows], mean[rows]).sign_()  # (chunks, cr, cc)
+                _add(self.tensors[m], lay, update.view(lay.grid[0], lay.grid[1], *g.chunk).permute(0, 2, 1, 3), -lr)
             return
         # Dense: scatter-adds one worker at a time, in rank order; each adds to distinct coefficients, so
         # the sums do not depend on scheduling (CPU threads, CUDA atomics) and every rank gets the same bits.
@@ -376,6 +387,12 @@ class DisTrO(Strategy):
                 lay = g.layouts[g.members.index(i)]
                 return lay.from_chunks(self.dct[g.chunk].inverse(lay.part(coefficients(gi)).contiguous()))
         raise IndexError(i)
+
+
+def _row_maxima(coefficients: torch.Tensor) -> torch.Tensor:
+    """(cr, chunks): the largest |coefficient| of each chunk row of (cr, chunks, cc) coefficients. amax and amin
+    are two fast passes; aminmax's one ran 5x slower, and abs would write a copy."""
+    return torch.maximum(coefficients.amax(dim=2), coefficients.amin(dim=2).neg_())
 
 
 def _add(param: torch.Tensor, lay: TensorLayout, blocks: torch.Tensor, alpha: float) -> None:

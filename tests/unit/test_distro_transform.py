@@ -63,6 +63,27 @@ def test_batched_transform_equals_per_chunk_transform():
     assert torch.allclose(acc, 0.5 + 2.0 * coef, atol=1e-5)
 
 
+@pytest.mark.parametrize("shape", [(128, 192), (64, 64), (1, 320), (192, 2, 32)])
+def test_transform_from_the_tensor_equals_the_copied_chunks_transform(shape):
+    """forward_matrix (no copy into the group layout) gives what to_chunks + forward give (to rounding: BLAS
+    may take another path for a 1-row chunk), into a tensor's part of a group buffer shared with another
+    tensor, and accumulates the same way."""
+    torch.manual_seed(2)
+    t = torch.randn(shape)
+    lay = layout(shape, 64, offset=3)  # three chunks of another tensor come first
+    assert not lay.padded
+    n = 3 + lay.n_chunks
+    dct = ChunkDCT(lay.chunk, n)
+    chunks = torch.zeros(lay.chunk[0], n, lay.chunk[1])
+    lay.to_chunks(t, chunks)
+    start = torch.randn(lay.chunk[0], n, lay.chunk[1])
+    want = dct.forward(chunks, out=start.clone(), beta=0.9, alpha=0.01)
+    got = start.clone()
+    dct.forward_matrix(t.reshape(lay.rows, lay.cols), lay.grid, lay.part(got), beta=0.9, alpha=0.01)
+    torch.testing.assert_close(lay.part(got), lay.part(want), rtol=1e-6, atol=1e-7)
+    assert torch.equal(got[:, :3], start[:, :3])  # the other tensor's chunks untouched
+
+
 def test_sparse_inverse_equals_dense_inverse():
     torch.manual_seed(2)
     dct = ChunkDCT((16, 8), 5)
