@@ -310,7 +310,8 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
             evaluated = (step + 1) % eval_every == 0 or last
             if evaluated:
                 heartbeat.beat(step, "evaluate")
-                record["val_loss"] = evaluate(model, val_batches, device)
+                with strategy.consensus():
+                    record["val_loss"] = evaluate(model, val_batches, device)
             stop = last
             decided = not last and budget.needs_decision and (
                 step == next_check or (budget.target_val_loss is not None and evaluated))
@@ -327,14 +328,16 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
                           "total_steps": decision.total_steps, "step_time_s": policy.step_time()})
             if stop and not evaluated:
                 heartbeat.beat(step, "evaluate")
-                record["val_loss"] = evaluate(model, val_batches, device)
+                with strategy.consensus():
+                    record["val_loss"] = evaluate(model, val_batches, device)
                 evaluated = True
             # Replicas agree only where the strategy synchronised (every step for AdamW/DisTrO, every H
             # steps for DiLoCo): compare them at the first sync at or after each evaluation.
             checksum_due = checksum_due or evaluated
             if checksum_due and result.synced:
                 checksum_due = False
-                record["param_checksum"] = param_checksum(model)
+                with strategy.consensus():
+                    record["param_checksum"] = param_checksum(model)
             if wire and (evaluated or decided):
                 wire.delta()  # evaluation and decisions are not the optimizer's: keep their bytes and seconds out
             paused += time.perf_counter() - pause_start

@@ -100,6 +100,13 @@ class Strategy(ABC):
     def step(self, step: int, timer: PhaseTimer) -> StepResult | None:
         """One optimizer step after backward. None means `StepResult()` (synced, nothing extra)."""
 
+    @contextmanager
+    def consensus(self):
+        """Within it, the model holds the parameters every replica agrees on (evaluation and checksums run
+        there). The same as outside for every method but one that steps on a local guess between syncs
+        (DisTrO's `overlap: eager`)."""
+        yield
+
     def finish(self, timer: PhaseTimer) -> StepResult | None:
         """After the last step: a periodic method syncs what its local steps left pending (its collectives
         are counted like a step's); None when nothing was pending."""

@@ -74,7 +74,9 @@ class DisTrOConfig(StrategyConfig):
     # `int64` DeMo's reference (with `values: fp32, topk: 32` it reproduces the DeMo paper's byte counts).
     index: IndexCodec = "auto"
     # Apply step t's aggregate during step t+1 (one step stale), so the exchange hides behind compute.
-    overlap: bool = False
+    # `eager`: meanwhile step t+1 computes on the parameters with this worker's own step-t packet applied as
+    # if it were the aggregate (the "eager updates" of arXiv 2502.12996), replaced by the aggregate on arrival.
+    overlap: Literal[False, True, "eager"] = False
     # How buffers travel: gloo's ring all-gather (N-1 rounds), `direct` (every rank sends its buffer to
     # every peer at once: one round), or `auto` (direct where the projection model says it is faster).
     exchange: Literal["ring", "direct", "auto"] = "ring"

@@ -68,9 +68,10 @@ class ThreadComm:
         return Done()
 
 
-def _run_workers(world: int, make, steps: int = STEPS) -> list:
+def _run_workers(world: int, make, steps: int = STEPS, grad=None) -> list:
     """Run `make(rank, comm) -> (params, step_fn)` on `world` threads for `steps` steps, each rank its own
-    gradients; returns each rank's params."""
+    gradients (random, or `grad(rank, param, noise)` where they must depend on the parameters); returns each
+    rank's params."""
     group, out, errors = ThreadGroup(world), [None] * world, []
 
     def body(rank):
@@ -79,7 +80,8 @@ def _run_workers(world: int, make, steps: int = STEPS) -> list:
             data = torch.Generator().manual_seed(100 + rank)
             for step in range(steps):
                 for p in params:
-                    p.grad = torch.randn(p.shape, generator=data)
+                    noise = torch.randn(p.shape, generator=data)
+                    p.grad = noise if grad is None else grad(rank, p, noise)
                 step_fn(step)
             out[rank] = params
         except BaseException as e:  # let the other threads out of the barrier, and fail the test
@@ -212,3 +214,59 @@ def test_overlap_applies_each_aggregate_one_step_later_and_drains(bucket):
     short = _run_workers(WORLD, _distro(opts), steps=STEPS - 1)
     assert all(torch.equal(x, y) for x, y in zip(short[0], behind[0]))
     assert not all(torch.equal(x, y) for x, y in zip(plain[0], behind[0]))
+
+
+def _pull(rank: int, p: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    """The gradient of |p - target|^2 with a target per rank, plus noise: it depends on where p is."""
+    target = torch.full_like(p, 0.2 * (rank + 1))
+    return 2 * (p.detach() - target) + 0.1 * noise
+
+
+def test_eager_overlap_with_one_worker_trains_exactly_as_no_overlap():
+    """With one worker the guess (its own packet) is the aggregate, so each gradient is taken where the plain
+    run takes it: the same bits. The stale overlap takes them one update behind, and ends elsewhere."""
+    opts = {**OPTIONS, "values": "1bit"}
+    plain = _run_workers(1, _distro(opts, steps=12), steps=12, grad=_pull)
+    eager = _run_workers(1, _distro({**opts, "overlap": "eager"}, steps=12), steps=12, grad=_pull)
+    stale = _run_workers(1, _distro({**opts, "overlap": True}, steps=12), steps=12, grad=_pull)
+    assert all(torch.equal(x, y) for x, y in zip(plain[0], eager[0]))
+    assert not all(torch.equal(x, y) for x, y in zip(plain[0], stale[0]))
+
+
+def test_eager_guess_is_undone_exactly():
+    """Gradients that ignore the parameters: the guess changes nothing the run computes, so after the drain
+    the eager run holds the stale overlap's (and the plain run's) parameters, bit for bit."""
+    opts = {**OPTIONS, "values": "1bit"}
+    stale = _run_workers(WORLD, _distro({**opts, "overlap": True}))
+    eager = _run_workers(WORLD, _distro({**opts, "overlap": "eager"}))
+    assert all(torch.equal(x, y) for r in range(WORLD) for x, y in zip(stale[r], eager[r]))
+
+
+def test_eager_replicas_agree_in_consensus_and_differ_only_by_their_guess():
+    """Between steps each rank holds its own guess (different parameters); within `consensus()` every rank
+    holds the same agreed parameters, and after the last step (drained) they agree outright."""
+    from harness.optim.base import PhaseTimer
+
+    steps, seen = 6, {}
+
+    def make(rank, comm):
+        params = _initial()
+        s = DisTrO(DisTrOConfig(**OPTIONS, values="1bit", overlap="eager"), [(f"p{i}", p) for i, p in enumerate(params)],
+                   comm, steps)
+
+        def step_fn(step):
+            s.step(step, PhaseTimer(torch.device("cpu")))
+            with s.consensus():
+                agreed = [p.detach().clone() for p in params]
+            seen[(rank, step)] = ([p.detach().clone() for p in params], agreed)
+        return params, step_fn
+
+    final = _run_workers(WORLD, make, steps=steps, grad=_pull)
+    for step in range(steps):
+        held = [seen[(r, step)][0] for r in range(WORLD)]
+        agreed = [seen[(r, step)][1] for r in range(WORLD)]
+        assert all(torch.equal(a, b) for r in range(1, WORLD) for a, b in zip(agreed[0], agreed[r])), step
+        if step < steps - 1:
+            assert not all(torch.equal(a, b) for a, b in zip(held[0], held[1])), step
+    assert all(torch.equal(a, b) for r in range(1, WORLD) for a, b in zip(final[0], final[r]))
+    assert all(torch.equal(a, b) for a, b in zip(final[0], seen[(0, steps - 1)][1]))

@@ -28,8 +28,11 @@ CONFIGS = {
     "1bit-overlap": {"values": "1bit", "topk": 4, "overlap": True},
     "fp32-per-tensor-overlap-direct": {"values": "fp32", "topk": 3, "bucket": False, "overlap": True,
                                        "exchange": "direct"},
+    # Gradients here ignore the parameters, so eager's guesses change nothing it computes: once drained it
+    # holds its stale twin's bits (its own packet is read for the guess while the gather sends it).
+    "1bit-eager": {"values": "1bit", "topk": 4, "overlap": "eager"},
 }
-TWINS = {"1bit-bucket-direct": "1bit-bucket", "fp32-per-tensor-direct": "fp32-per-tensor"}
+TWINS = {"1bit-bucket-direct": "1bit-bucket", "fp32-per-tensor-direct": "fp32-per-tensor", "1bit-eager": "1bit-overlap"}
 
 
 def _free_port() -> int:

@@ -1,4 +1,4 @@
-"""DiLoCo, SparseLoCo and PowerSGD through the real worker and runner (local backend, 3 workers): bytes counted
+"""DiLoCo, SparseLoCo, PowerSGD and DisTrO's eager overlap through the real worker and runner (local backend, 3 workers): bytes counted
 at every step equal `predict_step`, the final sync's equal `predict_finish`, replicas agree at sync points
 and at the end, and per-method fields reach the step records."""
 
@@ -23,6 +23,8 @@ OPTIMIZERS = {
     "diloco-int8": {"type": "diloco", "lr": 3e-3, "inner_steps": 5, "pseudo_grad": "int8"},  # step 4 only
     "sparseloco": {"lr": 3e-3, "inner_steps": 3, "topk": 32},
     "powersgd": {"lr": 3e-3, "rank": 2, "start_step": 2},
+    # between steps each rank holds its own guess; evaluation and checksums see the agreed parameters
+    "distro-eager": {"type": "distro", "lr": 3e-3, "topk": 4, "values": "1bit", "overlap": "eager"},
 }
 
 
@@ -80,6 +82,13 @@ def test_replicas_identical_at_sync_points_only(methods_run):
     assert sorted({r["step"] for r in steps if r["synced"]}) == [4] and not any(e["final_sync"] for e in ends)
     steps, _ = _records(result.run_dir, "powersgd")
     assert [r["powersgd"] for r in steps if r["rank"] == 0] == [False, False, True, True, True]
+    steps, ends = _records(result.run_dir, "distro-eager")
+    at = {}
+    for r in steps:
+        if r["param_checksum"]:
+            at.setdefault(r["step"], set()).add(r["param_checksum"])
+    assert sorted(at) == [1, 3, 4] and all(len(c) == 1 for c in at.values()), at  # every rank: the same
+    assert len({e["param_checksum"] for e in ends}) == 1
 
 
 def test_fewer_bytes_than_adamw(methods_run):
