@@ -46,6 +46,7 @@ OVERLAPPED = ["distro-overlap", "distro-eager"]  # `overlap: true` (stale), `ove
 def per_seed(df: pd.DataFrame, skip: int) -> pd.DataFrame:
     """Means over ranks and steps >= skip, per (optimizer, seed)."""
     df = df[df["step"] >= skip].copy()
+    df["seed"] = df["seed"].astype("float64").fillna(-1).astype(int)  # a single-seed run records none: -1
     df["work_s"] = df["step_time_s"] - df["comm_s"]
     cols = ["step_time_s", "compute_s", "work_s", "comm_s", "compress_s", "apply_s"]
     return df.groupby(["optimizer", "seed"])[cols].mean()
@@ -103,7 +104,7 @@ def report(run_dir: Path, skip: int, overlapped: list[str]) -> int:
               f"{'ov/max(work,comm)':>17} {'ov/max(f+b,comm)':>16} {'ov/max(own work,comm)':>21} {'speedup':>8}")
         for r in rows:
             p, o = r["plain"], r["overlap"]
-            print(f"{r['seed']:>4} | {p.step_time_s:>11.3f} {p.compute_s:5.3f} {p.work_s:6.3f} {p.comm_s:5.3f} "
+            print(f"{r['seed'] if r['seed'] >= 0 else '-':>4} | {p.step_time_s:>11.3f} {p.compute_s:5.3f} {p.work_s:6.3f} {p.comm_s:5.3f} "
                   f"| {o.step_time_s:>13.3f} {o.compute_s:5.3f} {o.work_s:6.3f} {o.comm_s:5.3f} "
                   f"| {r['vs_work']:>17.3f} {r['vs_fwd_bwd']:>16.3f} {r['vs_own_work']:>21.3f} {r['speedup']:>8.3f}")
         losses = loss_rows(df, over)

@@ -34,7 +34,7 @@ def _records(opt: str, step_s: float, compute_s: float, comm_s: float) -> list[d
 def test_overlap_ratios_against_both_readings_of_compute():
     ov = _load("overlap_step")
     df = pd.DataFrame(_records("distro", 0.5, 0.3, 0.15) + _records("distro-overlap", 0.385, 0.31, 0.02))
-    [r] = ov.ratios(ov.per_seed(df, skip=1))
+    [r] = ov.ratios(ov.per_seed(df, skip=1), "distro-overlap")
     assert r["vs_work"] == pytest.approx(0.385 / 0.35)  # plain run's local work: 0.5 - 0.15
     assert r["vs_fwd_bwd"] == pytest.approx(0.385 / 0.3)
     assert r["vs_own_work"] == pytest.approx(0.385 / 0.365)
@@ -44,7 +44,7 @@ def test_overlap_ratios_against_both_readings_of_compute():
 def test_overlap_ratio_takes_communication_when_it_dominates():
     ov = _load("overlap_step")
     df = pd.DataFrame(_records("distro", 0.33, 0.09, 0.22) + _records("distro-overlap", 0.2, 0.14, 0.045))
-    [r] = ov.ratios(ov.per_seed(df, skip=1))
+    [r] = ov.ratios(ov.per_seed(df, skip=1), "distro-overlap")
     assert r["vs_work"] == pytest.approx(0.2 / 0.22)
     assert r["vs_fwd_bwd"] == pytest.approx(0.2 / 0.22)
 
@@ -52,7 +52,7 @@ def test_overlap_ratio_takes_communication_when_it_dominates():
 def test_overlap_report_needs_both_runs(tmp_path, capsys):
     ov = _load("overlap_step")
     run = make_run(tmp_path, optimizers={"distro": (1e3, 3e3, 2.5, 0.1)})
-    assert ov.report(run, skip=1) == 2
+    assert ov.report(run, skip=1, overlapped=["distro-overlap", "distro-eager"]) == 2
     assert "distro-overlap" in capsys.readouterr().err
 
 
@@ -77,7 +77,17 @@ def test_overlap_loss_inside_or_outside_the_plain_interval():
             rows.append({"optimizer": opt, "seed": seed, "rank": 0, "step": 9, "val_loss": val})
             rows.append({"optimizer": opt, "seed": seed, "rank": 1, "step": 9, "val_loss": 99.0})  # rank 0 only
             rows.append({"optimizer": opt, "seed": seed, "rank": 0, "step": 19, "val_loss": plain - 0.5})
-    [at9, at19] = ov.loss_rows(pd.DataFrame(rows))
+    [at9, at19] = ov.loss_rows(pd.DataFrame(rows), "distro-overlap")
     assert at9["plain"] == pytest.approx(3.1) and at9["lo"] < 3.1 < at9["hi"]
     assert at9["overlap"] == pytest.approx((3.9 + 3.25 + 3.15) / 3) and not at9["inside"]
     assert at19["overlap"] == pytest.approx(2.6) and at19["inside"]
+
+
+def test_overlap_report_covers_every_overlapped_run_present(tmp_path, capsys):
+    ov = _load("overlap_step")
+    run = make_run(tmp_path, optimizers={"distro": (1e3, 3e3, 2.5, 0.1), "distro-overlap": (1e3, 3e3, 2.6, 0.1),
+                                         "distro-eager": (1e3, 3e3, 2.55, 0.1)})
+    assert ov.report(run, skip=1, overlapped=["distro-overlap", "distro-eager", "distro-absent"]) == 0
+    out = capsys.readouterr().out
+    assert "distro-overlap against distro" in out and "distro-eager against distro" in out
+    assert "distro-absent" not in out
