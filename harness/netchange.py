@@ -327,7 +327,13 @@ class ChangeScheduler:
 
     # ---- for the runner's error -------------------------------------------------------------------------------
     def outage_cause(self, within_s: float) -> dict | None:
-        """The outage in progress, or the latest one that began within the last `within_s` seconds."""
+        """The outage in progress, or the latest one that began within the last `within_s` seconds, with
+        `nodes`: every node whose link went down in that same scheduled outage (a shared link profile takes
+        all its nodes down at once; which of them is applied last varies with the machine's load)."""
         now = time.time()
         recent = [o for o in self.outages if not o["restored"] or now - o["start"] <= within_s]
-        return recent[-1] if recent else None
+        if not recent:
+            return None
+        last = recent[-1]
+        same = [o["node"] for o in recent if (o["link"], o["start_s"]) == (last["link"], last["start_s"])]
+        return {**last, "nodes": sorted(set(same))}

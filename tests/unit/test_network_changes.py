@@ -274,13 +274,14 @@ def test_compute_changes_are_logged_without_an_emulation(tmp_path):
         ("compute", "compute_scale", "0.25", None)] * 2
 
 
-def test_outage_cause_names_the_link(tmp_path):
+def test_outage_cause_names_the_link_and_every_node_it_took_down(tmp_path):
     sched, em, _ = _scheduler(tmp_path, {"up": "10Mbit", "schedule": [{"at": "1s", "outage": "600s"}]},
                               started_ago=5.0)
     sched._observe()
     sched._tick()
     cause = sched.outage_cause(within_s=60)
-    assert cause["link"] == "l" and cause["node"] in ("node0", "node1") and cause["start_s"] == 1.0
+    assert cause["link"] == "l" and cause["start_s"] == 1.0
+    assert cause["nodes"] == ["node0", "node1"]  # both nodes use the profile: one outage takes both down
 
 
 def test_validate_lists_the_changes_a_run_will_see(cli):

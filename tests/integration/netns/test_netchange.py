@@ -129,7 +129,9 @@ def test_long_outage_fails_naming_the_link_with_metrics_kept(tmp_path):
         _run(tmp_path, {"up": "20Mbit", "down": "20Mbit", "schedule": [{"at_step": 3, "outage": "60s"}]},
              timeout_s=5.0, steps=200)
     msg = str(err.value)
-    assert "link 'dsl'" in msg and "node0" in msg and "went down at" in msg, msg
+    # Both nodes use the link profile, so both went down; which one's outage was applied last varies with
+    # the load (a CPU hog showed node1 alone named), so the message names both.
+    assert "link 'dsl' of node0 and node1 went down at" in msg, msg
     run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
     status = json.loads((run_dir / "status.json").read_text())
     assert status["state"] == "failed" and "link 'dsl'" in status["reason"]
