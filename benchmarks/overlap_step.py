@@ -104,7 +104,8 @@ def report(run_dir: Path, skip: int, overlapped: list[str]) -> int:
               f"{'ov/max(work,comm)':>17} {'ov/max(f+b,comm)':>16} {'ov/max(own work,comm)':>21} {'speedup':>8}")
         for r in rows:
             p, o = r["plain"], r["overlap"]
-            print(f"{r['seed'] if r['seed'] >= 0 else '-':>4} | {p.step_time_s:>11.3f} {p.compute_s:5.3f} {p.work_s:6.3f} {p.comm_s:5.3f} "
+            seed = r["seed"] if r["seed"] >= 0 else "-"
+            print(f"{seed:>4} | {p.step_time_s:>11.3f} {p.compute_s:5.3f} {p.work_s:6.3f} {p.comm_s:5.3f} "
                   f"| {o.step_time_s:>13.3f} {o.compute_s:5.3f} {o.work_s:6.3f} {o.comm_s:5.3f} "
                   f"| {r['vs_work']:>17.3f} {r['vs_fwd_bwd']:>16.3f} {r['vs_own_work']:>21.3f} {r['speedup']:>8.3f}")
         losses = loss_rows(df, over)
@@ -150,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         scenario = str(Path(args.out) / "overlap-scenario.yaml")
         Path(scenario).write_text(yaml.safe_dump(doc, sort_keys=False))
     argv = [sys.executable, "-m", "harness", "run", scenario, "--backend", args.backend,
-            "-o", PLAIN, *(a for o in args.overlapped for a in ("-o", o)), "--steps", str(args.steps), "--repeat", str(args.seeds), "--seed", "0",
-            "--out", args.out]
+            "-o", PLAIN, *(a for o in args.overlapped for a in ("-o", o)), "--steps", str(args.steps),
+            "--repeat", str(args.seeds), "--seed", "0", "--out", args.out]
     done = subprocess.run(argv, capture_output=True, text=True)
     if done.returncode not in (0, 1):  # 1: a check failed; the figures still stand
         print(done.stdout[-3000:], done.stderr[-3000:], sep="\n", file=sys.stderr)

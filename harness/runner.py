@@ -156,7 +156,8 @@ def _outage_error(e: WorkerFailed, cause: dict, run_name: str, timeout: float) -
     from harness.units import format_duration
 
     return WorkerFailed(
-        f"{run_name}: link {cause['link']!r} of {' and '.join(cause['nodes'])} went down at {cause['start_s']:.1f}s for "
+        f"{run_name}: link {cause['link']!r} of {' and '.join(cause['nodes'])} went down at "
+        f"{cause['start_s']:.1f}s for "
         f"{format_duration(cause['duration_s'])} and the workers did not survive it (a collective may block "
         f"{timeout:.0f}s: a longer outage ends the run); metrics up to then are kept. Worker: {e}",
         rank=e.rank, log_tail=e.log_tail)

@@ -247,6 +247,11 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
             out.write(json.dumps(record) + "\n")
             out.flush()
 
+        def validate() -> float:
+            """Validation loss on the parameters every replica agrees on (Strategy.consensus)."""
+            with strategy.consensus():
+                return evaluate(model, val_batches, device)
+
         emit({"type": "start", "rank": rank, "node": node.name, "device": str(device), "compute_scale": scale,
               "world_size": world, "time": time.time(), "params": sum(p.numel() for p in model.parameters()),
               # builtin:pydoc comes from this Python's stdlib: a container's Python may ship another text
@@ -310,8 +315,7 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
             evaluated = (step + 1) % eval_every == 0 or last
             if evaluated:
                 heartbeat.beat(step, "evaluate")
-                with strategy.consensus():
-                    record["val_loss"] = evaluate(model, val_batches, device)
+                record["val_loss"] = validate()
             stop = last
             decided = not last and budget.needs_decision and (
                 step == next_check or (budget.target_val_loss is not None and evaluated))
@@ -328,8 +332,7 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
                           "total_steps": decision.total_steps, "step_time_s": policy.step_time()})
             if stop and not evaluated:
                 heartbeat.beat(step, "evaluate")
-                with strategy.consensus():
-                    record["val_loss"] = evaluate(model, val_batches, device)
+                record["val_loss"] = validate()
                 evaluated = True
             # Replicas agree only where the strategy synchronised (every step for AdamW/DisTrO, every H
             # steps for DiLoCo): compare them at the first sync at or after each evaluation.

@@ -18,8 +18,9 @@ multiplies the buffer seen as (cr * chunks, cc) by D_c^T, the row pass multiplie
 seen as (cr, chunks * cc). Copies between parameters and the buffer move whole 64-float rows. (Batched
 64x64 products through bmm ran 2.4x slower; a transposing copy between the passes cost a quarter of a
 pass.) DisTrO's momentum update skips the copy for unpadded tensors: `forward_matrix` runs the column
-pass on the gradient where it lies and the row pass per band of chunks into the group buffer, one tensor
-at a time, so its scratch stays in cache. Work buffers are kept, not allocated per step: fresh multi-MB allocations page-fault on every call.
+pass on the gradient where it lies and the row pass, batched over bands of chunks, into the group buffer,
+one tensor at a time, so its scratch stays in cache. Work buffers are kept, not allocated per step: fresh
+multi-MB allocations page-fault on every call.
 """
 
 from __future__ import annotations
@@ -163,8 +164,8 @@ class ChunkDCT:
         matrix `m`: out = beta * out + alpha * D_r X D_c^T, where `out` is the tensor's (cr, chunks, cc) part of
         a group buffer. The column pass reads `m` in its own layout (each 64-float row of a chunk is a row of
         `m` seen as (rows * grid_c, cc)), so no copy into the group layout precedes it; the row pass then
-        applies D_r to every band of `grid_c` chunks at once, a batched product written in place through a strided
-        view of `out`. Its scratch is one tensor, not the group, so it stays in cache. Same products and sums
+        applies D_r to every band of `grid_c` chunks at once, a batched product written in place through a
+        strided view of `out`. Its scratch is one tensor, not the group, so it stays in cache. Same products and sums
         per coefficient as `forward`."""
         (gr, gc), cr, cc = grid, self.cr, self.cc
         a = torch.mm(m.view(gr * cr * gc, cc), self.dc_t, out=self._scratch(gr * gc).view(gr * cr * gc, cc))

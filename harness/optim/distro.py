@@ -124,7 +124,7 @@ class DisTrO(Strategy):
         self.exchange = resolved_exchange(cfg, comm.world_size)
         self._pending: tuple[object, float] | None = None  # overlap: (the gather in flight, its step's lr)
         # overlap eager: the agreed parameters, kept while the model holds this worker's guess on top of them
-        self._agreed: list[torch.Tensor] | None = None
+        self._agreed = [p.detach().clone() for p in self.tensors] if cfg.overlap == "eager" else None
         self._guessing = False
         device = self.tensors[0].device if self.tensors else torch.device("cpu")
         self.dct = {g.chunk: ChunkDCT(g.chunk, g.n_chunks, device) for g in self.groups}
@@ -199,10 +199,7 @@ class DisTrO(Strategy):
 
     def _guess(self, buffers: list[torch.Tensor], lr: float, timer: PhaseTimer) -> None:
         with timer.phase("apply"):
-            if self._agreed is None:
-                self._agreed = [t.detach().clone() for t in self.tensors]
-            else:
-                torch._foreach_copy_(self._agreed, self.tensors)
+            torch._foreach_copy_(self._agreed, self.tensors)
         self._apply_all([[b] for b in buffers], lr, timer)  # this worker's buffers as a gather of one
         self._guessing = True
 
@@ -274,18 +271,16 @@ class DisTrO(Strategy):
             self._drop_padding(gi)
         return idx, vals
 
-    def _topk_by_rows(self, gi: int, delta: torch.Tensor, rowmax: torch.Tensor | None = None) -> torch.Tensor:
+    def _topk_by_rows(self, gi: int, delta: torch.Tensor, rowmax: torch.Tensor) -> torch.Tensor:
         """The k largest |coefficients| of every chunk, as row-major chunk indices (chunks, k), through the k rows
         of each chunk with the largest |coefficient|: the chunk's top k lie in those rows (a coefficient outside
-        them is below k rows' maxima, so k larger ones exist). `rowmax` (cr, chunks), each row's largest
-        |coefficient|, is taken from `delta` when not given. Then a top-k over k * cc candidates per chunk,
+        them is below k rows' maxima, so k larger ones exist). `rowmax` (cr, chunks) is each row's largest
+        |coefficient| (`_row_maxima`). Then a top-k over k * cc candidates per chunk,
         instead of a transposing |delta| pass and a top-k over the whole chunk (about half the time at topk 4
         of 64x64). The same set as a top-k of the chunk; its order within a
         chunk (unspecified for either) may differ, and with it the rounding of the sparse inverse's sums."""
         g = self.groups[gi]
         cr, n, cc = delta.shape
-        if rowmax is None:
-            rowmax = _row_maxima(delta)
         rows = rowmax.t().topk(g.k, dim=1, sorted=False).indices  # (n, k)
         # row r of chunk j is row r * n + j of delta seen as (cr * n, cc)
         cand = torch.index_select(delta.view(cr * n, cc), 0, (rows * n + self._chunk_ids[gi]).view(-1))

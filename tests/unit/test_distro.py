@@ -13,7 +13,7 @@ from harness.comm import Comm
 from harness.errors import ScenarioError
 from harness.model import ModelConfig, build_model, parameter_shapes
 from harness.optim import STRATEGIES, PhaseTimer, get_strategy
-from harness.optim.distro import DisTrO, DisTrOConfig
+from harness.optim.distro import DisTrO, DisTrOConfig, _row_maxima
 from harness.presets import MODELS
 from harness.scenario import scenario_from_dict
 
@@ -258,7 +258,7 @@ def test_topk_through_rows_selects_each_chunks_top_k(k):
     delta = torch.randn(64, 3, 64, generator=g)
     delta[5, 1, :] = 10.0 + torch.rand(64, generator=g)  # chunk 1: all winners in row 5
     delta[:, 2, 7] = -(10.0 + torch.rand(64, generator=g))  # chunk 2: all winners in column 7, negative
-    got = s._topk_by_rows(0, delta)
+    got = s._topk_by_rows(0, delta, _row_maxima(delta))
     assert got.shape == (3, k)
     assert torch.equal(got.sort(1).values, _full_topk_sets(delta, k))
     assert bool((got // 64 == 5)[1].all()) and bool((got % 64 == 7)[2].all())
@@ -267,5 +267,5 @@ def test_topk_through_rows_selects_each_chunks_top_k(k):
 def test_topk_through_rows_on_an_all_zero_chunk_sends_k_distinct_indices():
     params = [torch.nn.Parameter(torch.zeros(64, 64))]
     s = DisTrO(DisTrOConfig(lr=1e-3, topk=4), list(zip(["w"], params)), Comm(), total_steps=10)
-    got = s._topk_by_rows(0, torch.zeros(64, 1, 64))
+    got = s._topk_by_rows(0, torch.zeros(64, 1, 64), torch.zeros(64, 1))
     assert got.unique().numel() == 4 and int(got.min()) >= 0 and int(got.max()) < 64 * 64
