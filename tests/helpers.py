@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -28,6 +31,15 @@ def tiny_scenario_dict(**overrides) -> dict:
     for k, v in overrides.items():
         d[k] = v
     return d
+
+
+def start_cli(args: list[str], **popen) -> subprocess.Popen:
+    """`python -m harness ARGS` started as a terminal starts it: with Ctrl-C's default action. A process
+    inherits an ignored SIGINT (a shell's background job without job control ignores it, and so does all it
+    starts), and Python then installs no KeyboardInterrupt: a suite launched that way saw every Ctrl-C test
+    time out, though the harness handles Ctrl-C. Tests that signal a run start it here."""
+    return subprocess.Popen([sys.executable, "-m", "harness", *args],
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **popen)
 
 
 def free_port() -> int:

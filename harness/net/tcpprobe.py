@@ -14,9 +14,11 @@ emulated links (veths, tbf, delay line) like a worker's.
 
 from __future__ import annotations
 
+import fcntl
 import socket
 import statistics
 import struct
+import termios
 import threading
 import time
 from dataclasses import dataclass
@@ -177,6 +179,11 @@ def _send_until(sock: socket.socket, deadline: float) -> None:
             pass
 
 
+def _queued(sock: socket.socket) -> int:
+    """Bytes received and not yet read (FIONREAD)."""
+    return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
 def _receive(sock: socket.socket, start: float, omit_s: float, out: dict) -> None:
     """Count bytes until EOF; `out` gets the bytes and span after `omit_s` from `start`."""
     buf = bytearray(256 * 1024)
@@ -190,7 +197,9 @@ def _receive(sock: socket.socket, start: float, omit_s: float, out: dict) -> Non
             now = time.monotonic()
             total += n
             if mark_t is None and now - start >= omit_s:
-                mark_bytes, mark_t = total, now
+                # What is still queued arrived before the mark too: a receiver the CPU kept waiting finds more
+                # than one read's worth there, and counted after the mark it would inflate the rate.
+                mark_bytes, mark_t = total + _queued(sock), now
             last_t = now
     except OSError as e:
         out["error"] = str(e)

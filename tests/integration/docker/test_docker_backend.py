@@ -17,7 +17,7 @@ from harness.backends.docker import image
 from harness.backends.docker import LABEL_OWNER, LABEL_RUN, DockerBackend, remove_labelled
 from harness.errors import CapabilityError, HarnessError
 from harness.scenario import scenario_from_dict
-from tests.helpers import REPO, exec_as_worker, ours, tiny_scenario_dict
+from tests.helpers import REPO, exec_as_worker, ours, start_cli, tiny_scenario_dict
 
 pytestmark = [pytest.mark.docker]
 
@@ -145,8 +145,8 @@ def test_ctrl_c_of_the_cli_mid_training_leaves_nothing(worker_image, engine, wri
 
     out = tmp_path / "results"
     scen = write_scenario(tiny_scenario_dict(train={"steps": 10_000, "eval_every": 1000}))
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scen), "--backend", "docker", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    proc = start_cli(["run", str(scen), "--backend", "docker", "--out", str(out)],
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
     run_id, left = None, []
     try:
         deadline = time.monotonic() + 300

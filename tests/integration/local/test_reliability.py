@@ -24,7 +24,7 @@ from harness.errors import ScenarioError, WorkerFailed
 from harness.runner import RunOptions, run_scenario
 from harness.scenario import Scenario, scenario_from_dict
 
-from tests.helpers import tiny_scenario_dict
+from tests.helpers import start_cli, tiny_scenario_dict
 
 # Bounded by time, not steps: a run that must still be going when the interrupt arrives cannot be sized by a
 # guess at speed (400 tiny steps took 10 s unloaded and finished before a starved test thread signalled).
@@ -97,8 +97,8 @@ def _wait_for_steps(out: Path, rank: int, n: int, timeout: float = 600, proc: su
 
 
 def _start_cli_run(scenario: Path, out: Path, backend: str = "local") -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--backend", backend, "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return start_cli(["run", str(scenario), "--backend", backend, "--out", str(out)],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _run_dir(out: Path) -> Path:
