@@ -11,16 +11,17 @@ vector), >2-D as (shape[0], prod(shape[1:])). Each of the two dimensions n then 
   dimension is zero-padded up to their total. Padding is at most one element per chunk, always goes
   through the same top-k as everything else, and is cropped away after the inverse transform.
 
-Tensors whose chunks have the same shape form a group, and a group's chunks live in one buffer laid out
-(cr, chunks, cc): row r of every chunk, then row r + 1. In that layout both passes of the separable
-transform are single plain GEMMs over the whole group, with no copy between them: the column pass
-multiplies the buffer seen as (cr * chunks, cc) by D_c^T, the row pass multiplies D_r by the buffer
-seen as (cr, chunks * cc). Copies between parameters and the buffer move whole 64-float rows. (Batched
-64x64 products through bmm ran 2.4x slower; a transposing copy between the passes cost a quarter of a
-pass.) DisTrO's momentum update skips the copy for unpadded tensors: `forward_matrix` runs the column
-pass on the gradient where it lies and the row pass, batched over bands of chunks, into the group buffer,
-one tensor at a time, so its scratch stays in cache. Work buffers are kept, not allocated per step: fresh
-multi-MB allocations page-fault on every call.
+Layout. A tensor's coefficients form its padded matrix: chunk (i, j)'s coefficient (r, c) lies where that
+chunk's element (r, c) lies, at row i * cr + r, column j * cc + c. Chunks are numbered row-major over the
+grid, and a coefficient's index within its chunk (what travels) is r * cc + c. Tensors whose chunks have
+the same shape form a group, whose buffer holds its tensors' coefficient matrices one after another.
+In this layout both passes of the separable transform read and write contiguous memory: the row pass is
+one batched GEMM over the matrix's bands of grid_c chunks, each (cr, cols), the column pass one GEMM over
+the matrix seen as (rows * grid_c, cc). The same passes into the chunk-interleaved layout of an earlier
+version ((cr, chunks, cc): row r of every chunk of the group, then row r + 1), whose row pass wrote 64
+short runs per band at a stride of the whole group, took 1.4 ms longer a step at `small` with gradients
+and momentum out of cache (4.0 against 5.5 ms for the row pass). Batched 64x64 products through bmm ran
+2.4x slower than either. Work buffers are kept, not allocated per step: fresh multi-MB allocations page-fault on every call.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from functools import lru_cache
 
 import torch
 import torch.nn.functional as F
+
+from harness.optim.buffers import kept_zeros
 
 
 def chunk_length(n: int, chunk: int) -> tuple[int, int]:
@@ -79,25 +82,29 @@ class TensorLayout:
         return (self.padded_rows, self.padded_cols) != (self.rows, self.cols)
 
     def part(self, group_buf: torch.Tensor) -> torch.Tensor:
-        """This tensor's chunks in a (cr, chunks, cc) group buffer: a (cr, n_chunks, cc) strided view."""
-        return group_buf[:, self.offset : self.offset + self.n_chunks]
+        """This tensor's (padded_rows, padded_cols) matrix in a group buffer (contiguous, any shape): a view."""
+        size = self.chunk[0] * self.chunk[1]
+        flat = group_buf.view(-1)[self.offset * size : (self.offset + self.n_chunks) * size]
+        return flat.view(self.padded_rows, self.padded_cols)
 
-    def blocks(self, chunks: torch.Tensor) -> torch.Tensor:
-        """(cr, n_chunks, cc) chunks seen as the padded matrix split (grid_r, cr, grid_c, cc); no copy."""
+    def blocks(self, m: torch.Tensor) -> torch.Tensor:
+        """A (padded_rows, padded_cols) matrix seen as (grid_r, cr, grid_c, cc): chunk (i, j) is [i, :, j]; no copy."""
         (gr, gc), (cr, cc) = self.grid, self.chunk
-        return chunks.view(cr, gr, gc, cc).permute(1, 0, 2, 3)
+        return m.view(gr, cr, gc, cc)
 
-    def to_chunks(self, t: torch.Tensor, group_buf: torch.Tensor) -> None:
-        """Copy tensor `t` (of `shape`, zero-padded) into its part of the (cr, chunks, cc) group buffer."""
+    def chunk_major(self, m: torch.Tensor) -> torch.Tensor:
+        """A (padded_rows, padded_cols) matrix seen as (grid_r, grid_c, cr, cc): chunk by chunk; no copy."""
+        return self.blocks(m).permute(0, 2, 1, 3)
+
+    def to_matrix(self, t: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """Copy tensor `t` (of `shape`) into `out` (padded_rows, padded_cols), zero-padded; returns `out`."""
         m = t.reshape(self.rows, self.cols)
         if self.padded:
             m = F.pad(m, (0, self.padded_cols - self.cols, 0, self.padded_rows - self.rows))
-        (gr, gc), (cr, cc) = self.grid, self.chunk
-        self.blocks(self.part(group_buf)).copy_(m.view(gr, cr, gc, cc))
+        return out.copy_(m)
 
-    def from_chunks(self, chunks: torch.Tensor) -> torch.Tensor:
-        """The tensor (a new one) from its (cr, n_chunks, cc) chunks, padding cropped."""
-        m = self.blocks(chunks).reshape(self.padded_rows, self.padded_cols)
+    def from_matrix(self, m: torch.Tensor) -> torch.Tensor:
+        """The tensor (a new one) from its (padded_rows, padded_cols) matrix, padding cropped."""
         if self.padded:
             m = m[: self.rows, : self.cols]
         return m.reshape(self.shape).clone()
@@ -125,11 +132,10 @@ def dct_matrix(n: int, device: torch.device | str = "cpu") -> torch.Tensor:
 
 
 class ChunkDCT:
-    """Forward and inverse 2-D DCT of up to `n` chunks of one shape, laid out (cr, chunks, cc).
+    """Forward and inverse 2-D DCT of every chunk of a padded matrix of up to `n` chunks of one shape.
 
-    Coefficients use the same layout: coefficient (r, c) of chunk j is at [r, j, c]; its index within
-    the chunk (what travels) is r * cc + c. `inverse` and `sparse_inverse` return views of a work buffer
-    that the next call of either overwrites.
+    Coefficients take the layout of the matrix (module docstring). `inverse` and `sparse_inverse` return
+    views of work buffers that the next call of either overwrites.
     """
 
     def __init__(self, chunk: tuple[int, int], n: int, device: torch.device | str = "cpu"):
@@ -139,7 +145,7 @@ class ChunkDCT:
         self.dr_t = self.dr.t().contiguous()
         self.dc = dct_matrix(self.cc, device)
         self.dc_t = self.dc.t().contiguous()
-        self._work = torch.empty(n * self.cr * self.cc, device=device)
+        self._work = kept_zeros(n * self.cr * self.cc, device)  # huge pages where allowed (harness/optim/buffers.py)
         self._work2: torch.Tensor | None = None
         self._pq: tuple[torch.Tensor, torch.Tensor] | None = None  # sparse_inverse's gathered basis rows
 
@@ -148,49 +154,54 @@ class ChunkDCT:
             raise ValueError(f"{n} chunks, more than the {self.n} this transform was built for")
         return self._work[: n * self.cr * self.cc]
 
-    def forward(self, x: torch.Tensor, out: torch.Tensor | None = None, beta: float = 0.0,
-                alpha: float = 1.0) -> torch.Tensor:
-        """DCT of chunks x (cr, n, cc), contiguous: out = beta * out + alpha * D_r X D_c^T, in place when given."""
-        cr, n, cc = x.shape
+    def forward(self, m: torch.Tensor, grid: tuple[int, int], out: torch.Tensor | None = None,
+                beta: float = 0.0, alpha: float = 1.0) -> torch.Tensor:
+        """DCT of every chunk of the contiguous (grid_r * cr, grid_c * cc) matrix `m`, into `out` (same shape,
+        contiguous; a new tensor when not given): out = beta * out + alpha * D_r X D_c^T, chunk by chunk.
+        The row pass applies D_r to every band of grid_c chunks at once (a batched GEMM reading `m` where it
+        lies); the column pass, which accumulates into `out`, is one GEMM over both seen as (rows * grid_c, cc).
+        In the other order (columns first, accumulating through the batched one) the transforms of `small`
+        took 1.6 ms longer a step (10.8 against 9.2 ms, gradients and momentum out of cache); the two orders
+        round differently (by up to 2.4e-7 there)."""
+        (gr, gc), cr, cc = grid, self.cr, self.cc
         if out is None:
-            out, beta = torch.empty_like(x), 0.0
-        a = torch.mm(x.view(cr * n, cc), self.dc_t, out=self._scratch(n).view(cr * n, cc))  # columns
-        out.view(cr, n * cc).addmm_(self.dr, a.view(cr, n * cc), beta=beta, alpha=alpha)  # rows
+            out, beta = torch.empty_like(m), 0.0
+        rows = m
+        if cr > 1:  # D_r of a one-row chunk is [[1]]
+            rows = torch.bmm(self.dr.expand(gr, cr, cr), m.view(gr, cr, gc * cc),
+                             out=self._scratch(gr * gc).view(gr, cr, gc * cc))
+        out.view(gr * cr * gc, cc).addmm_(rows.view(gr * cr * gc, cc), self.dc_t, beta=beta, alpha=alpha)
         return out
 
-    def forward_matrix(self, m: torch.Tensor, grid: tuple[int, int], out: torch.Tensor, beta: float = 0.0,
-                       alpha: float = 1.0) -> None:
-        """DCT of one unpadded tensor's chunks straight from the tensor, seen as its contiguous (rows, cols)
-        matrix `m`: out = beta * out + alpha * D_r X D_c^T, where `out` is the tensor's (cr, chunks, cc) part of
-        a group buffer. The column pass reads `m` in its own layout (each 64-float row of a chunk is a row of
-        `m` seen as (rows * grid_c, cc)), so no copy into the group layout precedes it; the row pass then
-        applies D_r to every band of `grid_c` chunks at once, a batched product written in place through a
-        strided view of `out`. Its scratch is one tensor, not the group, so it stays in cache. Same products and sums
-        per coefficient as `forward`."""
+    def inverse(self, y: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
+        """The (grid_r * cr, grid_c * cc) matrix from its coefficients `y` (same shape, contiguous)."""
         (gr, gc), cr, cc = grid, self.cr, self.cc
-        a = torch.mm(m.view(gr * cr * gc, cc), self.dc_t, out=self._scratch(gr * gc).view(gr * cr * gc, cc))
-        # band b of `a`: rows r of its gc chunks, (cr, gc * cc); of `out`: the same, strided by the group's width
-        out.view(cr, gr, gc * cc).permute(1, 0, 2).baddbmm_(self.dr.expand(gr, cr, cr), a.view(gr, cr, gc * cc),
-                                                            beta=beta, alpha=alpha)
-
-    def inverse(self, y: torch.Tensor) -> torch.Tensor:
-        """Chunks (cr, n, cc) from coefficients (cr, n, cc), contiguous."""
-        cr, n, cc = y.shape
-        if self._work2 is None:  # only the dense path needs a second buffer (mm cannot write over its input)
-            self._work2 = torch.empty_like(self._work)
-        b = torch.mm(self.dr_t, y.view(cr, n * cc), out=self._scratch(n).view(cr, n * cc))  # D_r^T Y
-        out = self._work2[: n * cr * cc].view(cr * n, cc)
-        return torch.mm(b.view(cr * n, cc), self.dc, out=out).view(cr, n, cc)  # ... D_c
+        if self._work2 is None:  # only inverses need a second buffer (mm cannot write over its input)
+            self._work2 = kept_zeros(self._work.numel(), self._work.device)
+        b = torch.mm(y.view(gr * cr * gc, cc), self.dc, out=self._scratch(gr * gc).view(gr * cr * gc, cc))  # Y D_c
+        out = self._work2[: gr * gc * cr * cc].view(gr, cr, gc * cc)
+        return torch.bmm(self.dr_t.expand(gr, cr, cr), b.view(gr, cr, gc * cc), out=out).view(gr * cr, gc * cc)
 
     def sparse_inverse(self, idx: torch.Tensor, vals: torch.Tensor) -> torch.Tensor:
         """Chunks as (n, cr, cc) from m coefficients per chunk (row-major `idx` and `vals`, both (n, m));
         repeated indices add up. Costs m multiply-adds per element where `inverse` costs cr + cc."""
+        return self.combine(*self.basis_rows(idx, vals))
+
+    def basis_rows(self, idx: torch.Tensor, vals: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The two factors of `sparse_inverse` for every chunk, so that a caller can gather them for a whole group
+        at once and combine them tensor by tensor: (n, m, cr) rows r of D_r (columns of D_r^T) times the values,
+        and (n, m, cc) rows c of D_c. Views of kept buffers that the next call overwrites."""
         n, m = idx.shape
         if self._pq is None or self._pq[0].shape[0] < n * m:  # kept: multi-MB buffers page-fault when fresh
-            self._pq = (torch.empty(n * m, self.cr, device=idx.device), torch.empty(n * m, self.cc, device=idx.device))
+            self._pq = (kept_zeros(n * m * self.cr, idx.device).view(n * m, self.cr),
+                        kept_zeros(n * m * self.cc, idx.device).view(n * m, self.cc))
         flat = idx.reshape(-1)
-        # (n, m, cr): rows r of D_r = columns of D_r^T, times the values; (n, m, cc): rows c of D_c
         p = torch.index_select(self.dr, 0, flat // self.cc, out=self._pq[0][: n * m]).view(n, m, self.cr)
         p.mul_(vals.unsqueeze(-1))
         q = torch.index_select(self.dc, 0, flat % self.cc, out=self._pq[1][: n * m]).view(n, m, self.cc)
+        return p, q
+
+    def combine(self, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """Chunks (n, cr, cc) = p^T q chunk by chunk, from `basis_rows` factors (or a run of chunks of them)."""
+        n = p.shape[0]
         return torch.bmm(p.transpose(1, 2), q, out=self._scratch(n).view(n, self.cr, self.cc))

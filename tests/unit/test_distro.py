@@ -243,29 +243,34 @@ def test_wire_buffer_layout_values_then_row_major_indices():
     assert buf[8:].tolist() == [1 * 16 + 2, 2 * 16 + 1]
 
 
-def _full_topk_sets(delta: torch.Tensor, k: int) -> torch.Tensor:
-    cr, n, cc = delta.shape
-    return delta.abs().permute(1, 0, 2).reshape(n, cr * cc).topk(k, dim=1).indices.sort(1).values
+def _full_topk_sets(matrices: list[torch.Tensor], k: int) -> torch.Tensor:
+    """A plain top-k of every 64x64 chunk of each coefficient matrix, chunks row-major: (chunks, k) sorted."""
+    chunks = [m.view(m.shape[0] // 64, 64, m.shape[1] // 64, 64).permute(0, 2, 1, 3).reshape(-1, 64 * 64)
+              for m in matrices]
+    return torch.cat(chunks).abs().topk(k, dim=1).indices.sort(1).values
 
 
 @pytest.mark.parametrize("k", [1, 4, 16])
 def test_topk_through_rows_selects_each_chunks_top_k(k):
     """The row-pruned top-k (the chunk's k largest lie in its k rows with the largest maxima) picks the same
-    set as a top-k over the whole chunk, also where every winner sits in one row or one column."""
-    params = [torch.nn.Parameter(torch.zeros(64, 192))]  # three 64x64 chunks in one group
-    s = DisTrO(DisTrOConfig(lr=1e-3, topk=k), list(zip(["w"], params)), Comm(), total_steps=10)
+    set as a top-k over the whole chunk, also where every winner sits in one row or one column; for a tensor
+    that starts after another one in the group buffer, over a grid of two rows of chunks."""
+    params = [torch.nn.Parameter(torch.zeros(64, 64)), torch.nn.Parameter(torch.zeros(128, 192))]
+    s = DisTrO(DisTrOConfig(lr=1e-3, topk=k), list(zip(["a", "w"], params)), Comm(), total_steps=10)
+    assert len(s.groups) == 1 and s.groups[0].n_chunks == 7
     g = torch.Generator().manual_seed(k)
-    delta = torch.randn(64, 3, 64, generator=g)
-    delta[5, 1, :] = 10.0 + torch.rand(64, generator=g)  # chunk 1: all winners in row 5
-    delta[:, 2, 7] = -(10.0 + torch.rand(64, generator=g))  # chunk 2: all winners in column 7, negative
-    got = s._topk_by_rows(0, delta, _row_maxima(delta))
-    assert got.shape == (3, k)
-    assert torch.equal(got.sort(1).values, _full_topk_sets(delta, k))
-    assert bool((got // 64 == 5)[1].all()) and bool((got % 64 == 7)[2].all())
+    delta = torch.randn(7 * 64 * 64, generator=g)
+    first, second = delta[: 64 * 64].view(64, 64), delta[64 * 64 :].view(128, 192)
+    second[5, 64:128] = 10.0 + torch.rand(64, generator=g)  # chunk (0, 1): all winners in its row 5
+    second[64:, 128 + 7] = -(10.0 + torch.rand(64, generator=g))  # chunk (1, 2): all in its column 7, negative
+    got = s._topk_by_rows(0, delta, _row_maxima(delta.view(-1, 64)))
+    assert got.shape == (7, k)
+    assert torch.equal(got.sort(1).values, _full_topk_sets([first, second], k))
+    assert bool((got // 64 == 5)[2].all()) and bool((got % 64 == 7)[6].all())
 
 
 def test_topk_through_rows_on_an_all_zero_chunk_sends_k_distinct_indices():
     params = [torch.nn.Parameter(torch.zeros(64, 64))]
     s = DisTrO(DisTrOConfig(lr=1e-3, topk=4), list(zip(["w"], params)), Comm(), total_steps=10)
-    got = s._topk_by_rows(0, torch.zeros(64, 1, 64), torch.zeros(64, 1))
+    got = s._topk_by_rows(0, torch.zeros(64 * 64), torch.zeros(64))
     assert got.unique().numel() == 4 and int(got.min()) >= 0 and int(got.max()) < 64 * 64

@@ -40,48 +40,39 @@ def test_dct_round_trip(shape):
     torch.manual_seed(0)
     t = torch.randn(shape)
     lay = layout(shape, 64)
-    buf = torch.empty(lay.chunk[0], lay.n_chunks, lay.chunk[1])
-    lay.to_chunks(t, buf)
+    m = lay.to_matrix(t, torch.empty(lay.padded_rows, lay.padded_cols))
     dct = ChunkDCT(lay.chunk, lay.n_chunks)
-    coef = dct.forward(buf)
-    assert not torch.allclose(coef, buf) or lay.chunk == (1, 1)  # it did transform something
-    back = lay.from_chunks(dct.inverse(coef))
+    coef = dct.forward(m, lay.grid)
+    assert not torch.allclose(coef, m) or lay.chunk == (1, 1)  # it did transform something
+    back = lay.from_matrix(dct.inverse(coef, lay.grid))
     assert back.shape == t.shape
     assert torch.allclose(back, t, atol=1e-5)
 
 
-def test_batched_transform_equals_per_chunk_transform():
+def test_every_chunk_is_transformed_where_it_lies():
+    """Chunk (i, j)'s coefficients take its place in the matrix; `out` accumulates beta * out + alpha * DCT."""
     torch.manual_seed(1)
-    x = torch.randn(16, 5, 8)  # five 16x8 chunks, laid out (rows, chunks, cols)
+    x = torch.randn(32, 24)  # a 2x3 grid of 16x8 chunks
     dr, dc = dct_matrix(16), dct_matrix(8)
-    dct = ChunkDCT((16, 8), 5)
-    coef = dct.forward(x)
-    for j in range(5):
-        assert torch.allclose(coef[:, j], dr @ x[:, j] @ dc.T, atol=1e-5)
-    acc = torch.ones(16, 5, 8)
-    dct.forward(x, out=acc, beta=0.5, alpha=2.0)
+    dct = ChunkDCT((16, 8), 6)
+    coef = dct.forward(x, (2, 3))
+    for i in range(2):
+        for j in range(3):
+            block = (slice(16 * i, 16 * i + 16), slice(8 * j, 8 * j + 8))
+            assert torch.allclose(coef[block], dr @ x[block] @ dc.T, atol=1e-5)
+    acc = torch.ones(32, 24)
+    dct.forward(x, (2, 3), out=acc, beta=0.5, alpha=2.0)
     assert torch.allclose(acc, 0.5 + 2.0 * coef, atol=1e-5)
 
 
-@pytest.mark.parametrize("shape", [(128, 192), (64, 64), (1, 320), (192, 2, 32)])
-def test_transform_from_the_tensor_equals_the_copied_chunks_transform(shape):
-    """forward_matrix (no copy into the group layout) gives what to_chunks + forward give (to rounding: BLAS
-    may take another path for a 1-row chunk), into a tensor's part of a group buffer shared with another
-    tensor, and accumulates the same way."""
-    torch.manual_seed(2)
-    t = torch.randn(shape)
-    lay = layout(shape, 64, offset=3)  # three chunks of another tensor come first
-    assert not lay.padded
-    n = 3 + lay.n_chunks
-    dct = ChunkDCT(lay.chunk, n)
-    chunks = torch.zeros(lay.chunk[0], n, lay.chunk[1])
-    lay.to_chunks(t, chunks)
-    start = torch.randn(lay.chunk[0], n, lay.chunk[1])
-    want = dct.forward(chunks, out=start.clone(), beta=0.9, alpha=0.01)
-    got = start.clone()
-    dct.forward_matrix(t.reshape(lay.rows, lay.cols), lay.grid, lay.part(got), beta=0.9, alpha=0.01)
-    torch.testing.assert_close(lay.part(got), lay.part(want), rtol=1e-6, atol=1e-7)
-    assert torch.equal(got[:, :3], start[:, :3])  # the other tensor's chunks untouched
+def test_a_tensors_part_of_a_group_buffer_is_its_own_and_contiguous():
+    lay = layout((128, 192), 64, offset=3)  # three chunks of another tensor come first
+    buf = torch.zeros((3 + lay.n_chunks) * 64 * 64)
+    part = lay.part(buf)
+    assert part.shape == (128, 192) and part.is_contiguous()
+    ChunkDCT(lay.chunk, lay.n_chunks).forward(torch.randn(128, 192), lay.grid, out=part)
+    assert torch.equal(buf[: 3 * 64 * 64], torch.zeros(3 * 64 * 64))  # the other tensor's chunks untouched
+    assert bool((buf[3 * 64 * 64 :] != 0).all())
 
 
 def test_sparse_inverse_equals_dense_inverse():
@@ -94,17 +85,18 @@ def test_sparse_inverse_equals_dense_inverse():
     for j in range(5):
         for i, v in zip(idx[j].tolist(), vals[j].tolist()):
             dense[j, i] += v
-    expected = dct.inverse(dense.view(5, 16, 8).transpose(0, 1).contiguous()).transpose(0, 1).clone()
+    # five chunks side by side: a (16, 40) matrix, chunk j in columns 8j..8j+8
+    coef = dense.view(5, 16, 8).transpose(0, 1).reshape(16, 40)
+    expected = dct.inverse(coef, (1, 5)).view(16, 5, 8).transpose(0, 1).clone()
     assert torch.allclose(dct.sparse_inverse(idx, vals), expected, atol=1e-6)
 
 
 def test_padding_is_zero_and_cropped():
     lay = layout((257, 64), 64)
     assert lay.padded and lay.padded_rows == 260 and lay.n_chunks == 5
-    buf = torch.empty(lay.chunk[0], lay.n_chunks, lay.chunk[1])
-    lay.to_chunks(torch.ones(257, 64), buf)
-    assert buf.sum().item() == 257 * 64  # the 3 padded rows are zeros
-    assert lay.from_chunks(buf).shape == (257, 64)
+    m = lay.to_matrix(torch.ones(257, 64), torch.full((260, 64), 7.0))
+    assert m.sum().item() == 257 * 64  # the 3 padded rows are zeros
+    assert lay.from_matrix(m).shape == (257, 64)
 
 
 @pytest.mark.parametrize(("numel", "width"), [(1, 1), (64, 1), (256, 1), (257, 2), (4096, 2), (65536, 2), (65537, 4)])
