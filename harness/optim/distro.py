@@ -250,16 +250,16 @@ class DisTrO(Strategy):
                           else lay.to_matrix(grad, replace(lay, offset=0).part(buf)))
                 dct.forward(matrix, lay.grid, out=part, beta=beta, alpha=lr)
             if by_rows:
-                cr = g.chunk[0]
-                _row_maxima(part.view(-1, g.chunk[1]), out=self._rowmax[gi][lay.offset * cr : (lay.offset + lay.n_chunks) * cr])
+                cr, first = g.chunk[0], lay.offset * g.chunk[0]  # its rows' place in the group's row maxima
+                _row_maxima(part.view(-1, g.chunk[1]), out=self._rowmax[gi][first : first + lay.n_chunks * cr])
         (cr, cc), n = g.chunk, g.n_chunks
         if by_rows:
             idx = self._topk_by_rows(gi, delta, self._rowmax[gi])
         else:  # |delta| chunk by chunk (one pass that also brings each chunk together), then top-k per chunk
             magnitude = buf.view(n, cr, cc)
             for lay in g.layouts:
-                gr, gc = lay.grid
-                torch.abs(lay.chunk_major(lay.part(delta)), out=magnitude[lay.offset : lay.offset + lay.n_chunks].view(gr, gc, cr, cc))
+                mine = magnitude[lay.offset : lay.offset + lay.n_chunks].view(*lay.grid, cr, cc)
+                torch.abs(lay.chunk_major(lay.part(delta)), out=mine)
             idx = magnitude.view(n, cr * cc).topk(g.k, dim=1, sorted=False).indices
         flat, pos = delta, self._positions(gi, idx)
         vals = flat[pos]
