@@ -2,8 +2,8 @@
 
 DisTrO sweeps multi-MB buffers every step (its momentum, 14 MB at `small`, and the transforms' work
 memory), through GEMM tiles and row reductions that jump between 4 KiB pages. In 2 MiB pages those sweeps
-miss the TLB far less: at `small` DisTrO's step took 0.93 of its time with them (a paired ratio of steps
-interleaved in one process, 95% interval 0.91-0.94; benchmarks/distro_ab.py).
+miss the TLB far less: at `small` DisTrO's step took 0.925 of its time with them (95% interval 0.911-0.938;
+paired ratios of steps interleaved in one process, as benchmarks/distro_ab.py measures them).
 
 torch's CPU allocator gives huge pages only under THP_MEM_ALLOC_ENABLE=1, for the whole process (every
 tensor of 2 MiB or more, the model's activations too). So this asks for them for the optimizer's own
