@@ -35,6 +35,7 @@ from optimizer_overhead import LoopbackComm, _model_and_step  # noqa: E402
 
 from harness.optim.base import PhaseTimer  # noqa: E402
 from harness.optim.distro import DisTrOConfig  # noqa: E402
+from harness.presets import MODELS  # noqa: E402
 
 
 def _git_show(rev: str, path: str) -> str:
@@ -104,6 +105,13 @@ def compare(versions: dict[str, type], *, preset: str, repeats: int, world: int,
     return out
 
 
+def _at_least_two(text: str) -> int:
+    n = int(text)
+    if n < 2:
+        raise argparse.ArgumentTypeError(f"{n}: quartiles and an interval need at least 2 repeats")
+    return n
+
+
 def median_interval(values: list[float], z: float = 1.96) -> tuple[float, float, float]:
     """(median, low, high): the median and its distribution-free ~95% interval (order statistics at
     n/2 -+ z * sqrt(n) / 2)."""
@@ -117,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--base", default=None, help="git revision measured first (default: this working tree)")
     p.add_argument("--against", default="HEAD", help="git revision it is compared with (default: HEAD)")
-    p.add_argument("--preset", default="small")
-    p.add_argument("--repeats", type=int, default=60)
+    p.add_argument("--preset", default="small", choices=sorted(MODELS))
+    p.add_argument("--repeats", type=_at_least_two, default=60, help="interleaved repeats (at least 2)")
     p.add_argument("--world", type=int, default=4, help="workers whose buffers are aggregated")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: cores // workers, at least 1)")
     args = p.parse_args(argv)

@@ -53,3 +53,10 @@ def test_median_interval_widens_with_spread():
     assert mi([1.0] * 20) == (1.0, 1.0, 1.0)
     median, low, high = mi([float(i) for i in range(101)])
     assert median == 50.0 and 38.0 <= low < 50.0 < high <= 62.0
+
+
+@pytest.mark.parametrize("argv", [["--repeats", "1"], ["--preset", "huge"]])
+def test_bad_arguments_are_refused_before_any_work(argv, capsys):
+    with pytest.raises(SystemExit) as err:
+        _load().main(argv)
+    assert err.value.code == 2 and argv[0] in capsys.readouterr().err
