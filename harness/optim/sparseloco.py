@@ -7,11 +7,14 @@ Every H steps, on each worker r (Delta_r: the pseudo-gradient, anchor - params_r
     e_r <- e_r - s_r                                 (what was sent leaves the accumulator)
     anchor <- anchor - alpha * (1/R) sum_r s_r       (all-gathered; every rank sums in rank order)
 
-Chunks are `chunk` consecutive elements of each flattened tensor (a tensor smaller than a chunk is one
-chunk; the last chunk is zero-padded). The 2-bit quantiser is the reference implementation's
-statistical one: per tensor, the sent values' range mean +- `quant_range` standard deviations is cut into
-4 equal bins, and each bin is decoded as the mean of the values that fell in it (a 4-entry fp32 table per
-tensor travels with the codes). Error feedback subtracts the decoded value, so sent + residual = total.
+Chunks are `chunk` consecutive elements of each flattened tensor; the last chunk is zero-padded. A tensor
+smaller than a chunk is one chunk that sends the configured fraction of it, `topk * length / chunk` rounded
+(at least one), not `topk` of it: a 128-element norm at 64 of 4096 sends 2 entries (1.6%), not 64 (50%).
+The 2-bit quantiser is the reference's (templar's TopKCompressor with 4 bins): per tensor, the sent values
+are centred on their mean `shift`, `scale = quant_range * std / 4` (std unbiased), code =
+round(c / scale + 2) clamped to 0..3, and each code decodes to the mean of the centred values that got it,
+plus `shift` (the 4-entry fp32 table that travels has `shift` added in). Error feedback subtracts the
+decoded value, so sent + residual = total.
 
 Wire format of one worker's packet (one all-gather per sync): for every tensor its table (2bit: 4 x fp32),
 then for every tensor its values (2bit: 4 codes per byte, low bits first; fp32: 4 bytes each), then for
@@ -52,7 +55,9 @@ def plan(numels: list[int], chunk: int, topk: int) -> list[Slice]:
     out = []
     for n in numels:
         length = min(chunk, max(n, 1))
-        out.append(Slice(n, length, math.ceil(n / length), min(topk, length), codec.index_width(length)))
+        # A short tensor keeps the configured density (topk/chunk), so small tensors do not dominate the packet.
+        k = topk if length == chunk else min(length, max(1, round(topk * length / chunk)))
+        out.append(Slice(n, length, math.ceil(n / length), k, codec.index_width(length)))
     return out
 
 
@@ -63,15 +68,21 @@ def packet_nbytes(slices: list[Slice], values: str) -> int:
 
 
 def quantize_2bit(v: torch.Tensor, quant_range: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(codes 0..3 as int64, 4-entry table) of values `v`; v is decoded as table[codes]."""
-    mean, std = v.mean(), v.std(unbiased=False)
-    lo, width = mean - quant_range * std, 2 * quant_range * std / LEVELS
-    if not width > 0:  # all values equal (or a single one): one level holds them
-        return torch.zeros_like(v, dtype=torch.long), torch.stack([mean, mean, mean, mean])
-    codes = ((v - lo) / width).floor_().clamp_(0, LEVELS - 1).long()
-    sums = torch.zeros(LEVELS, dtype=v.dtype, device=v.device).scatter_add_(0, codes, v)
+    """(codes 0..3 as int64, 4-entry table) of values `v`; v is decoded as table[codes].
+
+    As the reference: centre on the mean, bins of width quant_range * std / 4 around it (so at 6 std the
+    four codes are c < -2.25 std, < -0.75 std, < 0.75 std, and above), each decoded as its values' mean."""
+    shift = v.mean()
+    c = v - shift
+    std = c.norm() / math.sqrt(max(c.numel() - 1, 1))
+    scale = quant_range * std / LEVELS
+    if not (scale > 0 and torch.isfinite(scale)):  # all values equal (or one): the reference's fallback
+        scale = torch.ones((), dtype=v.dtype, device=v.device)
+    codes = (c / scale + LEVELS // 2).round_().clamp_(0, LEVELS - 1).long()
+    sums = torch.zeros(LEVELS, dtype=v.dtype, device=v.device).scatter_add_(0, codes, c)
     counts = torch.bincount(codes, minlength=LEVELS).to(v.dtype)
-    return codes, sums / counts.clamp(min=1)
+    lookup = torch.where(counts > 0, sums / counts.clamp(min=1), torch.zeros_like(sums))
+    return codes, lookup + shift
 
 
 def pack_2bit(codes: torch.Tensor) -> torch.Tensor:

@@ -13,7 +13,7 @@ import math
 import pytest
 import torch
 
-from harness.optim.sparseloco import (PhaseTimer, SparseLoCo, SparseLoCoConfig, pack_2bit, quantize_2bit,
+from harness.optim.sparseloco import (PhaseTimer, SparseLoCo, SparseLoCoConfig, pack_2bit, plan, quantize_2bit,
                                       unpack_2bit)
 
 SHAPES = [(24, 20), (10,), (3, 5, 4)]
@@ -107,7 +107,8 @@ def test_matches_the_equations_with_fp32_values():
         for i, (th, p) in enumerate(zip(theta, local)):
             delta = _chunked(th - p.detach(), CHUNK)
             error[i] = cfg.error_decay * error[i] + delta
-            k = min(TOPK, error[i].shape[1])
+            length = error[i].shape[1]  # a short tensor sends the configured density, at least one entry
+            k = TOPK if length == CHUNK else max(1, round(TOPK * length / CHUNK))
             idx = error[i].abs().topk(k, dim=1).indices
             sent = torch.zeros_like(error[i]).scatter_(1, idx, error[i].gather(1, idx))
             error[i] = error[i] - sent
@@ -119,26 +120,68 @@ def test_matches_the_equations_with_fp32_values():
         torch.testing.assert_close(ours.detach(), ref, rtol=1e-5, atol=1e-6)
 
 
-def test_two_bit_quantiser_has_four_levels_each_the_mean_of_its_bin():
-    v = torch.randn(1000, generator=torch.Generator().manual_seed(3))
+def _reference_quantize(values: list[float], quant_range: float, bins: int = 4) -> tuple[list[int], list[float]]:
+    """templar's TopKCompressor._quantize_values, in plain Python: centre on the mean, scale = range * std
+    (unbiased) / bins, code = round(c / scale + bins // 2) clamped, decode = mean of the bin's centred values
+    + the mean."""
+    n = len(values)
+    shift = sum(values) / n
+    centred = [x - shift for x in values]
+    std = math.sqrt(sum(c * c for c in centred) / (n - 1))
+    scale = quant_range * std / bins or 1.0
+    codes = [min(max(round(c / scale + bins // 2), 0), bins - 1) for c in centred]  # round: half to even, as torch
+    lookup = []
+    for j in range(bins):
+        members = [c for c, q in zip(centred, codes) if q == j]
+        lookup.append(sum(members) / len(members) if members else 0.0)
+    return codes, [lookup[q] + shift for q in codes]
+
+
+def test_two_bit_quantiser_matches_the_reference_and_uses_all_four_levels():
+    g = torch.Generator().manual_seed(3)
+    # top-k values are the large ones of both signs: a bimodal sample, as a sync sends them
+    e = torch.randn(4096, generator=g, dtype=torch.float64)
+    v = e[e.abs().topk(600).indices]
     codes, table = quantize_2bit(v, 6.0)
-    assert codes.min() >= 0 and codes.max() <= 3 and table.numel() == 4
-    for j in range(4):
-        if (codes == j).any():
-            torch.testing.assert_close(table[j], v[codes == j].mean())
-    # bins are equal slices of mean +- 6 std: a larger value never gets a lower code
+    ref_codes, ref_decoded = _reference_quantize(v.tolist(), 6.0)
+    assert codes.tolist() == ref_codes
+    torch.testing.assert_close(table[codes], torch.tensor(ref_decoded, dtype=v.dtype), rtol=1e-12, atol=1e-12)
+    assert len(set(ref_codes)) >= 3  # bins of 3 std used only 2 levels of such a sample
+    for j in set(ref_codes):
+        torch.testing.assert_close(table[j], v[codes == j].mean())
     order = v.argsort()
-    assert (codes[order].diff() >= 0).all()
-    packed = pack_2bit(codes)
-    assert packed.numel() == math.ceil(1000 / 4) and torch.equal(unpack_2bit(packed, 1000), codes)
+    assert (codes[order].diff() >= 0).all()  # a larger value never gets a lower code
+    w = torch.randn(1000, generator=g)
+    c, t = quantize_2bit(w, 6.0)
+    rc, rd = _reference_quantize(w.tolist(), 6.0)
+    assert c.tolist() == rc and len(set(rc)) == 4  # a gaussian sample reaches all four levels
+    torch.testing.assert_close(t[c], torch.tensor(rd), rtol=1e-5, atol=1e-6)
+    packed = pack_2bit(c)
+    assert packed.numel() == math.ceil(1000 / 4) and torch.equal(unpack_2bit(packed, 1000), c)
+
+
+def test_two_bit_quantiser_of_equal_values_decodes_them_exactly():
+    v = torch.full((7,), 0.25)
+    codes, table = quantize_2bit(v, 6.0)
+    torch.testing.assert_close(table[codes], v)
+
+
+def test_small_tensors_send_the_configured_fraction():
+    """A 128-element norm at 64 of 4096 sent 64 entries (50%); it must send the configured 1.6%."""
+    (norm, big, tiny) = plan([128, 3 * 4096, 5], chunk=4096, topk=64)
+    assert (norm.chunks, norm.k) == (1, 2)  # 64 * 128 / 4096 = 2
+    assert big.sent == 3 * 64
+    assert tiny.k == 1  # at least one entry, so every tensor moves
+    for s in (norm, big):
+        assert s.sent / s.numel == pytest.approx(64 / 4096)
 
 
 def test_packet_size_is_two_bits_per_value_plus_indices_and_tables():
     cfg = SparseLoCoConfig(lr=1e-2, chunk=CHUNK, topk=TOPK)
     shapes = {f"p{i}": s for i, s in enumerate(SHAPES)}
     (c,) = SparseLoCo.predict_period(cfg, shapes, 4).collectives
-    # (24, 20): 15 chunks of 32; (10,): one chunk of 10; (3, 5, 4): 60 -> 2 chunks of 32 (padded)
-    sent = [15 * TOPK, TOPK, 2 * TOPK]
+    # (24, 20): 15 chunks of 32; (10,): one chunk of 10 sending 3 * 10/32 -> 1; (3, 5, 4): 2 chunks of 32 (padded)
+    sent = [15 * TOPK, 1, 2 * TOPK]
     assert c.kind == "all_gather" and c.nbytes == sum(16 + math.ceil(n / 4) + n for n in sent)  # u8 indices
 
 
