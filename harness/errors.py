@@ -43,3 +43,17 @@ class Interrupted(HarnessError):
     """Ctrl-C or SIGTERM during a run: exit 130."""
 
     exit_code = 130
+
+
+class RunFolderWriteError(HarnessError, OSError):
+    """A run-folder file could not be written (disk full, read-only, gone): the cause and the path in one line.
+    Still an OSError, so code that tolerates a failed write keeps doing so."""
+
+    @classmethod
+    def of(cls, e: OSError, path) -> "RunFolderWriteError":
+        import os
+
+        why = os.strerror(e.errno) if e.errno else str(e)
+        err = cls(f"{why[:1].lower()}{why[1:]} writing {path}")
+        err.errno = e.errno
+        return err

@@ -18,25 +18,51 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from harness.errors import InputError
+from harness.errors import InputError, RunFolderWriteError
 
 # 2: repeats (`seed` column, workers/<optimizer>/seed<S>/), budgets, `target`, per-optimizer `ci95`, time to
 # target and loss at equal time/steps. Version 1 folders load unchanged (one seed, no intervals).
 SCHEMA_VERSION = 2
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write then rename: a reader never sees half a file, a crash never leaves one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+def _umask() -> int:
+    """The process umask, read without changing it (os.umask sets it too, racing other threads' writes)."""
     try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """A temporary file next to `path` with the mode a plainly created file gets (0666 less the umask, so
+    0644 usually): mkstemp's 0600 would leave the report of a `sudo` run unreadable to its user."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~_umask())
+    return fd, tmp
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write then rename: a reader never sees half a file, a crash never leaves one. A failed write raises
+    RunFolderWriteError ("no space left on device writing <path>"), never a bare OSError."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = _temp_beside(path)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as e:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError) and not isinstance(e, RunFolderWriteError):
+            raise RunFolderWriteError.of(e, path) from None
         raise
 
 
@@ -49,14 +75,33 @@ def atomic_write_json(path: Path, obj) -> None:
 
 
 def atomic_write_parquet(path: Path, df: pd.DataFrame) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
+    tmp = None
     try:
+        fd, tmp = _temp_beside(path)
+        os.close(fd)
         df.to_parquet(tmp, index=False)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as e:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError) and not isinstance(e, RunFolderWriteError):
+            raise RunFolderWriteError.of(e, path) from None
         raise
+
+
+def write_status(run_dir: Path, state: str, reason: str | None) -> None:
+    """status.json, atomically; on a full disk (a new file needs a block the old one still holds) it is
+    overwritten in place instead, so the folder never keeps saying "running" after the run ended."""
+    path = run_dir / "status.json"
+    data = (json.dumps({"state": state, "reason": reason}, indent=2) + "\n").encode()
+    try:
+        atomic_write_bytes(path, data)
+    except RunFolderWriteError:
+        with open(path, "r+b" if path.exists() else "wb") as f:  # truncating frees the block it rewrites
+            f.truncate(0)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def new_run_dir(out: Path, scenario_name: str) -> Path:

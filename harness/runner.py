@@ -7,7 +7,6 @@ interrupted are stopped, what they recorded is kept, and the folder says how the
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import time
@@ -19,8 +18,9 @@ from typing import Protocol
 
 from harness import environment, metrics, preflight
 from harness.backends import Backend, BackendOptions
-from harness.errors import HarnessError, Interrupted, WorkerFailed
-from harness.rundir import SCHEMA_VERSION, atomic_write_json, atomic_write_parquet, atomic_write_text, new_run_dir
+from harness.errors import HarnessError, Interrupted, RunFolderWriteError, WorkerFailed
+from harness.rundir import (SCHEMA_VERSION, atomic_write_json, atomic_write_parquet, atomic_write_text, new_run_dir,
+                            write_status)
 from harness.scenario import Scenario, dump_scenario
 from harness.summary import Summary
 
@@ -63,9 +63,9 @@ class RunResult:
 
 def collective_timeout_s(scenario: Scenario) -> float:
     """Long enough for the baseline's full fp32 gradient exchange over the slowest link, four times over."""
-    from harness.model import ModelConfig, parameter_shapes
+    from harness.model import ModelConfig, parameter_count
 
-    params = sum(math.prod(s) for s in parameter_shapes(ModelConfig(**scenario.resolved_model())).values())
+    params = parameter_count(ModelConfig(**scenario.resolved_model()))  # arithmetic: no model built to size it
     rates = [r for n in scenario.nodes() if n.link for r in (n.link.up, n.link.down) if r]
     delay = max((n.link.delay + n.link.jitter for n in scenario.nodes() if n.link), default=0.0)
     transfer = 2 * params * 4 * 8 / min(rates) if rates else 0.0
@@ -267,8 +267,31 @@ def _start_scheduler(backend: Backend, scenario: Scenario, out: Path, run_name: 
 
 
 def finalize(run_dir: Path, scenario: Scenario, backend_name: str, state: str, reason: str | None,
-             started: str) -> dict:
-    """Aggregate whatever the workers recorded into metrics.parquet and summary.json/csv; write status.json."""
+             started: str, events: list[dict] | None = None) -> dict:
+    """Write status.json first, then aggregate whatever the workers recorded into metrics.parquet and
+    summary.json/csv. A file the disk refuses turns the status to failed with the cause (and the run's own
+    failure, if any) and raises RunFolderWriteError saying both."""
+    try:
+        write_status(run_dir, state, reason)
+        if events:
+            from harness.events import write_events
+
+            write_events(run_dir, events)
+        return _write_results(run_dir, scenario, backend_name, state, reason, started)
+    except RunFolderWriteError as e:
+        if state == "complete":
+            why = f"{e} (training completed; its results could not all be stored)"
+        else:
+            why = f"{e}; the run had {'failed' if state == 'failed' else 'stopped'}: {reason}"
+        try:
+            write_status(run_dir, "failed", why)
+        except OSError:
+            pass  # nothing more can be written; the message below still says what happened
+        raise RunFolderWriteError(why) from None
+
+
+def _write_results(run_dir: Path, scenario: Scenario, backend_name: str, state: str, reason: str | None,
+                   started: str) -> dict:
     df, events = metrics.read_worker_records(run_dir / "workers")
     starts = [e for e in events if e.get("type") == "start"]
     probes = [e["probe_allgather_s"] for e in starts if e.get("probe_allgather_s") is not None]
@@ -290,7 +313,6 @@ def finalize(run_dir: Path, scenario: Scenario, backend_name: str, state: str, r
     atomic_write_parquet(run_dir / "metrics.parquet", df)
     atomic_write_json(run_dir / "summary.json", summary)
     atomic_write_text(run_dir / "summary.csv", metrics.summary_frame(summary["optimizers"]).to_csv(index=False))
-    atomic_write_json(run_dir / "status.json", {"state": state, "reason": reason})
     return summary
 
 
@@ -312,10 +334,11 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
     run_dir = new_run_dir(options.out, scenario.name)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     atomic_write_text(run_dir / "scenario.yaml", _scenario_with_traces(scenario, run_dir))
-    atomic_write_json(run_dir / "status.json", {"state": "running", "reason": None})
+    write_status(run_dir, "running", None)
     env = {**environment.collect(), "backend": backend_cls.name, "backend_reason": why}
     atomic_write_json(run_dir / "environment.json", env)
     state, reason = "failed", None
+    failure: HarnessError | None = None
     events: list[dict] = []
     try:
         with _sigterm_as_interrupt():
@@ -339,17 +362,19 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
         state, reason = "incomplete", "interrupted (Ctrl-C or SIGTERM)"
         raise Interrupted(f"interrupted; partial results kept in {run_dir}") from None
     except HarnessError as e:
-        reason = str(e)
+        reason, failure = str(e), e
         raise
     except Exception as e:
         reason = f"{type(e).__name__}: {e}"
         raise
     finally:
-        if events:
-            from harness.events import write_events
-
-            write_events(run_dir, events)  # every optimizer's and seed's, also after a failure or interrupt
-        summary = finalize(run_dir, scenario, backend_cls.name, state, reason, started)
+        try:
+            # events: every optimizer's and seed's, also after a failure or interrupt
+            summary = finalize(run_dir, scenario, backend_cls.name, state, reason, started, events=events)
+        except RunFolderWriteError as e:
+            if isinstance(failure, WorkerFailed):  # keep the worker's log tail beside the combined cause
+                raise WorkerFailed(str(e), rank=failure.rank, log_tail=failure.log_tail) from None
+            raise
         if options.write_report:
             _write_report(run_dir, sink)
     return RunResult(run_dir=run_dir, state=state, summary=Summary.model_validate(summary))

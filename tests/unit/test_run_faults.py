@@ -1,0 +1,120 @@
+"""Runtime faults of the run folder (issue 26): a full disk, file modes, a bad --out."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.errors import RunFolderWriteError
+from harness.rundir import atomic_write_json, atomic_write_parquet, atomic_write_text, write_status
+from harness.runner import finalize
+from harness.scenario import scenario_from_dict
+
+from tests.helpers import tiny_scenario_dict
+
+WORKER_FAILURE = "adamw: worker rank 1 (node-1) exited with code -9"
+
+
+@pytest.fixture
+def umask():
+    def set_(mask: int) -> None:
+        os.umask(mask)
+
+    old = os.umask(0o022)
+    yield set_
+    os.umask(old)
+
+
+@pytest.mark.parametrize("mask,mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_run_folder_files_get_the_mode_of_a_plainly_created_file(tmp_path, umask, mask, mode):
+    # After `sudo distro-bench run` the user must be able to read report.md: 0600 (mkstemp's) hid it.
+    umask(mask)
+    atomic_write_text(tmp_path / "report.md", "# r\n")
+    atomic_write_json(tmp_path / "summary.json", {"a": 1})
+    atomic_write_parquet(tmp_path / "metrics.parquet", pd.DataFrame({"x": [1, 2]}))
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    assert plain.stat().st_mode & 0o777 == mode
+    for name in ("report.md", "summary.json", "metrics.parquet"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == mode, name
+
+
+def _run_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "run"
+    (d / "workers").mkdir(parents=True)
+    write_status(d, "running", None)
+    return d
+
+
+def test_disk_full_at_the_parquet_keeps_the_worker_failure_and_ends_the_status(tmp_path, monkeypatch):
+    d = _run_dir(tmp_path)
+
+    def full(self, path, *a, **k):
+        raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space left on device")
+
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", full)
+    with pytest.raises(RunFolderWriteError) as e:
+        finalize(d, scenario_from_dict(tiny_scenario_dict()), "local", "failed", WORKER_FAILURE, "t0")
+    msg = str(e.value)
+    assert msg.startswith(f"no space left on device writing {d / 'metrics.parquet'}"), msg
+    assert WORKER_FAILURE in msg
+    status = json.loads((d / "status.json").read_text())
+    assert status == {"state": "failed", "reason": msg}
+    assert not [p for p in d.iterdir() if p.name.startswith(".")], "a temporary file was left behind"
+
+
+def test_disk_full_after_a_complete_run_says_the_results_were_not_stored(tmp_path, monkeypatch):
+    d = _run_dir(tmp_path)
+    import harness.rundir as rundir
+
+    real = rundir.tempfile.mkstemp
+
+    def refuse_summary(prefix="", dir=None, **k):
+        if "summary.json" in prefix:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(prefix=prefix, dir=dir, **k)
+
+    monkeypatch.setattr(rundir.tempfile, "mkstemp", refuse_summary)
+    with pytest.raises(RunFolderWriteError, match="no space left on device writing .*summary.json.*training completed"):
+        finalize(d, scenario_from_dict(tiny_scenario_dict()), "local", "complete", None, "t0")
+    assert json.loads((d / "status.json").read_text())["state"] == "failed"
+
+
+def _can_mount_tmpfs() -> str | None:
+    if os.geteuid() != 0:
+        return "mounting a small tmpfs needs root"
+    if not shutil.which("mount"):
+        return "no mount binary"
+    return None
+
+
+def test_a_really_full_tmpfs_still_gets_its_status_written(tmp_path):
+    if why := _can_mount_tmpfs():
+        pytest.skip(why)
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    try:
+        d = _run_dir(mnt)
+        with open(mnt / "filler", "wb", buffering=0) as f:  # every block taken: a new status.json could not be created
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError as e:
+                assert e.errno == errno.ENOSPC
+        with pytest.raises(RunFolderWriteError, match="no space left on device writing") as e:
+            finalize(d, scenario_from_dict(tiny_scenario_dict()), "local", "failed", WORKER_FAILURE, "t0")
+        status = json.loads((d / "status.json").read_text())
+        assert status["state"] == "failed" and WORKER_FAILURE in status["reason"], status
+        assert str(e.value) == status["reason"]
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
