@@ -107,7 +107,10 @@ def write_status(run_dir: Path, state: str, reason: str | None) -> None:
 def new_run_dir(out: Path, scenario_name: str) -> Path:
     """results/<scenario>-<YYYYmmdd-HHMMSS>, never an existing folder (a suffix is added instead)."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _bad_out(out, e) from None
     for i in range(1000):
         path = out / (f"{scenario_name}-{stamp}" + (f"-{i + 1}" if i else ""))
         try:
@@ -115,7 +118,19 @@ def new_run_dir(out: Path, scenario_name: str) -> Path:
             return path
         except FileExistsError:
             continue
+        except OSError as e:  # /proc, a read-only mount, a folder that is not ours
+            raise _bad_out(out, e) from None
     raise InputError(f"--out: cannot create a new run folder under {out}")
+
+
+def _bad_out(out: Path, e: OSError) -> InputError:
+    """--out that cannot hold a run folder: an input error naming the path and why, not a bug report."""
+    blocker = next((p for p in (out, *out.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        why = f"{blocker} is a file, not a folder"
+    else:
+        why = (os.strerror(e.errno) if e.errno else str(e)).lower()
+    return InputError(f"--out {out}: cannot create a run folder there ({why}); give a folder you can write to")
 
 
 @dataclass

@@ -118,3 +118,54 @@ def test_a_really_full_tmpfs_still_gets_its_status_written(tmp_path):
         assert str(e.value) == status["reason"]
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+def _cli_run_into(tmp_path, out: str):
+    from typer.testing import CliRunner
+    import yaml
+
+    from harness.cli import app
+
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump(tiny_scenario_dict()))
+    return CliRunner().invoke(app, ["run", str(scenario), "--backend", "local", "--out", out])
+
+
+def test_out_that_is_a_regular_file_is_an_input_error(tmp_path):
+    f = tmp_path / "results"
+    f.write_text("not a folder")
+    r = _cli_run_into(tmp_path, str(f))
+    assert r.exit_code == 2, r.output
+    assert f"--out {f}" in r.output and "is a file, not a folder" in r.output
+    assert "internal error" not in r.output and "Traceback" not in r.output
+
+
+def test_out_below_a_regular_file_names_the_file(tmp_path):
+    f = tmp_path / "results"
+    f.write_text("x")
+    r = _cli_run_into(tmp_path, str(f / "sub"))
+    assert r.exit_code == 2, r.output
+    assert f"{f} is a file, not a folder" in r.output
+
+
+def test_out_in_proc_is_an_input_error(tmp_path):
+    r = _cli_run_into(tmp_path, "/proc")
+    assert r.exit_code == 2, r.output
+    assert "--out /proc: cannot create a run folder there (" in r.output
+    assert "internal error" not in r.output
+
+
+def test_out_on_a_read_only_mount_is_an_input_error(tmp_path):
+    if why := _can_mount_tmpfs():
+        pytest.skip(why)
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here: {r.stderr.strip()}")
+    try:
+        res = _cli_run_into(tmp_path, str(mnt))
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+    assert res.exit_code == 2, res.output
+    assert f"--out {mnt}: cannot create a run folder there (read-only file system)" in res.output
