@@ -23,6 +23,7 @@ STRATEGY_PATHS: dict[str, str] = {
     "diloco": "harness.optim.diloco:DiLoCo",
     "sparseloco": "harness.optim.sparseloco:SparseLoCo",
     "powersgd": "harness.optim.powersgd:PowerSGD",
+    "muloco": "harness.optim.muloco:MuLoCo",
 }
 
 

@@ -149,10 +149,29 @@ class PowerSGDConfig(InnerAdamWOptions):
         return max(2, math.ceil(self.start_fraction * total_steps))
 
 
+
+class MuLoCoConfig(DiLoCoConfig):
+    """MuLoCo (arXiv 2505.23725): DiLoCo whose inner optimizer is Muon (momentum, then Newton-Schulz
+    orthogonalisation of each 2-D update) on the hidden matrices, and AdamW on embeddings, the output head
+    and norms, as the paper and Muon's authors do. The outer step and the pseudo-gradient's wire format are
+    DiLoCo's (the paper: compatible with quantised pseudo-gradients and long H)."""
+
+    type: Literal["muloco"] = "muloco"
+    muon_lr: float | None = Field(default=None, gt=0, le=10)  # None: `lr` (with match_rms_adamw scaling)
+    muon_momentum: float = Field(default=0.95, ge=0, lt=1)
+    muon_nesterov: bool = True
+    ns_steps: int = Field(default=5, ge=1, le=20)  # Newton-Schulz iterations (Keller Jordan's quintic)
+    # Per-matrix lr scale: `match_rms_adamw` 0.2 * sqrt(max(rows, cols)) (Moonlight, arXiv 2502.16982: one
+    # lr serves Muon and AdamW), `original` sqrt(max(1, rows / cols)) (Keller Jordan's Muon)
+    muon_adjust_lr: Literal["match_rms_adamw", "original"] = "match_rms_adamw"
+    # Parameter names (their first component) stepped by AdamW even though 2-D: embeddings and head
+    adamw_params: tuple[str, ...] = ("tok_embeddings", "output")
+
 OPTIONS: dict[str, type[StrategyConfig]] = {
     "adamw": AdamWConfig,
     "distro": DisTrOConfig,
     "diloco": DiLoCoConfig,
     "sparseloco": SparseLoCoConfig,
     "powersgd": PowerSGDConfig,
+    "muloco": MuLoCoConfig,
 }
