@@ -144,11 +144,19 @@ def probe_qdiscs() -> tuple[bool, str | None, tuple[str, ...]]:
     from harness.net import naming
     from harness.net.ns import NetCommandError, add_veth, configure_link, create_netns, delete_netns, run_in
 
-    name = f"{naming.run_prefix(naming.new_run_id())}probe"
+    from harness import owner
+
+    run_id = naming.new_run_id()
+    name = f"{naming.run_prefix(run_id)}probe"
+    try:  # claimed like a run's namespaces, so `clean` leaves a live doctor's or preflight's probe alone
+        owner.claim(run_id)
+    except OSError:
+        pass  # no runtime folder: the probe still works, it is only unprotected for its second
     try:
         ns = create_netns(name)
     except (NetCommandError, ImportError) as e:
         delete_netns(name)
+        _release(run_id)
         return False, str(e), ()
     try:
         add_veth("t0", ns, "t1", ns)
@@ -165,6 +173,16 @@ def probe_qdiscs() -> tuple[bool, str | None, tuple[str, ...]]:
         return False, str(e), ()
     finally:
         delete_netns(name)
+        _release(run_id)
+
+
+def _release(run_id: str) -> None:
+    from harness import owner
+
+    try:
+        owner.release(run_id)
+    except OSError:
+        pass
 
 
 def probe_delayline() -> tuple[bool, str]:

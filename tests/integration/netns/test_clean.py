@@ -94,3 +94,32 @@ def test_clean_leaves_a_live_delay_line_lab_alone(cli, monkeypatch):
     subprocess.run(["ip", "netns", "add", lab.ns(0)], check=True)
     result = cli("clean")
     assert result.exit_code == 0 and real(lab.run_id) == [], result.output
+
+
+def test_the_host_probe_namespace_is_claimed_while_it_lives(monkeypatch):
+    # `clean` removes a namespace whose run id has no live owner: an unclaimed probe namespace of a running
+    # doctor or preflight was pulled from under it.
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create the probe's network namespace")
+    from harness import host
+    from harness.net import ns as ns_mod
+
+    seen = {}
+    real_create, real_veth = ns_mod.create_netns, ns_mod.add_veth
+
+    def create_netns(name, *args, **kwargs):
+        seen["ns"] = name
+        return real_create(name, *args, **kwargs)
+
+    def add_veth(*args, **kwargs):  # the namespace exists now: is it protected from `clean`?
+        seen["alive"] = seen["ns"] in list_namespaces() and owner.owner_alive(naming.run_id_of(seen["ns"]))
+        return real_veth(*args, **kwargs)
+
+    monkeypatch.setattr(ns_mod, "create_netns", create_netns)
+    monkeypatch.setattr(ns_mod, "add_veth", add_veth)
+    ok, why, _ = host.probe_qdiscs()
+    if not ok and "alive" not in seen:
+        pytest.skip(f"network namespaces unavailable here: {why}")
+    assert seen["alive"], f"{seen['ns']} was not owner-claimed while the probe ran"
+    assert seen["ns"] not in list_namespaces()
+    assert not owner.owner_alive(naming.run_id_of(seen["ns"])), "the probe's claim outlived it"
