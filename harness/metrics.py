@@ -84,18 +84,32 @@ def _none_if_nan(x):
         return x
 
 
-def summarize_optimizer(df: pd.DataFrame, end_checksums: dict[int, str]) -> dict:
-    """Summary of one optimizer's rows. Step 0 is left out of times and bytes (warm-up, connection set-up)."""
+def _per_step(steady: pd.DataFrame, column: str, ends: list[dict], end_key: str) -> float:
+    """Mean per worker per step of `column` over the steady rows, with each rank's final sync (its `end`
+    record's `end_key`) amortised into it: a periodic method's last sync is bytes like any other sync's."""
+    extra = sum(float(e.get(end_key) or 0) for e in ends)
+    return (float(steady[column].astype("float64").sum()) + extra) / len(steady) if len(steady) else math.nan
+
+
+def summarize_optimizer(df: pd.DataFrame, end_checksums: dict[int, str], ends: list[dict] | None = None) -> dict:
+    """Summary of one optimizer's rows and its ranks' `end` records. Step 0 is left out of times and bytes
+    (warm-up, connection set-up); the final sync after the last step (`finish`) is amortised into the bytes."""
+    ends = ends or []
     steps = int(df["step"].max()) + 1 if len(df) else 0
     steady = df[df["step"] > 0] if steps > 1 else df
     per_step = steady.groupby("step")
     step_time = per_step["step_time_s"].max()  # synchronous training: a step ends with its slowest rank
     tail = df[df["step"] >= steps - max(1, steps // 10)]
     val = df.dropna(subset=["val_loss"]).groupby("step")["val_loss"].mean()
+    # Wire bytes of a final sync are known only where the end records counted them (run folders from before
+    # 2026-12 did not): then the wire figures leave it out rather than mix bases.
+    final_wire = all(e.get("final_sync_wire_tx_bytes") is not None or not e.get("final_sync_tx_bytes")
+                     for e in ends)
     wire_known = steady["wire_tx_bytes"].notna().all() and len(steady) > 0
-    ring = float(steady["ring_bytes"].mean()) if len(steady) else math.nan
-    wire_tx = float(steady["wire_tx_bytes"].astype("float64").mean()) if wire_known else None
-    wire_rx = float(steady["wire_rx_bytes"].astype("float64").mean()) if wire_known else None
+    wire_ends = ends if final_wire else []
+    ring = _per_step(steady, "ring_bytes", ends, "final_sync_ring_bytes")  # 0 in old end records, as wire
+    wire_tx = _per_step(steady, "wire_tx_bytes", wire_ends, "final_sync_wire_tx_bytes") if wire_known else None
+    wire_rx = _per_step(steady, "wire_rx_bytes", wire_ends, "final_sync_wire_rx_bytes") if wire_known else None
     # Replicas must agree at every evaluation (checksums recorded there) and at the end.
     by_step = df.dropna(subset=["param_checksum"]).groupby("step")["param_checksum"].nunique()
     diverged = by_step[by_step > 1]
@@ -107,8 +121,8 @@ def summarize_optimizer(df: pd.DataFrame, end_checksums: dict[int, str]) -> dict
         "step_time_s_p50": float(step_time.median()),
         "compute_s_mean": float(steady["compute_s"].mean()),
         "comm_s_mean": float(steady["comm_s"].mean()),
-        "payload_tx_bytes_per_step": float(steady["payload_tx_bytes"].mean()),
-        "payload_rx_bytes_per_step": float(steady["payload_rx_bytes"].mean()),
+        "payload_tx_bytes_per_step": _per_step(steady, "payload_tx_bytes", ends, "final_sync_tx_bytes"),
+        "payload_rx_bytes_per_step": _per_step(steady, "payload_rx_bytes", ends, "final_sync_rx_bytes"),
         "wire_tx_bytes_per_step": wire_tx,
         "wire_rx_bytes_per_step": wire_rx,
         "final_loss": float(tail["loss"].mean()),
@@ -118,7 +132,7 @@ def summarize_optimizer(df: pd.DataFrame, end_checksums: dict[int, str]) -> dict
         "compress_s_mean": float(steady["compress_s"].mean()),
         "apply_s_mean": float(steady["apply_s"].mean()),
         "wait_s_mean": float(steady["wait_s"].mean()),
-        "collectives_per_step": float(steady["collectives"].mean()),
+        "collectives_per_step": _per_step(steady, "collectives", ends, "final_sync_collectives"),
         "ring_bytes_per_step": ring,
         # framing and protocol bytes on top of what the ring algorithm must move, both directions
         "wire_overhead": (wire_tx + wire_rx) / (2 * ring) - 1 if wire_known and ring else None,
@@ -194,8 +208,9 @@ def summarize(df: pd.DataFrame, events: list[dict], baseline: str, target: float
         per[name] = {}
         for seed, seed_rows in fair.split_seeds(rows):
             mine = [e for e in events if e.get("optimizer") == name and _seed_of(e) == seed]
-            ends = {e["rank"]: e["param_checksum"] for e in mine if e.get("type") == "end"}
-            s = summarize_optimizer(seed_rows, ends)
+            end_records = [e for e in mine if e.get("type") == "end"]
+            ends = {e["rank"]: e["param_checksum"] for e in end_records}
+            s = summarize_optimizer(seed_rows, ends, end_records)
             s["seeds"] = 1
             c = curves[name][seed]
             s["train_time_s"] = fair.end_of(c, "elapsed_s")

@@ -119,3 +119,41 @@ def test_options_are_validated():
     with pytest.raises(ValueError, match="pseudo_grad"):
         DiLoCoConfig(lr=1e-3, pseudo_grad="int4")
     assert (DiLoCoConfig(lr=1e-3).outer_lr, DiLoCoConfig(lr=1e-3).outer_momentum) == (0.7, 0.9)
+
+
+def _rows(name: str, steps: int, ranks: int, tx: int, wire: bool) -> list[dict]:
+    return [{"type": "step", "optimizer": name, "rank": r, "step": s, "seed": 0, "loss": 3.0, "val_loss": None,
+             "lr": 1e-3, "step_time_s": 0.1, "data_s": 0.0, "compute_s": 0.05, "stretch_s": 0.0, "compress_s": 0.0,
+             "comm_s": 0.01, "apply_s": 0.0, "t_start": s * 0.1, "t_ready": s * 0.1 + 0.05, "train_time_s": s * 0.1,
+             "payload_tx_bytes": tx, "payload_rx_bytes": tx, "collectives": 1 if tx else 0, "ring_bytes": float(tx),
+             "wire_tx_bytes": tx + 40 if wire else None, "wire_rx_bytes": tx + 40 if wire else None, "tokens": 1024,
+             "param_checksum": None}
+            for s in range(steps) for r in range(ranks)]
+
+
+@pytest.mark.parametrize("wire", [False, True])
+def test_the_final_sync_is_amortised_into_bytes_per_step(wire):
+    """H > steps: no step synced, `finish` sent everything. Bytes per step must count that sync, and the
+    reduction against the baseline must be a number, not None."""
+    from harness.metrics import records_to_frame, summarize
+
+    steps, ranks, final = 5, 2, 8000
+    records = _rows("adamw", steps, ranks, 4000, wire) + _rows("diloco", steps, ranks, 0, wire)
+    events = [{"type": "end", "optimizer": n, "rank": r, "seed": 0, "param_checksum": "x", "final_sync": n == "diloco",
+               "final_sync_tx_bytes": final if n == "diloco" else 0, "final_sync_rx_bytes": final if n == "diloco" else 0,
+               "final_sync_collectives": 1 if n == "diloco" else 0, "final_sync_ring_bytes": final if n == "diloco" else 0,
+               "final_sync_wire_tx_bytes": (final + 400 if n == "diloco" else 0) if wire else None,
+               "final_sync_wire_rx_bytes": (final + 400 if n == "diloco" else 0) if wire else None}
+              for n in ("adamw", "diloco") for r in range(ranks)]
+    s = summarize(records_to_frame(records), events, "adamw")["diloco"]
+    rows = ranks * (steps - 1)  # step 0 is left out; the final sync is spread over the steps it closes
+    assert s["payload_tx_bytes_per_step"] == pytest.approx(ranks * final / rows)
+    assert s["payload_rx_bytes_per_step"] == pytest.approx(ranks * final / rows)
+    assert s["collectives_per_step"] == pytest.approx(ranks / rows)
+    if wire:
+        wire_per_step = 40 + ranks * (final + 400) / rows  # 40 B of keep-alives every step, then the sync
+        assert s["wire_tx_bytes_per_step"] == pytest.approx(wire_per_step)
+        assert s["reduction_vs_baseline"] == pytest.approx(4040 / wire_per_step)
+    else:
+        assert s["wire_tx_bytes_per_step"] is None
+        assert s["reduction_vs_baseline"] == pytest.approx(4000 / (ranks * final / rows))
