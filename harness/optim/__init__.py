@@ -24,6 +24,7 @@ STRATEGY_PATHS: dict[str, str] = {
     "sparseloco": "harness.optim.sparseloco:SparseLoCo",
     "powersgd": "harness.optim.powersgd:PowerSGD",
     "muloco": "harness.optim.muloco:MuLoCo",
+    "sparta": "harness.optim.sparta:SPARTA",
 }
 
 
