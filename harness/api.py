@@ -128,12 +128,14 @@ def _run(run: str | Path | Run) -> Run:
 
 
 def check(run: str | Path | Run, *, min_reduction: float | None = None, max_loss_gap: float | None = None,
-          baseline: str | None = None, candidates: list[str] | None = None) -> CheckReport:
-    """The CI gate. Thresholds default to the scenario's `checks`; `.passed` says whether every check passed."""
+          baseline: str | None = None, candidates: list[str] | None = None,
+          allow_few_seeds: bool = False) -> CheckReport:
+    """The CI gate. Thresholds default to the scenario's `checks`; `.passed` says whether every check passed.
+    The loss gap needs 3 paired seeds unless `allow_few_seeds` (docs/ci-gate.md)."""
     from harness.report.check import run_checks
 
     return run_checks(_run(run)._loaded, min_reduction=min_reduction, max_loss_gap=max_loss_gap, baseline=baseline,
-                      candidates=candidates)
+                      candidates=candidates, allow_few_seeds=allow_few_seeds)
 
 
 def check_to_dict(report: CheckReport) -> dict:

@@ -12,13 +12,12 @@ Tokens: all ranks' tokens up to and including the step. Steps: steps done (step 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from harness.report.stats import t_critical
+from harness import stats
 
 
 def split_seeds(df: pd.DataFrame) -> list[tuple[int | None, pd.DataFrame]]:
@@ -104,16 +103,10 @@ def default_target(curves: list[pd.DataFrame]) -> float | None:
 
 
 def t_interval(values) -> tuple[float, float, float] | None:
-    """(mean, lo, hi): a two-sided 95% Student-t interval for the mean; (mean, mean, mean) for one value;
-    None for none. NaN and None are left out."""
-    a = np.asarray([v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))], dtype=float)
-    if not len(a):
-        return None
-    m = float(a.mean())
-    if len(a) < 2:
-        return m, m, m
-    half = t_critical(len(a) - 1) * float(a.std(ddof=1)) / math.sqrt(len(a))
-    return m, m - half, m + half
+    """(mean, lo, hi): a two-sided 95% Student-t interval for the mean (harness/stats.py); (mean, mean, mean)
+    for one value; None for none. NaN and None are left out."""
+    iv = stats.t_interval(values)
+    return None if iv is None else (iv.mean, iv.lo, iv.hi)
 
 
 def fairness(curves: dict[str, dict[int | None, pd.DataFrame]], target: float | None) -> dict[str, dict[int | None, dict]]:

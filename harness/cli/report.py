@@ -53,9 +53,10 @@ CHECK_COLUMNS = ["check", "optimizer", "measured", "threshold", "result"]
 def check(
     run_dir: Path = typer.Argument(..., help="run folder"),
     min_reduction: float = typer.Option(None, min=0, help="candidate must send at least X times fewer bytes than the baseline (default: the scenario's checks.min_reduction)"),
-    max_loss_gap: float = typer.Option(None, min=0, help="candidate's final val loss may exceed the baseline's by at most Y (default: checks.max_loss_gap)"),
+    max_loss_gap: float = typer.Option(None, min=0, help="non-inferiority margin: the upper end of the paired 95% interval of (candidate - baseline) val loss at equal time must be at most Y (default: checks.max_loss_gap)"),
     baseline: str = typer.Option(None, help="optimizer to compare against (default: the scenario's baseline)"),
     candidate: list[str] = typer.Option(None, "--candidate", help="optimizer(s) to check (repeatable; default: checks.candidate or every non-baseline optimizer)"),
+    allow_few_seeds: bool = typer.Option(False, "--allow-few-seeds", help="judge the loss gap on fewer than 3 seeds (one seed: its value, no interval)"),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """The CI gate: exit 0 when every check passes, 1 when any fails, 2 on a bad run folder or flag."""
@@ -67,7 +68,7 @@ def check(
     with cli_errors():
         run = api.load_run(run_dir)
         result = api.check(run, min_reduction=min_reduction, max_loss_gap=max_loss_gap, baseline=baseline,
-                           candidates=candidate or None)
+                           candidates=candidate or None, allow_few_seeds=allow_few_seeds)
     if as_json:
         print_json(api.check_to_dict(result))
     else:

@@ -1,21 +1,30 @@
 """The CI gate: a run's reduction factor, loss gap, replica agreement and completeness against thresholds.
 
-Over repeats (several seeds), the reduction and the loss gap are taken seed by seed (candidate against the
-baseline's same seed: the same data order), and a check fails only when the 95% Student-t interval of
-their mean lies wholly on the wrong side of its threshold; a mean on the wrong side with an interval that
-still reaches the threshold is noise and passes, and says so. Every result reports its margin (how far
-the mean is from the threshold, positive = room to spare). With one seed the value itself is compared.
+Over repeats (several seeds) each figure is taken seed by seed, the candidate against the baseline's same
+seed (the same initial weights and data order: harness/stats.py pairs them), and a check passes only when
+the paired 95% Student-t interval lies wholly on the good side of its threshold, so more noise can only make
+a check fail, never pass:
+
+- reduction: the interval's lower end >= `min_reduction`;
+- loss gap: a non-inferiority test on the validation loss at equal training time (candidate - baseline),
+  the interval's upper end <= the margin `max_loss_gap` (0 asks the candidate to be shown better); it needs
+  at least MIN_SEEDS seeds (fewer fail, unless `allow_few_seeds`, which then compares what there is), and
+  any seed whose loss is missing or not finite (a diverged run) fails it.
+
+Every result reports its margin (how far the relevant end of the interval is from the threshold, positive
+= room to spare). docs/ci-gate.md.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from harness import stats
 from harness.errors import InputError
-from harness.fair import t_interval
 from harness.report.analysis import total_bytes
 from harness.report.load import LoadedRun
 
+MIN_SEEDS = 3  # two seeds give a t interval 12.7 standard errors wide: a gate on it cannot fail or pass honestly
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 
 
@@ -76,20 +85,28 @@ def _per_seed(base: dict, cand: dict, fn) -> list:
     return [fn(bs[k], cs[k]) for k in common] if common else [fn(base, cand)]
 
 
+def _seeds(base: dict, cand: dict) -> list[str]:
+    bs, cs = base.get("per_seed") or {}, cand.get("per_seed") or {}
+    common = [k for k in cs if k in bs]
+    return common or ["-"]
+
+
 def _judge(values: list[float], threshold: float, higher_is_better: bool) -> tuple[float, list[float] | None, float, str, str]:
-    """(mean, interval, margin, status, note) for values that must be >= (or <=) threshold."""
-    mean, lo, hi = t_interval(values)
-    n = len(values)
-    margin = (mean - threshold) if higher_is_better else (threshold - mean)
+    """(mean, interval, margin, status, note) for paired per-seed values whose mean must be shown >= (or <=)
+    the threshold: the whole 95% interval on the good side (one value: the value itself)."""
+    iv = stats.t_interval(values)
+    n = iv.n
+    edge = iv.lo if higher_is_better else iv.hi  # the end of the interval nearest the threshold's wrong side
+    margin = (edge - threshold) if higher_is_better else (threshold - edge)
+    status = PASS if margin >= 0 else FAIL
     if n < 2:
-        ok = margin >= 0
-        return mean, None, margin, PASS if ok else FAIL, f"margin {margin:+.4g}"
-    # fail only when the whole interval is on the wrong side of the threshold
-    ok = hi >= threshold if higher_is_better else lo <= threshold
-    note = f"margin {margin:+.4g}; mean of {n} seeds, 95% CI [{lo:.4g}, {hi:.4g}]"
-    if ok and margin < 0:
-        note += "; the mean misses the threshold but the interval reaches it: within noise"
-    return mean, [lo, hi], margin, PASS if ok else FAIL, note
+        return iv.mean, None, margin, status, f"margin {margin:+.4g}"
+    end = "lower" if higher_is_better else "upper"
+    note = f"margin {margin:+.4g} ({end} end); mean of {n} paired seeds, 95% CI [{iv.lo:.4g}, {iv.hi:.4g}]"
+    mean_ok = (iv.mean >= threshold) if higher_is_better else (iv.mean <= threshold)
+    if status == FAIL and mean_ok:
+        note += "; the mean is within the threshold but the interval is not: not shown (more seeds narrow it)"
+    return iv.mean, [iv.lo, iv.hi], margin, status, note
 
 
 def _pair_reduction(base: dict, cand: dict) -> tuple[float | None, str]:
@@ -100,8 +117,10 @@ def _pair_reduction(base: dict, cand: dict) -> tuple[float | None, str]:
 
 
 def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_gap: float | None = None,
-               baseline: str | None = None, candidates: list[str] | None = None) -> CheckReport:
-    """Thresholds from the arguments, else from the scenario's `checks`; InputError for a name the run lacks."""
+               baseline: str | None = None, candidates: list[str] | None = None,
+               allow_few_seeds: bool = False) -> CheckReport:
+    """Thresholds from the arguments, else from the scenario's `checks`; InputError for a name the run lacks.
+    `allow_few_seeds` lets the loss gap be judged on fewer than MIN_SEEDS seeds (one seed: its value)."""
     checks = run.data.scenario.get("checks") or {}
     if min_reduction is None:
         min_reduction = checks.get("min_reduction")
@@ -171,18 +190,32 @@ def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_g
             add(CheckResult(f"val loss gap vs {base}", cand, None, f"<= {max_loss_gap:g}", FAIL,
                             f"no summary for {cand if s is None else base}: it recorded no step"))
         else:
-            key, what = "final_val_loss", "final val loss, candidate - baseline"
-            if s.get(key) is None or base_summary.get(key) is None:
-                key, what = "final_loss", "no val loss recorded: final training loss, candidate - baseline"
-
-            def gap_of(b: dict, c: dict):
-                return c[key] - b[key] if c.get(key) is not None and b.get(key) is not None else None
-
-            gaps = _per_seed(base_summary, s, gap_of)
-            if not gaps or any(g is None for g in gaps):
-                add(CheckResult(f"val loss gap vs {base}", cand, None, f"<= {max_loss_gap:g}", FAIL, "loss not recorded"))
-            else:
-                gap, ci, margin, status, note = _judge(gaps, max_loss_gap, higher_is_better=False)
-                add(CheckResult(f"val loss gap vs {base}", cand, gap, f"<= {max_loss_gap:g}", status,
-                                "; ".join(filter(None, [what, note])), ci, margin, len(gaps)))
+            add(_loss_gap(base, cand, base_summary, s, max_loss_gap, allow_few_seeds))
     return report
+
+
+def _loss_gap(base: str, cand: str, b: dict, c: dict, margin: float, allow_few_seeds: bool) -> CheckResult:
+    """Non-inferiority at equal time: candidate - baseline validation loss, paired by seed, upper end <= margin."""
+    label, limit = f"val loss gap vs {base}", f"<= {margin:g}"
+    key, what = "val_loss_at_equal_time", "val loss at equal time, candidate - baseline"
+    if c.get(key) is None and b.get(key) is None and not (c.get("per_seed") or b.get("per_seed")):
+        # a run folder from before equal-time figures: its final losses
+        key, what = "final_val_loss", "final val loss, candidate - baseline (no equal-time figure recorded)"
+        if c.get(key) is None or b.get(key) is None:
+            key, what = "final_loss", "no val loss recorded: final training loss, candidate - baseline"
+    seeds = _seeds(b, c)
+    pairs = _per_seed(b, c, lambda bs, cs: (bs.get(key), cs.get(key)))
+    bad = [seed for seed, (x, y) in zip(seeds, pairs) if not (stats.finite(x) and stats.finite(y))]
+    if bad:
+        return CheckResult(label, cand, None, limit, FAIL,
+                           f"{what}: seed(s) {', '.join(bad)} have no finite value (diverged, NaN or not evaluated "
+                           "at the equal time); every seed must count", seeds=len(pairs))
+    gaps = [y - x for x, y in pairs]
+    if len(gaps) < MIN_SEEDS and not allow_few_seeds:
+        return CheckResult(label, cand, sum(gaps) / len(gaps), limit, FAIL,
+                           f"{what}: {len(gaps)} seed(s); the gate needs at least {MIN_SEEDS} paired seeds "
+                           "(train.seeds or run --repeat 3), or --allow-few-seeds", seeds=len(gaps))
+    gap, ci, m, status, note = _judge(gaps, margin, higher_is_better=False)
+    if len(gaps) < MIN_SEEDS:
+        note += f"; only {len(gaps)} seed(s), allowed by --allow-few-seeds"
+    return CheckResult(label, cand, gap, limit, status, "; ".join([what, note]), ci, m, len(gaps))

@@ -7,16 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Two-sided 95% critical values of Student's t by degrees of freedom (beyond 30, the normal's 1.96 is close enough).
-_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+from harness.stats import t_critical  # the one table of t quantiles
+
 NOT_SIGNIFICANT = "not significant"
-
-
-def t_critical(df: float) -> float:
-    if df < 1:
-        return _T95[0]
-    return _T95[int(df) - 1] if df <= 30 else 1.96
 
 
 @dataclass

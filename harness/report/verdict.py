@@ -9,8 +9,12 @@ matplotlib: the CLI prints `verdict_lines(summary)` as it is.
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass, field
 
+from harness.stats import Interval, paired_difference, ratio_interval
+
+WIDTH = 80  # the block `run` prints fits an 80-column terminal or log
 
 
 def total_bytes(summary: dict, kind: str) -> float | None:
@@ -27,6 +31,8 @@ class Estimate:
 
     mean: float | None
     half: float | None = None
+    bounds: tuple[float, float] | None = None  # an interval cut to what is possible (0 s .. the budget)
+    prefix: str = ""  # ">=" for a budget-capped time (a seed that missed counts as the whole budget)
 
     @property
     def known(self) -> bool:
@@ -36,9 +42,19 @@ class Estimate:
         if not self.known:
             return "n/a"
         if self.half is None or self.half == 0:
-            return _num(self.mean, digits) + unit
+            return self.prefix + _num(self.mean, digits) + unit
         m, h = _round_pair(self.mean, self.half)
-        return f"{m} ± {h}{unit}"
+        if self.bounds is not None:
+            lo, hi = (_round_pair(b, self.half)[0] for b in self.bounds)
+            return f"{self.prefix}{m}{unit} [{lo}, {hi}]"
+        return f"{self.prefix}{m} ± {h}{unit}"
+
+    def within(self, lo: float, hi: float) -> Estimate:
+        """This estimate with its interval cut to [lo, hi] (shown as [a, b] once cut)."""
+        if not self.known or not self.half or (self.mean - self.half >= lo and self.mean + self.half <= hi):
+            return self
+        return Estimate(self.mean, self.half, (max(lo, self.mean - self.half), min(hi, self.mean + self.half)),
+                        self.prefix)
 
 
 @dataclass
@@ -63,6 +79,17 @@ class Verdict:
     reached_seeds: int | None = None  # how many seeds reached the target (summary `target_reached`)
     base_reached_seeds: int | None = None
     notes: list[str] = field(default_factory=list)
+    # Paired over seeds (harness/stats.py; None for one seed or a folder without `per_seed`): differences
+    # candidate - baseline seed by seed, speed-ups as baseline / candidate on the log scale.
+    paired_equal_time: Interval | None = None
+    paired_equal_steps: Interval | None = None
+    paired_step_speedup: Interval | None = None
+    paired_target_speedup: Interval | None = None
+    # Seeds that missed the target count with their whole training time (a budget-capped estimate): which
+    # side's figure is then a bound ("base": the speed-up is at least this; "mine": at most; "both": neither).
+    capped: str | None = None
+    capped_time: Estimate | None = None  # this optimizer's mean time with missed seeds counted at the budget
+    base_capped_time: Estimate | None = None
 
     @property
     def missing(self) -> str:
@@ -72,21 +99,25 @@ class Verdict:
     @property
     def step_speedup(self) -> float | None:
         """Baseline step time / this optimizer's: above 1, this optimizer's steps are quicker."""
+        if self.paired_step_speedup is not None:
+            return self.paired_step_speedup.mean
         return _ratio(self.base_step_time.mean, self.step_time.mean)
 
     @property
     def target_speedup(self) -> float | None:
+        if self.paired_target_speedup is not None:
+            return self.paired_target_speedup.mean
         if not (self.reached and self.base_reached):
             return None
         return _ratio(self.base_time_to_target.mean, self.time_to_target.mean)
 
     @property
     def loss_diff_equal_time(self) -> Estimate:
-        return _diff(self.loss_equal_time, self.base_loss_equal_time)
+        return _paired_or_diff(self.paired_equal_time, self.loss_equal_time, self.base_loss_equal_time)
 
     @property
     def loss_diff_equal_steps(self) -> Estimate:
-        return _diff(self.loss_equal_steps, self.base_loss_equal_steps)
+        return _paired_or_diff(self.paired_equal_steps, self.loss_equal_steps, self.base_loss_equal_steps)
 
 
 # ---- number formatting -------------------------------------------------------------------------------
@@ -122,8 +153,16 @@ def _factor(x: float) -> str:
     return f"{x:,.0f}x" if x >= 10 else f"{x:.1f}x"
 
 
+def _paired_or_diff(p: Interval | None, a: Estimate, b: Estimate) -> Estimate:
+    """The paired difference where the summary has each seed's figures, else the unpaired `_diff`."""
+    if p is not None and p.n >= 2:
+        return Estimate(p.mean, p.half)
+    return _diff(a, b)
+
+
 def _diff(a: Estimate, b: Estimate) -> Estimate:
-    """a - b; the half-widths add in quadrature (seeds of different optimizers treated as independent)."""
+    """a - b for a folder without per-seed figures: the half-widths add in quadrature (the two sides treated
+    as independent, which overstates the noise of paired seeds; harness/stats.py)."""
     if not (a.known and b.known):
         return Estimate(None)
     half = None
@@ -164,6 +203,48 @@ def _bytes(base: dict, cand: dict) -> tuple[float | None, str | None]:
     return (float(red), cand.get("reduction_basis")) if red else (None, None)
 
 
+def _seed_map(s: dict, key: str) -> dict:
+    """{seed: figure} from the summary's `per_seed` (empty for a folder without it)."""
+    return {k: v.get(key) for k, v in (s.get("per_seed") or {}).items() if isinstance(v, dict)}
+
+
+def _paired(p: Interval | None) -> Interval | None:
+    return p if p is not None and p.n >= 2 else None
+
+
+def _capped_times(s: dict) -> dict:
+    """Each seed's time to target, or its whole training time where it missed (the most the target could
+    have taken within the budget: a lower bound on the real time)."""
+    out = {}
+    for k, v in (s.get("per_seed") or {}).items():
+        t = v.get("time_to_target_s")
+        out[k] = t if isinstance(t, (int, float)) else v.get("train_time_s")
+    return out
+
+
+def _missed(s: dict) -> int:
+    return sum(1 for v in (s.get("per_seed") or {}).values() if v.get("time_to_target_s") is None)
+
+
+def _capped_estimate(s: dict) -> Estimate | None:
+    from harness.stats import t_interval
+
+    if not _missed(s):
+        return None
+    iv = t_interval(_capped_times(s).values())
+    return None if iv is None else Estimate(iv.mean, iv.half, prefix=">=")
+
+
+def _budget_cap(summary: dict, *sides: dict) -> float:
+    """The most training seconds any seed could have spent: the time budget, else the longest seed's."""
+    b = (summary.get("run") or {}).get("budget") or {}
+    if isinstance(b, dict) and b.get("kind") == "time" and isinstance(b.get("value"), (int, float)):
+        return float(b["value"])
+    times = [v.get("train_time_s") for s in sides for v in (s.get("per_seed") or {}).values()]
+    times = [t for t in times if isinstance(t, (int, float))]
+    return max(times) if times else math.inf
+
+
 def verdicts(summary: dict) -> list[Verdict]:
     """One verdict per optimizer other than the baseline, in the summary's order."""
     opts = summary.get("optimizers") or {}
@@ -179,12 +260,14 @@ def verdicts(summary: dict) -> list[Verdict]:
             continue
         ratio, basis = _bytes(base, s)
         seeds = s.get("seeds")
+        cap = _budget_cap(summary, s, base)
         v = Verdict(
             optimizer=name, baseline=base_name, seeds=int(seeds) if isinstance(seeds, int) else None,
             target=float(t_val) if isinstance(t_val, (int, float)) else None,
             target_how=target.get("how") if isinstance(target, dict) else None,
             step_time=_estimate(s, "step_time_s_mean"), base_step_time=_estimate(base, "step_time_s_mean"),
-            time_to_target=_estimate(s, "time_to_target_s"), base_time_to_target=_estimate(base, "time_to_target_s"),
+            time_to_target=_estimate(s, "time_to_target_s").within(0.0, cap),
+            base_time_to_target=_estimate(base, "time_to_target_s").within(0.0, cap),
             reached=_reached(s), base_reached=_reached(base),
             loss_equal_time=_estimate(s, "val_loss_at_equal_time"),
             base_loss_equal_time=_estimate(base, "val_loss_at_equal_time"),
@@ -192,10 +275,26 @@ def verdicts(summary: dict) -> list[Verdict]:
             base_loss_equal_steps=_estimate(base, "val_loss_at_equal_steps"),
             bytes_ratio=ratio, bytes_basis=basis,
             reached_seeds=_count(s.get("target_reached")), base_reached_seeds=_count(base.get("target_reached")))
+        v.paired_equal_time = _paired(paired_difference(_seed_map(s, "val_loss_at_equal_time"),
+                                                        _seed_map(base, "val_loss_at_equal_time")))
+        v.paired_equal_steps = _paired(paired_difference(_seed_map(s, "val_loss_at_equal_steps"),
+                                                         _seed_map(base, "val_loss_at_equal_steps")))
+        v.paired_step_speedup = _paired(ratio_interval(_seed_map(base, "step_time_s_mean"),
+                                                       _seed_map(s, "step_time_s_mean")))
+        mine_missed, base_missed = _missed(s), _missed(base)
+        if (v.reached or (v.reached_seeds or 0) > 0) and (v.base_reached or (v.base_reached_seeds or 0) > 0):
+            v.paired_target_speedup = _paired(ratio_interval(_capped_times(base), _capped_times(s)))
+            if v.paired_target_speedup is not None and (mine_missed or base_missed):
+                v.capped = "both" if mine_missed and base_missed else "mine" if mine_missed else "base"
+        v.capped_time, v.base_capped_time = _capped_estimate(s), _capped_estimate(base)
         if v.reached is None:
             v.notes.append("time to target not recorded (run folder from before issue 16)")
         if not v.loss_equal_time.known and "val_loss_at_equal_time" not in s:
             v.notes.append("loss at equal time not recorded")
+        if v.capped:
+            v.notes.append("a seed that missed the target counts with its whole training time (budget-capped), "
+                           "so the speed-up is " + {"base": "at least", "mine": "at most",
+                                                    "both": "a rough"}[v.capped] + " that")
         out.append(v)
     return out
 
@@ -214,16 +313,31 @@ def _lower_higher(d: Estimate) -> str:
     return text
 
 
-def _sooner(x: float) -> str:
-    if 0.95 <= x <= 1.05:
-        return f"about as soon ({_factor(x)})"
-    return f"{_factor(x)} sooner" if x >= 1 else f"{_factor(1 / x)} later"
+def _range(iv: Interval | None) -> str:
+    """' [2.3, 2.9]' for a ratio's paired interval; ' [0.9, 1.2], within noise' when it holds 1."""
+    if iv is None or iv.half is None:
+        return ""
+    def f(x: float) -> str:
+        return f"{x:.2f}" if x < 1 else f"{x:.1f}" if x < 10 else f"{x:,.0f}"
+
+    return f" [{f(iv.lo)}, {f(iv.hi)}]" + (", within noise" if iv.spans else "")
 
 
-def _faster(x: float) -> str:
+def _bound(capped: str | None) -> str:
+    return {"base": ">=", "mine": "<="}.get(capped or "", "~" if capped else "")
+
+
+def _sooner(x: float, iv: Interval | None = None, capped: str | None = None) -> str:
+    b = _bound(capped)
     if 0.95 <= x <= 1.05:
-        return f"about as fast ({_factor(x)})"
-    return f"{_factor(x)} faster" if x >= 1 else f"{_factor(1 / x)} slower"
+        return f"about as soon ({b}{_factor(x)}{_range(iv)})"
+    return (f"{b}{_factor(x)} sooner" if x >= 1 else f"{b}{_factor(1 / x)} later") + _range(iv)
+
+
+def _faster(x: float, iv: Interval | None = None) -> str:
+    if 0.95 <= x <= 1.05:
+        return f"about as fast ({_factor(x)}{_range(iv)})"
+    return (f"{_factor(x)} faster" if x >= 1 else f"{_factor(1 / x)} slower") + _range(iv)
 
 
 def _partly(k: int | None, n: int | None) -> str:
@@ -241,10 +355,12 @@ def _target_clause(v: Verdict) -> str | None:
             return f"did not reach {t} (which {v.baseline} reached in {v.base_time_to_target.text(' s')})"
         return f"did not reach {t}, nor did {v.baseline}"
     clause = f"reached {t} in {v.time_to_target.text(' s')}"
-    if v.base_reached and v.target_speedup:
-        x = v.target_speedup
-        clause += (f", about as soon as {v.baseline} ({_factor(x)})" if 0.95 <= x <= 1.05 else
-                   f", {_sooner(x)} than {v.baseline}")
+    if v.target_speedup and (v.base_reached or v.capped):
+        x, iv = v.target_speedup, v.paired_target_speedup
+        b = _bound(v.capped)
+        clause += (f", about as soon as {v.baseline} ({b}{_factor(x)}{_range(iv)})" if 0.95 <= x <= 1.05 else
+                   f", {b}{_factor(x)} {'sooner' if x >= 1 else 'later'} than {v.baseline}"
+                   + (f" ({_range(iv).strip()})" if _range(iv) else ""))
     elif v.base_reached is False:
         clause += f", which {v.baseline} did not reach"
     return clause
@@ -269,7 +385,7 @@ def sentence(v: Verdict, scenario: str | None = None) -> str:
     elif v.step_speedup:
         faster = v.step_speedup
         step = (f"{_factor(faster)} faster" if faster > 1.05 else f"{_factor(1 / faster)} slower" if faster < 0.95
-                else "about as fast")
+                else "about as fast") + _range(v.paired_step_speedup)
         parts.append(head + f"ran steps {step} than {v.baseline}" + (f" with {bytes_words}" if bytes_words else ""))
     elif bytes_words:
         parts.append(head + f"exchanged {bytes_words} than {v.baseline}")
@@ -286,14 +402,21 @@ def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
     """(figure, this optimizer, the baseline, comparison) for the block's table."""
     out = []
     sp = v.step_speedup
-    out.append(("step time", v.step_time.text(" s"), v.base_step_time.text(" s"), "n/a" if sp is None else _faster(sp)))
+    out.append(("step time", v.step_time.text(" s"), v.base_step_time.text(" s"),
+                "n/a" if sp is None else _faster(sp, v.paired_step_speedup)))
     if v.reached is None:
         out.append(("time to target", "not recorded", "not recorded", "n/a"))
     else:
-        mine = v.time_to_target.text(" s") if v.reached else "not reached" + _seeds_of(v.reached_seeds, v.seeds)
-        theirs = (v.base_time_to_target.text(" s") if v.base_reached else
-                  "not reached" + _seeds_of(v.base_reached_seeds, v.seeds))
-        cmp = (_sooner(v.target_speedup) if v.target_speedup else
+        def shown(reached, est, capped, k):
+            if reached:
+                return est.text(" s")
+            if capped is not None:  # some seeds missed: the budget-capped mean, a lower bound
+                return capped.text(" s") + _seeds_of(k, v.seeds, short=True)
+            return "not reached" + _seeds_of(k, v.seeds)
+
+        mine = shown(v.reached, v.time_to_target, v.capped_time, v.reached_seeds)
+        theirs = shown(v.base_reached, v.base_time_to_target, v.base_capped_time, v.base_reached_seeds)
+        cmp = (_sooner(v.target_speedup, v.paired_target_speedup, v.capped) if v.target_speedup else
                "only this one reached it" if v.reached else
                f"only {v.baseline} reached it" if v.base_reached else "neither reached it")
         out.append((f"time to val loss {v.target:.4g}" if v.target is not None else "time to target", mine, theirs, cmp))
@@ -308,7 +431,9 @@ def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
     return out
 
 
-def _seeds_of(k: int | None, n: int | None) -> str:
+def _seeds_of(k: int | None, n: int | None, short: bool = False) -> str:
+    if short:
+        return f" ({k or 0}/{n} hit)" if n else ""
     return f" (by {k} of {n} seeds)" if k and n and 0 < k < n else ""
 
 
@@ -329,7 +454,7 @@ def _budget_words(summary: dict) -> str | None:
 def heading(v: Verdict, summary: dict) -> str:
     bits = []
     if v.seeds:
-        bits.append(f"{v.seeds} seed" + ("s" if v.seeds != 1 else "") + (", mean ± 95% interval" if v.seeds > 1 else ""))
+        bits.append(f"{v.seeds} seed" + ("s" if v.seeds != 1 else "") + (", paired 95% intervals" if v.seeds > 1 else ""))
     if bw := _budget_words(summary):
         bits.append(bw)
     return f"{v.optimizer} vs {v.baseline}" + (f" ({'; '.join(bits)})" if bits else "")
@@ -346,11 +471,20 @@ def verdict_lines(summary: dict) -> list[str]:
         w = [max(len(r[i]) for r in table) for i in range(3)]
         for label, mine, theirs, cmp in table:
             if mine or theirs:
-                lines.append(f"  {label:<{w[0]}}  {mine:>{w[1]}}  vs {theirs:>{w[2]}}  {cmp}")
+                line = f"  {label:<{w[0]}}  {mine:>{w[1]}}  vs {theirs:>{w[2]}}  {cmp}"
             else:
-                lines.append(f"  {label:<{w[0]}}  {'':>{w[1]}}     {'':>{w[2]}}  {cmp}")
-        lines.append("  " + sentence(v, scenario))
-        lines += [f"  note: {n}" for n in v.notes]
+                line = f"  {label:<{w[0]}}  {'':>{w[1]}}     {'':>{w[2]}}  {cmp}"
+                line = line if len(line) <= WIDTH else f"  {label:<{w[0]}}  {cmp}"
+            if len(line) > WIDTH and cmp:  # the comparison on its own line, under the figures
+                lines.append(line[:len(line) - len(cmp)].rstrip())
+                lines.append(" " * max(4, WIDTH - len(cmp)) + cmp)
+            else:
+                lines.append(line)
+        lines += textwrap.wrap(sentence(v, scenario), WIDTH, initial_indent="  ", subsequent_indent="  ",
+                               break_on_hyphens=False)
+        for n in v.notes:
+            lines += textwrap.wrap(f"note: {n}", WIDTH, initial_indent="  ", subsequent_indent="    ",
+                                   break_on_hyphens=False)
     return lines
 
 

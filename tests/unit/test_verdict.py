@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from harness.report.verdict import sentence, verdict_lines, verdicts
 
 
@@ -130,3 +132,91 @@ def test_no_ranking_for_two_optimizers():
 
     summary = {"baseline": "adamw", "optimizers": {"adamw": _ranked_opt(20.0, 3, 3.1, 4e6), "distro": _ranked_opt(11.0, 3, 3.0, 4e3)}}
     assert ranking(summary) == [] and ranking_lines(summary) == []
+
+
+# ---- paired over seeds (issue 27) ----------------------------------------------------------------------
+
+def _paired_summary(base_eq, cand_eq, base_ttt, cand_ttt, base_step=(3.0, 3.1, 2.9), cand_step=(0.38, 0.39, 0.37),
+                    budget=60.0):
+    """A summary as metrics.summarize writes it: per-seed figures, their means and unpaired t intervals."""
+    from harness.stats import t_interval
+
+    def opt(eq, ttt, step, wire):
+        per = {str(k): {"val_loss_at_equal_time": e, "time_to_target_s": t, "step_time_s_mean": st,
+                        "train_time_s": budget, "val_loss_at_equal_steps": None}
+               for k, (e, t, st) in enumerate(zip(eq, ttt, step))}
+        s = {"seeds": len(eq), "wire_tx_bytes_per_step": wire, "wire_rx_bytes_per_step": wire,
+             "target_reached": sum(t is not None for t in ttt), "per_seed": per, "ci95": {}}
+        for key, vals in (("val_loss_at_equal_time", eq), ("time_to_target_s", ttt), ("step_time_s_mean", step)):
+            iv = t_interval(vals) if None not in vals else None
+            s[key] = iv.mean if iv else None
+            s["ci95"][key] = [iv.lo, iv.hi] if iv else None
+        return s
+
+    return {"run": {"scenario": "home-dsl", "budget": {"kind": "time", "value": budget}}, "baseline": "adamw",
+            "target": {"val_loss": 3.0, "how": "checks.target_val_loss in the scenario"},
+            "optimizers": {"adamw": opt(base_eq, base_ttt, base_step, 1e8), "distro": opt(cand_eq, cand_ttt, cand_step, 2e5)}}
+
+
+def test_a_consistent_gain_is_not_noise_when_paired():
+    # Seeds share init and data, so they move both optimizers: a 0.05 gain on every seed under a 0.5 spread.
+    base = [3.0, 2.5, 3.5]
+    cand = [b - d for b, d in zip(base, (0.05, 0.045, 0.055))]
+    s = _paired_summary(base, cand, [40.0, 30.0, 50.0], [20.0, 15.0, 26.0])
+    (v,) = verdicts(s)
+    # the old rule: each side's own half-width added in quadrature, about ±1.8: "within noise"
+    from harness.report.verdict import Estimate, _diff, _lower_higher
+
+    def unpaired(o):
+        lo, hi = s["optimizers"][o]["ci95"]["val_loss_at_equal_time"]
+        return Estimate(s["optimizers"][o]["val_loss_at_equal_time"], (hi - lo) / 2)
+
+    old = _lower_higher(_diff(unpaired("distro"), unpaired("adamw")))
+    assert "within noise" in old
+    # paired: differences -0.05, -0.045, -0.055, half-width 4.303 * 0.005 / sqrt(3) = 0.0124
+    d = v.loss_diff_equal_time
+    assert d.mean == pytest.approx(-0.05) and d.half == pytest.approx(4.303 * 0.005 / 3 ** 0.5, rel=1e-3)
+    text = _lower_higher(d)
+    assert "within noise" not in text and text.startswith("0.050 ± 0.012 lower")
+
+
+def test_speed_up_has_a_paired_log_scale_interval_and_a_noise_qualifier():
+    s = _paired_summary([3.0, 2.5, 3.5], [2.9, 2.4, 3.4], [40.0, 30.0, 50.0], [20.0, 15.0, 25.0])
+    (v,) = verdicts(s)
+    iv = v.paired_target_speedup
+    assert iv.mean == pytest.approx(2.0) and iv.lo == pytest.approx(2.0) and iv.hi == pytest.approx(2.0)
+    s = _paired_summary([3.0, 2.5, 3.5], [2.9, 2.4, 3.4], [40.0, 30.0, 50.0], [20.0, 40.0, 40.0])
+    (v,) = verdicts(s)
+    import math
+
+    logs = [math.log(40 / 20), math.log(30 / 40), math.log(50 / 40)]
+    m = sum(logs) / 3
+    sd = (sum((x - m) ** 2 for x in logs) / 2) ** 0.5
+    assert v.paired_target_speedup.mean == pytest.approx(math.exp(m))
+    assert v.paired_target_speedup.hi == pytest.approx(math.exp(m + 4.303 * sd / 3 ** 0.5))
+    assert "within noise" in sentence(v)
+
+
+def test_a_missed_seed_counts_at_the_budget_and_says_so():
+    s = _paired_summary([3.0, 2.5, 3.5], [2.9, 2.4, 3.4], [40.0, None, 50.0], [20.0, 15.0, 25.0])
+    (v,) = verdicts(s)
+    assert v.capped == "base"  # adamw missed on seed 1: counted as 60 s, so the speed-up is a lower bound
+    assert v.paired_target_speedup.mean == pytest.approx((2.0 * 4.0 * 2.0) ** (1 / 3))
+    lines = verdict_lines(s)
+    text = "\n".join(lines)
+    assert ">=2.5x sooner" in text and "budget-capped" in text and ">=50 ± 20 s (2/3 hit)" in text
+
+
+def test_time_to_target_interval_never_runs_past_the_budget_or_below_zero():
+    s = _paired_summary([3.0, 2.5, 3.5], [2.9, 2.4, 3.4], [58.0, 30.0, 59.9], [1.0, 2.0, 30.0])
+    (v,) = verdicts(s)
+    lo, hi = v.base_time_to_target.bounds
+    assert hi == 60.0 and lo > 0
+    assert v.time_to_target.bounds[0] == 0.0
+    assert "[" in v.base_time_to_target.text(" s") and "±" not in v.base_time_to_target.text(" s")
+
+
+def test_the_block_fits_80_columns():
+    s = _paired_summary([3.0, 2.5, 3.5], [2.9, 2.4, 3.4], [40.0, None, 50.0], [20.0, 15.0, 25.0])
+    lines = verdict_lines(s)
+    assert lines and max(len(line) for line in lines) <= 80, "\n".join(lines)
