@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from harness.model import ModelConfig, parameter_shapes
+from harness.model import ModelConfig
 from harness.optim import STRATEGIES, Collective, get_strategy
 from harness.scenario import Node, Scenario
 
@@ -41,6 +41,24 @@ UNSHAPED_BPS = 10e9  # an unshaped veth/bridge path is treated as 10 Gbit/s
 # sockets; a run calibrates its own from the workers' `latency_probe`, taken under training load
 # (report/prediction.py): on a host with fewer cores than workers it is milliseconds, not this.
 DEFAULT_ROUND_OVERHEAD_S = 0.2e-3
+
+
+def analytic_shapes(cfg: ModelConfig | dict, *, n_kv_heads: int | None = None) -> dict[str, tuple[int, ...]]:
+    """harness/model.py's parameter names and shapes by formula, without torch or any allocation (a 72B model
+    projects in microseconds). `n_kv_heads` below `n_heads` gives grouped-query attention's smaller k/v
+    projections (Llama 3), which the trainable model does not build but published 10B+ models use."""
+    c = cfg if isinstance(cfg, dict) else asdict(cfg)
+    dim, ffn, vocab, heads = c["dim"], c["ffn_dim"], c.get("vocab_size", 256), c["n_heads"]
+    kv_dim = dim // heads * (n_kv_heads or heads)
+    shapes: dict[str, tuple[int, ...]] = {"tok_embeddings.weight": (vocab, dim)}
+    for i in range(c["n_layers"]):
+        b = f"layers.{i}."
+        shapes.update({b + "attn_norm.weight": (dim,), b + "attn.wq.weight": (dim, dim),
+                       b + "attn.wk.weight": (kv_dim, dim), b + "attn.wv.weight": (kv_dim, dim),
+                       b + "attn.wo.weight": (dim, dim), b + "ffn_norm.weight": (dim,),
+                       b + "ffn.w1.weight": (ffn, dim), b + "ffn.w3.weight": (ffn, dim), b + "ffn.w2.weight": (dim, ffn)})
+    shapes.update({"norm.weight": (dim,), "output.weight": (vocab, dim)})
+    return shapes
 
 
 @dataclass(frozen=True)
@@ -155,11 +173,12 @@ def max_hop_delay(nodes: list[Node]) -> float:
 
 def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict | None = None,
             optimizers: list[str] | None = None, mfu: float = DEFAULT_MFU,
-            round_overhead_s: float = DEFAULT_ROUND_OVERHEAD_S) -> list[Projection]:
-    """One projection per optimizer for the scenario (or the given nodes / model preset values)."""
+            round_overhead_s: float = DEFAULT_ROUND_OVERHEAD_S,
+            shapes: dict[str, tuple[int, ...]] | None = None) -> list[Projection]:
+    """One projection per optimizer for the scenario (or the given nodes / model preset values / parameter
+    shapes: published models the scenario schema cannot describe, such as grouped-query attention)."""
     nodes = nodes or scenario.nodes()
-    cfg = ModelConfig(**(model or scenario.resolved_model()))
-    shapes = parameter_shapes(cfg)
+    shapes = shapes or analytic_shapes(ModelConfig(**(model or scenario.resolved_model())))
     params = sum(math.prod(s) for s in shapes.values())
     tokens = scenario.data.seq_len * scenario.data.batch_size
     n = len(nodes)
