@@ -25,6 +25,7 @@ STRATEGY_PATHS: dict[str, str] = {
     "powersgd": "harness.optim.powersgd:PowerSGD",
     "muloco": "harness.optim.muloco:MuLoCo",
     "sparta": "harness.optim.sparta:SPARTA",
+    "desloc": "harness.optim.desloc:DESLOC",
 }
 
 

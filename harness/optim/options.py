@@ -184,6 +184,23 @@ class SPARTAConfig(InnerAdamWOptions):
         """Parameters averaged per step out of `total`: round(fraction x total), at least one."""
         return max(1, min(total, round(self.fraction * total)))
 
+
+class DESLOCConfig(InnerAdamWOptions):
+    """DES-LOC (Iacob et al., arXiv 2505.22549): local AdamW on every worker; parameters averaged every
+    `param_period` (Kx) steps, Adam's first moment every `momentum_period` (Ku), its second every
+    `variance_period` (Kv), each on its own clock. Published: Ku = 3 Kx, Kv = 6 Kx (the defaults when null)."""
+
+    type: Literal["desloc"] = "desloc"
+    param_period: int = Field(default=32, ge=1)  # Kx
+    momentum_period: int | None = Field(default=None, ge=1)  # Ku; null: 3 Kx
+    variance_period: int | None = Field(default=None, ge=1)  # Kv; null: 6 Kx
+    bucket_mb: float = Field(default=25.0, gt=0)  # all-reduce buckets, as AdamW's
+
+    def periods(self) -> tuple[int, int, int]:
+        """(Kx, Ku, Kv)."""
+        kx = self.param_period
+        return kx, self.momentum_period or 3 * kx, self.variance_period or 6 * kx
+
 OPTIONS: dict[str, type[StrategyConfig]] = {
     "adamw": AdamWConfig,
     "distro": DisTrOConfig,
@@ -192,4 +209,5 @@ OPTIONS: dict[str, type[StrategyConfig]] = {
     "powersgd": PowerSGDConfig,
     "muloco": MuLoCoConfig,
     "sparta": SPARTAConfig,
+    "desloc": DESLOCConfig,
 }
