@@ -14,13 +14,15 @@ ACCOUNTING_COLUMNS = ["optimizer", "payload tx+rx", "ring wire, each way", "pape
 
 
 def project(
-    scenario: Path = typer.Argument(..., help="scenario YAML file (links, hardware, optimizers)"),
+    scenario: Path = typer.Argument(None, help="scenario YAML file (links, hardware, optimizers); not with --published"),
     model: str = typer.Option(None, help="model preset instead of the scenario's (tiny, small, base, llama-1.2b)"),
     workers: list[int] = typer.Option(None, "--workers", "-n", help="worker counts (repeatable); default: the scenario's"),
     optimizer: list[str] = typer.Option(None, "--optimizer", "-o", help="only these optimizers (repeatable)"),
     mfu: float = typer.Option(0.4, min=0.01, max=1.0, help="model FLOPs utilisation for compute time"),
     out: Path = typer.Option(None, help="folder for projection.json and plots (default results/project-<scenario>-<time>)"),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="draw step time against worker count and bandwidth"),
+    published: bool = typer.Option(False, "--published",
+                                   help="instead: published figures (scenarios/published/) against their projection"),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Project bytes per worker per step and step time per optimizer, with plots against worker count and bandwidth."""
@@ -29,6 +31,13 @@ def project(
     from harness import api
     from harness.format import fmt_bytes, fmt_seconds, fmt_times
 
+    if published:
+        _published(as_json)
+        return
+    if scenario is None:
+        console.print("error: SCENARIO: missing; give a scenario file, or --published for the published figures",
+                      markup=False, soft_wrap=True)
+        raise typer.Exit(2)
     with cli_errors():
         st = api.project(scenario, model=model, workers=workers or None, optimizers=optimizer or None, mfu=mfu,
                          out=out, plots=plots)
@@ -64,3 +73,25 @@ def project(
         console.print(f"{pair}: step times cross at about {rate / 1e6:.3g} Mbit/s per link ({n_last} workers)",
                       markup=False, soft_wrap=True)
     console.print(str(st.out), markup=False, soft_wrap=True)
+
+
+def _published(as_json: bool) -> None:
+    """The published operating points table (docs/projection.md "Published operating points")."""
+    from rich.table import Table
+
+    from harness.published import COLUMNS, evaluate_all, table_rows
+
+    with cli_errors():
+        results = evaluate_all()
+    if as_json:
+        print_json([{"id": r.point.id, "published": r.point.published, "unit": r.point.unit, "source": r.point.source,
+                     "confirmed": r.point.confirmed, "ours": r.ours, "ratio": r.ratio, "within_15pct": r.within,
+                     "why": r.point.why} for r in results])
+        return
+    rows = table_rows(results)
+    t = Table(title="published operating points against the projection", **TABLE_STYLE)
+    for col in COLUMNS:
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        t.add_row(*r)
+    print_table(t, table_records(COLUMNS, rows))

@@ -77,3 +77,16 @@ def test_a_bad_points_file_names_the_field(tmp_path):
     bad.write_text("points:\n  - {id: x, figure: f, published: 1, unit: furlongs, source: s}\n")
     with pytest.raises(InputError, match=r"points\[0\]"):
         load_points(bad)
+
+
+def test_project_published_cli_prints_every_point(cli):
+    import json
+
+    result = cli("project", "--published", "--json")
+    assert result.exit_code == 0, result.output
+    rows = {r["id"]: r for r in json.loads(result.output)}
+    assert set(rows) == set(POINTS)
+    assert rows["intellect-1-reduction"]["within_15pct"] is True
+    assert rows["intellect-1-utilisation"]["ours"] is None and rows["intellect-1-utilisation"]["why"]
+    missing = cli("project")
+    assert missing.exit_code == 2 and "SCENARIO" in missing.output
