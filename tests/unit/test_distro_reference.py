@@ -182,7 +182,7 @@ def test_demo_wire_format_bytes_are_12_per_coefficient():
 
     _run_workers(WORLD, reference, steps=1)
     shapes = {f"p{i}": s for i, s in enumerate(SHAPES)}
-    cfg = DisTrOConfig(**{**OPTIONS, "values": "fp32", "index": "int64"})
+    cfg = DisTrOConfig(**{**OPTIONS, "values": "fp32", "index": "int64", "exchange": "ring"})  # DeMo's all_gather
     tx, rx = DisTrO.predict_payload_bytes(cfg, shapes, WORLD)
     assert tx == refs[0].bytes_sent
     assert rx == (WORLD - 1) * tx

@@ -60,7 +60,7 @@ def test_paper_scale_baseline_accounting_matches_the_report():
 
 def test_distro_projection_is_far_below_adamw_at_paper_scale():
     s = _scenario(model={"preset": "llama-1.2b"}, data={"seq_len": 128, "batch_size": 1},
-                  optimizers={"adamw": {"lr": 1e-3}, "distro": {"lr": 1e-3, "topk": 4, "values": "1bit"}})
+                  optimizers={"adamw": {"lr": 1e-3}, "distro": {"lr": 1e-3, "topk": 4, "values": "1bit", "exchange": "ring"}})
     by = {p.optimizer: p for p in project(s, nodes=nodes_like(s, 32))}
     shapes = parameter_shapes(ModelConfig(**MODELS["llama-1.2b"]))
     tx, rx = STRATEGIES["distro"].predict_payload_bytes(s.optimizer_configs()["distro"], shapes, 32)
@@ -88,7 +88,7 @@ def test_predicted_collectives_add_up_to_predicted_bytes(bucket):
     from harness.optim.distro import DisTrOConfig
 
     shapes = parameter_shapes(ModelConfig(**MODELS["small"]))
-    cfg = DisTrOConfig(lr=1e-3, topk=4, values="1bit", bucket=bucket)
+    cfg = DisTrOConfig(lr=1e-3, topk=4, values="1bit", bucket=bucket, exchange="ring")
     colls = STRATEGIES["distro"].predict_collectives(cfg, shapes, 4)
     assert len(colls) == (1 if bucket else 2 * len(shapes))
     assert sum(c.nbytes for c in colls) == STRATEGIES["distro"].predict_payload_bytes(cfg, shapes, 4)[0]

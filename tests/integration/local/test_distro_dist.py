@@ -62,7 +62,8 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
             g = torch.Generator().manual_seed(0)  # same initial weights everywhere
             params = [torch.nn.Parameter(torch.randn(s, generator=g) * 0.1) for s in SHAPES]
             comm = Comm()
-            cfg = DisTrOConfig(lr=0.01, chunk=16, **options)
+            # the ring unless a config says otherwise: the direct twins compare against it (the default is auto)
+            cfg = DisTrOConfig(lr=0.01, chunk=16, **{"exchange": "ring", **options})
             s = DisTrO(cfg, [(f"p{i}", p) for i, p in enumerate(params)], comm, STEPS)
             data = torch.Generator().manual_seed(100 + rank)  # every rank its own gradients
             counted = []
