@@ -42,6 +42,108 @@ def start_cli(args: list[str], **popen) -> subprocess.Popen:
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **popen)
 
 
+# ---- system tools: a Python equivalent where the test's point allows, else a skip that names the package ----
+
+# The Debian/Ubuntu package of each external tool a test may call (README: a bare machine has only python3,
+# python3-venv and iproute2).
+APT_PACKAGE = {"ip": "iproute2", "tc": "iproute2", "bridge": "iproute2", "ping": "iputils-ping",
+               "iperf3": "iperf3", "ethtool": "ethtool", "iptables-save": "iptables", "docker": "docker.io",
+               "dockerd": "docker.io", "debootstrap": "debootstrap", "chromium": "chromium", "git": "git",
+               "pgrep": "procps", "ss": "iproute2", "nsenter": "util-linux"}
+
+
+def missing_tools(*tools: str) -> list[str]:
+    """Those of `tools` not on PATH."""
+    import shutil
+
+    return [t for t in tools if shutil.which(t) is None]
+
+
+def need(*tools: str) -> None:
+    """Skip the calling test unless every one of `tools` is on PATH, naming each missing one and its package."""
+    import pytest
+
+    if gone := missing_tools(*tools):
+        pkgs = " ".join(dict.fromkeys(APT_PACKAGE.get(t, t) for t in gone))
+        pytest.skip(f"needs {', '.join(gone)} (not installed; apt-get install {pkgs})")
+
+
+def processes_matching(pattern: str) -> list[str]:
+    """`pgrep -af PATTERN` in Python (procps is not on a bare machine): 'pid cmdline' of every process
+    whose whole command line matches the regular expression `pattern`, this process excluded."""
+    import os
+    import re
+
+    rx, out = re.compile(pattern), []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile, or a kernel thread we may not read
+            continue
+        if cmdline and rx.search(cmdline):
+            out.append(f"{entry} {cmdline}")
+    return out
+
+
+def icmp_ping(ns, addr: str, count: int, interval_s: float, *, timeout_s: float = 2.0) -> list[float | None]:
+    """`ping -n -c COUNT -i INTERVAL -W TIMEOUT ADDR` from namespace `ns` (a NetnsRef or a name under
+    /run/netns) in Python, as root, for tests where iputils-ping is absent: the same ICMP echo requests, so
+    the far side's kernel answers them as it answers ping. One entry per request, in order: its round
+    trip in ms (send to reply, timed here as ping times them without SO_TIMESTAMP), or None when no
+    reply came within `timeout_s` of the last request."""
+    import os
+    import select
+    import struct
+    import time
+
+    from harness.net.ns import NetnsRef, entered
+
+    ref = NetnsRef.named(ns) if isinstance(ns, str) else ns
+    with entered(ref):  # the socket stays in the namespace it was made in
+        sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    ident = (os.getpid() ^ id(sock)) & 0xFFFF
+    sent: dict[int, float] = {}
+    rtts: list[float | None] = [None] * count
+
+    def checksum(data: bytes) -> int:
+        data += b"\0" * (len(data) % 2)
+        total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+        total = (total >> 16) + (total & 0xFFFF)
+        return ~(total + (total >> 16)) & 0xFFFF
+
+    def send(seq: int) -> None:
+        payload = b"distro-bench" + bytes(44)  # 56 bytes, as ping's default
+        header = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
+        packet = struct.pack("!BBHHH", 8, 0, checksum(header + payload), ident, seq) + payload
+        sent[seq] = time.monotonic()
+        sock.sendto(packet, (addr, 0))
+
+    def receive_until(deadline: float) -> None:
+        while (left := deadline - time.monotonic()) > 0:
+            if not select.select([sock], [], [], left)[0]:
+                return
+            data, _ = sock.recvfrom(65536)
+            now = time.monotonic()
+            icmp = data[(data[0] & 0x0F) * 4:]  # past the IP header
+            kind, _, _, rid, seq = struct.unpack("!BBHHH", icmp[:8])
+            if kind == 0 and rid == ident and seq in sent and seq < count and rtts[seq] is None:
+                rtts[seq] = (now - sent[seq]) * 1000
+                if len(sent) == count and None not in rtts:
+                    return  # every reply is in: ping -c ends here too
+
+    try:
+        start = time.monotonic()
+        for seq in range(count):
+            send(seq)
+            receive_until(start + (seq + 1) * interval_s if seq + 1 < count else time.monotonic() + timeout_s)
+    finally:
+        sock.close()
+    return rtts
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now (for a gloo rendezvous)."""
     with socket.socket() as s:

@@ -3,14 +3,12 @@ tracker that fails a test leaving containers or networks of its backends behind 
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from harness import image
 from harness.backends.docker import DockerBackend, remove_labelled
 from harness.errors import CapabilityError
-from tests.helpers import ours
+from tests.helpers import missing_tools, ours
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +29,7 @@ def built_image(engine):
     try:
         engine.images.get(image.OFFLINE_BASE)
     except docker.errors.ImageNotFound:
-        if subprocess.run(["sh", "-c", "command -v debootstrap"], capture_output=True).returncode != 0:
+        if missing_tools("debootstrap"):
             pytest.skip("no base image and no debootstrap to build one (apt-get install debootstrap)")
     return image.build_image(offline=True, docker_client=engine)
 

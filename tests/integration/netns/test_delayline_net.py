@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -18,8 +17,11 @@ from collections import Counter
 import pytest
 
 from harness.errors import HarnessError
+from harness.net import tcpprobe
 from harness.net.delayline import DelayLine, Impairment
+from harness.net.ns import NetnsRef
 from tests.delayline_lab import Lab, LabLink
+from tests.helpers import icmp_ping
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(180)]
 
@@ -35,21 +37,29 @@ def _needs_netns():
     subprocess.run(["ip", "netns", "del", probe], capture_output=True)
 
 
-def need(tool: str) -> None:
-    if shutil.which(tool) is None:
-        pytest.skip(f"{tool} is not installed")
-
-
 def ping(lab: Lab, src: int, dst: int, count: int, interval: float) -> tuple[list[float], int]:
-    """Per-packet RTTs in ms and the number of replies."""
-    p = subprocess.run(
-        lab.exec(src, ["ping", "-n", "-c", str(count), "-i", str(interval), "-W", "2", lab.ip(dst)]),
-        capture_output=True,
-        text=True,
-        timeout=count * interval + 30,
-    )
-    rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", p.stdout)]
+    """Per-packet RTTs in ms and the number of replies (ICMP echoes sent from Python: no iputils-ping needed)."""
+    rtts = [r for r in icmp_ping(lab.ns(src), lab.ip(dst), count, interval) if r is not None]
     return rtts, len(rtts)
+
+
+def tcp_goodput_bps(lab: Lab, src: int, dst: int, *, seconds: float) -> float | None:
+    """One TCP stream's goodput src -> dst (first second left out): iperf3 where installed, an independent
+    meter; else the harness's Python probe (harness/net/tcpprobe.py), so a bare machine runs the test too."""
+    if shutil.which("iperf3") is None:
+        src_ns, dst_ns = NetnsRef.named(lab.ns(src)), NetnsRef.named(lab.ns(dst))
+        return tcpprobe.tcp_goodput(src_ns, dst_ns, lab.ip(dst), seconds=seconds, reverse=False, omit_s=1.0)
+    server = subprocess.Popen(lab.exec(dst, ["iperf3", "-s", "-1", "-B", lab.ip(dst)]),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        p = subprocess.run(lab.exec(src, ["iperf3", "-c", lab.ip(dst), "-t", str(seconds), "-O", "1", "-J"]),
+                           capture_output=True, text=True, timeout=60)
+    finally:
+        server.kill()
+        server.wait()
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr
+    return json.loads(p.stdout)["end"]["sum_received"]["bits_per_second"]
 
 
 def link(up_ms: float, down_ms: float, jitter_ms: float = 0.0, **kw) -> LabLink:
@@ -66,7 +76,6 @@ def link(up_ms: float, down_ms: float, jitter_ms: float = 0.0, **kw) -> LabLink:
     ids=["5+15ms", "mixed-5-15-40ms", "40ms"],
 )
 def test_ping_rtt_is_the_sum_of_four_one_way_delays(n0, n1, jitter_ms):
-    need("ping")
     expected = n0[0] + n1[1] + n1[0] + n0[1]  # n0 up, n1 down, n1 up, n0 down
     with Lab([link(*n0, jitter_ms), link(*n1, jitter_ms)]) as lab:
         ping(lab, 0, 1, 1, 0.2)  # resolve ARP first, its round trip is not the line's
@@ -81,28 +90,12 @@ def test_ping_rtt_is_the_sum_of_four_one_way_delays(n0, n1, jitter_ms):
 
 @pytest.mark.parametrize("rate_mbit", [10, 100])
 def test_tcp_goodput_reaches_90_percent_of_the_rate_at_30ms_rtt(rate_mbit, tmp_path):
-    need("iperf3")
     rate = rate_mbit * 1_000_000
     spec = link(7.5, 7.5, 0.5, up_rate_bit=rate, down_rate_bit=rate, rtt_s=0.030)
     with Lab([spec, spec], log_dir=tmp_path) as lab:
-        server = subprocess.Popen(
-            lab.exec(1, ["iperf3", "-s", "-1", "-B", lab.ip(1)]), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        try:
-            time.sleep(0.5)
-            p = subprocess.run(
-                lab.exec(0, ["iperf3", "-c", lab.ip(1), "-t", "5", "-O", "1", "-J"]),
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-            stats = [line.stats() for line in lab.lines]
-        finally:
-            server.kill()
-            server.wait()
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr
-    goodput = json.loads(p.stdout)["end"]["sum_received"]["bits_per_second"]
-    assert goodput >= 0.9 * rate, (goodput, stats)
+        goodput = tcp_goodput_bps(lab, 0, 1, seconds=5)
+        stats = [line.stats() for line in lab.lines]
+    assert goodput is not None and goodput >= 0.9 * rate, (goodput, stats)
     up = stats[0]["a_to_b"]
     assert up["bytes_out"] > 0.9 * rate / 8 * 5  # the data really went through the delay line
     assert up["send_errors"] == 0
@@ -111,7 +104,6 @@ def test_tcp_goodput_reaches_90_percent_of_the_rate_at_30ms_rtt(rate_mbit, tmp_p
 
 
 def test_loss_drops_the_configured_fraction():
-    need("ping")
     lossy = LabLink(up=Impairment(0.001, loss=0.10, seed=11), down=Impairment(0.001))
     with Lab([lossy, link(1, 1)]) as lab:
         ping(lab, 0, 1, 1, 0.2)
@@ -243,7 +235,6 @@ def test_stop_is_idempotent_and_leaves_no_process():
 
 
 def test_survives_its_interface_going_down_and_up():
-    need("ping")
     with Lab([link(1, 1), link(1, 1)]) as lab:
         line = lab.lines[0]
         for state in ("down", "up"):
@@ -258,7 +249,6 @@ def test_survives_its_interface_going_down_and_up():
 def test_netns_backend_with_the_userspace_engine(tmp_path):
     """End to end through the netns backend: each node's link namespace gets a running delay line,
     environment.json's description names the engine, and node-to-node RTT is the four delays' sum."""
-    need("ping")
     from harness.backends.base import BackendOptions
     from harness.backends.netns import NetnsBackend
     from harness.net.linktest import LinkTarget
@@ -278,10 +268,8 @@ def test_netns_backend_with_the_userspace_engine(tmp_path):
         assert all(line.running() for line in backend.emulation.delay_lines.values())
         near, far = backend.link_targets()
         assert isinstance(near, LinkTarget)
-        subprocess.run(near.ns.wrap(["ping", "-n", "-c", "1", far.addr]), capture_output=True)  # ARP first
-        argv = ["ping", "-n", "-c", "40", "-i", "0.05", "-W", "2", far.addr]
-        out = subprocess.run(near.ns.wrap(argv), capture_output=True, text=True, timeout=60).stdout
-    rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
+        icmp_ping(near.ns, far.addr, 1, 0.2)  # ARP first
+        rtts = [r for r in icmp_ping(near.ns, far.addr, 40, 0.05) if r is not None]
     assert len(rtts) >= 36  # 0.1% loss each way
     expected = 5 + 40 + 40 + 5
     assert abs(sum(rtts) / len(rtts) - expected) <= 1.0 + 0.05 * expected, rtts
@@ -291,7 +279,6 @@ def test_netns_backend_with_the_userspace_engine(tmp_path):
 
 def test_namespace_given_as_a_path():
     # How a container's namespace (/proc/<pid>/ns/net) is addressed: nsenter instead of ip netns.
-    need("ping")
     with Lab([link(5, 5), link(1, 1)]) as lab:
         lab.lines[0].stop()
         line = DelayLine(f"/run/netns/{lab.link_ns(0)}", "a", "b", Impairment(0.005), Impairment(0.005))

@@ -16,7 +16,7 @@ from harness.net.cleanup import list_namespaces
 from harness.net.link import Direction
 from harness.scenario import scenario_from_dict
 
-from tests.helpers import netns_host, tiny_scenario_dict
+from tests.helpers import netns_host, processes_matching, tiny_scenario_dict
 
 pytestmark = pytest.mark.root
 
@@ -32,8 +32,7 @@ def nothing_left(monkeypatch):
     deadline = time.monotonic() + 5
     while True:
         left = [n for n in list_namespaces() if n.startswith(f"dbench-{token}")]
-        lines = subprocess.run(["pgrep", "-f", f"harness.net.delayline.*dbench-{token}"], capture_output=True,
-                               text=True).stdout.split()
+        lines = processes_matching(f"harness.net.delayline.*dbench-{token}")  # pgrep -f, without procps
         if not (left or lines) or time.monotonic() > deadline:
             break
         time.sleep(0.1)
