@@ -26,7 +26,7 @@ from harness.net.ns import (
 from harness.net.topology import Star, StarSpec
 from harness.scenario import scenario_from_dict
 
-from tests.helpers import tiny_scenario_dict
+from tests.helpers import icmp_ping, tiny_scenario_dict
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(300)]
 
@@ -110,6 +110,18 @@ def test_star_reachability_and_rtt_without_ping():
         assert r.sent == 5 and r.mean_s is not None and 0 < r.mean_s < 0.5
     finally:
         assert star.down() == []
+
+
+def test_the_tests_python_ping_times_echo_replies_and_marks_missing_ones(namespaces):
+    """tests/helpers.icmp_ping, what the root tests use instead of iputils-ping: one entry per echo request,
+    its RTT in ms, or None where nothing answered (here: an address no one holds, so ARP fails)."""
+    a, b = namespaces("a"), namespaces("b")
+    add_veth("x0", a, "x1", b)
+    configure_link(a, "x0", addr="10.98.0.1/24")
+    configure_link(b, "x1", addr="10.98.0.2/24")
+    rtts = icmp_ping(a, "10.98.0.2", 5, 0.05)
+    assert len(rtts) == 5 and all(r is not None and 0 < r < 100 for r in rtts), rtts
+    assert icmp_ping(a, "10.98.0.9", 2, 0.05, timeout_s=1.0) == [None, None]
 
 
 def test_an_unreachable_far_end_is_reported_by_node():
