@@ -16,7 +16,15 @@ if [ "$FORCE" = 0 ] && docker image inspect "$TAG" >/dev/null 2>&1; then
   echo "build-base: $TAG exists ($(docker image inspect -f '{{.Id}}' "$TAG" | cut -c1-19)); --force rebuilds it"
   exit 0
 fi
-command -v debootstrap >/dev/null || { echo "build-base: debootstrap is not installed (apt-get install debootstrap)" >&2; exit 1; }
+# Like start-engine.sh: install the one tool it needs where apt can (a bare CI host), else say which.
+if ! command -v debootstrap >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "build-base: installing debootstrap (apt-get install debootstrap)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null 2>&1 ||
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; } || true
+  fi
+  command -v debootstrap >/dev/null || { echo "build-base: debootstrap is not installed (apt-get install debootstrap)" >&2; exit 1; }
+fi
 
 ROOT=$(mktemp -d /var/tmp/distro-bench-rootfs.XXXXXX)
 trap 'rm -rf --one-file-system "$ROOT"' EXIT
