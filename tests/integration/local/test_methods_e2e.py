@@ -1,4 +1,4 @@
-"""DiLoCo, SparseLoCo, PowerSGD and DisTrO's eager overlap through the real worker and runner (local backend, 3 workers): bytes counted
+"""DiLoCo, SparseLoCo, PowerSGD, DisTrO's eager overlap, MuLoCo, SPARTA and DES-LOC through the real worker and runner (local backend, 3 workers): bytes counted
 at every step equal `predict_step`, the final sync's equal `predict_finish`, replicas agree at sync points
 and at the end, and per-method fields reach the step records."""
 
@@ -25,6 +25,9 @@ OPTIMIZERS = {
     "powersgd": {"lr": 3e-3, "rank": 2, "start_step": 2},
     # between steps each rank holds its own guess; evaluation and checksums see the agreed parameters
     "distro-eager": {"type": "distro", "lr": 3e-3, "topk": 4, "values": "1bit", "overlap": "eager"},
+    "muloco": {"lr": 3e-3, "inner_steps": 2},  # Muon inside DiLoCo: DiLoCo's syncs and bytes
+    "sparta": {"lr": 3e-3, "fraction": 0.01},  # never synced between steps; one full average in finish()
+    "desloc": {"lr": 3e-3, "param_period": 2, "momentum_period": 3, "variance_period": 4},
 }
 
 
