@@ -87,3 +87,15 @@ def test_processes_matching_finds_a_process_by_its_command_line_as_pgrep_does():
         proc.kill()
         proc.wait()
     assert processes_matching(token) == []
+
+
+def test_fresh_machine_runs_both_readme_lines_as_the_readme_has_them():
+    """.ci/fresh-machine takes the install-and-run line and the test command from README.md itself (its
+    first fenced bash block), so a README edit cannot leave the bare-machine check running something else."""
+    script = (REPO / ".ci" / "fresh-machine").read_text()
+    fn = next(line for line in script.splitlines() if line.startswith("readme_line() {"))
+    lines = [subprocess.run(["bash", "-c", f"{fn}\nreadme_line {n}"], cwd=REPO, capture_output=True, text=True,
+                            check=True).stdout.strip() for n in (1, 2)]
+    block = (REPO / "README.md").read_text().split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+    assert lines == block[:2] and "pytest" in lines[1]
+    assert 'bash -c "$second_line"' in script  # and runs it in the container
