@@ -512,11 +512,38 @@ def pick(res: SweepResult) -> dict | None:
             for part in parts[:-1]:
                 node = node.setdefault(part, {})
             node[parts[-1]] = v
+        edges = grid_edges(res.axes, dict(zip(own, best)))
         out["by"][name] = {"metric": key_used, "value": means[best], "settings": dict(zip(own, best)),
-                           "averaged_over_points": len(groups[best])}
+                           "averaged_over_points": len(groups[best]), "at_edge": edges}
+        out.setdefault("warnings", []).extend(
+            f"{name}: {e['path']}={e['value']} is the {e['side']} value of its grid; the best may lie beyond it "
+            f"(extend the grid {'down' if e['side'] == 'lowest' else 'up'})" for e in edges)
         out["candidates"][name] = [{"settings": dict(zip(own, k)), "value": v} for k, v in sorted(means.items(),
                                                                                                      key=lambda kv: kv[1])]
     return out
+
+
+def grid_edges(axes: list[Axis], settings: dict[str, str]) -> list[dict]:
+    """The picked settings that sit at the lowest or highest value of their axis (by value where numeric,
+    else as listed): a tuned rate at its grid's edge says the grid did not bracket the optimum."""
+    out = []
+    for a in axes:
+        if a.path not in settings or len(a.values) < 2:
+            continue
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in a.values)
+        order = sorted(range(len(a.values)), key=lambda i: a.values[i]) if numeric else list(range(len(a.values)))
+        i = a.texts.index(settings[a.path])
+        if i in (order[0], order[-1]):
+            out.append({"path": a.path, "value": settings[a.path], "side": "lowest" if i == order[0] else "highest"})
+    return out
+
+
+def fresh_seeds(scenario: Scenario) -> list[int]:
+    """As many seeds as the tuning used, none of them: the picked setting is reported on runs it was not
+    selected on (selecting and reporting on the same seeds flatters the winner)."""
+    used = scenario.train.seed_list()
+    start = max(used) + 1
+    return list(range(start, start + len(used)))
 
 
 def write_best(res: SweepResult, scenario: Scenario) -> None:
@@ -527,12 +554,16 @@ def write_best(res: SweepResult, scenario: Scenario) -> None:
     atomic_write_text(res.sweep_dir / "best.yaml", header + yaml.safe_dump(best["overlay"], sort_keys=False))
     doc = base_dict(scenario)
     merge(doc, best["overlay"])
+    seeds = fresh_seeds(scenario)
+    doc["train"]["seeds"] = seeds
+    doc["train"]["seed"] = seeds[0]
+    best["final_seeds"] = seeds
     scen = scenario_from_dict(doc, source="best-scenario.yaml", base_dir=scenario._base_dir)
     from harness.scenario import dump_scenario
 
     atomic_write_text(res.sweep_dir / "best-scenario.yaml",
-                      f"# {scenario.name} with each method at its best setting from {res.sweep_dir.name}\n"
-                      + dump_scenario(scen))
+                      f"# {scenario.name} with each method at its best setting from {res.sweep_dir.name}, on seeds "
+                      f"{', '.join(map(str, seeds))}: none of them was used to pick it\n" + dump_scenario(scen))
 
 
 def merge(doc: dict, overlay: dict) -> dict:

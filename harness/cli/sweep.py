@@ -9,6 +9,8 @@ from rich.markup import escape
 
 from harness.console import cli_errors, console
 
+TUNE_SEEDS = 3  # seeds per grid point when picking: one seed's luck is not a setting's merit
+
 
 def sweep(
     scenario: Path = typer.Argument(..., help="scenario YAML file"),
@@ -23,7 +25,8 @@ def sweep(
     time_budget: str = typer.Option(None, "--time-budget", help="budget at every point: training seconds per "
                                                                 "optimizer, e.g. 60s (train.time_budget)"),
     tokens: str = typer.Option(None, help="budget at every point: tokens per optimizer, e.g. 2M (train.tokens)"),
-    repeat: int = typer.Option(None, min=1, max=100, help="run every point with K seeds (train.seeds), for intervals"),
+    repeat: int = typer.Option(None, min=1, max=100, help="run every point with K seeds (train.seeds), for intervals; "
+                                                          f"with --pick best the default is {TUNE_SEEDS}"),
     link_engine: str = typer.Option("auto", help="auto | tc | userspace: how delay, jitter and loss are emulated"),
     allow_unemulated: bool = typer.Option(False, help="run even if part of a link cannot be emulated here"),
     measure_links: bool = typer.Option(None, "--measure-links/--no-measure-links", show_default=False,
@@ -49,6 +52,8 @@ def sweep(
         if len(budgets) > 1:
             raise InputError(f"give one budget, not {' and '.join('--' + k.replace('_', '-') for k in budgets)}")
         fixed.update({f"train.{k}": v for k, v in budgets.items()})
+        if repeat is None and pick == "best":
+            repeat = TUNE_SEEDS
         if repeat is not None:
             fixed["train.seeds"] = list(range(s.train.seed, s.train.seed + repeat))
         clash = [a.path for a in axes if a.path in fixed]
@@ -80,7 +85,9 @@ def sweep(
                 console.print(f"best {escape(name)}: " + ", ".join(f"{escape(p)}={escape(str(t))}"
                                                                     for p, t in b["settings"].items())
                               + f" ({b['metric']} {b['value']:.4f})")
-            console.print(f"follow-up: distro-bench run {result.sweep_dir / 'best-scenario.yaml'}", markup=False,
+            for w in result.best.get("warnings", []):
+                console.print(f"[yellow]warning:[/] {escape(w)}")
+            console.print(f"follow-up (fresh seeds {result.best.get('final_seeds')}): distro-bench run {result.sweep_dir / 'best-scenario.yaml'}", markup=False,
                           soft_wrap=True)
         for f in result.files:
             console.print(f"  {f}", markup=False, soft_wrap=True)

@@ -276,8 +276,9 @@ def write_sweep_report(res: SweepResult, scenario: Scenario) -> tuple[list[Path]
                  + f" ({b['metric']} {b['value']:.4f}" + (f", mean over {b['averaged_over_points']} points" if
                                                           b["averaged_over_points"] > 1 else "") + ")"
                  for n, b in res.best["by"].items()]
+        warnings = [f"Warning: {w}" for w in res.best.get("warnings", [])]
         sections.append(Section("Best setting per method", [
-            Bullets(items),
+            Bullets(items + warnings),
             Para("best.yaml holds these as a scenario overlay; best-scenario.yaml is the scenario with them applied: "
                  f"`distro-bench run {res.sweep_dir / 'best-scenario.yaml'}` compares every method at its best."),
         ]))

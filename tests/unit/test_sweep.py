@@ -119,6 +119,52 @@ def test_sweep_folder_table_and_pick_best(tmp_path):
     assert again.target == sweep["common_target"] and (d / "report.md").read_text() == md
 
 
+def test_pick_at_the_grid_edge_warns_and_is_recorded(tmp_path):
+    """3e-3 is DisTrO's best; a grid that ends there cannot say whether a higher rate is better still."""
+    s = load_scenario(SMOKE)
+    res = run_sweep(s, parse_sets(["optimizers.distro.lr=3e-3,1e-3,1e-4"]), out=tmp_path, run=_fake_runner([]),
+                    pick_best=True)
+    by = res.best["by"]["distro"]
+    assert by["settings"] == {"optimizers.distro.lr": "3e-3"}
+    assert by["at_edge"] == [{"path": "optimizers.distro.lr", "value": "3e-3", "side": "highest"}]
+    assert res.best["warnings"] and "highest value of its grid" in res.best["warnings"][0]
+    sweep = json.loads((res.sweep_dir / "sweep.json").read_text())
+    assert sweep["best"]["by"]["distro"]["at_edge"][0]["side"] == "highest"
+    assert "Warning: distro: optimizers.distro.lr=3e-3 is the highest" in (res.sweep_dir / "report.md").read_text()
+    inside = run_sweep(s, parse_sets(["optimizers.distro.lr=1e-3,3e-3,1e-2"]), out=tmp_path, run=_fake_runner([]),
+                       pick_best=True)
+    assert inside.best["by"]["distro"]["at_edge"] == [] and not inside.best.get("warnings")
+
+
+def test_best_scenario_reports_on_seeds_not_used_in_tuning(tmp_path):
+    s = point_scenario(load_scenario(SMOKE), grid(parse_sets(["train.steps=10"]))[0], {"train.seeds": [0, 1, 2]})
+    res = run_sweep(s, parse_sets(["optimizers.distro.lr=1e-3,3e-3,1e-2"]), out=tmp_path, run=_fake_runner([]),
+                    pick_best=True)
+    follow = load_scenario(res.sweep_dir / "best-scenario.yaml")
+    assert follow.train.seed_list() == [3, 4, 5]  # as many as the tuning used, none of them
+    assert res.best["final_seeds"] == [3, 4, 5]
+
+
+def test_cli_pick_best_tunes_on_three_seeds_by_default(cli, monkeypatch, tmp_path):
+    import harness.sweep as sweep_mod
+
+    seen = {}
+
+    def fake_run_sweep(scenario, axes, **kw):
+        seen.update(kw)
+        raise InputError("stop here")
+
+    monkeypatch.setattr(sweep_mod, "run_sweep", fake_run_sweep)
+    r = cli("sweep", SMOKE, "--set", "optimizers.distro.lr=1e-3,3e-3", "--pick", "best", "--out", tmp_path)
+    assert r.exit_code == 2 and len(seen["fixed"]["train.seeds"]) == 3
+    seen.clear()
+    cli("sweep", SMOKE, "--set", "optimizers.distro.lr=1e-3,3e-3", "--pick", "best", "--repeat", "5", "--out", tmp_path)
+    assert len(seen["fixed"]["train.seeds"]) == 5
+    seen.clear()
+    cli("sweep", SMOKE, "--set", "optimizers.distro.lr=1e-3,3e-3", "--out", tmp_path)
+    assert "train.seeds" not in seen["fixed"]  # no pick: the scenario's own seeds
+
+
 def test_rate_sweep_draws_the_crossing(tmp_path):
     s = load_scenario(HOME)
 
