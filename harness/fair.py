@@ -109,10 +109,38 @@ def t_interval(values) -> tuple[float, float, float] | None:
     return None if iv is None else (iv.mean, iv.lo, iv.hi)
 
 
+def eval_spacing(c: pd.DataFrame) -> float | None:
+    """Median training seconds between one curve's evaluations (None with fewer than two)."""
+    t = evaluations(c)["elapsed_s"].to_numpy(dtype=float)
+    return float(np.median(np.diff(t))) if len(t) > 1 else None
+
+
+def on_grid(c: pd.DataFrame, grid_s: float | None) -> pd.DataFrame:
+    """The curve with only the evaluations nearest to each point of a shared time grid (every `grid_s`
+    training seconds, within half a grid step): evaluations are scheduled by steps, so a method that steps
+    8x faster would otherwise get 8x more chances to cross a target, and a finer chord to interpolate on."""
+    ev = evaluations(c)
+    if not grid_s or len(ev) < 2:
+        return c
+    t = ev["elapsed_s"].to_numpy(dtype=float)
+    keep = set()
+    for k in range(1, int(t[-1] // grid_s) + 2):
+        i = int(np.argmin(np.abs(t - k * grid_s)))
+        if abs(t[i] - k * grid_s) <= grid_s / 2:
+            keep.add(i)
+    keep.add(len(t) - 1)  # the last evaluation: the run's end is the same chance for every method
+    kept_steps = set(ev["step"].iloc[sorted(keep)])
+    out = c.copy()
+    out.loc[~out["step"].isin(kept_steps), "val_loss"] = np.nan
+    return out
+
+
 def fairness(curves: dict[str, dict[int | None, pd.DataFrame]], target: float | None) -> dict[str, dict[int | None, dict]]:
     """Per optimizer and seed: time/tokens/steps to `target` (None = not reached) and validation loss at
     equal time / equal steps. Equal points are taken within a seed: the shortest optimizer's training
-    seconds and the fewest steps any optimizer of that seed ran."""
+    seconds and the fewest steps any optimizer of that seed ran. Time to target is read on a shared time
+    grid (`on_grid`: the coarsest optimizer's evaluation spacing in that seed), so every method has the
+    same chances to cross it; the equal-time and equal-steps losses use every evaluation."""
     seeds = sorted({s for per in curves.values() for s in per}, key=lambda s: -1 if s is None else s)
     out: dict[str, dict[int | None, dict]] = {name: {} for name in curves}
     for seed in seeds:
@@ -121,8 +149,10 @@ def fairness(curves: dict[str, dict[int | None, pd.DataFrame]], target: float | 
             continue
         equal_time = min(end_of(c, "elapsed_s") for c in mine.values())
         equal_steps = min(end_of(c, "steps") for c in mine.values())
+        spacings = [g for g in (eval_spacing(c) for c in mine.values()) if g]
+        grid = max(spacings) if len(mine) > 1 and spacings else None
         for name, c in mine.items():
-            hit = crossing(c, target) if target is not None else None
+            hit = crossing(on_grid(c, grid), target) if target is not None else None
             out[name][seed] = {
                 "time_to_target_s": hit.time_s if hit else None,
                 "tokens_to_target": hit.tokens if hit else None,

@@ -124,15 +124,30 @@ class Summary(_Record):
 
 
 def verdict_line(name: str, s: OptimizerSummary, base_name: str, base: OptimizerSummary) -> str:
+    """The run's last line: the same figures as the verdict block (report/verdict.py), paired over seeds
+    (harness/stats.py): step speed-up, bytes, and the val loss gap at equal time (final loss for a folder
+    without it), with its 95% half-width over three or more seeds."""
+    from harness.stats import paired_difference, ratio_interval
+
+    def seeds(o: OptimizerSummary, key: str) -> dict:
+        return {k: v.get(key) for k, v in (o.per_seed or {}).items()}
+
     parts = []
-    if s.step_time_s_mean and base.step_time_s_mean:
-        r = base.step_time_s_mean / s.step_time_s_mean
+    speed = ratio_interval(seeds(base, "step_time_s_mean"), seeds(s, "step_time_s_mean"))
+    r = speed.mean if speed is not None and speed.n >= 2 else (
+        base.step_time_s_mean / s.step_time_s_mean if s.step_time_s_mean and base.step_time_s_mean else None)
+    if r:
         parts.append(f"{_times(r)} faster steps" if r >= 1 else f"{_times(1 / r)} slower steps")
     if s.reduction_vs_baseline:
         r, basis = s.reduction_vs_baseline, s.reduction_basis or "payload"
         parts.append(f"{_times(r)} fewer {basis} bytes" if r >= 1 else f"{_times(1 / r)} more {basis} bytes")
-    for key, label in (("final_val_loss", "val loss"), ("final_loss", "loss")):
+    for key, label in (("val_loss_at_equal_time", "val loss at equal time"), ("final_val_loss", "val loss"),
+                       ("final_loss", "loss")):
+        gap = paired_difference(seeds(s, key), seeds(base, key))
         a, b = s.get(key), base.get(key)
+        if gap is not None and gap.n >= 2:
+            parts.append(f"{label} {gap.mean:+.2f} ± {gap.half:.2f}")
+            break
         if a is not None and b is not None:
             parts.append(f"{label} {a - b:+.2f}")
             break

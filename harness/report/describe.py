@@ -48,10 +48,10 @@ def _hardware_words(name: str, spec: dict | None) -> str:
 
 def _param_count(model: dict) -> int | None:
     try:
-        from harness.model import ModelConfig, parameter_shapes
+        from harness.model import ModelConfig, parameter_count
 
         keys = ("dim", "n_layers", "n_heads", "ffn_dim", "vocab_size", "max_seq_len")
-        return sum(math.prod(s) for s in parameter_shapes(ModelConfig(**{k: model[k] for k in keys if k in model})).values())
+        return parameter_count(ModelConfig(**{k: model[k] for k in keys if k in model}))
     except Exception:
         return None
 
@@ -94,10 +94,30 @@ def scenario_blocks(run: LoadedRun) -> list:
                    f"{model.get('n_heads')} heads, FFN {model.get('ffn_dim')}, vocabulary {model.get('vocab_size')}"
                    + (f" ({params / 1e6:.2f}M parameters)." if params else "."))
     data_words = (f"Data: {data.get('corpus')}, sequence length {data.get('seq_len')}, batch {data.get('batch_size')} "
-                  f"sequences per worker; {train.get('steps')} steps, evaluation every {train.get('eval_every')} steps, "
-                  f"seed {train.get('seed')}.")
+                  f"sequences per worker; {_budget_words(train)}, evaluation every {train.get('eval_every')} steps, "
+                  f"{_seed_words(train)}.")
     return [Para(intro), Bullets(lines), Para(model_words), Para(data_words),
             Para("Optimizers:"), Bullets(opt_words)]
+
+
+def _budget_words(train: dict) -> str:
+    """The budget the scenario set (a time or token budget has no `steps`: never 'None steps')."""
+    if train.get("target_val_loss") is not None:
+        cap = (f"at most {train['time_budget']}" if train.get("time_budget") is not None
+               else f"at most {train.get('steps')} steps")
+        return f"until val loss {train['target_val_loss']} ({cap})"
+    if train.get("time_budget") is not None:
+        return f"{train['time_budget']} of training per optimizer"
+    if train.get("tokens") is not None:
+        return f"{train['tokens']} tokens per optimizer"
+    return f"{train.get('steps')} steps"
+
+
+def _seed_words(train: dict) -> str:
+    seeds = train.get("seeds")
+    if seeds and len(seeds) > 1:
+        return f"{len(seeds)} seeds ({', '.join(map(str, seeds))}), paired across optimizers"
+    return f"seed {seeds[0] if seeds else train.get('seed', 0)}"
 
 
 def summary_table(run: LoadedRun) -> Table:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +33,8 @@ def _seeds(df: pd.DataFrame) -> list:
 def curves(df: pd.DataFrame) -> pd.DataFrame:
     """Per step of one optimizer: mean over seeds of the training and validation loss with 95% t-interval
     bounds (NaN with one seed), and the mean over seeds of the wall-clock at the step's end (each seed's
-    clock starts at its own first step)."""
+    clock starts at its own first step). Only the steps every seed ran: past them a mean and band would be
+    over one or two seeds (a time budget ends each seed at its own step) and read as if over all."""
     cols = ["step", "loss", "loss_lo", "loss_hi", "val_loss", "val_lo", "val_hi", "elapsed_s", "seeds"]
     seeds = _seeds(df)
     per = [analysis.per_step(df if s is None else df[df["seed"] == s]).assign(seed=i) for i, s in enumerate(seeds)]
@@ -42,9 +44,10 @@ def curves(df: pd.DataFrame) -> pd.DataFrame:
     g = pd.concat(per).groupby("step")
     out = pd.DataFrame({"loss": g["loss"].mean(), "val_loss": g["val_loss"].mean(), "elapsed_s": g["elapsed_s"].mean(),
                         "seeds": g["seed"].nunique()})
+    out = out[out["seeds"] == len(per)]
     for col, lo, hi in (("loss", "loss_lo", "loss_hi"), ("val_loss", "val_lo", "val_hi")):
-        n = g[col].count()
-        half = g[col].std(ddof=1) / np.sqrt(n) * n.map(lambda k: t_critical(k - 1) if k > 1 else np.nan)
+        n = g[col].count().reindex(out.index)
+        half = g[col].std(ddof=1).reindex(out.index) / np.sqrt(n) * n.map(lambda k: t_critical(k - 1) if k > 1 else np.nan)
         out[lo], out[hi] = out[col] - half, out[col] + half
     return out.reset_index()[cols]
 
@@ -188,6 +191,11 @@ def loss_vs_time(run: LoadedRun, out: Path) -> Figure:
                             linestyle="none", ecolor=st["color"], elinewidth=0.8, capsize=2)
     ax.set(title="Loss against wall-clock time (what a user waits for)", xlabel="wall-clock time since the optimizer's first step (s)",
            ylabel=LOSS_UNIT)
+    target, budget = _target_value(run), _time_budget(run)
+    if target is not None:
+        ax.axhline(target, color="0.35", linestyle=(0, (4, 2)), linewidth=0.9, label=f"target val loss {target:.3g}")
+    if budget is not None:
+        ax.axvline(budget, color="0.35", linestyle=(0, (1, 2)), linewidth=0.9, label=f"time budget {budget:g} s")
     if ax.get_lines():
         ax.legend()
     n_marks = _event_marks(ax, run, list(frames))
@@ -328,6 +336,17 @@ def per_rank(run: LoadedRun, out: Path) -> Figure:
                   "while every other worker shows a large waiting segment.")
 
 
+def _target_value(run: LoadedRun) -> float | None:
+    v = (run.data.summary.get("target") or {}).get("val_loss")
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _time_budget(run: LoadedRun) -> float | None:
+    b = (run.data.summary.get("run") or {}).get("budget") or {}
+    v = b.get("value") if isinstance(b, dict) and b.get("kind") == "time" else None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
 def _summary_targets(run: LoadedRun) -> tuple[dict, str] | None:
     """optimizer -> (seconds, half-width or None, steps) or None when not reached, from summary.json
     (issue 16's keys: interpolated, mean over seeds); None for a run folder without them."""
@@ -359,13 +378,19 @@ def time_to_target(run: LoadedRun, out: Path) -> Figure | None:
     fig, axes = new_figure(height=max(2.4, 1.2 + 0.6 * len(reached)))
     ax = axes[0][0]
     names = list(reached)
+    budget = _time_budget(run)
     for i, n in enumerate(names):
         hit = reached[n]
         if hit is None:
-            ax.text(0, i, "  not reached", va="center", fontsize=8)
+            o = run.data.summary.get("optimizers", {}).get(n) or {}
+            k, seeds = o.get("target_reached"), o.get("seeds")
+            ax.text(0, i, "  not reached" + (f" by every seed ({k}/{seeds} did)" if seeds and seeds > 1 and k is not None
+                                             else ""), va="center", fontsize=8)
             continue
         seconds, half, step = hit
-        ax.barh(i, seconds, 0.55, xerr=half, capsize=3 if half else 0, **bar_style(i))
+        # the whisker cut to what is possible: no time below 0 s or past the budget
+        err = None if not half else [[min(half, seconds)], [min(half, (budget - seconds) if budget else half)]]
+        ax.barh(i, seconds, 0.55, xerr=err, capsize=3 if half else 0, **bar_style(i))
         label = f"{seconds:.3g} s" + (f" ± {half:.2g}" if half else "")
         if step is not None:
             label += f" (step {step:.0f})" if float(step).is_integer() else f" (step {step:.1f})"
@@ -374,7 +399,14 @@ def time_to_target(run: LoadedRun, out: Path) -> Figure | None:
     ax.set_yticks(np.arange(len(names)), names)
     ax.invert_yaxis()
     ax.margins(x=0.3)
-    ax.set(title=f"Time to reach the target loss\n({explanation})", xlabel="wall-clock seconds until the target is reached")
+    budget = _time_budget(run)
+    if budget is not None:
+        ax.axvline(budget, color="0.35", linestyle=(0, (1, 2)), linewidth=0.9)
+        ax.annotate(f"budget {budget:g} s", (budget, 1.0), xycoords=("data", "axes fraction"), fontsize=7,
+                    ha="right", va="bottom", xytext=(-2, 1), textcoords="offset points")
+    # wrapped: one long line was cut off at the figure's edge
+    ax.set_title("Time to reach the target loss\n" + "\n".join(textwrap.wrap(f"({explanation})", 90)), fontsize=9)
+    ax.set(xlabel="wall-clock seconds until the target is reached")
     path = out / "time_to_target.png"
     save(fig, path)
     return Figure(path, "Wall-clock seconds each optimizer needed to reach the target loss",

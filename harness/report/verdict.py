@@ -313,31 +313,37 @@ def _lower_higher(d: Estimate) -> str:
     return text
 
 
-def _range(iv: Interval | None) -> str:
-    """' [2.3, 2.9]' for a ratio's paired interval; ' [0.9, 1.2], within noise' when it holds 1."""
+def _range(iv: Interval | None, invert: bool = False) -> str:
+    """' [2.3, 2.9]' for a ratio's paired interval; ' [0.9, 1.2], within noise' when it holds 1. `invert`
+    gives the interval of 1/ratio, beside words that name the slower side ("1.7x later")."""
     if iv is None or iv.half is None:
         return ""
+    if invert and iv.lo > 0:
+        iv = type(iv)(1 / iv.mean, 1 / iv.hi, 1 / iv.lo, iv.n)  # still a ratio: noise when it holds 1
     def f(x: float) -> str:
         return f"{x:.2f}" if x < 1 else f"{x:.1f}" if x < 10 else f"{x:,.0f}"
 
     return f" [{f(iv.lo)}, {f(iv.hi)}]" + (", within noise" if iv.spans else "")
 
 
-def _bound(capped: str | None) -> str:
+def _bound(capped: str | None, later: bool = False) -> str:
+    """The sign a budget-capped speed-up carries; flipped when the words give its inverse ("2x later")."""
+    if later:
+        capped = {"base": "mine", "mine": "base"}.get(capped or "", capped)
     return {"base": ">=", "mine": "<="}.get(capped or "", "~" if capped else "")
 
 
 def _sooner(x: float, iv: Interval | None = None, capped: str | None = None) -> str:
-    b = _bound(capped)
+    b = _bound(capped, x < 0.95)
     if 0.95 <= x <= 1.05:
         return f"about as soon ({b}{_factor(x)}{_range(iv)})"
-    return (f"{b}{_factor(x)} sooner" if x >= 1 else f"{b}{_factor(1 / x)} later") + _range(iv)
+    return (f"{b}{_factor(x)} sooner" if x >= 1 else f"{b}{_factor(1 / x)} later") + _range(iv, x < 1)
 
 
 def _faster(x: float, iv: Interval | None = None) -> str:
     if 0.95 <= x <= 1.05:
         return f"about as fast ({_factor(x)}{_range(iv)})"
-    return (f"{_factor(x)} faster" if x >= 1 else f"{_factor(1 / x)} slower") + _range(iv)
+    return (f"{_factor(x)} faster" if x >= 1 else f"{_factor(1 / x)} slower") + _range(iv, x < 1)
 
 
 def _partly(k: int | None, n: int | None) -> str:
@@ -357,10 +363,10 @@ def _target_clause(v: Verdict) -> str | None:
     clause = f"reached {t} in {v.time_to_target.text(' s')}"
     if v.target_speedup and (v.base_reached or v.capped):
         x, iv = v.target_speedup, v.paired_target_speedup
-        b = _bound(v.capped)
+        b = _bound(v.capped, x < 0.95)
         clause += (f", about as soon as {v.baseline} ({b}{_factor(x)}{_range(iv)})" if 0.95 <= x <= 1.05 else
-                   f", {b}{_factor(x)} {'sooner' if x >= 1 else 'later'} than {v.baseline}"
-                   + (f" ({_range(iv).strip()})" if _range(iv) else ""))
+                   f", {b}{_factor(x if x >= 1 else 1 / x)} {'sooner' if x >= 1 else 'later'} than {v.baseline}"
+                   + (f" ({_range(iv, x < 1).strip()})" if _range(iv) else ""))
     elif v.base_reached is False:
         clause += f", which {v.baseline} did not reach"
     return clause
@@ -385,7 +391,7 @@ def sentence(v: Verdict, scenario: str | None = None) -> str:
     elif v.step_speedup:
         faster = v.step_speedup
         step = (f"{_factor(faster)} faster" if faster > 1.05 else f"{_factor(1 / faster)} slower" if faster < 0.95
-                else "about as fast") + _range(v.paired_step_speedup)
+                else "about as fast") + _range(v.paired_step_speedup, faster < 0.95)
         parts.append(head + f"ran steps {step} than {v.baseline}" + (f" with {bytes_words}" if bytes_words else ""))
     elif bytes_words:
         parts.append(head + f"exchanged {bytes_words} than {v.baseline}")

@@ -94,8 +94,9 @@ def test_summary_over_seeds_has_means_intervals_and_the_comparison():
     out = metrics.summarize(df, [], "adamw", target["val_loss"])
     a, d = out["adamw"], out["distro"]
     assert a["seeds"] == d["seeds"] == 3 and d["steps"] == 40
-    # distro seed s crosses 2.7 between 2.8 + shift (20 steps) and 2.4 + shift (30 steps)
-    per_seed = [2.5 + (2.8 + sh - 2.7) / 0.4 * 1.25 for sh in (0.0, 0.1, -0.1)]
+    # On adamw's evaluation grid (every 2.5 s) distro keeps its evaluations at 2.5 s (2.8 + shift) and 5 s
+    # (2.2 + shift): it crosses 2.7 between them (its 3.75 s evaluation is not a chance adamw had)
+    per_seed = [2.5 + (2.8 + sh - 2.7) / 0.6 * 2.5 for sh in (0.0, 0.1, -0.1)]
     assert d["time_to_target_s"] == pytest.approx(sum(per_seed) / 3)
     m, lo, hi = fair.t_interval(per_seed)
     assert d["ci95"]["time_to_target_s"] == [pytest.approx(lo), pytest.approx(hi)]
@@ -142,3 +143,14 @@ def test_per_step_averages_seeds_by_step():
     s = analysis.per_step(df[df["optimizer"] == "adamw"])
     assert len(s) == 10 and s["val_loss"].dropna().tolist() == pytest.approx([3.0, 2.6])
     assert s["elapsed_s"].iloc[-1] == pytest.approx(5.0)
+
+
+def test_time_to_target_is_read_on_a_shared_time_grid():
+    # distro evaluates every 1.25 s, adamw every 2.5 s: on the shared 2.5 s grid distro keeps 2.5 s and 5 s only
+    c = fair.curve(metrics.records_to_frame(records("distro", 0, [3.2, 2.8, 2.4, 2.2], dt=0.125, every=10)))
+    assert fair.eval_spacing(c) == pytest.approx(1.25)
+    g = fair.on_grid(c, 2.5)
+    assert fair.evaluations(g)["elapsed_s"].tolist() == [pytest.approx(2.5), pytest.approx(5.0)]
+    assert fair.crossing(c, 2.7).time_s == pytest.approx(2.5 + 0.25 * 1.25)  # every evaluation: a finer chord
+    assert fair.crossing(g, 2.7).time_s == pytest.approx(2.5 + 0.1 / 0.6 * 2.5)
+    assert fair.on_grid(c, None) is c

@@ -220,3 +220,24 @@ def test_the_block_fits_80_columns():
     s = _paired_summary([3.0, 2.5, 3.5], [2.9, 2.4, 3.4], [40.0, None, 50.0], [20.0, 15.0, 25.0])
     lines = verdict_lines(s)
     assert lines and max(len(line) for line in lines) <= 80, "\n".join(lines)
+
+
+def test_later_names_the_inverse_ratio_and_its_interval():
+    # distro needs twice adamw's time on every seed: "2.0x later [2.0, 2.0]", never "0.5x later"
+    s = _paired_summary([3.0, 2.5, 3.5], [2.9, 2.4, 3.4], [10.0, 12.0, 14.0], [20.0, 24.0, 28.0])
+    (v,) = verdicts(s)
+    text = sentence(v)
+    assert "2.0x later than adamw ([2.0, 2.0])" in text and "0.5x" not in text
+
+
+def test_the_runs_last_line_uses_the_verdicts_figure():
+    from harness.summary import load_summary
+
+    base = [3.0, 2.5, 3.5]
+    s = _paired_summary(base, [b - d for b, d in zip(base, (0.05, 0.045, 0.055))], [40.0, 30.0, 50.0], [20.0, 15.0, 26.0])
+    for o in s["optimizers"].values():
+        o["final_val_loss"] = 9.0  # a different figure: the last line must not use it
+    (v,) = verdicts(s)
+    (line,) = load_summary(s).verdicts()
+    d = v.loss_diff_equal_time
+    assert f"val loss at equal time {d.mean:+.2f} ± {d.half:.2f}" in line

@@ -1,0 +1,37 @@
+"""Issue 27's report fixes: the Scenario section names the budget and seeds the run used, and the loss
+bands cover only the steps every seed ran."""
+
+from __future__ import annotations
+
+import yaml
+
+from harness.report import describe
+from harness.report.load import load_for_report
+from harness.report.plots import curves
+from tests.unit.runfolders import make_run
+
+
+def _text(blocks) -> str:
+    return " ".join(str(getattr(b, "text", "")) + " ".join(getattr(b, "items", []) or []) for b in blocks)
+
+
+def test_scenario_section_names_a_time_budget_and_the_seeds(tmp_path):
+    run = make_run(tmp_path)
+    scen = yaml.safe_load((run / "scenario.yaml").read_text())
+    scen["train"] = {"time_budget": "60s", "eval_every": 4, "seeds": [0, 1, 2]}
+    (run / "scenario.yaml").write_text(yaml.safe_dump(scen))
+    text = _text(describe.scenario_blocks(load_for_report(run)))
+    assert "None steps" not in text and "seed 0" not in text
+    assert "60s of training per optimizer" in text and "3 seeds (0, 1, 2)" in text
+
+
+def test_loss_bands_stop_where_a_seed_stops(tmp_path):
+    import pandas as pd
+
+    run = load_for_report(make_run(tmp_path))
+    df = run.data.metrics[run.data.metrics["optimizer"] == "distro"]
+    last = df["step"].max()
+    # seed 2 stops 5 steps early (a time budget ends each seed at its own step)
+    cut = df[~((df["seed"] == 2) & (df["step"] > last - 5))]
+    c = curves(pd.DataFrame(cut))
+    assert c["step"].max() == last - 5 and (c["seeds"] == 3).all()
