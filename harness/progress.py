@@ -12,19 +12,24 @@ from typing import TextIO
 from harness.format import fmt_bytes, fmt_seconds
 
 
+STARTING = "starting workers"
+
+
 class RichProgress:
-    """One live bar per optimizer with loss, step time and bytes per step."""
+    """One live bar per optimizer with loss, step time, bytes per step and the time elapsed. No time
+    remaining: a time budget's steps are not known in advance, and start-up (model, data, connections)
+    dominates the first seconds, so an estimate would mislead; until the first step the bar says so."""
 
     def __init__(self, console=None):
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                   TimeRemainingColumn)
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         from harness.console import console as default_console
 
         self.progress = Progress(
             TextColumn("[bold]{task.description:<12}"), BarColumn(bar_width=24), MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[step_time]}/step"),
-            TextColumn("{task.fields[mb]}/step"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            TextColumn("{task.fields[status]}"), TextColumn("loss {task.fields[loss]}"),
+            TextColumn("{task.fields[step_time]}/step"), TextColumn("{task.fields[mb]}/step"),
+            TextColumn("elapsed"), TimeElapsedColumn(),
             console=console or default_console, transient=False,
         )
         self.tasks: dict[str, int] = {}
@@ -43,10 +48,11 @@ class RichProgress:
 
     def start(self, optimizer: str, total_steps: int | None) -> None:
         # total None (a time or target budget): the bar counts steps without an end
-        self.tasks[optimizer] = self.progress.add_task(optimizer, total=total_steps, loss="-", step_time="-", mb="-")
+        self.tasks[optimizer] = self.progress.add_task(optimizer, total=total_steps, loss="-", step_time="-", mb="-",
+                                                       status=STARTING)
 
     def step(self, optimizer: str, r: dict) -> None:
-        self.progress.update(self.tasks[optimizer], completed=r["step"] + 1, loss=f"{r['loss']:.3f}",
+        self.progress.update(self.tasks[optimizer], completed=r["step"] + 1, loss=f"{r['loss']:.3f}", status="",
                              step_time=fmt_seconds(r["step_time_s"]),
                              mb=fmt_bytes(r["payload_tx_bytes"] + r["payload_rx_bytes"]))
 
@@ -85,8 +91,8 @@ class PlainProgress:
         now = self.clock()
         self.total[optimizer], self.started[optimizer], self.last_line[optimizer] = total_steps, now, now
         self.last_step[optimizer] = -1
-        self._print(f"{optimizer}: training {total_steps} steps" if total_steps else
-                    f"{optimizer}: training to its budget (steps not known in advance)")
+        self._print(f"{optimizer}: {STARTING}, then training {total_steps} steps" if total_steps else
+                    f"{optimizer}: {STARTING}, then training to its budget (steps not known in advance)")
 
     def _line(self, optimizer: str, r: dict) -> str:
         total = self.total.get(optimizer)

@@ -24,7 +24,7 @@ def _run(total: int | None, steps: int) -> list[str]:
 
 def test_known_total_prints_every_tenth_and_the_last():
     lines = _run(50, 50)
-    assert lines[0] == "distro: training 50 steps"
+    assert lines[0] == "distro: starting workers, then training 50 steps"
     assert [ln.split(",")[0] for ln in lines[1:]] == [f"distro: step {k}/50" for k in range(5, 51, 5)]
 
 
@@ -33,3 +33,22 @@ def test_unknown_total_of_a_time_budget_counts_steps_without_an_end():
     assert "budget" in lines[0] and "None" not in "".join(lines)
     # every 10 steps, then the last step at finish
     assert [ln.split(",")[0] for ln in lines[1:]] == ["distro: step 10", "distro: step 20", "distro: step 25"]
+
+
+def test_rich_bar_says_starting_workers_and_elapsed_never_a_literal_eta():
+    from rich.console import Console
+
+    from harness.progress import RichProgress
+
+    def shown(p) -> str:
+        c = Console(file=StringIO(), width=160, color_system=None)
+        c.print(p.progress.get_renderable())
+        return c.file.getvalue()
+
+    p = RichProgress(console=Console(file=StringIO(), width=160, color_system=None))
+    p.start("distro", 30)
+    first = shown(p)
+    p.step("distro", _record(0))
+    then = shown(p)
+    assert "starting workers" in first and "starting workers" not in then
+    assert "elapsed" in then and "ETA" not in first + then

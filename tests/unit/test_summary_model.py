@@ -53,6 +53,6 @@ def test_plain_progress_prints_every_n_steps_and_on_a_timer():
     p.step("adamw", {**rec, "step": 7})  # not a multiple of 5, but 10 s have passed
     p.finish("adamw")
     lines = out.getvalue().splitlines()
-    assert lines[0] == "adamw: training 20 steps"
+    assert lines[0] == "adamw: starting workers, then training 20 steps"
     assert [line.split(",")[0] for line in lines[1:]] == ["adamw: step 5/20", "adamw: step 8/20"]
     assert "120 ms/step" in lines[1] and "4.26 kB/step" in lines[1]
