@@ -32,8 +32,10 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
-def claim(run_id: str) -> None:
-    (runtime_dir() / f"{run_id}.owner").write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
+def claim(run_id: str, run_dir: Path | None = None) -> None:
+    """`run_dir` (a second line) lets `clean` mark the folder of a run whose process was killed."""
+    text = f"{os.getpid()} {_start_time(os.getpid())}\n" + (f"{Path(run_dir).resolve()}\n" if run_dir else "")
+    (runtime_dir() / f"{run_id}.owner").write_text(text)
 
 
 def release(run_id: str) -> None:
@@ -43,7 +45,22 @@ def release(run_id: str) -> None:
 def owner_alive(run_id: str) -> bool:
     """True while the process that claimed `run_id` is still running."""
     try:
-        pid, start = (runtime_dir() / f"{run_id}.owner").read_text().split()
-    except (OSError, ValueError):
+        pid, start = (runtime_dir() / f"{run_id}.owner").read_text().splitlines()[0].split()
+    except (OSError, ValueError, IndexError):
         return False
     return _start_time(int(pid)) == start
+
+
+def abandoned_runs() -> list[tuple[str, int, Path]]:
+    """(run id, pid, run folder) of every claim with a run folder whose owner died without releasing it
+    (SIGKILL, out of memory, a power cut of the terminal)."""
+    out = []
+    for f in sorted(runtime_dir().glob("*.owner")):
+        try:
+            lines = f.read_text().splitlines()
+            pid = int(lines[0].split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        if len(lines) > 1 and lines[1] and not owner_alive(f.stem):
+            out.append((f.stem, pid, Path(lines[1])))
+    return out

@@ -16,12 +16,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
+import yaml
+
 from harness import environment, metrics, preflight
 from harness.backends import Backend, BackendOptions
 from harness.errors import HarnessError, Interrupted, RunFolderWriteError, WorkerFailed
 from harness.rundir import (SCHEMA_VERSION, atomic_write_json, atomic_write_parquet, atomic_write_text, new_run_dir,
                             write_status)
-from harness.scenario import Scenario, dump_scenario
+from harness.scenario import Scenario, dump_for_run, scenario_from_dict
 from harness.summary import Summary
 
 
@@ -131,15 +133,46 @@ def _log_tail(path: Path, lines: int = 15) -> str:
         return ""
 
 
-def _hang_report(out: Path, nodes, stall_s: float) -> tuple[int, str]:
-    """(suspect rank, message) from the heartbeats: a rank not blocked in a collective is the suspect."""
+# A heartbeat silent this long (the worker rewrites it every second) means the process is stopped or frozen.
+STOPPED_AFTER_S = 30.0
+
+
+def _stopped_ranks(out: Path, ranks, silent_s: float) -> dict[int, float]:
+    """rank -> seconds its heartbeat has been silent, for the ranks silent longer than `silent_s`."""
+    from harness.worker import heartbeat_age
+
+    ages = {r: heartbeat_age(out / f"rank{r}.hb") for r in ranks}
+    return {r: a for r, a in ages.items() if a is not None and a > silent_s}
+
+
+def _stopped_error(run_name: str, out: Path, nodes, handles, rank: int, silent: float,
+                   then: str | None = None) -> WorkerFailed:
     from harness.worker import read_heartbeat
 
+    b = read_heartbeat(out / f"rank{rank}.hb")
+    where = f"at step {b[0]}, {b[1]}" if b else "before its first step"
+    msg = (f"{run_name}: rank {rank} ({nodes[rank].name}) stopped responding: its heartbeat has been silent for "
+           f"{silent:.0f}s ({where}); the process is alive but not running (stopped, e.g. SIGSTOP, or frozen)")
+    if then:
+        msg += f"; then {then}"
+    return WorkerFailed(msg + f"; log: {handles[rank].log_path}", rank=rank,
+                        log_tail=_log_tail(handles[rank].log_path))
+
+
+def _hang_report(out: Path, nodes, stall_s: float) -> tuple[int, str]:
+    """(suspect rank, message) from the heartbeats: a rank whose heartbeat stopped (a stopped process) first,
+    then one not blocked in a collective."""
+    from harness.worker import heartbeat_age, read_heartbeat
+
     beats = {n.rank: read_heartbeat(out / f"rank{n.rank}.hb") for n in nodes}
+    ages = {r: heartbeat_age(out / f"rank{r}.hb") for r in beats}
+
     def key(r):
-        b = beats[r]
+        b, age = beats[r], ages[r]
+        stopped = age is not None and age > min(STOPPED_AFTER_S, stall_s)
         blocked = b is not None and b[1] in ("communicate", "decide")  # waiting in a collective for a peer
-        return (0 if b is None else 1, 1 if blocked else 0, b[0] if b else -1, b[2] if b else 0.0)
+        return (0 if stopped else 1, 0 if b is None else 1, 1 if blocked else 0, b[0] if b else -1,
+                b[2] if b else 0.0)
     suspect = min(beats, key=key)
     where = ", ".join(f"rank {r}: " + (f"step {b[0]} {b[1]}" if b else "not started") for r, b in beats.items())
     return suspect, f"no progress for {stall_s:.0f}s ({where})"
@@ -206,8 +239,15 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
                         if r.get("type") == "step":
                             sink.step(label, r)
             codes = [h.poll() for h in handles]
+            running = [h.rank for h, rc in zip(handles, codes) if rc is None]
             for h, rc in zip(handles, codes):
                 if rc not in (None, 0):
+                    # A peer's collective timed out because this one stopped: name the stopped rank first.
+                    if stopped := _stopped_ranks(out, [r for r in running if r != h.rank], STOPPED_AFTER_S / 3):
+                        r = max(stopped, key=stopped.get)
+                        raise _stopped_error(run_name, out, nodes, handles, r, stopped[r],
+                                             then=f"rank {h.rank} ({nodes[h.rank].name}) exited with code {rc} "
+                                                  f"(log: {h.log_path})")
                     raise WorkerFailed(f"{run_name}: worker rank {h.rank} ({nodes[h.rank].name}) exited with code {rc}; "
                                        f"log: {h.log_path}", rank=h.rank, log_tail=_log_tail(h.log_path))
             if scheduler is not None:
@@ -218,6 +258,9 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
                                        "network than the scenario's is not one)")
             if all(rc == 0 for rc in codes):
                 break
+            if stopped := _stopped_ranks(out, running, min(STOPPED_AFTER_S, watchdog)):
+                r = max(stopped, key=stopped.get)
+                raise _stopped_error(run_name, out, nodes, handles, r, stopped[r])
             if time.monotonic() - last_progress > watchdog + grace:
                 suspect, detail = _hang_report(out, nodes, watchdog + grace)
                 raise WorkerFailed(f"{run_name}: rank {suspect} ({nodes[suspect].name}) appears hung: {detail}; "
@@ -333,7 +376,10 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
     plan = backend_cls.preflight(scenario, options.backend_options)  # a capability error stops us before the run folder
     run_dir = new_run_dir(options.out, scenario.name)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    atomic_write_text(run_dir / "scenario.yaml", _scenario_with_traces(scenario, run_dir))
+    text, follows_traces = dump_for_run(scenario, run_dir)
+    atomic_write_text(run_dir / "scenario.yaml", text)
+    if follows_traces:  # the scheduler follows the copies the workers' scenario.yaml names, not the originals
+        scenario = scenario_from_dict(yaml.safe_load(text), source=str(run_dir / "scenario.yaml"), base_dir=run_dir)
     write_status(run_dir, "running", None)
     env = {**environment.collect(), "backend": backend_cls.name, "backend_reason": why}
     atomic_write_json(run_dir / "environment.json", env)
@@ -378,26 +424,6 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
         if options.write_report:
             _write_report(run_dir, sink)
     return RunResult(run_dir=run_dir, state=state, summary=Summary.model_validate(summary))
-
-
-def _scenario_with_traces(scenario: Scenario, run_dir: Path) -> str:
-    """scenario.yaml for the run folder; trace files a link follows are copied to RUN/traces/ and named
-    relative to it, so the folder is self-contained and a container (which mounts the run folder) finds them."""
-    import shutil
-
-    import yaml
-
-    d = scenario.resolved_dict()
-    links = [*d["links"].values(), *(g["link"] for g in d["workers"] if isinstance(g.get("link"), dict))]
-    for link in links:
-        for k in ("up_trace", "down_trace"):
-            if link.get(k):
-                src = Path(link[k])
-                (run_dir / "traces").mkdir(exist_ok=True)
-                shutil.copyfile(src, run_dir / "traces" / src.name)
-                link[k] = f"traces/{src.name}"
-    return yaml.safe_dump(d, sort_keys=False) if any(link.get(k) for link in links
-                                                      for k in ("up_trace", "down_trace")) else dump_scenario(scenario)
 
 
 def measure_links(backend: Backend, network: dict, sink: ProgressSink) -> None:

@@ -58,14 +58,66 @@ class WireCounter:
         return d
 
 
+# Seconds between a heartbeat's liveness rewrites; the coordinator calls a rank stopped after many missed.
+ALIVE_EVERY_S = 1.0
+
+
 class Heartbeat:
-    """Where this rank is (step, phase, time), overwritten in place so the coordinator can name a hung rank."""
+    """Where this rank is (step, phase, time of entering it), overwritten in place so the coordinator can name
+    a hung rank. A thread rewrites the same line every ALIVE_EVERY_S, so the file's mtime says the process
+    still runs: a rank blocked in a collective keeps beating (the wait releases the GIL), a stopped or
+    frozen one does not, and that tells the stuck rank from the peers waiting for it."""
 
     def __init__(self, path: Path):
+        import threading
+
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._line = b""
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        threading.Thread(target=self._alive, name="heartbeat", daemon=True).start()
 
     def beat(self, step: int, phase: str) -> None:
-        os.pwrite(self.fd, f"{step} {phase} {time.time():.3f}".ljust(63).encode() + b"\n", 0)
+        with self._lock:
+            self._line = f"{step} {phase} {time.time():.3f}".ljust(63).encode() + b"\n"
+            os.pwrite(self.fd, self._line, 0)
+
+    def _alive(self) -> None:
+        while not self._stop.wait(ALIVE_EVERY_S):
+            with self._lock:
+                if self._line:
+                    try:
+                        os.pwrite(self.fd, self._line, 0)
+                    except OSError:
+                        return
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def heartbeat_age(path: Path) -> float | None:
+    """Seconds since the rank's heartbeat file was last written (its liveness), None without one."""
+    try:
+        return max(0.0, time.time() - path.stat().st_mtime)
+    except OSError:
+        return None
+
+
+def die_with_parent() -> None:
+    """Linux: SIGKILL this worker when the coordinator that started it dies (a SIGKILLed CLI has no
+    teardown), instead of leaving it training or blocked on its peers forever. Set only where the
+    coordinator is the direct parent (DISTRO_BENCH_PARENT_PID: local and netns, not containers or torchrun)."""
+    import signal
+
+    parent = os.environ.get("DISTRO_BENCH_PARENT_PID")
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != int(parent):  # it died before the request took effect
+        os._exit(1)
 
 
 def read_heartbeat(path: Path) -> tuple[int, str, float] | None:
@@ -373,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="folder for rank<R>.jsonl")
     p.add_argument("--seed", type=int, default=None, help="seed of this repeat (default: the scenario's train.seed)")
     args = p.parse_args(argv)
+    die_with_parent()
     torch.set_num_threads(int(os.environ.get("DISTRO_BENCH_THREADS", torch.get_num_threads())))
     train(load_scenario(args.scenario), args.optimizer, Path(args.out), seed=args.seed)
     return 0

@@ -51,7 +51,36 @@ def clean_leftovers(include_live: bool = False) -> dict[str, tuple[list[str], li
             out[name] = cls.clean_leftovers(include_live)
         except Exception as e:  # a cleaner must not stop the next one
             out[name] = ([], [f"{type(e).__name__}: {e}"])
+    try:
+        out["runs"] = mark_abandoned_runs()
+    except Exception as e:  # noqa: BLE001 - as above
+        out["runs"] = ([], [f"{type(e).__name__}: {e}"])
     return out
+
+
+def mark_abandoned_runs() -> tuple[list[str], list[str]]:
+    """Run folders still saying "running" whose process is gone (a SIGKILLed CLI has no teardown): status
+    failed with the reason, and the dead claim dropped. (fixed, problems), as clean_leftovers."""
+    import json
+
+    from harness import owner
+    from harness.rundir import write_status
+
+    fixed, problems = [], []
+    for run_id, pid, run_dir in owner.abandoned_runs():
+        try:
+            status = json.loads((run_dir / "status.json").read_text())
+        except (OSError, ValueError):
+            status = None
+        try:
+            if isinstance(status, dict) and status.get("state") == "running":
+                write_status(run_dir, "failed", f"the run's process (pid {pid}) ended without finishing it (killed, "
+                                                "e.g. SIGKILL or out of memory); marked by distro-bench clean")
+                fixed.append(f"stale 'running' status of {run_dir} (process {pid} gone; now failed)")
+            owner.release(run_id)
+        except OSError as e:
+            problems.append(f"status of {run_dir}: {e}")
+    return fixed, problems
 
 
 __all__ = ["BACKENDS", "Backend", "BackendOptions", "WorkerHandle", "clean_leftovers", "select_backend"]

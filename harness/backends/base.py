@@ -74,6 +74,8 @@ class ProcessHandle(WorkerHandle):
 
 def start_process(rank: int, argv: list[str], env: dict[str, str], log_path: Path) -> ProcessHandle:
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    # The worker dies with us (harness/worker.py die_with_parent): a SIGKILLed CLI leaves no orphans.
+    env = {**env, "DISTRO_BENCH_PARENT_PID": str(os.getpid())}
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
@@ -124,7 +126,7 @@ class Backend(ABC):
         return [], []
 
     def __enter__(self) -> Backend:
-        owner.claim(self.run_id)
+        owner.claim(self.run_id, self.run_dir)
         try:
             self.setup()
         except BaseException:

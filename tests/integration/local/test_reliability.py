@@ -176,9 +176,58 @@ def test_hung_worker_is_caught_by_the_watchdog(tmp_path, backend):
         run_scenario(s, RunOptions(backend=backend, out=out, write_report=False, watchdog_s=30, collective_timeout_s=600))
     # The watchdog (30 s) caught it, not the collective timeout (600 s); how soon is not a test of speed.
     assert stopped and time.monotonic() - stopped[0] < 600 and e.value.rank == 1, str(e.value)
-    assert "appears hung" in str(e.value) and "communicate" in str(e.value)
+    # Its heartbeat went silent (a stopped process), so it is named before the watchdog's no-progress verdict.
+    assert "stopped responding" in str(e.value) and "compute" in str(e.value), str(e.value)
     assert _worker_pids(str(out)) == {}
     assert json.loads((_run_dir(out) / "status.json").read_text())["state"] == "failed"
+
+
+def test_a_stopped_worker_is_named_not_the_peer_whose_collective_timed_out(tmp_path, backend):
+    # SIGSTOP anywhere (here: whenever rank 1 has done 3 steps). Rank 0 then waits in a collective until gloo's
+    # timeout ends it with an error; it was blamed, though it was the healthy one. The stopped rank's heartbeat
+    # stops being rewritten, and that names it.
+    s = scenario_from_dict(LONG)
+    out = tmp_path / "out"
+
+    def stop_rank_1():
+        _wait_for_steps(out, 1, 3)
+        os.kill(_worker_pids(str(out))[1], signal.SIGSTOP)
+
+    threading.Thread(target=stop_rank_1, daemon=True).start()
+    with pytest.raises(WorkerFailed) as e:
+        run_scenario(s, RunOptions(backend=backend, out=out, write_report=False, collective_timeout_s=30))
+    assert e.value.rank == 1 and "rank 1 (" in str(e.value) and "stopped responding" in str(e.value), str(e.value)
+    assert _worker_pids(str(out)) == {}
+    status = json.loads((_run_dir(out) / "status.json").read_text())
+    assert status["state"] == "failed" and "rank 1" in status["reason"]
+
+
+def test_a_sigkilled_cli_takes_its_workers_along_and_clean_marks_the_run(write_scenario, tmp_path, backend):
+    from harness import api
+
+    out = tmp_path / "out"
+    proc = _start_cli_run(write_scenario(LONG), out, backend)
+    try:
+        _wait_for_steps(out, 1, 3, proc=proc)
+        assert _worker_pids(str(out)), "no workers seen"
+        proc.kill()  # SIGKILL: no teardown runs
+        proc.wait(timeout=30)
+        end = time.monotonic() + 30
+        while _worker_pids(str(out)) and time.monotonic() < end:
+            time.sleep(0.2)
+    finally:
+        proc.kill()
+    orphans = _worker_pids(str(out))
+    for pid in orphans.values():  # ours to end, by pid, whatever the verdict
+        os.kill(pid, signal.SIGKILL)
+    assert orphans == {}, "workers outlived the CLI that started them"
+    d = _run_dir(out)
+    assert json.loads((d / "status.json").read_text())["state"] == "running"
+    result = api.clean()
+    status = json.loads((d / "status.json").read_text())
+    assert status["state"] == "failed" and f"(pid {proc.pid})" in status["reason"], status
+    assert any(str(d.resolve()) in r for r in result.removed["runs"]), result.removed
+    # the backend fixture checks that no namespace of this run is left
 
 
 def test_two_runs_at_once_do_not_collide(write_scenario, tmp_path, backend):
