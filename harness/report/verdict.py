@@ -90,6 +90,10 @@ class Verdict:
     capped: str | None = None
     capped_time: Estimate | None = None  # this optimizer's mean time with missed seeds counted at the budget
     base_capped_time: Estimate | None = None
+    bytes_per_step: float | None = None  # tx + rx per worker per step on `bytes_basis`
+    base_bytes_per_step: float | None = None
+    steps: Estimate = field(default_factory=lambda: Estimate(None))  # mean steps per seed
+    base_steps: Estimate = field(default_factory=lambda: Estimate(None))
 
     @property
     def missing(self) -> str:
@@ -287,6 +291,9 @@ def verdicts(summary: dict) -> list[Verdict]:
             if v.paired_target_speedup is not None and (mine_missed or base_missed):
                 v.capped = "both" if mine_missed and base_missed else "mine" if mine_missed else "base"
         v.capped_time, v.base_capped_time = _capped_estimate(s), _capped_estimate(base)
+        if basis:
+            v.bytes_per_step, v.base_bytes_per_step = total_bytes(s, basis), total_bytes(base, basis)
+        v.steps, v.base_steps = _estimate(s, "steps"), _estimate(base, "steps")
         if v.reached is None:
             v.notes.append("time to target not recorded (run folder from before issue 16)")
         if not v.loss_equal_time.known and "val_loss_at_equal_time" not in s:
@@ -433,7 +440,19 @@ def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
                     _lower_higher(diff)))
     bw = _bytes_words(v)
     # The short labels keep the CLI's block within 80 columns; the report's text says what each figure is.
-    out.append((f"{v.bytes_basis or 'payload'} bytes/step (tx+rx)", "", "", bw or "n/a"))
+    from harness.format import fmt_bytes
+
+    basis = v.bytes_basis or "payload"
+    mine_b, base_b = v.bytes_per_step, v.base_bytes_per_step
+    known = mine_b is not None and base_b is not None
+    out.append((f"{basis} bytes/step (tx+rx)", fmt_bytes(mine_b) if known else "", fmt_bytes(base_b) if known else "",
+                bw or "n/a"))
+    # Per step hides what a budget costs: at equal time the quicker method takes more steps.
+    if known and v.steps.known and v.base_steps.known and v.steps.mean and v.base_steps.mean:
+        mine_t, base_t = mine_b * v.steps.mean, base_b * v.base_steps.mean
+        r = base_t / mine_t if mine_t else None
+        out.append((f"{basis} bytes, whole run", fmt_bytes(mine_t), fmt_bytes(base_t),
+                    "n/a" if not r else f"{_factor(r)} fewer bytes" if r >= 1 else f"{_factor(1 / r)} more bytes"))
     return out
 
 

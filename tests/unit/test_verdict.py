@@ -241,3 +241,14 @@ def test_the_runs_last_line_uses_the_verdicts_figure():
     (line,) = load_summary(s).verdicts()
     d = v.loss_diff_equal_time
     assert f"val loss at equal time {d.mean:+.2f} ± {d.half:.2f}" in line
+
+
+def test_bytes_over_the_whole_run_beside_bytes_per_step():
+    # at equal time distro ran 8x the steps: 500x fewer bytes per step is 62.5x fewer over the run
+    s = _paired_summary([3.0, 2.5, 3.5], [2.9, 2.4, 3.4], [40.0, 30.0, 50.0], [20.0, 15.0, 25.0])
+    s["optimizers"]["adamw"]["steps"], s["optimizers"]["distro"]["steps"] = 20, 160
+    rows = {r[0]: r for r in __import__("harness.report.verdict", fromlist=["rows"]).rows(verdicts(s)[0])}
+    assert rows["wire bytes/step (tx+rx)"][3] == "500x fewer bytes"
+    whole = rows["wire bytes, whole run"]
+    assert whole[3] == "62x fewer bytes" or whole[3] == "63x fewer bytes"
+    assert whole[1] == "64 MB" and whole[2] == "4 GB"
