@@ -38,6 +38,8 @@ def collect() -> dict:
         "kernel": platform.release(),
         "platform": platform.platform(),
         "cpu_count": __import__("os").cpu_count(),
+        # 1/5/15-minute load when the run started: other work on the host stretches every step time
+        "load_avg": list(__import__("os").getloadavg()),
         # Which of the binaries the harness may run were on the host (harness/host.py BINARIES).
         "binaries": {name: path is not None for name, path in host.binaries().items()},
     }

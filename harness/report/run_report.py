@@ -25,10 +25,41 @@ def _banners(run: LoadedRun) -> list[Banner]:
         if s.get("replicas_identical") is False:
             out.append(Banner("error", f"{name}: the workers ended with different parameters (replicas diverged); "
                                        "its results are not those of one model."))
+    out += _hardware_banners(run)
     net = run.data.environment.get("network")
     if isinstance(net, dict) and net.get("network_emulated") is False:
         out.append(Banner("warn", f"The network was NOT emulated ({net.get('backend', 'this')} backend): step and "
                                   "communication times do not reflect the scenario's links; bytes per step do."))
+    return out
+
+
+def _hardware_banners(run: LoadedRun) -> list[Banner]:
+    """A profile that asks for a GPU the host lacks (this host's CPU stood in, step times are its own, not the
+    profile's), and a host busy with other work when the run started (its step times include contention)."""
+    from harness.presets import HARDWARE
+
+    out = []
+    hardware = run.data.scenario.get("hardware") or {}
+    devices = {st.get("device") for st in describe.worker_starts(run).values()}
+    if devices and all(str(d).startswith("cpu") for d in devices):
+        asked = {}
+        for g in run.data.scenario.get("workers") or []:
+            hw = g.get("hardware") if isinstance(g, dict) else None
+            spec = hardware.get(hw) or HARDWARE.get(hw) if isinstance(hw, str) else hw
+            if isinstance(spec, dict) and (spec.get("tflops") or spec.get("device") in ("cuda", "auto")) \
+                    and spec.get("device") != "cpu":
+                asked[hw if isinstance(hw, str) else "inline"] = spec.get("tflops")
+        if asked:
+            what = ", ".join(f"{n} ({t:g} TFLOPS GPU)" if t else f"{n} (a GPU)" for n, t in asked.items())
+            out.append(Banner("warn", f"Hardware profile not present: {what} asked for, but every worker trained on "
+                                      "this host's CPU. Step and compute times are this CPU's (stretched by "
+                                      "compute_scale), not the profile's; bytes and losses per step are unaffected."))
+    env = run.data.environment
+    load, cores = env.get("load_avg"), env.get("cpu_count")
+    if isinstance(load, list) and load and isinstance(cores, int) and cores and load[0] > 0.5 * cores:
+        out.append(Banner("warn", f"The host was busy when the run started: load average {load[0]:.1f} on {cores} "
+                                  "cores. Step times include that contention; compare them only with runs on an idle "
+                                  "host with care."))
     return out
 
 

@@ -35,3 +35,21 @@ def test_loss_bands_stop_where_a_seed_stops(tmp_path):
     cut = df[~((df["seed"] == 2) & (df["step"] > last - 5))]
     c = curves(pd.DataFrame(cut))
     assert c["step"].max() == last - 5 and (c["seeds"] == 3).all()
+
+
+def test_banner_when_the_hardware_profile_was_not_present_and_the_host_was_busy(tmp_path):
+    import json
+
+    from harness.report.run_report import _banners
+
+    path = make_run(tmp_path)  # gaming-pc: an 80 TFLOPS GPU asked for; the workers' start records say cpu
+    text = " ".join(b.text for b in _banners(load_for_report(path)))
+    assert "Hardware profile not present: gaming-pc (80 TFLOPS GPU)" in text and "busy" not in text
+    env = json.loads((path / "environment.json").read_text())
+    (path / "environment.json").write_text(json.dumps({**env, "load_avg": [3.5, 2.0, 1.0], "cpu_count": 2}))
+    text = " ".join(b.text for b in _banners(load_for_report(path)))
+    assert "load average 3.5 on 2 cores" in text
+    # a run on the GPU the profile asked for has no such banner
+    for f in (path / "workers").rglob("rank*.jsonl"):
+        f.write_text(f.read_text().replace('"device": "cpu"', '"device": "cuda:0"'))
+    assert "Hardware profile" not in " ".join(b.text for b in _banners(load_for_report(path)))
