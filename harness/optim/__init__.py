@@ -26,6 +26,7 @@ STRATEGY_PATHS: dict[str, str] = {
     "muloco": "harness.optim.muloco:MuLoCo",
     "sparta": "harness.optim.sparta:SPARTA",
     "desloc": "harness.optim.desloc:DESLOC",
+    "streaming-diloco": "harness.optim.streaming_diloco:StreamingDiLoCo",
 }
 
 

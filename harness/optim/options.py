@@ -201,6 +201,28 @@ class DESLOCConfig(InnerAdamWOptions):
         kx = self.param_period
         return kx, self.momentum_period or 3 * kx, self.variance_period or 6 * kx
 
+
+class StreamingDiLoCoConfig(DiLoCoConfig):
+    """Streaming DiLoCo (arXiv 2501.18512): DiLoCo whose parameters are split into `fragments` (transformer
+    blocks, strided: block i in fragment i mod P), each synced every H steps on a staggered clock (fragment
+    p at steps where (step + 1) mod H = p H / P), so a sync sends 1/P of the model. `pseudo_grad: int8`
+    emulates the paper's low-bit outer gradients (it used 4-bit E3M0 floats). Overlapping the exchange with
+    compute is left out."""
+
+    type: Literal["streaming-diloco"] = "streaming-diloco"
+    fragments: int = Field(default=2, ge=1, le=1024)  # P
+
+    @model_validator(mode="after")
+    def _fragments_fit(self):
+        if self.fragments > self.inner_steps:
+            raise ValueError(f"fragments ({self.fragments}) is more than inner_steps ({self.inner_steps}): two "
+                             f"fragments would share a sync step; lower fragments or raise inner_steps")
+        return self
+
+    def offset(self, fragment: int) -> int:
+        """The step phase at which `fragment` syncs: after steps where (step + 1) mod H equals this."""
+        return fragment * self.inner_steps // self.fragments
+
 OPTIONS: dict[str, type[StrategyConfig]] = {
     "adamw": AdamWConfig,
     "distro": DisTrOConfig,
@@ -210,4 +232,5 @@ OPTIONS: dict[str, type[StrategyConfig]] = {
     "muloco": MuLoCoConfig,
     "sparta": SPARTAConfig,
     "desloc": DESLOCConfig,
+    "streaming-diloco": StreamingDiLoCoConfig,
 }

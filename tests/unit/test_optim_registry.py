@@ -20,7 +20,7 @@ def test_every_option_model_has_a_strategy_and_a_schema():
         assert get_strategy(name).Config is model
         schema = model.model_json_schema()
         assert schema["properties"]["type"]["const"] == name and "lr" in schema["required"]
-    with pytest.raises(InputError, match="known: adamw, desloc, diloco, distro, muloco, powersgd, sparseloco, sparta"):
+    with pytest.raises(InputError, match="known: adamw, desloc, diloco, distro, muloco, powersgd, sparseloco, sparta, streaming-diloco"):
         get_strategy("sgd")
 
 
