@@ -192,14 +192,51 @@ class Agent:
             self.store.report_failure(reason)
             raise
         finally:
-            self._stop_torchrun()
-            self._unshape()
+            if o.node_rank == 0 and self.run_dir is not None and state != "complete":
+                self._status_now(state, reason)  # whatever fails below, the folder no longer says running
+            for step in (self._stop_torchrun, self._unshape):
+                try:
+                    step()
+                except Exception as e:  # noqa: BLE001 - the rest of the teardown and the folder still matter
+                    self.note(f"host {o.node_rank}: {step.__name__.strip('_')}: {type(e).__name__}: {e}")
             if o.node_rank == 0:
-                self._wait_byes()
-                if self.run_dir is not None:
-                    self._finalize(state, reason)
+                try:
+                    self._wait_byes()
+                    if self.run_dir is not None:
+                        self._finalize(state, reason)
+                finally:
+                    self._release()
             self._say_bye(state)
         return NodeResult(o.node_rank, self.run_dir, state, reason, self.host)
+
+    def _claim(self) -> None:
+        """Node 0's run folder is claimed like a single-host run's: if this agent is SIGKILLed, `distro-bench
+        clean` marks the folder it left saying "running" as failed (harness/owner.py)."""
+        from harness import owner
+        from harness.net.naming import new_run_id
+
+        self.claim_id = new_run_id()
+        try:
+            owner.claim(self.claim_id, self.run_dir)
+        except OSError:
+            self.claim_id = None
+
+    def _release(self) -> None:
+        from harness import owner
+
+        if getattr(self, "claim_id", None):
+            try:
+                owner.release(self.claim_id)
+            except OSError:
+                pass
+
+    def _status_now(self, state: str, reason: str | None) -> None:
+        from harness.rundir import write_status
+
+        try:
+            write_status(self.run_dir, state, reason)
+        except OSError as e:
+            self.note(f"host 0: status.json not written: {e}")
 
     def _open_run_folder(self) -> None:
         from harness.rundir import atomic_write_json, atomic_write_text, new_run_dir
@@ -208,6 +245,7 @@ class Agent:
         o, st = self.o, self.store
         if o.node_rank == 0:
             self.run_dir = new_run_dir(o.out, self.scenario.name)
+            self._claim()
             token = secrets.token_hex(8)
             atomic_write_text(self.run_dir / TOKEN_FILE, token)
             atomic_write_text(self.run_dir / "scenario.yaml", dump_scenario(self.scenario))
@@ -382,10 +420,7 @@ class Agent:
             self.host.setdefault("iface_bytes", {})[tag] = {"tx": wire1[0] - wire0[0], "rx": wire1[1] - wire0[1]}
         self._ship(tag, out, rc=rc)
         if rc != 0:
-            from harness.runner import _log_tail
-
-            raise WorkerFailed(f"{run_name} seed {seed}: torchrun on host {o.node_rank} exited with code {rc}; "
-                               f"log: {log_path}", log_tail=_log_tail(log_path))
+            raise _torchrun_failed(f"{run_name} seed {seed}", o.node_rank, rc, log_path)
         if o.node_rank == 0:
             self._gather(tag, out)
 
@@ -394,7 +429,9 @@ class Agent:
         failed ours). Wait long enough for its heartbeat to go stale (node 0 decides); PeerLost if it did."""
         from harness.multihost.store import LOST_AFTER_S
 
-        deadline = time.monotonic() + LOST_AFTER_S + 2 * WATCH_S
+        # Node 0 decides within LOST_AFTER_S + 2 WATCH_S; the others wait longer, so that they hear its
+        # verdict (a peer's failure) instead of giving up first with their own workers' consequent errors.
+        deadline = time.monotonic() + LOST_AFTER_S + (2 if self.o.node_rank == 0 else 4) * WATCH_S
         while time.monotonic() < deadline:
             if self.o.node_rank == 0:
                 lost = {i: v for i, v in self.store.peer_status().items() if v[0] == "lost"}
@@ -551,6 +588,20 @@ class Agent:
         return {"backend": BACKEND, "network_emulated": emulated, "link_engine": "tc",
                 "link_engine_reason": "tc on each host's interface (egress tbf, ingress through an ifb)",
                 "nodes": nodes, "not_emulated": not_emulated}
+
+
+def _torchrun_failed(what: str, node_rank: int, rc: int, log_path: Path) -> WorkerFailed:
+    """The failure of one host's torchrun in one line with its cause; the log tail without C++ frames."""
+    from harness.multihost.failure import cause, without_cpp_frames
+
+    try:
+        text = log_path.read_text(errors="replace")
+    except OSError:
+        text = ""
+    why = cause(text)
+    tail = "\n".join(without_cpp_frames(text).splitlines()[-15:])
+    return WorkerFailed(f"{what}: torchrun on host {node_rank} exited with code {rc}"
+                        + (f" ({why})" if why else "") + f"; log: {log_path}", log_tail="" if why else tail)
 
 
 class _Quiet:

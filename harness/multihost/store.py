@@ -73,9 +73,26 @@ class AgentStore:
                 self.raise_if_peer_down()
             if time.monotonic() > deadline:
                 missing = [k for k in keys if not self.store.check([k])]
-                raise HarnessError(f"waited {timeout_s or self.timeout_s:.0f}s for {what}; still missing: "
-                                   + ", ".join(missing))
+                raise HarnessError(f"waited {timeout_s or self.timeout_s:.0f}s for {what}: "
+                                   + self._missing_hosts(missing))
             time.sleep(0.2)
+
+    def _missing_hosts(self, missing: list[str]) -> str:
+        """The hosts behind missing keys (`probe/1`, `barrier/rtt/1`: host 1), in words a user acts on."""
+        hosts = sorted({int(k.rsplit("/", 1)[1]) for k in missing if k.rsplit("/", 1)[-1].isdigit()})
+        others = [k for k in missing if not k.rsplit("/", 1)[-1].isdigit()]
+        parts = []
+        for i in hosts:
+            if i == self.node_rank:
+                continue
+            if self.store.check([f"hb/{i}"]):
+                parts.append(f"host {i} joined but did not get there (its own output says why)")
+            else:
+                parts.append(f"host {i} never joined (is `distro-bench node --node-rank {i}` running there, and "
+                             f"can it reach {self.host}:{self.port}?)")
+        if others or not parts:
+            parts.append("still missing: " + ", ".join(others or missing))
+        return "; ".join(parts)
 
     def _check(self, keys: list[str]) -> bool:
         try:

@@ -1,0 +1,34 @@
+"""One line for a failed torchrun: the cause its workers printed, without the C++ stack traces that torch
+attaches to every c10d/gloo error (dozens of `frame #N:` lines per worker, two or more per failure)."""
+
+from __future__ import annotations
+
+import re
+
+# `frame #3: c10d::... (0x7f.. in libtorch.so)`, `Exception raised from recvFromRank at ...`, and the banner
+# of torchrun's ChildFailedError summary: what a user reads past to find the cause.
+_RANK = r"(?:\[(?:default)?rank\d+\]:\s*)?"  # torch prefixes each line of a worker's error with `[rank1]: `
+_NOISE = re.compile(r"^\s*" + _RANK + r"(frame #\d+:|Exception raised from |\(most recent call first\)|=+$|-+$)")
+_CAUSE = re.compile(r"^" + _RANK + r"((?:[\w.]+\.)?(\w*(?:Error|Exception)\w*)): (.+)$")
+# Gloo prefixes its message with its source location: `[../third_party/gloo/.../pair.cc:534] Connection ...`
+_SOURCE = re.compile(r"^\[[^\]]+\.(?:cc|cpp|h):\d+\]\s*")
+_SENTENCE = re.compile(r"(?<=[^.])\. (?=[A-Z])")
+_WRAPPERS = {"ChildFailedError"}  # torchrun's summary of the failure, not its cause
+
+
+def without_cpp_frames(text: str) -> str:
+    """`text` less the C++ stack frames and separators."""
+    return "\n".join(line for line in text.splitlines() if not _NOISE.match(line))
+
+
+def cause(text: str) -> str | None:
+    """The first exception a worker raised (`DistBackendError: Connection closed by peer [10.0.0.2]:40405`),
+    or None when the log names none."""
+    for line in text.splitlines():
+        m = _CAUSE.match(line.strip())
+        if m and m.group(2) not in _WRAPPERS:
+            message = _SOURCE.sub("", m.group(3)).strip()
+            # gloo's "Connection closed by peer [addr]:port. This is typically caused by ... GLHF!": the first sentence
+            first = _SENTENCE.split(message, maxsplit=1)[0].rstrip(".")
+            return f"{m.group(2)}: {first}"
+    return None
