@@ -1,8 +1,9 @@
 """The verdict: one block per optimizer against the baseline, from summary.json alone.
 
-Both the report and the end of `distro-bench run` lead with it. Every figure is a mean over seeds with its
-95% interval where the summary has one (`ci95`, issue 16's schema); a run folder written before those keys
-existed still gets a verdict, with "not recorded" where a figure is missing. Nothing here imports torch or
+Both the report and the end of `distro-bench run` lead with it. Each side's figure is a mean over seeds with
+its 95% interval (`ci95`); every comparison (a loss gap, a speed-up) is paired seed by seed from `per_seed`
+(harness/stats.py), since seeds share initial weights and data order. A run folder written before those keys
+existed still gets a verdict, with "not recorded" where a figure is missing (and unpaired intervals). Nothing here imports torch or
 matplotlib: the CLI prints `verdict_lines(summary)` as it is.
 """
 
