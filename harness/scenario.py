@@ -16,6 +16,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerial
 
 from harness import hfcorpus, presets
 from harness.errors import ScenarioError
+from harness.net.regions import RegionMatrix, RegionsSpec, matrix_problems, resolve as resolve_regions
 from harness.optim.options import OPTIONS
 from harness.budget import Budget, format_count, parse_count, resolve_budget, resolve_target_cap
 from harness.units import Duration, Percent, Rate, Size, format_duration, format_percent, format_rate
@@ -222,6 +223,9 @@ class WorkerGroup(_Strict):
     # Multi-host runs (`distro-bench node`): the agent (its --node-rank) whose host runs this group's
     # workers. Absent everywhere: node-rank i takes the scenario's nodes in order (harness/multihost/placement.py).
     host: int | None = Field(default=None, ge=0, le=63)
+    # Geo-distributed topologies: the region these workers sit in; the one-way delay between regions is
+    # the scenario's `regions:` table (harness/net/regions.py, docs/link-emulation.md).
+    region: str | None = None
 
 
 class ModelSpec(_Strict):
@@ -327,6 +331,7 @@ class Node(BaseModel):
     compute_scale: float
     link_name: str | None
     link: LinkSpec | None
+    region: str | None = None
 
 
 class Scenario(_Strict):
@@ -342,6 +347,8 @@ class Scenario(_Strict):
     optimizers: dict[str, dict[str, Any]] = Field(min_length=1)
     baseline: str = "adamw"
     checks: ChecksSpec = Field(default_factory=ChecksSpec)
+    # One-way delay per ordered pair of regions (a preset or a table), applied on top of the access links.
+    regions: RegionsSpec | None = None
 
     _optimizer_configs: dict[str, Any] = PrivateAttr(default_factory=dict)
     _base_dir: Path = PrivateAttr(default=Path("."))
@@ -393,7 +400,7 @@ class Scenario(_Strict):
                 else:
                     name = f"node{rank}"
                 nodes.append(Node(rank=rank, name=name, hardware_name=hw_name, hardware=hw,
-                                  compute_scale=scale, link_name=link_name, link=link))
+                                  compute_scale=scale, link_name=link_name, link=link, region=group.region))
         return nodes
 
     def resolved_dict(self) -> dict[str, Any]:
@@ -405,6 +412,11 @@ class Scenario(_Strict):
                       for n in self.nodes() if n.link is not None and n.link_name}
         d["hardware"] = {n.hardware_name: n.hardware.model_dump(mode="json", exclude_none=True) for n in self.nodes()}
         d["data"]["corpus"] = self.corpus_path()
+        matrix = region_matrix(self)
+        if matrix is not None:  # the preset expanded: every ordered pair's one-way delay
+            d["regions"] = {"intra": format_duration(matrix.intra_s), "symmetric": self.regions.symmetric, "delays": {
+                a: {b: format_duration(v) for (x, b), v in sorted(matrix.one_way.items()) if x == a}
+                for a in matrix.regions}}
         # Trace files as absolute paths, like the corpus (the runner copies them into the run folder).
         for link in [*d["links"].values(), *(g["link"] for g in d["workers"] if isinstance(g.get("link"), dict))]:
             for k in ("up_trace", "down_trace"):
@@ -541,6 +553,7 @@ def _reference_problems(s: Scenario) -> list[str]:
             if spec.preset and spec.preset not in known:
                 problems.append(f"{section}.{name}.preset: unknown preset {spec.preset!r}; known: {_known(known)}")
     problems += _trace_problems(s)
+    problems += _region_problems(s)
     names = [g.name for g in s.workers if g.name]
     for dup in sorted({n for n in names if names.count(n) > 1}):
         problems.append(f"workers: name {dup!r} is used by more than one group")
@@ -581,6 +594,26 @@ def _reference_problems(s: Scenario) -> list[str]:
     if s.train.steps is not None and s.train.eval_every > s.train.steps:
         problems.append(f"train.eval_every: {s.train.eval_every} is more than train.steps ({s.train.steps})")
     return problems
+
+
+def _region_problems(s: Scenario) -> list[str]:
+    """Regions: every group names one when a `regions:` table is given (and only then), and the table has
+    a delay for every pair of regions in use (harness/net/regions.py)."""
+    used: dict[str, list[str]] = {}
+    for i, g in enumerate(s.workers):
+        if g.region is not None:
+            used.setdefault(g.region, []).append(f"workers[{i}]")
+    if s.regions is None:
+        return [f"{where[0]}.region: {r!r} needs a regions: table (e.g. regions: preset:cloud-3) giving the "
+                "delay between regions" for r, where in used.items()]
+    problems = [f"workers[{i}].region: missing; with regions: set, every worker group names its region"
+                for i, g in enumerate(s.workers) if g.region is None]
+    return problems + matrix_problems(s.regions, used)
+
+
+def region_matrix(s: Scenario) -> RegionMatrix | None:
+    """The scenario's resolved region matrix (None without `regions:`)."""
+    return resolve_regions(s.regions) if s.regions is not None else None
 
 
 def _trace_problems(s: Scenario) -> list[str]:

@@ -22,7 +22,7 @@ from harness.net.engines import NetworkPlan, plan_links
 from harness.net.linktest import LinkTarget
 from harness.net.ns import NetnsRef
 from harness.net.topology import NODE_IFACE, Star, StarSpec
-from harness.scenario import Scenario
+from harness.scenario import Scenario, region_matrix
 
 # Workers run as root inside their namespace; without these capabilities they cannot touch the
 # shaping (net_admin) or enter another namespace (sys_admin).
@@ -57,7 +57,8 @@ class NetnsBackend(Backend):
         """The link plan, or CapabilityError naming what cannot be emulated; creates nothing."""
         caps = net_probe.probe(docker=False, gpus=False)
         return plan_links(scenario.nodes(), caps, engine=options.link_engine,
-                          allow_unemulated=options.allow_unemulated, seed=scenario.train.seed)
+                          allow_unemulated=options.allow_unemulated, seed=scenario.train.seed,
+                          regions=region_matrix(scenario))
 
     @classmethod
     def clean_leftovers(cls, include_live: bool = False) -> tuple[list[str], list[str]]:
@@ -80,7 +81,7 @@ class NetnsBackend(Backend):
         self.star.up()
         self.emulation = Emulation(self.plan, [
             Endpoints(rank=n.index, up_ns=self.star.node_ref(n.index), up_iface=NODE_IFACE,
-                      down_ns=self.star.switch_ref, down_iface=n.port, delay_line_ns=n.link_ns)
+                      down_ns=self.star.switch_ref, down_iface=n.port, delay_line_ns=n.link_ns, addr=n.addr)
             for n in spec.nodes], log_dir=self.run_dir)
         self.emulation.apply()
         unreachable = self.star.check_reachable()
@@ -121,7 +122,9 @@ class NetnsBackend(Backend):
         for p, node in zip(self.plan.nodes, self.star.spec.nodes):
             emulated = not any("delay" in x for x in p.up.not_emulated + p.down.not_emulated)
             out.append(LinkTarget(name=p.name, ns=self.star.node_ref(node.index), addr=node.addr,
-                                  up=p.up.spec, down=p.down.spec, emulated_delay=emulated))
+                                  up=p.up.spec, down=p.down.spec, emulated_delay=emulated,
+                                  region=p.region, pair_delay_s=tuple((self.star.spec.nodes[r].addr, d)
+                                                                      for r, d in p.pair_delays)))
         return out
 
     def far_end(self) -> tuple[NetnsRef, str]:

@@ -49,6 +49,7 @@ class Endpoints:
     down_iface: str
     delay_line_ns: str | None = None
     delay_line_ifaces: tuple[str, str] = ("a", "b")
+    addr: str | None = None  # the node's IPv4 address: where other nodes' per-destination (region) delays key on
 
     def egress(self, direction: str) -> tuple[NetnsRef, str]:
         return (self.up_ns, self.up_iface) if direction == "up" else (self.down_ns, self.down_iface)
@@ -129,10 +130,21 @@ class Emulation:
             if e.delay_line_ns is None:
                 raise ValueError(f"rank {p.rank}: the plan has a delay line but its endpoints have no namespace for it")
             line = DelayLine(netns=e.delay_line_ns, iface_a=e.delay_line_ifaces[0], iface_b=e.delay_line_ifaces[1],
-                             a_to_b=p.up.delay_line or Impairment(), b_to_a=p.down.delay_line or Impairment(),
+                             a_to_b=self.uplink_impairment(p), b_to_a=p.down.delay_line or Impairment(),
                              log_path=self.log_dir / "net" / f"delayline-{p.name}.log" if self.log_dir else None)
             self.delay_lines[p.rank] = line
             line.start()
+
+    def uplink_impairment(self, p) -> Impairment:
+        """The uplink delay line's impairment: the access link's, plus the delay to every other region by
+        destination address (the plan knows ranks; the backend's endpoints know their addresses)."""
+        up = p.up.delay_line or Impairment()
+        if not p.pair_delays:
+            return up
+        missing = [r for r, _ in p.pair_delays if self.endpoints.get(r) is None or self.endpoints[r].addr is None]
+        if missing:
+            raise ValueError(f"rank {p.rank}: region delays to ranks {missing}, whose endpoints have no address")
+        return replace(up, dest_delay_s=tuple((self.endpoints[r].addr, d) for r, d in p.pair_delays))
 
     # ---- changes at run time (issue 18) -----------------------------------------------------------------
     def _node_plan(self, rank: int):
@@ -165,7 +177,9 @@ class Emulation:
         line = self.delay_lines.get(rank)
         if line is not None and new.delay_line is not None and new.delay_line != old.delay_line:
             key = "a_to_b" if direction == "up" else "b_to_a"
-            got = line.set_impairments(**{key: new.delay_line})
+            # An uplink change keeps the node's region delays (they are not part of its access link).
+            imp = self.uplink_impairment(replace(node, up=new)) if direction == "up" else new.delay_line
+            got = line.set_impairments(**{key: imp})
             out["delay_line"] = got.get(key)
         elif line is not None:
             out["delay_line"] = asdict(line.a_to_b if direction == "up" else line.b_to_a)

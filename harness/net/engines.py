@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from harness.errors import CapabilityError, InputError
 from harness.net.link import Direction, Impairment
 from harness.net.probe import Capabilities
+from harness.net.regions import RegionMatrix, pair_delays as region_pair_delays
 from harness.net.shaping import QdiscPlan
 from harness.scenario import LinkSpec, Node
 
@@ -76,10 +77,17 @@ class NodeLinkPlan:
     link_name: str | None
     up: DirectionPlan
     down: DirectionPlan
+    region: str | None = None
+    # Extra one-way delay of this node's uplink per destination rank, `((rank, seconds), ...)`: the path
+    # between regions (harness/net/regions.py), done by the uplink's delay line by destination address.
+    pair_delays: tuple[tuple[int, float], ...] = ()
 
     @property
     def needs_delay_line(self) -> bool:
         return self.up.delay_line is not None or self.down.delay_line is not None
+
+    def pair_delay(self, rank: int) -> float:
+        return dict(self.pair_delays).get(rank, 0.0)
 
     def direction(self, name: str) -> DirectionPlan:
         return {"up": self.up, "down": self.down}[name]
@@ -154,34 +162,49 @@ def select_engine(requested: str, caps: Capabilities) -> tuple[LinkEngine | None
 
 
 def plan_links(nodes: Sequence[Node], caps: Capabilities, *, engine: str = "auto",
-               allow_unemulated: bool = False, seed: int = 0) -> NetworkPlan:
+               allow_unemulated: bool = False, seed: int = 0, regions: RegionMatrix | None = None) -> NetworkPlan:
     """Decide, for every node and direction, what tc does, what the delay line does, and what is not
     emulated. Raises CapabilityError (before anything is created) when part of a link cannot be
-    emulated and `allow_unemulated` is off. `seed` (the run's) seeds the delay lines' draws."""
+    emulated and `allow_unemulated` is off. `seed` (the run's) seeds the delay lines' draws. `regions`
+    (the scenario's matrix) adds a delay per destination to every uplink whose region differs."""
     # A link that changes during the run (harness/timeline.py) is planned for every state it will pass
     # through: a delay line that a later `loss: 5%` needs is started with the run, not mid-run.
     impaired = any(d.impaired for n in nodes for st in _states(n.link) for d in directions(st))
+    pairs = region_pair_delays([n.region for n in nodes], regions)
     chosen, reason = select_engine(engine, caps)
-    if not impaired:
+    if any(pairs):
+        # A delay per destination needs one queue per destination: the delay line has them. tc would need
+        # htb classes with a netem child per destination (not implemented), so auto takes the delay line.
+        if engine == "auto":
+            ok, why = ENGINES["userspace"].available(caps)
+            chosen, reason = ((ENGINES["userspace"], f"auto: userspace (region delays are per destination; {why})")
+                              if ok else (None, why))
+        elif engine == "tc":
+            chosen, reason = None, "the userspace engine (per-destination region delays are done by the delay line)"
+    elif not impaired:
         chosen, reason = None, "no link asks for delay, jitter or loss"
     problems: dict[str, list[str]] = {}  # link -> missing pieces, reported once per link
     plans = []
-    for n in nodes:
+    for pos, n in enumerate(nodes):
         link_label = n.link_name or "inline"
         per_dir = []
+        to_ranks = tuple((nodes[j].rank, d) for j, d in pairs[pos])
         later = [directions(st) for st in _states(n.link)[1:]]
         for k, (dname, spec) in enumerate(zip(("up", "down"), directions(n.link))):
             missing = []
+            regional = dname == "up" and bool(to_ranks)  # the uplink also carries the paths to other regions
             rate = spec.rate_bps
             if rate and not caps.rate_shaping:
                 missing.append(f"rate {rate} bit/s needs the tbf qdisc")
                 rate = None
             ever_impaired = spec.impaired or any(st[k].impaired for st in later)
             netem_part = spec.impaired and chosen is not None and not chosen.uses_delay_line
-            line = ever_impaired and chosen is not None and chosen.uses_delay_line
+            line = (ever_impaired or regional) and chosen is not None and chosen.uses_delay_line
             if ever_impaired and chosen is None:
                 what = spec.impairment_text() or next(st[k].impairment_text() for st in later if st[k].impaired)
                 missing.append(f"{what} needs {reason}")
+            if regional and chosen is None:
+                missing.append(f"the delay from region {n.region} to the other regions needs {reason}")
             tc = QdiscPlan.of(replace(spec if netem_part else spec.without_impairment(), rate_bps=rate))
             delay_line = replace(spec.impairment, seed=delay_line_seed(seed, n.rank, dname)) if line else None
             if missing:
@@ -190,7 +213,8 @@ def plan_links(nodes: Sequence[Node], caps: Capabilities, *, engine: str = "auto
                     if m not in problems[link_label]:
                         problems[link_label].append(m)
             per_dir.append(DirectionPlan(spec=spec, tc=tc, delay_line=delay_line, not_emulated=tuple(missing)))
-        plans.append(NodeLinkPlan(rank=n.rank, name=n.name, link_name=n.link_name, up=per_dir[0], down=per_dir[1]))
+        plans.append(NodeLinkPlan(rank=n.rank, name=n.name, link_name=n.link_name, up=per_dir[0], down=per_dir[1],
+                                  region=n.region, pair_delays=to_ranks if per_dir[0].delay_line is not None else ()))
     if problems and not allow_unemulated:
         where = "; ".join(f"link {link!r} ({', '.join(n.name for n in nodes if (n.link_name or 'inline') == link)}): "
                           + "; ".join(ms) for link, ms in problems.items())

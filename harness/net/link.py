@@ -26,6 +26,10 @@ def _fraction(label: str):
     return field(default=0.0, metadata={"label": label, "format": format_percent, "max": 1.0})
 
 
+def _format_dest(pairs) -> str:
+    return "{" + ", ".join(f"{addr} +{format_duration(d)}" for addr, d in pairs) + "}"
+
+
 @dataclass(frozen=True)
 class Impairment:
     """What one direction of a link does to frames besides rate-limiting them: one-way delay, jitter
@@ -37,13 +41,22 @@ class Impairment:
     loss: float = _fraction("loss")
     duplicate: float = _fraction("duplicate")
     _: KW_ONLY
+    # Extra one-way delay by destination IPv4 address, `(("10.77.0.2", 0.04), ...)`: the path between regions
+    # (harness/net/regions.py), on top of `delay_s`. Only the delay line does it (one queue per destination).
+    dest_delay_s: tuple[tuple[str, float], ...] = field(default=(), metadata={"label": "delay to",
+                                                                              "format": _format_dest, "max": "pairs"})
     reorder: bool = False  # delay line: False keeps packet order under jitter (an access line); True lets frames pass
     seed: int = 0  # delay line: its random stream
 
     def __post_init__(self) -> None:
         problems = []
+        # From JSON (the delay line's command line, its control file) the pairs arrive as lists.
+        pairs = tuple((str(addr), float(d)) for addr, d in self.dest_delay_s)
+        object.__setattr__(self, "dest_delay_s", pairs)
         for f, value in self._impairments():
-            if f.metadata["max"] is None and not value >= 0:
+            if f.metadata["max"] == "pairs":
+                problems += [f"{f.name} to {addr} must be >= 0, got {d}" for addr, d in value if not d >= 0]
+            elif f.metadata["max"] is None and not value >= 0:
                 problems.append(f"{f.name} must be >= 0, got {value}")
             elif f.metadata["max"] is not None and not 0 <= value <= f.metadata["max"]:
                 problems.append(f"{f.name} is a fraction in 0..1, got {value}")

@@ -109,6 +109,10 @@ class DockerBackend(Backend):
         if _needs_shaping(scenario) and os.geteuid() != 0:
             raise CapabilityError("the docker backend shapes links from the host and needs root for it "
                                   "(or run a scenario without shaped links)")
+        if scenario.regions is not None:
+            # Region delays key on node addresses the docker network assigns; only netns plans them so far.
+            raise CapabilityError("regions: the docker backend does not emulate delays between regions yet; "
+                                  "use --backend netns")
         caps = net_probe.probe(docker=False, gpus=False)
         return plan_links(scenario.nodes(), caps, engine=options.link_engine,
                           allow_unemulated=options.allow_unemulated, seed=scenario.train.seed)

@@ -90,7 +90,8 @@ class Forwarder:
         self.parent_pid = parent_pid
         self.policy = sk.precise_timers(realtime)
         sock_a, sock_b = sk.open_socket(iface_a), sk.open_socket(iface_b)
-        self.ways = (_Way(sock_a, Schedule(a_to_b, 0), sock_b, "ab"), _Way(sock_b, Schedule(b_to_a, 1), sock_a, "ba"))
+        self.ways = (_Way(sock_a, Schedule(a_to_b, 0, header_len=sk.VNET_HDR_LEN), sock_b, "ab"),
+                     _Way(sock_b, Schedule(b_to_a, 1, header_len=sk.VNET_HDR_LEN), sock_a, "ba"))
         self.by_fd = {w.sock_in.fileno(): w for w in self.ways}
         # `lead` is how much earlier than a release we act: it learns this host's wake-up and send
         # latency so that frames leave on time on average instead of always a bit late.

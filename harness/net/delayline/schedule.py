@@ -7,12 +7,16 @@ Pure logic (no sockets), so it can be tested exactly.
 - Loss drops a seeded fraction of frames; duplication queues a seeded fraction twice (the copy is
   scheduled as a frame of its own, as netem re-enqueues its duplicate). A draw is made only for an
   impairment that is set, so adding one leaves the others' random sequence as it was.
+- A per-destination delay (`Impairment.dest_delay_s`, the path between two regions) is added by the
+  frame's destination IPv4 address; each destination keeps its own order (in-order mode), so a frame to
+  a near region never waits behind one to a far region.
 """
 
 from __future__ import annotations
 
 import heapq
 import random
+import socket
 from collections import deque
 
 from harness.net.link import Impairment
@@ -20,8 +24,23 @@ from harness.net.link import Impairment
 QUEUE_LIMIT_BYTES = 64 << 20  # per direction: 1 Gbit/s held for 0.5 s
 
 
+ETH_P_IP = b"\x08\x00"
+ETH_DST_IP = slice(30, 34)  # the destination address of an IPv4 packet behind a 14-byte Ethernet header
+
+
+def dest_key(frame: bytes, header_len: int = 0) -> bytes | None:
+    """The destination IPv4 address (4 bytes) of an Ethernet frame after `header_len` bytes of other headers
+    (the virtio-net header), or None for anything but IPv4 (ARP, IPv6)."""
+    if frame[header_len + 12:header_len + 14] != ETH_P_IP or len(frame) < header_len + ETH_DST_IP.stop:
+        return None
+    return frame[header_len + ETH_DST_IP.start:header_len + ETH_DST_IP.stop]
+
+
 class Schedule:
-    def __init__(self, imp: Impairment, direction: int = 0, limit_bytes: int = QUEUE_LIMIT_BYTES):
+    def __init__(self, imp: Impairment, direction: int = 0, limit_bytes: int = QUEUE_LIMIT_BYTES,
+                 header_len: int = 0):
+        self.header_len = header_len  # bytes before the Ethernet header in every frame (virtio-net's)
+        self._last_by_dest: dict[bytes | None, float] = {}
         self.imp = imp
         # Both directions of a link usually share a seed; mixing in the direction keeps their
         # loss patterns independent while staying reproducible.
@@ -35,6 +54,16 @@ class Schedule:
         self.dropped_loss = 0
         self.dropped_overflow = 0
         self.duplicated = 0
+
+    @property
+    def imp(self) -> Impairment:
+        return self._imp
+
+    @imp.setter
+    def imp(self, imp: Impairment) -> None:
+        # A change at run time takes the new table for frames admitted from now on.
+        self._imp = imp
+        self._dest_delay = {socket.inet_aton(addr): d for addr, d in imp.dest_delay_s}
 
     def admit(self, now: float, frame: bytes) -> float | None:
         """Queue a frame that arrived at `now` (and its duplicate, if one is drawn); its release time,
@@ -58,7 +87,16 @@ class Schedule:
         if imp.jitter_s:
             release = max(now, release + self.rng.uniform(-imp.jitter_s, imp.jitter_s))
         self.queued_bytes += len(frame)
-        if imp.reorder:
+        if self._dest_delay:
+            # Per destination: one time-ordered heap, each destination's frames kept in their order.
+            key = dest_key(frame, self.header_len)
+            release += self._dest_delay.get(key, 0.0)
+            if not imp.reorder:
+                release = max(release, self._last_by_dest.get(key, float("-inf")))
+                self._last_by_dest[key] = release
+            self._seq += 1
+            heapq.heappush(self._heap, (release, self._seq, frame))
+        elif imp.reorder:
             self._seq += 1
             heapq.heappush(self._heap, (release, self._seq, frame))
         else:

@@ -1,0 +1,214 @@
+"""Geo-distributed topologies, the pure parts: the regions schema and its errors, the matrix, the link plan's
+per-destination delays, the delay line's per-destination queue, and the expected RTT of a pair."""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import struct
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli.app import app
+from harness.errors import CapabilityError, ScenarioError
+from harness.net.delayline.schedule import Schedule, dest_key
+from harness.net.emulation import Emulation, Endpoints
+from harness.net.engines import plan_links
+from harness.net.link import Direction, Impairment
+from harness.net.linktest import LinkTarget, pair_rtt, pair_tolerance
+from harness.net.ns import NetnsRef
+from harness.net.probe import Capabilities
+from harness.net.region_presets import REGION_PRESETS
+from harness.scenario import load_scenario, region_matrix, scenario_from_dict
+
+from tests.helpers import tiny_scenario_dict
+
+REPO = Path(__file__).resolve().parents[2]
+LINE = Capabilities(root=True, kernel="test", iproute2="iproute2-6.1.0", nsenter=True, netns=True, netns_error=None,
+                    qdiscs=("pfifo", "tbf", "htb"), iperf3=True, ping=True, ethtool=True,
+                    delayline=True, delayline_detail="importable", docker=None)
+NETEM_AND_LINE = dataclasses.replace(LINE, qdiscs=("pfifo", "tbf", "htb", "netem"))
+NO_LINE = dataclasses.replace(LINE, delayline=False, delayline_detail="not importable")
+
+
+def geo(regions, groups=(("us-east", 1), ("eu-west", 1), ("ap-southeast", 1)), **extra):
+    workers = [{"count": n, "hardware": "host", "region": r, "link": "dc"} for r, n in groups]
+    return scenario_from_dict(tiny_scenario_dict(workers=workers, links={"dc": {"up": "100Mbit", "delay": "1ms"}},
+                                                 regions=regions, **extra))
+
+
+def problems(regions, **kw) -> str:
+    with pytest.raises(ScenarioError) as e:
+        geo(regions, **kw)
+    assert e.value.exit_code == 2
+    return "; ".join(e.value.problems)
+
+
+# ---- schema and matrix -----------------------------------------------------------------------------------
+
+def test_preset_shorthand_resolves_symmetric_half_rtts():
+    m = region_matrix(geo("preset:cloud-3"))
+    # The cited table: 80.5, 216.7 and 238.6 ms RTT, stored as whole milliseconds one way.
+    assert m.delay("us-east", "eu-west") == m.delay("eu-west", "us-east") == pytest.approx(0.040)
+    assert m.delay("ap-southeast", "us-east") == pytest.approx(0.108)
+    assert m.rtt("eu-west", "ap-southeast") == pytest.approx(0.238)
+    assert m.delay("us-east", "us-east") == 0.0
+    assert "acomputerscientistlearnsaws" in REGION_PRESETS["cloud-3"].source
+
+
+def test_own_table_overrides_a_preset_and_can_be_asymmetric():
+    m = region_matrix(geo({"preset": "cloud-3", "intra": "2ms", "symmetric": False,
+                           "delays": {"us-east": {"eu-west": "30ms"}, "eu-west": {"us-east": "50ms"}}}))
+    assert m.delay("us-east", "eu-west") == pytest.approx(0.030)
+    assert m.delay("eu-west", "us-east") == pytest.approx(0.050)
+    assert m.delay("us-east", "ap-southeast") == pytest.approx(0.108)  # still the preset's
+    assert m.delay("eu-west", "eu-west") == pytest.approx(0.002)
+
+
+def test_missing_pair_is_named_with_the_field_to_set():
+    msg = problems({"delays": {"us-east": {"eu-west": "40ms"}}})
+    assert "no delay for the pair ap-southeast -> eu-west" in msg and "regions.delays.ap-southeast.eu-west" in msg
+    assert "no delay for the pair ap-southeast -> us-east" in msg
+    assert "us-east -> eu-west" not in msg  # given, and symmetric fills the way back
+
+
+def test_asymmetric_table_needs_both_directions():
+    msg = problems({"symmetric": False, "delays": {"us-east": {"eu-west": "40ms"}}},
+                   groups=(("us-east", 1), ("eu-west", 1)))
+    assert "eu-west -> us-east" in msg and "each direction is needed" in msg
+
+
+def test_negative_or_unitless_delay_names_the_pair():
+    msg = problems({"delays": {"us-east": {"eu-west": "-40ms"}}}, groups=(("us-east", 1), ("eu-west", 1)))
+    assert "regions.delays.us-east.eu-west" in msg and "-40ms" in msg
+    msg = problems({"delays": {"us-east": {"eu-west": 40}}}, groups=(("us-east", 1), ("eu-west", 1)))
+    assert "regions.delays.us-east.eu-west" in msg and "no unit" in msg
+
+
+def test_conflicting_directions_under_symmetric():
+    msg = problems({"delays": {"us-east": {"eu-west": "40ms"}, "eu-west": {"us-east": "45ms"}}},
+                   groups=(("us-east", 1), ("eu-west", 1)))
+    assert "eu-west -> us-east is 45ms but us-east -> eu-west is 40ms" in msg and "symmetric: false" in msg
+
+
+def test_unknown_preset_region_without_table_and_group_without_region():
+    assert "unknown preset 'cloud-9'; known: cloud-3, cloud-5" in problems("preset:cloud-9")
+    with pytest.raises(ScenarioError) as e:
+        scenario_from_dict(tiny_scenario_dict(workers=[{"count": 2, "region": "us-east"}]))
+    assert "workers[0].region: 'us-east' needs a regions: table" in str(e.value)
+    with pytest.raises(ScenarioError) as e:
+        scenario_from_dict(tiny_scenario_dict(workers=[{"count": 1, "region": "us-east"}, {"count": 1}],
+                                              regions="preset:cloud-3"))
+    assert "workers[1].region: missing" in str(e.value)
+    msg = problems("preset:cloud-3", groups=(("us-east", 1), ("mars", 1)))
+    assert "mars -> us-east" in msg and "regions known to preset 'cloud-3'" in msg
+
+
+def test_validate_exits_2_with_one_line_naming_the_pair(tmp_path):
+    import yaml
+
+    doc = tiny_scenario_dict(workers=[{"count": 1, "region": "a"}, {"count": 1, "region": "b"}],
+                             regions={"delays": {"a": {"c": "5ms"}}})
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    r = CliRunner().invoke(app, ["validate", str(path)])
+    assert r.exit_code == 2, r.output
+    assert "no delay for the pair a -> b" in r.output and "Traceback" not in r.output
+
+
+def test_resolved_scenario_expands_the_preset_and_loads_again():
+    s = load_scenario(REPO / "scenarios" / "geo-3-regions.yaml")
+    d = s.resolved_dict()["regions"]
+    assert "preset" not in d and d["delays"]["ap-southeast"]["eu-west"] == "119ms"
+    again = region_matrix(scenario_from_dict(s.resolved_dict())).one_way
+    assert again == pytest.approx(region_matrix(s).one_way)
+
+
+# ---- the plan ---------------------------------------------------------------------------------------------
+
+def test_plan_puts_each_pair_delay_on_the_senders_uplink_by_rank():
+    s = geo("preset:cloud-3", groups=(("us-east", 2), ("eu-west", 1)))
+    plan = plan_links(s.nodes(), LINE, regions=region_matrix(s))
+    assert plan.engine == "userspace"
+    by_rank = {p.rank: p for p in plan.nodes}
+    assert by_rank[0].pair_delays == ((2, pytest.approx(0.040)),)  # rank 1 is in the same region: intra 0
+    assert by_rank[2].pair_delays == ((0, pytest.approx(0.040)), (1, pytest.approx(0.040)))
+    assert all(p.needs_delay_line for p in plan.nodes)
+    # The access link is unchanged: 1 ms each way, the rate on tbf.
+    assert by_rank[0].up.delay_line.delay_s == pytest.approx(0.001) and by_rank[0].up.tc.rate_bps == 100_000_000
+
+
+def test_auto_takes_the_delay_line_even_with_netem_and_tc_is_refused():
+    s = geo("preset:cloud-3")
+    assert plan_links(s.nodes(), NETEM_AND_LINE, regions=region_matrix(s)).engine == "userspace"
+    with pytest.raises(CapabilityError, match="per-destination region delays"):
+        plan_links(s.nodes(), NETEM_AND_LINE, engine="tc", regions=region_matrix(s))
+    with pytest.raises(CapabilityError, match="delay from region us-east"):
+        plan_links(s.nodes(), NO_LINE, regions=region_matrix(s))
+    # Without the matrix (a backend that ignores regions) there is nothing per destination.
+    assert all(not p.pair_delays for p in plan_links(s.nodes(), LINE).nodes)
+
+
+def test_emulation_keys_the_uplink_table_on_the_destinations_addresses():
+    s = geo("preset:cloud-3")
+    plan = plan_links(s.nodes(), LINE, regions=region_matrix(s))
+    ns = NetnsRef.named("x")
+    em = Emulation(plan, [Endpoints(rank=i, up_ns=ns, up_iface="eth0", down_ns=ns, down_iface=f"p{i}",
+                                    delay_line_ns="l", addr=f"10.77.0.{i + 1}") for i in range(3)])
+    imp = em.uplink_impairment(plan.nodes[1])  # eu-west
+    assert imp.delay_s == pytest.approx(0.001)
+    assert dict(imp.dest_delay_s) == {"10.77.0.1": pytest.approx(0.040), "10.77.0.3": pytest.approx(0.119)}
+    # It survives the JSON round trip the delay line's command line makes.
+    assert Impairment(**__import__("json").loads(__import__("json").dumps(dataclasses.asdict(imp)))) == imp
+
+
+# ---- the delay line's per-destination queue -----------------------------------------------------------------
+
+def frame(dst: str, header: int = 10, ethertype: bytes = b"\x08\x00") -> bytes:
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20, 0, 0, 64, 6, 0, socket.inet_aton("10.77.0.9"),
+                     socket.inet_aton(dst))
+    return b"\0" * header + b"\xff" * 6 + b"\x02" * 6 + ethertype + ip
+
+
+def test_dest_key_reads_the_ipv4_destination_behind_the_vnet_header():
+    assert dest_key(frame("10.77.0.2"), 10) == socket.inet_aton("10.77.0.2")
+    assert dest_key(frame("10.77.0.2", ethertype=b"\x08\x06"), 10) is None  # ARP
+    assert dest_key(b"\0" * 20, 10) is None
+
+
+def test_schedule_delays_by_destination_and_keeps_each_destinations_order():
+    imp = Impairment(delay_s=0.001, dest_delay_s=(("10.77.0.2", 0.100), ("10.77.0.3", 0.010)))
+    s = Schedule(imp, header_len=10)
+    far, near, arp = frame("10.77.0.2"), frame("10.77.0.3"), frame("10.77.0.2", ethertype=b"\x08\x06")
+    assert s.admit(0.0, far) == pytest.approx(0.101)
+    assert s.admit(0.001, near) == pytest.approx(0.012)  # not behind the far frame
+    assert s.admit(0.002, arp) == pytest.approx(0.003)  # no IPv4 destination: the access delay only
+    assert s.admit(0.003, frame("10.77.0.4")) == pytest.approx(0.004)  # same region (no entry)
+    out = []
+    while len(s):
+        t = s.next_release()
+        out.append(s.pop_due(t))
+    assert [round(t, 6) for t, _ in out] == [0.003, 0.004, 0.012, 0.101]
+    assert out[-1][1] == far and out[2][1] == near
+
+
+def test_schedule_takes_a_new_table_at_run_time():
+    s = Schedule(Impairment(dest_delay_s=(("10.77.0.2", 0.05),)))
+    assert s.admit(0.0, frame("10.77.0.2", header=0)) == pytest.approx(0.05)
+    s.imp = Impairment(dest_delay_s=(("10.77.0.2", 0.02),))
+    assert s.admit(1.0, frame("10.77.0.2", header=0)) == pytest.approx(1.02)
+
+
+# ---- expected RTT per pair ------------------------------------------------------------------------------------
+
+def test_pair_rtt_adds_both_access_links_and_both_region_paths():
+    ns = NetnsRef.named("x")
+    a = LinkTarget("a", ns, "10.77.0.1", Direction(delay_s=0.001), Direction(delay_s=0.002),
+                   pair_delay_s=(("10.77.0.2", 0.040),))
+    b = LinkTarget("b", ns, "10.77.0.2", Direction(delay_s=0.003), Direction(delay_s=0.004),
+                   pair_delay_s=(("10.77.0.1", 0.050),))
+    assert pair_rtt(a, b) == pytest.approx(0.001 + 0.040 + 0.004 + 0.003 + 0.050 + 0.002)
+    assert pair_tolerance(0.200) == pytest.approx(0.010)  # 5%
+    assert pair_tolerance(0.004) == pytest.approx(0.001)  # the floor for (sub-)ms pairs
