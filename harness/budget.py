@@ -27,6 +27,7 @@ BudgetKind = Literal["steps", "time", "tokens", "target"]
 FIRST_CHECK_STEP = 3
 MAX_CHECK_INTERVAL = 64
 
+COUNT_MAX = 10**15  # tokens: far past any run here; past it is a typo (or 1e400, infinity)
 _COUNT_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "b": 10**9}
 _COUNT_RE = re.compile(r"(?P<num>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(?P<unit>[kKmMgGbB]?)$")
 
@@ -40,9 +41,12 @@ def parse_count(value: object) -> int:
     elif isinstance(value, float) and value.is_integer():
         n = int(value)
     elif isinstance(value, str) and (m := _COUNT_RE.match(value.strip())):
-        n = int(round(float(m.group("num")) * _COUNT_UNITS[m.group("unit").lower()]))
+        x = float(m.group("num")) * _COUNT_UNITS[m.group("unit").lower()]
+        n = int(round(x)) if x <= COUNT_MAX else COUNT_MAX + 1  # '1e400' reads as infinity
     else:
         raise ValueError(f"invalid count {value!r}; write a number like 2000000 or '2M' (k, M, G)")
+    if n > COUNT_MAX:
+        raise ValueError(f"count {value!r} is above the largest accepted, 1e15")
     if n < 1:
         raise ValueError(f"count {value!r} must be at least 1")
     return n

@@ -30,6 +30,15 @@ class ModelConfig:
         return self.dim // self.n_heads
 
 
+def parameter_count(cfg: ModelConfig) -> int:
+    """Transformer(cfg)'s parameter count, by arithmetic (no weights, no modules: instant at any size).
+    Per block: two RMSNorms, wq/wk/wv/wo and SwiGLU's w1/w3/w2; around them the embedding, the final
+    norm and the untied output projection."""
+    d, f, v = cfg.dim, cfg.ffn_dim, cfg.vocab_size
+    block = 2 * d + 4 * d * d + 3 * d * f
+    return v * d + cfg.n_layers * block + d + d * v
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float):
         super().__init__()

@@ -269,7 +269,8 @@ class ChangeScheduler:
     def _start_traces(self) -> None:
         from harness.net.trace import load_trace
 
-        if self.emulation is None:
+        if self.emulation is None:  # nothing to shape (preflight refuses this unless --allow-unemulated)
+            self._traces = []
             return
         started = []
         for t, _, _ in self._traces:

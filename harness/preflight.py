@@ -57,6 +57,7 @@ class Needs:
     impaired: bool = False  # some link has delay, jitter or loss
     cuda: bool = False  # some worker asks for a CUDA device explicitly
     links: tuple[str, ...] = field(default=())  # names of the impaired links, for messages
+    traces: tuple[str, ...] = field(default=())  # names of the links whose rate follows a trace
 
     @classmethod
     def of(cls, scenario) -> Needs:
@@ -73,7 +74,9 @@ class Needs:
                     if label not in impaired_links:
                         impaired_links.append(label)
         cuda = any(n.hardware.device.startswith("cuda") for n in scenario.nodes())
-        return cls(shaped=shaped, impaired=impaired, cuda=cuda, links=tuple(impaired_links))
+        traces = tuple(dict.fromkeys(n.link_name or "inline" for n in scenario.nodes()
+                                     if n.link is not None and (n.link.up_trace or n.link.down_trace)))
+        return cls(shaped=shaped, impaired=impaired, cuda=cuda, links=tuple(impaired_links), traces=traces)
 
 
 def _binary(host: HostInfo, name: str, needed_for: str) -> list[Problem]:
@@ -126,6 +129,12 @@ def problems(host: HostInfo, backend: str, needs: Needs, *, link_engine: str = "
             out.append(Problem("the tbf qdisc", "link rates (up/down)", INSTALL["tbf"]))
     if needs.impaired and emulating and not allow_unemulated:
         out += _impairment_problems(host, backend, needs, link_engine)
+    if needs.traces and backend == "local" and not allow_unemulated:
+        # A trace is all a trace scenario measures; loopback cannot shape, so the run would measure nothing of it.
+        out.append(Problem("shaped links (the netns or docker backend)",
+                           f"the bandwidth trace of link {', '.join(repr(x) for x in needs.traces)} (the local "
+                           "backend runs on loopback and cannot shape)",
+                           "--backend netns (as root)" + _or_unemulated()))
     # One line per piece: a binary two paths need is listed once (its first reason; one install fixes both).
     seen, unique = set(), []
     for p in out:

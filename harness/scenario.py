@@ -6,6 +6,7 @@ A scenario file is validated in one pass that collects every problem with its lo
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -23,12 +24,18 @@ from harness.units import Duration, Percent, Rate, Size, format_duration, format
 
 BUILTIN_CORPORA = ("builtin:pydoc",)
 
+# A scenario's and an optimizer's name become folder names (results/<scenario>-<time>/workers/<optimizer>/):
+# one path component, no separators, no leading dot ('..', '.hidden'), so nothing is written outside the run.
+NAME_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}$"
+NAME_RULE = "1-64 letters, digits, '-', '_' and '.', starting with a letter or digit"
+
 # A token count: 2000000, '2M', '500k'.
 Count = Annotated[int, BeforeValidator(parse_count), PlainSerializer(format_count, return_type=str)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan: a float field written `1e400` (or .inf) is refused rather than passed on as infinity.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class _Trigger(_Strict):
@@ -48,6 +55,10 @@ class _Trigger(_Strict):
     def key(self) -> float:
         return self.at if self.at is not None else float(self.at_step)
 
+
+# A schedule is written by hand or by a script; 10^4 entries is hours at one change a second. A 10^6-entry
+# one took minutes and GBs to validate: that is a trace's job (up_trace/down_trace).
+MAX_SCHEDULE_ENTRIES = 10_000
 
 _LINK_CHANGE_FIELDS = ("up", "down", "delay", "jitter", "loss", "duplicate")
 
@@ -125,7 +136,7 @@ class LinkSpec(_Strict):
     # Changes during a run (docs/network-changes.md): a list of timed/stepped changes and outages, and
     # recorded bandwidth traces per direction (Mahimahi or CSV, harness/net/trace.py) followed at
     # `trace_resolution`.
-    schedule: list[LinkChange] = Field(default_factory=list)
+    schedule: list[LinkChange] = Field(default_factory=list, max_length=MAX_SCHEDULE_ENTRIES)
     up_trace: str | None = None
     down_trace: str | None = None
     trace_resolution: Duration = 0.1
@@ -198,7 +209,7 @@ class HardwareSpec(_Strict):
     memory: Size | None = None
     cpus: float | None = Field(default=None, gt=0)
     # A straggler that comes and goes: compute_scale from each entry's time or step on.
-    compute_schedule: list[ComputeChange] = Field(default_factory=list)
+    compute_schedule: list[ComputeChange] = Field(default_factory=list, max_length=MAX_SCHEDULE_ENTRIES)
 
     @field_validator("compute_schedule")
     @classmethod
@@ -229,13 +240,16 @@ class WorkerGroup(_Strict):
 
 
 class ModelSpec(_Strict):
+    # Upper bounds: several times the largest preset (llama-1.2b: 2048 x 16 layers, ffn 8192, vocab 32000,
+    # seq 2048) and past published 70B shapes (8192 x 80, ffn 28672, vocab 128256), so `project` still
+    # covers them; beyond is a typo, and building (even sizing) such a model would take minutes.
     preset: str | None = "tiny"
-    dim: int | None = Field(default=None, ge=8)
-    n_layers: int | None = Field(default=None, ge=1)
-    n_heads: int | None = Field(default=None, ge=1)
-    ffn_dim: int | None = Field(default=None, ge=8)
-    vocab_size: int | None = Field(default=None, ge=256)
-    max_seq_len: int | None = Field(default=None, ge=8)
+    dim: int | None = Field(default=None, ge=8, le=32768)
+    n_layers: int | None = Field(default=None, ge=1, le=512)
+    n_heads: int | None = Field(default=None, ge=1, le=512)
+    ffn_dim: int | None = Field(default=None, ge=8, le=131072)
+    vocab_size: int | None = Field(default=None, ge=256, le=1_048_576)
+    max_seq_len: int | None = Field(default=None, ge=8, le=131072)
 
 
 class DataSpec(_Strict):
@@ -247,6 +261,7 @@ class DataSpec(_Strict):
 
 
 DEFAULT_STEPS = 50
+MAX_SEED = 2**32 - 1  # numpy's and most RNGs' seed range
 
 
 class TrainSpec(_Strict):
@@ -259,8 +274,8 @@ class TrainSpec(_Strict):
     time_budget: Duration | None = None
     tokens: Count | None = None
     target_val_loss: float | None = Field(default=None, gt=0)
-    eval_every: int = Field(default=10, ge=1)
-    seed: int = Field(default=0, ge=0)
+    eval_every: int = Field(default=10, ge=1, le=1_000_000)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     seeds: list[int] | None = Field(default=None, min_length=1, max_length=100)
 
     @model_validator(mode="before")
@@ -283,8 +298,8 @@ class TrainSpec(_Strict):
         if self.time_budget is not None and self.time_budget <= 0:
             raise ValueError("time_budget must be more than 0s")
         if self.seeds is not None:
-            if any(s < 0 for s in self.seeds):
-                raise ValueError(f"seeds must be non-negative integers, got {self.seeds}")
+            if any(not 0 <= s <= MAX_SEED for s in self.seeds):
+                raise ValueError(f"seeds must be integers from 0 to {MAX_SEED}, got {self.seeds}")
             if len(set(self.seeds)) != len(self.seeds):
                 raise ValueError(f"seeds must be distinct, got {self.seeds}")
         return self
@@ -335,7 +350,7 @@ class Node(BaseModel):
 
 
 class Scenario(_Strict):
-    name: str = Field(pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}$")
+    name: str = Field(pattern=NAME_PATTERN)
     description: str = ""
     workers: list[WorkerGroup] = Field(min_length=1)
     links: dict[str, LinkSpec] = Field(default_factory=dict)
@@ -352,6 +367,14 @@ class Scenario(_Strict):
 
     _optimizer_configs: dict[str, Any] = PrivateAttr(default_factory=dict)
     _base_dir: Path = PrivateAttr(default=Path("."))
+
+    @field_validator("optimizers")
+    @classmethod
+    def _run_names(cls, v: dict[str, Any]) -> dict[str, Any]:
+        bad = [k for k in v if not valid_name(k)]
+        if bad:
+            raise ValueError(f"invalid optimizer name {bad[0]!r} (it names the run's folder): {NAME_RULE}")
+        return v
 
     # ---- resolved views -------------------------------------------------------------
     @property
@@ -456,6 +479,9 @@ class Scenario(_Strict):
             start = train.get("seed", 0)
             train["seeds"] = list(range(start, start + repeat))
         if optimizers:
+            bad = [o for o in optimizers if not valid_name(o)]
+            if bad:
+                raise ScenarioError("--optimizer", [f"invalid optimizer name {o!r}: {NAME_RULE}" for o in bad])
             unknown = [o for o in optimizers if o not in self.optimizers]
             if unknown:
                 raise ScenarioError("--optimizer", [f"unknown optimizer {o!r}; this scenario has: "
@@ -464,6 +490,11 @@ class Scenario(_Strict):
             if data["baseline"] not in optimizers:
                 data["baseline"] = optimizers[0]
         return scenario_from_dict(data, source=f"{self.name} (with overrides)", base_dir=self._base_dir)
+
+
+def valid_name(name: object) -> bool:
+    """Whether `name` is a safe scenario/optimizer name (NAME_PATTERN): one folder name, nothing more."""
+    return isinstance(name, str) and re.fullmatch(NAME_PATTERN, name) is not None
 
 
 def _resolve_model(m: ModelSpec) -> dict[str, int]:
@@ -616,19 +647,34 @@ def region_matrix(s: Scenario) -> RegionMatrix | None:
     return resolve_regions(s.regions) if s.regions is not None else None
 
 
+# Trace files are read (and copied into the run folder) with the harness's rights, often root's: a scenario
+# may name only files in its own folder, unless the user running it opts in (the CLI's --allow-trace-outside
+# sets this variable).
+ALLOW_TRACE_OUTSIDE_ENV = "DISTRO_BENCH_ALLOW_TRACE_OUTSIDE"
+
+
 def _trace_problems(s: Scenario) -> list[str]:
-    """Every trace file a link names must exist and parse (relative paths from the scenario's folder)."""
+    """Every trace file a link names must lie in the scenario's folder (relative paths are read from it),
+    be a regular file within the caps of harness/net/trace.py, and parse."""
     from harness.net.trace import TraceError, load_trace
 
     problems = []
     specs = [(f"links.{name}", spec) for name, spec in s.links.items()]
     specs += [(f"workers[{i}].link", g.link) for i, g in enumerate(s.workers) if isinstance(g.link, LinkSpec)]
+    folder = s._base_dir.resolve()
+    outside_ok = os.environ.get(ALLOW_TRACE_OUTSIDE_ENV) == "1"
     for where, spec in specs:
         for d in ("up", "down"):
             path = getattr(spec, f"{d}_trace")
             if path:
+                full = (s._base_dir / path).resolve()  # symlinks followed: a link out of the folder is outside
+                if not outside_ok and not full.is_relative_to(folder):
+                    problems.append(f"{where}.{d}_trace: {path!r} is outside the scenario's folder {folder}; put "
+                                    f"the trace in that folder (or a subfolder), or allow it with "
+                                    f"--allow-trace-outside ({ALLOW_TRACE_OUTSIDE_ENV}=1)")
+                    continue
                 try:
-                    load_trace(s._base_dir / path)
+                    load_trace(full).windows(spec.trace_resolution)
                 except TraceError as e:
                     problems.append(f"{where}.{d}_trace: {e} (relative paths are read from {s._base_dir})")
     return problems
@@ -718,12 +764,33 @@ def scenario_from_dict(data: Any, source: str = "<scenario>", base_dir: Path | N
     return s
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader, refusing a key given twice in one mapping (SafeLoader keeps the last silently:
+    a second `optimizers:` would drop the first without a word)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` merges; its keys may be overridden
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:  # an unhashable key: SafeLoader's own error says so
+                continue
+            if first is not key_node:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first given on line {first.start_mark.line + 1})",
+                    key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_scenario(path: str | Path) -> Scenario:
     path = Path(path)
     if not path.is_file():
         raise ScenarioError(str(path), ["no such scenario file"])
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"
@@ -735,3 +802,32 @@ def load_scenario(path: str | Path) -> Scenario:
 
 def dump_scenario(s: Scenario) -> str:
     return yaml.safe_dump(s.resolved_dict(), sort_keys=False)
+
+
+def dump_for_run(s: Scenario, run_dir: Path) -> tuple[str, bool]:
+    """(scenario.yaml's text for the run folder, whether it follows traces). Each trace a link follows is
+    copied to RUN/traces/<link>-<direction>-<file name> (two links' `x.csv` from different folders stay two
+    files) and named relative to the run folder, so the folder is self-contained, a container (which mounts
+    it) finds them, and reloading the text with base_dir=run_dir gives the scenario the run follows."""
+    from harness.net.trace import read_trace_bytes
+
+    d = s.resolved_dict()
+    links = [(name, link) for name, link in d["links"].items()]
+    links += [(f"workers{i}", g["link"]) for i, g in enumerate(d["workers"]) if isinstance(g.get("link"), dict)]
+    used: set[str] = set()
+    for where, link in links:
+        for direction in ("up", "down"):
+            src = link.get(f"{direction}_trace")
+            if not src:
+                continue
+            stem = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{where}-{direction}-{Path(src).name}").lstrip(".")
+            name, k = stem, 1
+            while name in used:  # link names that differ only in characters replaced above
+                k += 1
+                name = f"{k}-{stem}"
+            used.add(name)
+            (run_dir / "traces").mkdir(exist_ok=True)
+            # The bytes the capped reader returns: a file swapped for a FIFO since validation cannot hang the run.
+            (run_dir / "traces" / name).write_bytes(read_trace_bytes(Path(src)))
+            link[f"{direction}_trace"] = f"traces/{name}"
+    return yaml.safe_dump(d, sort_keys=False), bool(used)

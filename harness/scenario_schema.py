@@ -31,7 +31,7 @@ def _option_schemas() -> tuple[dict, dict]:
 
 def scenario_schema() -> dict:
     from harness import presets
-    from harness.scenario import Scenario
+    from harness.scenario import NAME_PATTERN, Scenario
 
     sch = copy.deepcopy(Scenario.model_json_schema(ref_template="#/$defs/{model}"))
     defs = sch.setdefault("$defs", {})
@@ -52,6 +52,8 @@ def scenario_schema() -> dict:
         "description": "run name -> options; `type` names the optimizer (default: the run name). Known types: "
                        + ", ".join(refs),
         "properties": named, "additionalProperties": {"oneOf": typed},
+        # A run name is a folder name (RUN/workers/<name>/): harness/scenario.py NAME_PATTERN.
+        "propertyNames": {"pattern": NAME_PATTERN},
     }
     return {"$schema": "http://json-schema.org/draft-07/schema#", "$id": SCHEMA_ID, **sch}
 

@@ -17,6 +17,21 @@ _RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10
 _RATE_RE = re.compile(_NUMBER + r"\s*(?P<unit>[a-zA-Z]+)(?:/s)?$")
 
 
+# Upper bounds: a value past these is a typo (or `1e400`, which float() reads as infinity), not a network or
+# a budget; refusing it here keeps OverflowError and never-ending runs out of validation and the run.
+RATE_MAX_BPS = 10**12  # 1Tbit
+DURATION_MAX_S = 7 * 24 * 3600.0  # a week
+SIZE_MAX_BYTES = 2**50  # 1PiB
+
+
+def _number(m: re.Match, value: object, what: str, limit: float, scale: float, shown: str) -> float:
+    """The match's number times `scale`, refused (ValueError naming the value and the cap) past `limit`."""
+    x = float(m.group("num")) * scale
+    if not x <= limit:  # also catches inf
+        raise ValueError(f"{what} {value!r} is above the largest accepted, {shown}")
+    return x
+
+
 def _bare_number(value: object) -> bool:
     if isinstance(value, bool):
         return False
@@ -36,7 +51,7 @@ def parse_rate(value: object) -> int:
         if m and unit in {"b", "kb", "mb", "gb", "bps", "kbps", "mbps", "gbps", "kib", "mib", "gib"}:
             hint = " (bytes or 'bps' are ambiguous: write bits, e.g. 80Mbit for 10 megabytes/s)"
         raise ValueError(f"invalid rate {value!r}{hint}; write a number and one of bit, kbit, Mbit, Gbit, e.g. '10Mbit'")
-    bits = float(m.group("num")) * _RATE_UNITS[unit]
+    bits = _number(m, value, "rate", RATE_MAX_BPS, _RATE_UNITS[unit], "1Tbit")
     if bits < 8000:
         raise ValueError(f"rate {value!r} is below 8kbit, which tc cannot shape meaningfully")
     return int(round(bits))
@@ -65,7 +80,7 @@ def parse_duration(value: object) -> float:
     m = _TIME_RE.match(value.strip())
     if not m:
         raise ValueError(f"invalid duration {value!r}; write a number and one of us, ms, s, min, h, e.g. '15ms' or '10min'")
-    return float(m.group("num")) * _TIME_UNITS[m.group("unit")]
+    return _number(m, value, "duration", DURATION_MAX_S, _TIME_UNITS[m.group("unit")], "168h (a week)")
 
 
 def format_duration(seconds: float) -> str:
@@ -109,7 +124,7 @@ def parse_size(value: object) -> int:
     m = _SIZE_RE.match(value.strip())
     if not m or m.group("unit").lower() not in _SIZE_UNITS or m.group("unit").endswith("bit"):
         raise ValueError(f"invalid size {value!r}; write a number and one of B, KiB, MiB, GiB, KB, MB, GB")
-    return int(float(m.group("num")) * _SIZE_UNITS[m.group("unit").lower()])
+    return int(_number(m, value, "size", SIZE_MAX_BYTES, _SIZE_UNITS[m.group("unit").lower()], "1PiB"))
 
 
 def format_size(n: int) -> str:

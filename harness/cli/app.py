@@ -72,6 +72,18 @@ def print_summary(summary) -> None:
     print_table(t, table_records(cols, rows))
 
 
+TRACE_OUTSIDE_HELP = "read trace files outside the scenario's folder (refused by default: the harness often runs as root)"
+
+
+def _allow_trace_outside(allow: bool) -> None:
+    if allow:  # the scenario loader reads it (harness/scenario.py ALLOW_TRACE_OUTSIDE_ENV)
+        import os
+
+        from harness.scenario import ALLOW_TRACE_OUTSIDE_ENV
+
+        os.environ[ALLOW_TRACE_OUTSIDE_ENV] = "1"
+
+
 @app.command()
 def run(
     scenario: Path = typer.Argument(..., help="scenario YAML file"),
@@ -93,11 +105,14 @@ def run(
     measure_links: bool = typer.Option(None, "--measure-links/--no-measure-links", show_default=False,
                                        help="measure each node's goodput and RTT once the links are up (a few "
                                             "seconds; the report's 'measured'); default: network.measure_links"),
+    allow_trace_outside: bool = typer.Option(False, "--allow-trace-outside", help=TRACE_OUTSIDE_HELP),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Train every optimizer of SCENARIO on emulated links and write a run folder (its path is the last line)."""
     from harness import api
     from harness.progress import make_progress
+
+    _allow_trace_outside(allow_trace_outside)
 
     with cli_errors():
         # With --json, stdout carries only the JSON document: progress goes to stderr as plain lines.
@@ -128,12 +143,15 @@ def run(
 @app.command()
 def validate(
     scenario: Path = typer.Argument(..., help="scenario YAML file"),
+    allow_trace_outside: bool = typer.Option(False, "--allow-trace-outside", help=TRACE_OUTSIDE_HELP),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Check SCENARIO and show it resolved (presets expanded, units normalised); exit 2 on any problem,
     all problems listed at once."""
     from harness import api
     from harness.errors import ScenarioError
+
+    _allow_trace_outside(allow_trace_outside)
 
     if as_json:
         try:

@@ -118,9 +118,9 @@ def test_csv_windows_average_the_steps(tmp_path):
 
 
 @pytest.mark.parametrize("name,text,fragment", [
-    ("a.mahi", "0\n5\nx\n", "line 3: 'x' is not a whole number"),
+    ("a.mahi", "0\n5\nx\n", "line 3: not a whole number"),
     ("b.mahi", "5\n3\n", "earlier than the line before"),
-    ("c.csv", "time,rate\n0,1\n", "header 'time,rate'; expected 't_s,rate_bit_s'"),
+    ("c.csv", "time,rate\n0,1\n", "line 1: not the header 't_s,rate_bit_s'"),
     ("d.csv", "0,1\n", "at least two rows"),
     ("e.csv", "1,5\n2,5\n", "a trace starts at t_s 0"),
     ("f.csv", "0,5\n0,6\n", "times must increase"),
@@ -170,12 +170,17 @@ def test_a_later_loss_without_an_engine_is_refused_before_the_run():
     assert "loss 1%" in str(e.value)
 
 
-def test_resolved_scenario_keeps_trace_paths_usable(tmp_path):
+def test_resolved_scenario_keeps_trace_paths_usable(tmp_path, monkeypatch):
     (tmp_path / "t.csv").write_text("0,1000000\n1,2000000\n")
     s = _scenario({"up_trace": "t.csv"}, base_dir=tmp_path)
     d = s.resolved_dict()
     assert d["links"]["l"]["up_trace"] == str((tmp_path / "t.csv").resolve())
-    assert scenario_from_dict(d)  # valid from anywhere
+    assert scenario_from_dict(d, base_dir=tmp_path)  # absolute, inside the scenario's folder
+    # From another folder it is outside (issue 26): valid only where the user opts in.
+    with pytest.raises(ScenarioError, match="outside the scenario's folder"):
+        scenario_from_dict(d, base_dir=tmp_path / "elsewhere")
+    monkeypatch.setenv("DISTRO_BENCH_ALLOW_TRACE_OUTSIDE", "1")
+    assert scenario_from_dict(d, base_dir=tmp_path / "elsewhere")
 
 
 # ---- the scheduler against a fake emulation ---------------------------------------------------------------
