@@ -1,0 +1,64 @@
+"""Geo-distributed topology on real namespaces: three nodes in the three regions of scenarios/geo-3-regions.yaml,
+each pair's measured RTT within 5% of up + d(i,j) + down + up + d(j,i) + down, and nothing left behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.net.cleanup import list_namespaces
+from harness.scenario import load_scenario, region_matrix, scenario_from_dict
+from tests.helpers import netns_host, own_run_ids
+
+pytestmark = pytest.mark.root
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def run_ids(monkeypatch):
+    caps = netns_host()  # skips where namespaces cannot be made, saying why
+    if not caps.delayline:
+        pytest.skip(f"region delays need the userspace delay line, unavailable here: {caps.delayline_detail}")
+    yield from own_run_ids(monkeypatch, "g")
+
+
+def test_three_regions_each_pair_rtt_within_5_percent(tmp_path, run_ids):
+    from harness.backends.netns import NetnsBackend
+    from harness.net import linktest
+
+    shipped = load_scenario(REPO / "scenarios" / "geo-3-regions.yaml")
+    # The shipped workers and regions; the access links without a rate, so `measure` (what `distro-bench links`
+    # runs) spends its time on the RTTs this test is about rather than on goodput through the delay line.
+    d = shipped.resolved_dict()
+    d["links"] = {"dc": {"delay": "1ms"}}
+    s = scenario_from_dict(d)
+    matrix = region_matrix(s)
+    backend = NetnsBackend(s, tmp_path)
+    try:
+        backend.setup()
+        assert backend.plan.engine == "userspace"
+        targets, far_ns, far_addr = backend.link_probe()
+        checks = linktest.measure(targets, far_ns, far_addr, ping_count=8)
+    finally:
+        backend.teardown()
+    assert not backend.teardown_problems, backend.teardown_problems
+    assert not [n for n in list_namespaces() if n.startswith(f"dbench-{run_ids}")], "namespaces left behind"
+
+    pairs = {(c.node, c.what.removeprefix("rtt to ")): c for c in checks if c.what.startswith("rtt to ")
+             and c.what != "rtt to switch"}
+    names = [n.name for n in s.nodes()]
+    assert set(pairs) == {(a, b) for i, a in enumerate(names) for b in names[i + 1:]}, pairs  # each pair once
+    region = {n.name: n.region for n in s.nodes()}
+    for (a, b), c in pairs.items():
+        expected = 0.004 + matrix.rtt(region[a], region[b])  # four 1 ms access hops + the two region paths
+        assert c.configured == pytest.approx(expected), c
+        assert c.measured is not None, c
+        print(f"{a} <-> {b}: expected {expected * 1e3:.1f} ms, measured {c.measured * 1e3:.2f} ms "
+              f"({(c.measured / expected - 1):+.2%})")
+        assert abs(c.measured - expected) <= 0.05 * expected, c
+        assert c.status == "PASS", c
+    # The switch is in no region: only the access link, 2 ms.
+    for c in checks:
+        if c.what == "rtt to switch":
+            assert c.measured == pytest.approx(0.002, abs=0.001), c
