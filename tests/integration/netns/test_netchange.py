@@ -162,8 +162,10 @@ def test_trace_run_follows_the_trace_and_keeps_it_in_the_run_folder(tmp_path):
     assert len(tr) >= 4 and set(tr["node"]) == {"node0", "node1"}, ev[["kind", "detail"]]
     assert set(tr["requested"]) == {"5Mbit", "20Mbit"} and (tr["verified"] == tr["requested"]).all()
     assert tr["ok"].all() and (tr["direction"] == "up").all()
-    assert (res.run_dir / "traces" / "alt.csv").read_text() == (tmp_path / "alt.csv").read_text()
-    assert "traces/alt.csv" in (res.run_dir / "scenario.yaml").read_text()
+    # copied as <link>-<direction>-<file> (issue 26: two links' alt.csv stay two files)
+    assert (res.run_dir / "traces" / "dsl-up-alt.csv").read_text() == (tmp_path / "alt.csv").read_text()
+    assert "traces/dsl-up-alt.csv" in (res.run_dir / "scenario.yaml").read_text()
+    assert set(tr["detail"].str.extract(r"\(trace (\S+)\)")[0]) == {"dsl-up-alt.csv"}  # the run followed the copy
 
 
 def test_cli_links_schedule_measures_and_refuses_a_link_without_one(cli, write_scenario):
