@@ -1,7 +1,10 @@
-"""Corpora, a byte-level tokenizer, per-rank disjoint shards and a held-out validation split.
+"""Corpora, a byte-level tokenizer, per-rank disjoint shards and held-out tuning and validation splits.
 
 Bytes are tokens (vocab 256): nothing to download, and every corpus a user points at works.
-The tail of the corpus is held out for validation, so no training window overlaps it.
+The tail of the corpus is held out, so no training window overlaps it. The held-out tail is cut in two:
+its first half is the tuning split (`tune_loss`: what a sweep's `--pick best` selects on), its second
+half the validation split (`val_loss`: what reports show), so the reported figure is never the one a
+setting was selected on.
 """
 
 from __future__ import annotations
@@ -63,13 +66,20 @@ class Batches:
 
 
 def split(tokens: torch.Tensor, val_fraction: float, rank: int, world_size: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(this rank's training shard, the shared validation tail). Shards are disjoint and contiguous."""
-    n_val = max(int(len(tokens) * val_fraction), seq_len + 2)
+    """(this rank's training shard, the shared held-out tail). Shards are disjoint and contiguous.
+    `held_out_splits` cuts the tail into the tuning and validation splits."""
+    n_val = max(int(len(tokens) * val_fraction), 2 * (seq_len + 2))  # room for one window in each split
     train, val = tokens[:-n_val], tokens[-n_val:]
     per_rank = len(train) // world_size
     if per_rank < seq_len + 2:
         raise InputError(f"data.corpus: {len(tokens)} tokens are too few for {world_size} shards of seq_len {seq_len}")
     return train[rank * per_rank : (rank + 1) * per_rank], val
+
+
+def held_out_splits(held_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tuning split, validation split): the held-out tail's first and second halves, disjoint."""
+    half = len(held_out) // 2
+    return held_out[:half], held_out[half:]
 
 
 def train_batches(shard: torch.Tensor, seq_len: int, batch_size: int, seed: int, rank: int) -> Batches:

@@ -25,6 +25,9 @@ METRIC_COLUMNS: dict[str, str] = {
     "ring_bytes": "float64",  # bytes a ring algorithm moves per worker each way for this step's collectives
     "wire_tx_bytes": "Int64", "wire_rx_bytes": "Int64",
     "tokens": "int64", "param_checksum": "string",
+    # issue 27: loss on the held-out tuning split (harness/data.py), evaluation steps of runs with
+    # data.tune_batches only (a sweep's trials): what `sweep --pick best` selects on, never reported
+    "tune_loss": "float64",
 }
 
 SUMMARY_KEYS = [
@@ -40,6 +43,8 @@ SUMMARY_KEYS = [
     # issue 16: over repeats every numeric key is the mean over seeds, with its interval in `ci95`
     "seeds", "train_time_s", "lr_schedule_steps", "time_to_target_s", "tokens_to_target", "steps_to_target",
     "target_reached", "val_loss_at_equal_time", "val_loss_at_equal_steps",
+    # issue 27: the tuning split's loss at the last evaluation (null without data.tune_batches)
+    "final_tune_loss",
 ]
 # Keys that are figures of one seed's run (averaged over seeds, with a 95% interval); the rest are labels.
 _NOT_AVERAGED = {"reduction_basis", "replicas_identical", "replicas_diverged_at_step", "param_checksum", "seeds",
@@ -101,6 +106,7 @@ def summarize_optimizer(df: pd.DataFrame, end_checksums: dict[int, str], ends: l
     step_time = per_step["step_time_s"].max()  # synchronous training: a step ends with its slowest rank
     tail = df[df["step"] >= steps - max(1, steps // 10)]
     val = df.dropna(subset=["val_loss"]).groupby("step")["val_loss"].mean()
+    tune = df.dropna(subset=["tune_loss"]).groupby("step")["tune_loss"].mean()
     # Wire bytes of a final sync are known only where the end records counted them (run folders from before
     # 2026-12 did not): then the wire figures leave it out rather than mix bases.
     final_wire = all(e.get("final_sync_wire_tx_bytes") is not None or not e.get("final_sync_tx_bytes")
@@ -127,6 +133,7 @@ def summarize_optimizer(df: pd.DataFrame, end_checksums: dict[int, str], ends: l
         "wire_rx_bytes_per_step": wire_rx,
         "final_loss": float(tail["loss"].mean()),
         "final_val_loss": float(val.iloc[-1]) if len(val) else None,
+        "final_tune_loss": float(tune.iloc[-1]) if len(tune) else None,
         "reduction_vs_baseline": None,
         "reduction_basis": None,
         "compress_s_mean": float(steady["compress_s"].mean()),

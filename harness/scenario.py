@@ -258,6 +258,9 @@ class DataSpec(_Strict):
     batch_size: int = Field(default=8, ge=1, le=4096)
     val_fraction: float = Field(default=0.05, gt=0, lt=0.5)
     val_batches: int = Field(default=4, ge=1)
+    # Batches of the held-out tuning split (harness/data.py) evaluated beside validation as `tune_loss`;
+    # 0: not evaluated. `sweep --pick best` sets it to val_batches for its trials and selects on it.
+    tune_batches: int = Field(default=0, ge=0, le=10_000)
 
 
 DEFAULT_STEPS = 50

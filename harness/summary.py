@@ -81,6 +81,7 @@ class OptimizerSummary(_Record):
     steps_to_target: float | None = None
     val_loss_at_equal_time: float | None = None
     val_loss_at_equal_steps: float | None = None
+    final_tune_loss: float | None = None  # issue 27: the tuning split's loss, what a sweep selects on
     ci95: dict[str, list[float] | None] | None = None
     per_seed: dict[str, dict] | None = None
 

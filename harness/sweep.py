@@ -32,7 +32,7 @@ POINT_KEYS = ["seeds", "steps", "step_time_s_mean", "comm_s_mean", "final_loss",
               "val_loss_at_equal_time", "val_loss_at_equal_steps", "time_to_target_s", "steps_to_target",
               "tokens_to_target", "time_to_common_target_s", "steps_to_common_target", "reduction_vs_baseline", "wall_time_s", "payload_tx_bytes_per_step",
               "payload_rx_bytes_per_step", "wire_tx_bytes_per_step", "wire_rx_bytes_per_step", "reduction_basis",
-              "ci95"]
+              "final_tune_loss", "ci95"]
 RATE_FIELDS = ("up", "down")
 
 
@@ -256,7 +256,13 @@ def run_sweep(scenario: Scenario, axes: list[Axis], *, out: Path = Path("results
     Ctrl-C (Interrupted / KeyboardInterrupt) stops the sweep but keeps and summarises the finished points,
     then re-raises Interrupted. A point whose run fails is recorded as failed and the sweep goes on.
     """
-    points = validate_grid(scenario, axes, fixed)
+    # The trials of a pick also evaluate the held-out tuning split, and the pick reads it (`_score`): the
+    # validation split stays the report's, never selected on. The sweep's own scenario (best-scenario.yaml's
+    # base) does not get it: the final run reports val_loss only.
+    trial_fixed = dict(fixed or {})
+    if pick_best and not scenario.data.tune_batches:
+        trial_fixed["data.tune_batches"] = scenario.data.val_batches
+    points = validate_grid(scenario, axes, trial_fixed)
     if fixed:  # the sweep's own scenario carries them too, so best-scenario.yaml runs at the same budget
         scenario = point_scenario(scenario, Point(-1, {}, {}), fixed)
     sweep_dir = new_sweep_dir(out, scenario.name)
@@ -478,7 +484,9 @@ def table_frame(results: list[PointResult]):
 # ---- picking each method's best ---------------------------------------------------------------------
 
 def _score(figs: dict) -> tuple[float | None, str]:
-    for key in ("final_val_loss", "final_loss"):
+    """The figure a pick minimises: the tuning split's final loss; for sweeps run before it existed the
+    validation loss, else the training loss."""
+    for key in ("final_tune_loss", "final_val_loss", "final_loss"):
         v = figs.get(key)
         if isinstance(v, (int, float)) and not math.isnan(v):
             return float(v), key
@@ -486,7 +494,7 @@ def _score(figs: dict) -> tuple[float | None, str]:
 
 
 def pick(res: SweepResult) -> dict | None:
-    """Per optimizer with an axis of its own: the values of its axes with the lowest validation loss at the end
+    """Per optimizer with an axis of its own: the values of its axes with the lowest tuning-split loss at the end
     of the (equal) budget, averaged over the other axes' values where there are any."""
     out: dict[str, Any] = {"overlay": {}, "by": {}, "candidates": {}}
     for name in sorted({a.optimizer for a in res.axes if a.optimizer}):

@@ -271,9 +271,11 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
     d = scenario.data
     corpus = data_mod.load_corpus(scenario.corpus_path())
     tokens = data_mod.encode(corpus)
-    shard, val = data_mod.split(tokens, d.val_fraction, rank, world, d.seq_len)
+    shard, held_out = data_mod.split(tokens, d.val_fraction, rank, world, d.seq_len)
+    tune, val = data_mod.held_out_splits(held_out)  # selection reads tune_loss, reports read val_loss
     batches = data_mod.train_batches(shard, d.seq_len, d.batch_size, seed, rank)
     val_batches = data_mod.validation_batches(val, d.seq_len, d.batch_size, d.val_batches)
+    tune_batches = data_mod.validation_batches(tune, d.seq_len, d.batch_size, d.tune_batches) if d.tune_batches else []
 
     iface = os.environ.get("DISTRO_BENCH_WIRE_IFACE")
     wire = WireCounter(iface) if iface else None
@@ -299,10 +301,12 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
             out.write(json.dumps(record) + "\n")
             out.flush()
 
-        def validate() -> float:
-            """Validation loss on the parameters every replica agrees on (Strategy.consensus)."""
+        def validate(record: dict) -> None:
+            """Validation (and tuning) loss on the parameters every replica agrees on (Strategy.consensus)."""
             with strategy.consensus():
-                return evaluate(model, val_batches, device)
+                record["val_loss"] = evaluate(model, val_batches, device)
+                if tune_batches:
+                    record["tune_loss"] = evaluate(model, tune_batches, device)
 
         emit({"type": "start", "rank": rank, "node": node.name, "device": str(device), "compute_scale": scale,
               "world_size": world, "time": time.time(), "params": sum(p.numel() for p in model.parameters()),
@@ -350,7 +354,7 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
             policy.observe(step, step_time)
             record = {
                 "type": "step", "optimizer": run_name, "rank": rank, "step": step, "seed": seed,
-                "loss": loss.item(), "val_loss": None, "lr": lr,
+                "loss": loss.item(), "val_loss": None, "tune_loss": None, "lr": lr,
                 "step_time_s": step_time, "data_s": phases.get("data", 0.0),
                 "compute_s": phases.get("compute", 0.0) + stretch, "stretch_s": stretch,
                 "compress_s": phases.get("compress", 0.0), "comm_s": c.seconds, "apply_s": phases.get("apply", 0.0),
@@ -367,7 +371,7 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
             evaluated = (step + 1) % eval_every == 0 or last
             if evaluated:
                 heartbeat.beat(step, "evaluate")
-                record["val_loss"] = validate()
+                validate(record)
             stop = last
             decided = not last and budget.needs_decision and (
                 step == next_check or (budget.target_val_loss is not None and evaluated))
@@ -384,7 +388,7 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
                           "total_steps": decision.total_steps, "step_time_s": policy.step_time()})
             if stop and not evaluated:
                 heartbeat.beat(step, "evaluate")
-                record["val_loss"] = validate()
+                validate(record)
                 evaluated = True
             # Replicas agree only where the strategy synchronised (every step for AdamW/DisTrO, every H
             # steps for DiLoCo): compare them at the first sync at or after each evaluation.

@@ -17,8 +17,8 @@ def sweep(
     set_: list[str] = typer.Option(..., "--set", help="PATH=V1,V2,... a scenario field by dotted path and the values "
                                                       "to try (repeatable: the grid is every combination), e.g. "
                                                       "optimizers.distro.lr=1e-3,3e-3,1e-2 or links.dsl.up=1Mbit,10Mbit"),
-    pick: str = typer.Option(None, help="best: write best.yaml (each method's best setting by validation loss at "
-                                        "equal budget) and best-scenario.yaml (ready for `run`)"),
+    pick: str = typer.Option(None, help="best: write best.yaml (each method's best setting by the held-out tuning "
+                                        "split's loss at equal budget) and best-scenario.yaml (ready for `run`)"),
     backend: str = typer.Option("auto", help="auto | local | netns | docker"),
     out: Path = typer.Option(Path("results"), help="folder that receives the sweep folder"),
     steps: int = typer.Option(None, min=1, help="budget at every point: N steps (replaces the scenario's budget)"),
@@ -77,7 +77,7 @@ def sweep(
         from harness.sweep import table_frame
 
         frame = table_frame(result.points)
-        cols = [c for c in ["point", *[a.path for a in axes], "optimizer", "final_val_loss", "time_to_target_s",
+        cols = [c for c in ["point", *[a.path for a in axes], "optimizer", "final_tune_loss", "final_val_loss", "time_to_target_s",
                             "step_time_s_mean", "state"] if c in frame.columns]
         console.print(frame[cols].to_string(index=False), markup=False)
         if result.best and result.best.get("by"):

@@ -35,23 +35,25 @@ def _pm(figs: dict, key: str, spec: str = ".4g") -> str:
 
 def table(res: SweepResult) -> Table:
     paths = [a.path for a in res.axes]
-    headers = ["point", *paths, "optimizer", "seeds", "steps", "step time s", "final val loss", "time to common target s",
-               "reduction", "state", "run folder"]
+    # A pick's trials also hold the tuning split's loss, the figure the pick selected on (docs/sweeps.md).
+    tuned = any(figs.get("final_tune_loss") is not None for r in res.points for figs in r.optimizers.values())
+    headers = ["point", *paths, "optimizer", "seeds", "steps", "step time s", *(["final tune loss"] if tuned else []),
+               "final val loss", "time to common target s", "reduction", "state", "run folder"]
     rows = []
     for r in res.points:
         for name, figs in (r.optimizers or {"-": {}}).items():
             reused = figs.get("reused_from")
             rows.append([str(r.point.index), *[r.point.texts[p] for p in paths], name, fmt(figs.get("seeds"), "d"),
                          fmt(figs.get("steps"), "d"), _pm(figs, "step_time_s_mean", ".3g"),
-                         _pm(figs, "final_val_loss"),
+                         *([_pm(figs, "final_tune_loss")] if tuned else []), _pm(figs, "final_val_loss"),
                          "not reached" if "time_to_common_target_s" in figs and figs["time_to_common_target_s"] is None
                          else fmt(figs.get("time_to_common_target_s"), ".3g"),
                          fmt_reduction(figs.get("reduction_vs_baseline")),
                          r.state + (f" ({r.reason})" if r.reason else ""),
                          f"same as point {reused}" if reused is not None else (r.run_dir.name if r.run_dir else "-")])
     # (no loss at equal time: a point that reused the baseline ran alone, so its "equal time" is its own)
-    return Table(headers, rows, numeric=[True] + [False] * len(paths) + [False, True, True, True, True, True, True,
-                                                                           False, False])
+    return Table(headers, rows, numeric=[True] + [False] * len(paths) + [False, True, True, True]
+                 + [True] * tuned + [True, True, True, False, False])
 
 
 def _numeric(axis: Axis) -> bool:

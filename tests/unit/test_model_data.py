@@ -61,6 +61,23 @@ def test_pydoc_corpus_shards_are_disjoint_and_validation_is_held_out():
     assert not seen & set(val.tolist())
 
 
+def test_held_out_tail_splits_into_disjoint_tuning_and_validation():
+    """Issue 27: a sweep selects on the tuning split, reports read the validation split; neither overlaps
+    training, and validation is the very tail (so a run's val_loss is the same with or without tuning)."""
+    tokens = torch.arange(10_000)
+    shards = {t for r in range(4) for t in data.split(tokens, 0.1, r, 4, 16)[0].tolist()}
+    tune, val = data.held_out_splits(data.split(tokens, 0.1, 0, 4, 16)[1])
+    tune_ids, val_ids = set(tune.tolist()), set(val.tolist())
+    assert len(tune) == len(val) == 500
+    assert not tune_ids & val_ids and not (tune_ids | val_ids) & shards
+    assert val[-1].item() == 9_999
+    # both halves hold a validation window even for a tiny corpus
+    tiny = data.split(torch.arange(400), 0.01, 0, 1, 16)[1]
+    assert all(len(h) >= 16 + 2 for h in data.held_out_splits(tiny))
+    windows = data.validation_batches(tune, 16, 2, 2)
+    assert {t for x, y in windows for t in x.flatten().tolist()} <= tune_ids
+
+
 def test_batches_are_deterministic_per_seed_and_rank():
     tokens = data.encode(b"abcdefghij" * 200)
     a = data.train_batches(tokens, 8, 2, seed=1, rank=0).next()[0]

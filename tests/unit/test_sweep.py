@@ -145,6 +145,38 @@ def test_best_scenario_reports_on_seeds_not_used_in_tuning(tmp_path):
     assert res.best["final_seeds"] == [3, 4, 5]
 
 
+def test_pick_selects_on_the_tuning_split_and_reports_on_validation(tmp_path):
+    """Issue 27: the pick reads `final_tune_loss` (held-out tuning split), never the report's `final_val_loss`.
+    Here validation favours lr 3e-3 and the tuning split 1e-2: the pick must follow the tuning split."""
+    s = load_scenario(SMOKE)
+    inner = _fake_runner([])
+    tune_batches = []
+
+    def run(scen, folder):
+        tune_batches.append(scen.data.tune_batches)
+        result = inner(scen, folder)
+        for n, figs in result.summary["optimizers"].items():
+            lr = scen.optimizer_configs()[n].lr
+            figs["final_tune_loss"] = 2.0 + 100 * abs(lr - 1e-2)
+        return result
+
+    res = run_sweep(s, parse_sets(["optimizers.distro.lr=1e-3,3e-3,1e-2"]), out=tmp_path, run=run, pick_best=True)
+    # every trial evaluated the tuning split (as many batches as validation)
+    assert tune_batches == [s.data.val_batches] * 3
+    by = res.best["by"]["distro"]
+    assert by["metric"] == "final_tune_loss" and by["settings"] == {"optimizers.distro.lr": "1e-2"}
+    assert yaml.safe_load((res.sweep_dir / "best.yaml").read_text()) == {"optimizers": {"distro": {"lr": 0.01}}}
+    # the follow-up run reports validation only: it does not spend time on the tuning split
+    assert load_scenario(res.sweep_dir / "best-scenario.yaml").data.tune_batches == 0
+    sweep = json.loads((res.sweep_dir / "sweep.json").read_text())
+    assert sweep["points"][2]["optimizers"]["distro"]["final_tune_loss"] == pytest.approx(2.0)
+    assert "final tune loss" in (res.sweep_dir / "report.md").read_text()
+    # without a pick, no trial pays for the tuning split
+    tune_batches.clear()
+    run_sweep(s, parse_sets(["optimizers.distro.lr=1e-3"]), out=tmp_path, run=run)
+    assert tune_batches == [0]
+
+
 def test_cli_pick_best_tunes_on_three_seeds_by_default(cli, monkeypatch, tmp_path):
     import harness.sweep as sweep_mod
 

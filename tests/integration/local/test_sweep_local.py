@@ -35,3 +35,12 @@ def test_tiny_sweep_end_to_end(cli, write_scenario, tmp_path):
     v = cli("validate", d / "best-scenario.yaml")
     assert v.exit_code == 0, v.output
     assert "[1/2]" in r.output and "[2/2]" in r.output
+    # issue 27: the trials evaluated the held-out tuning split beside validation and the pick read it
+    assert sweep["best"]["by"]["distro"]["metric"] == "final_tune_loss"
+    import pandas as pd
+
+    m = pd.read_parquet(d / first["run_dir"] / "metrics.parquet")
+    evaluated = m.dropna(subset=["val_loss"])
+    assert len(evaluated) and evaluated["tune_loss"].notna().all() and m["tune_loss"].notna().sum() == len(evaluated)
+    figs = first["optimizers"]["distro"]
+    assert figs["final_tune_loss"] > 0 and figs["final_tune_loss"] != figs["final_val_loss"]
