@@ -212,3 +212,25 @@ def test_pair_rtt_adds_both_access_links_and_both_region_paths():
     assert pair_rtt(a, b) == pytest.approx(0.001 + 0.040 + 0.004 + 0.003 + 0.050 + 0.002)
     assert pair_tolerance(0.200) == pytest.approx(0.010)  # 5%
     assert pair_tolerance(0.004) == pytest.approx(0.001)  # the floor for (sub-)ms pairs
+
+
+def test_a_change_of_the_uplink_at_run_time_keeps_the_region_delays():
+    s = geo("preset:cloud-3")
+    plan = plan_links(s.nodes(), LINE, regions=region_matrix(s))
+    ns = NetnsRef.named("x")
+    em = Emulation(plan, [Endpoints(rank=i, up_ns=ns, up_iface="eth0", down_ns=ns, down_iface=f"p{i}",
+                                    delay_line_ns="l", addr=f"10.77.0.{i + 1}") for i in range(3)])
+
+    class Line:  # what Emulation asks of a running DelayLine
+        given: dict = {}
+
+        def set_impairments(self, **kw):
+            self.given.update(kw)
+            return {k: dataclasses.asdict(v) for k, v in kw.items()}
+
+    em.delay_lines[0] = line = Line()
+    em.down.add(0)  # in an outage: no tc to change here, only the delay line
+    em.change(0, "up", Direction(rate_bps=100_000_000, delay_s=0.005))
+    imp = line.given["a_to_b"]
+    assert imp.delay_s == pytest.approx(0.005)
+    assert dict(imp.dest_delay_s) == {"10.77.0.2": pytest.approx(0.040), "10.77.0.3": pytest.approx(0.108)}
