@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # DisTrO's value codecs (harness/optim/codec.py encodes them).
 ValueCodec = Literal["fp32", "bf16", "1bit"]
@@ -22,6 +22,10 @@ class StrategyConfig(BaseModel):
     type: str
     lr: float = Field(gt=0, le=10)
     warmup_steps: int = Field(default=0, ge=0)
+    # Warm-up as a fraction of the schedule's length ('5%' or 0.05), so it scales with the budget: the
+    # budget's steps, or for a time budget rank 0's running estimate of them (harness/budget.py). Not with
+    # warmup_steps.
+    warmup: float | None = Field(default=None, ge=0, lt=1)
     schedule: Literal["constant", "cosine"] = "constant"
     min_lr_ratio: float = Field(default=0.1, ge=0, le=1)
     # Clip the gradient's global L2 norm to this before the update (None: no clipping). The worker clips
@@ -29,13 +33,44 @@ class StrategyConfig(BaseModel):
     # itself (`clips_gradients`: AdamW clips the averaged gradient after its all-reduce, as DDP would).
     max_grad_norm: float | None = Field(default=None, gt=0)
 
+    @field_validator("warmup", mode="before")
+    @classmethod
+    def _warmup_fraction(cls, v):
+        hint = "write a fraction of the run like '5%' or 0.05"
+        given = v
+        if isinstance(v, str):
+            text = v.strip()
+            try:
+                v = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+            except ValueError:
+                raise ValueError(f"invalid warmup {given!r}; {hint}") from None
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and not 0 <= v < 1:
+            if isinstance(given, str) and given.strip().endswith("%"):
+                raise ValueError(f"warmup {given!r} must be from 0% to below 100% of the run")
+            raise ValueError(f"warmup {given!r} is not a fraction of the run; {hint}, or give steps as "
+                             f"warmup_steps: {given}")
+        return v
+
+    @model_validator(mode="after")
+    def _one_warmup(self):
+        if self.warmup and self.warmup_steps:
+            raise ValueError("give warmup (a fraction of the run, '5%') or warmup_steps (a number of steps), not both")
+        return self
+
+    def warmup_steps_for(self, total_steps: int) -> int:
+        """Warm-up steps of a schedule `total_steps` long (at least one where a fraction is set)."""
+        if self.warmup:
+            return max(1, round(self.warmup * total_steps))
+        return self.warmup_steps
+
     def lr_at(self, step: int, total_steps: int) -> float:
         """Linear warmup, then constant or cosine decay to `min_lr_ratio * lr`. `step` counts from 0."""
-        if step < self.warmup_steps:
-            return self.lr * (step + 1) / self.warmup_steps
+        warmup = self.warmup_steps_for(total_steps)
+        if step < warmup:
+            return self.lr * (step + 1) / warmup
         if self.schedule == "constant":
             return self.lr
-        progress = (step - self.warmup_steps) / max(total_steps - self.warmup_steps, 1)
+        progress = (step - warmup) / max(total_steps - warmup, 1)
         cos = 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
         return self.lr * (self.min_lr_ratio + (1 - self.min_lr_ratio) * cos)
 

@@ -137,3 +137,50 @@ def test_cli_rejects_a_bad_budget_with_exit_2(cli, write_scenario):
     assert "Traceback" not in r.output
     r = cli("run", path, "--backend", "local", "--tokens", "lots")
     assert r.exit_code == 2 and "train.tokens" in r.output
+
+
+# ---- warm-up as a fraction of the budget (issue 27) -------------------------------------------------
+
+def _warm(train: dict, **opts):
+    return scenario_from_dict(tiny_scenario_dict(
+        train={"eval_every": 1, **train},
+        optimizers={"adamw": {"lr": 1e-3, "schedule": "cosine", **opts}}))
+
+
+def test_warmup_fraction_resolves_against_the_budget_steps():
+    s = _warm({"steps": 200}, warmup="5%")
+    cfg = s.optimizer_configs()["adamw"]
+    total = s.budget().expected_steps()
+    assert cfg.warmup == 0.05 and cfg.warmup_steps_for(total) == 10
+    assert cfg.lr_at(0, total) == pytest.approx(1e-4) and cfg.lr_at(9, total) == pytest.approx(1e-3)
+    assert cfg.lr_at(10, total) == pytest.approx(1e-3) and cfg.lr_at(11, total) < 1e-3  # cosine after warm-up
+    # the same fraction scales with a longer budget, and a token budget resolves to its steps
+    assert _warm({"steps": 1000}, warmup=0.05).optimizer_configs()["adamw"].warmup_steps_for(1000) == 50
+    t = _warm({"tokens": 64_000}, warmup="10%")
+    assert t.optimizer_configs()["adamw"].warmup_steps_for(t.budget().expected_steps()) == round(
+        0.1 * t.budget().max_steps)
+    # the resolved scenario (a run folder's scenario.yaml) reloads to the same fraction
+    assert scenario_from_dict(s.resolved_dict()).optimizer_configs()["adamw"].warmup == 0.05
+
+
+def test_warmup_fraction_of_a_time_budget_follows_rank_0s_estimate():
+    s = _warm({"time_budget": "60s"}, warmup="5%")
+    cfg = s.optimizer_configs()["adamw"]
+    assert s.budget().expected_steps() is None  # unknown until rank 0 times steps
+    p = StopPolicy(s.budget(), 1)
+    for step in range(FIRST_CHECK_STEP + 1):
+        p.observe(step, 0.1)
+    d = p.decide(FIRST_CHECK_STEP, 0.4)  # ~596 steps left at 0.1 s
+    assert d.total_steps == 600 and cfg.warmup_steps_for(d.total_steps) == 30
+    assert cfg.lr_at(29, d.total_steps) == pytest.approx(1e-3) and cfg.lr_at(14, d.total_steps) == pytest.approx(5e-4)
+
+
+def test_warmup_steps_still_load_and_bad_fractions_are_named(cli, write_scenario):
+    old = _warm({"steps": 200}, warmup_steps=3).optimizer_configs()["adamw"]
+    assert old.warmup is None and old.warmup_steps_for(200) == 3 and old.lr_at(0, 200) == pytest.approx(1e-3 / 3)
+    for bad, words in (("150%", "below 100%"), (5, "warmup_steps: 5"), ("soon", "invalid warmup")):
+        path = write_scenario(tiny_scenario_dict(optimizers={"adamw": {"lr": 1e-3, "warmup": bad}}))
+        r = cli("validate", path)
+        assert r.exit_code == 2 and "warmup" in r.output and words in r.output and "Traceback" not in r.output
+    with pytest.raises(ScenarioError, match="not both"):
+        _warm({"steps": 200}, warmup="5%", warmup_steps=3)
