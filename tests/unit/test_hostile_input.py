@@ -22,6 +22,12 @@ from tests.helpers import tiny_scenario_dict
 SECRET = "rootpw-s3cr3t-line"
 
 
+@pytest.fixture(autouse=True)
+def _no_opt_in(monkeypatch):
+    """The confinement tests mean the default: an opt-in exported in the developer's shell would void them."""
+    monkeypatch.delenv("DISTRO_BENCH_ALLOW_TRACE_OUTSIDE", raising=False)
+
+
 def _validate(cli, path: Path) -> str:
     result = cli("validate", path)
     out = " ".join(result.output.split())

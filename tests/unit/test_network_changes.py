@@ -175,6 +175,7 @@ def test_resolved_scenario_keeps_trace_paths_usable(tmp_path, monkeypatch):
     s = _scenario({"up_trace": "t.csv"}, base_dir=tmp_path)
     d = s.resolved_dict()
     assert d["links"]["l"]["up_trace"] == str((tmp_path / "t.csv").resolve())
+    monkeypatch.delenv("DISTRO_BENCH_ALLOW_TRACE_OUTSIDE", raising=False)
     assert scenario_from_dict(d, base_dir=tmp_path)  # absolute, inside the scenario's folder
     # From another folder it is outside (issue 26): valid only where the user opts in.
     with pytest.raises(ScenarioError, match="outside the scenario's folder"):
