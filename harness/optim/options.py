@@ -18,7 +18,7 @@ IndexCodec = Literal["auto", "int64"]
 class StrategyConfig(BaseModel):
     """Options shared by all strategies; `type` names the strategy in the registry."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # `1e400` is not a setting
     type: str
     lr: float = Field(gt=0, le=10)
     warmup_steps: int = Field(default=0, ge=0)

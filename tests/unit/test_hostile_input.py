@@ -191,6 +191,8 @@ def test_a_million_entry_schedule_is_refused_by_length(cli, write_scenario):
      "hardware.h.memory: size '1e400GiB' is above the largest accepted, 1PiB"),
     (tiny_scenario_dict(hardware={"h": {"tflops": "1e400"}}, workers=[{"count": 2, "hardware": "h"}]),
      "hardware.h.tflops: Input should be a finite number"),
+    (tiny_scenario_dict(optimizers={"adamw": {"lr": 1e-3, "weight_decay": "1e400"}}),
+     "optimizers.adamw.weight_decay: Input should be a finite number"),
 ])
 def test_huge_numbers_are_refused_at_validation(cli, write_scenario, doc, fragment):
     assert fragment in _validate(cli, write_scenario(doc))
