@@ -29,6 +29,10 @@ def test_every_option_model_has_a_strategy_and_a_schema():
     ({"sparseloco": {"lr": 1e-3, "values": "3bit"}}, "optimizers.sparseloco.values"),
     ({"powersgd": {"lr": 1e-3, "start_step": 1}}, "optimizers.powersgd.start_step"),
     ({"powersgd": {"lr": 1e-3, "outer_lr": 0.7}}, "optimizers.powersgd.outer_lr: unknown field"),
+    ({"sparta": {"lr": 1e-3, "fraction": 0}}, "optimizers.sparta.fraction"),
+    ({"muloco": {"lr": 1e-3, "muon_adjust_lr": "none"}}, "optimizers.muloco.muon_adjust_lr"),
+    ({"desloc": {"lr": 1e-3, "variance_period": 0}}, "optimizers.desloc.variance_period"),
+    ({"streaming-diloco": {"lr": 1e-3, "inner_steps": 4, "fragments": 5}}, "fragments (5) is more than inner_steps (4)"),
 ])
 def test_bad_method_options_name_the_field(options, problem):
     with pytest.raises(ScenarioError) as e:
