@@ -375,7 +375,8 @@ def time_to_target(run: LoadedRun, out: Path) -> Figure | None:
             return None
         reached = {n: None if h is None else (h[0], None, h[1]) for n, h in result.reached.items()}
         explanation = result.explanation
-    fig, axes = new_figure(height=max(2.4, 1.2 + 0.6 * len(reached)))
+    title = ["Time to reach the target loss"] + textwrap.wrap(f"({explanation})", 90)  # one long line was cut off
+    fig, axes = new_figure(height=max(2.4, 1.2 + 0.6 * len(reached)) + 0.2 * len(title))
     ax = axes[0][0]
     names = list(reached)
     budget = _time_budget(run)
@@ -397,15 +398,15 @@ def time_to_target(run: LoadedRun, out: Path) -> Figure | None:
         ax.annotate(label, (seconds + (half or 0), i), va="center", xytext=(3, 0), textcoords="offset points",
                     fontsize=8)
     ax.set_yticks(np.arange(len(names)), names)
-    ax.invert_yaxis()
+    ax.set_ylim(len(names) - 0.5, -0.5)  # a row per optimizer, first on top, even with no bar drawn
     ax.margins(x=0.3)
     budget = _time_budget(run)
     if budget is not None:
         ax.axvline(budget, color="0.35", linestyle=(0, (1, 2)), linewidth=0.9)
         ax.annotate(f"budget {budget:g} s", (budget, 1.0), xycoords=("data", "axes fraction"), fontsize=7,
                     ha="right", va="bottom", xytext=(-2, 1), textcoords="offset points")
-    # wrapped: one long line was cut off at the figure's edge
-    ax.set_title("Time to reach the target loss\n" + "\n".join(textwrap.wrap(f"({explanation})", 90)), fontsize=9)
+    ax.set_title("\n".join(title), fontsize=9)
+    ax.set_xlim(left=0)  # "not reached" is written at 0 s
     ax.set(xlabel="wall-clock seconds until the target is reached")
     path = out / "time_to_target.png"
     save(fig, path)

@@ -430,9 +430,11 @@ def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
 
         mine = shown(v.reached, v.time_to_target, v.capped_time, v.reached_seeds)
         theirs = shown(v.base_reached, v.base_time_to_target, v.base_capped_time, v.base_reached_seeds)
+        k, kb = v.reached_seeds or 0, v.base_reached_seeds or 0
         cmp = (_sooner(v.target_speedup, v.paired_target_speedup, v.capped) if v.target_speedup else
                "only this one reached it" if v.reached else
-               f"only {v.baseline} reached it" if v.base_reached else "neither reached it")
+               f"only {v.baseline} reached it" if v.base_reached else
+               f"seeds that reached it: {k} vs {kb}" if k or kb else "neither reached it")
         out.append((f"time to val loss {v.target:.4g}" if v.target is not None else "time to target", mine, theirs, cmp))
     for label, mine, theirs, diff in (
             ("val loss at equal time", v.loss_equal_time, v.base_loss_equal_time, v.loss_diff_equal_time),

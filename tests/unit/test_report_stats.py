@@ -53,3 +53,40 @@ def test_banner_when_the_hardware_profile_was_not_present_and_the_host_was_busy(
     for f in (path / "workers").rglob("rank*.jsonl"):
         f.write_text(f.read_text().replace('"device": "cpu"', '"device": "cuda:0"'))
     assert "Hardware profile" not in " ".join(b.text for b in _banners(load_for_report(path)))
+
+
+def test_time_to_target_plot_keeps_its_title_and_rows_when_nothing_reached(tmp_path):
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from harness.report import plots
+
+    path = make_run(tmp_path)
+    summary = json.loads((path / "summary.json").read_text())
+    summary["run"]["budget"] = {"kind": "time", "value": 20}
+    summary["target"] = {"val_loss": 1.0, "how": "checks.target_val_loss in the scenario, a long reason " * 3}
+    for s in summary["optimizers"].values():
+        s["time_to_target_s"], s["target_reached"] = None, 0
+    (path / "summary.json").write_text(json.dumps(summary))
+    out = tmp_path / "plots"
+    out.mkdir()
+    captured = {}
+    orig = plots.save
+
+    def keep(fig, p):
+        ax = fig.axes[0]
+        captured.update(title=ax.get_title(), xlim=ax.get_xlim(), ylim=ax.get_ylim(),
+                        texts=[t.get_text() for t in ax.texts])
+        orig(fig, p)
+
+    plots.save = keep
+    try:
+        plots.time_to_target(load_for_report(path), out)
+    finally:
+        plots.save = orig
+    assert max(len(line) for line in captured["title"].splitlines()) <= 90  # wrapped, not cut off
+    assert captured["xlim"][0] == 0 and captured["xlim"][1] >= 20  # "not reached" at 0 s and the budget line
+    assert captured["ylim"] == (1.5, -0.5)
+    assert any("not reached by every seed (0/3 did)" in t for t in captured["texts"])

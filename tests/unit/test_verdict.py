@@ -252,3 +252,11 @@ def test_bytes_over_the_whole_run_beside_bytes_per_step():
     whole = rows["wire bytes, whole run"]
     assert whole[3] == "62x fewer bytes" or whole[3] == "63x fewer bytes"
     assert whole[1] == "64 MB" and whole[2] == "4 GB"
+
+
+def test_some_seeds_reached_is_not_called_neither():
+    # distro reached the target on 2 of 3 seeds, adamw on none: not "neither reached it"
+    s = _paired_summary([3.0, 2.5, 3.5], [2.9, 2.4, 3.4], [None, None, None], [20.0, None, 25.0])
+    (v,) = verdicts(s)
+    cmp = next(r[3] for r in __import__("harness.report.verdict", fromlist=["rows"]).rows(v) if r[0].startswith("time to"))
+    assert cmp == "seeds that reached it: 2 vs 0"
