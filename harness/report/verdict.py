@@ -299,6 +299,10 @@ def verdicts(summary: dict) -> list[Verdict]:
             v.notes.append("time to target not recorded (run folder from before issue 16)")
         if not v.loss_equal_time.known and "val_loss_at_equal_time" not in s:
             v.notes.append("loss at equal time not recorded")
+        if v.capped_time is not None or v.base_capped_time is not None:
+            v.notes.append(f"seeds that reached the target: {v.optimizer} {v.reached_seeds or 0}/{v.seeds}, "
+                           f"{v.baseline} {v.base_reached_seeds or 0}/{v.seeds}; '>=' times count a missed seed "
+                           "at its whole training time (budget-capped)")
         if v.capped:
             v.notes.append("a seed that missed the target counts with its whole training time (budget-capped), "
                            "so the speed-up is " + {"base": "at least", "mine": "at most",
@@ -425,7 +429,7 @@ def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
             if reached:
                 return est.text(" s")
             if capped is not None:  # some seeds missed: the budget-capped mean, a lower bound
-                return capped.text(" s") + _seeds_of(k, v.seeds, short=True)
+                return capped.text(" s")
             return "not reached" + _seeds_of(k, v.seeds)
 
         mine = shown(v.reached, v.time_to_target, v.capped_time, v.reached_seeds)
@@ -434,7 +438,7 @@ def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
         cmp = (_sooner(v.target_speedup, v.paired_target_speedup, v.capped) if v.target_speedup else
                "only this one reached it" if v.reached else
                f"only {v.baseline} reached it" if v.base_reached else
-               f"seeds that reached it: {k} vs {kb}" if k or kb else "neither reached it")
+               f"seeds hit {k}/{v.seeds} vs {kb}/{v.seeds}" if k or kb else "neither reached it")
         out.append((f"time to val loss {v.target:.4g}" if v.target is not None else "time to target", mine, theirs, cmp))
     for label, mine, theirs, diff in (
             ("val loss at equal time", v.loss_equal_time, v.base_loss_equal_time, v.loss_diff_equal_time),
