@@ -158,5 +158,6 @@ def test_clean_without_engine_touches_nothing(cli, monkeypatch, tmp_path):
 
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such.sock")
     monkeypatch.setattr(NetnsBackend, "clean_leftovers", classmethod(lambda cls, include_live=False: ([], [])))
+    monkeypatch.setattr("harness.owner.runtime_dir", lambda: tmp_path)  # no real run's claim (clean marks killed runs)
     r = cli("clean")
     assert r.exit_code == 0 and "nothing to clean" in r.output

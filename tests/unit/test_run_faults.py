@@ -169,3 +169,31 @@ def test_out_on_a_read_only_mount_is_an_input_error(tmp_path):
         subprocess.run(["umount", str(mnt)], check=False)
     assert res.exit_code == 2, res.output
     assert f"--out {mnt}: cannot create a run folder there (read-only file system)" in res.output
+
+
+def test_clean_marks_a_killed_runs_running_status(tmp_path, monkeypatch):
+    # A SIGKILLed CLI has no teardown: its folder said "running" forever. Its claim names the folder.
+    from typer.testing import CliRunner
+
+    from harness.backends.netns import NetnsBackend
+    from harness.cli import app
+
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    monkeypatch.setattr("harness.owner.runtime_dir", lambda: claims)
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such.sock")
+    monkeypatch.setattr(NetnsBackend, "clean_leftovers", classmethod(lambda cls, include_live=False: ([], [])))
+    dead, live = _run_dir(tmp_path / "a"), _run_dir(tmp_path / "b")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (claims / "aaa111.owner").write_text(f"{gone.pid} 1\n{dead}\n")
+    from harness import owner
+
+    owner.claim("bbb222", live)  # this process: alive
+    r = CliRunner().invoke(app, ["clean"])
+    assert r.exit_code == 0, r.output
+    assert f"stale 'running' status of {dead}" in r.output.replace("\n", "")
+    status = json.loads((dead / "status.json").read_text())
+    assert status["state"] == "failed" and f"(pid {gone.pid})" in status["reason"]
+    assert json.loads((live / "status.json").read_text())["state"] == "running"
+    assert not (claims / "aaa111.owner").exists() and (claims / "bbb222.owner").exists()
