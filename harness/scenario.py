@@ -443,6 +443,8 @@ class Scenario(_Strict):
             d["regions"] = {"intra": format_duration(matrix.intra_s), "symmetric": self.regions.symmetric, "delays": {
                 a: {b: format_duration(v) for (x, b), v in sorted(matrix.one_way.items()) if x == a}
                 for a in matrix.regions}}
+            own = self.regions.model_dump(mode="json", include={"jitter", "loss"})
+            d["regions"].update({k: v for k, v in own.items() if v})
         # Trace files as absolute paths, like the corpus (the runner copies them into the run folder).
         for link in [*d["links"].values(), *(g["link"] for g in d["workers"] if isinstance(g.get("link"), dict))]:
             for k in ("up_trace", "down_trace"):

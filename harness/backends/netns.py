@@ -124,7 +124,9 @@ class NetnsBackend(Backend):
             out.append(LinkTarget(name=p.name, ns=self.star.node_ref(node.index), addr=node.addr,
                                   up=p.up.spec, down=p.down.spec, emulated_delay=emulated,
                                   region=p.region, pair_delay_s=tuple((self.star.spec.nodes[r].addr, d)
-                                                                      for r, d in p.pair_delays)))
+                                                                      for r, d, _, _ in p.pair_paths),
+                                  pair_jitter_s=tuple((self.star.spec.nodes[r].addr, j)
+                                                      for r, _, j, _ in p.pair_paths)))
         return out
 
     def far_end(self) -> tuple[NetnsRef, str]:

@@ -139,12 +139,12 @@ class Emulation:
         """The uplink delay line's impairment: the access link's, plus the delay to every other region by
         destination address (the plan knows ranks; the backend's endpoints know their addresses)."""
         up = p.up.delay_line or Impairment()
-        if not p.pair_delays:
+        if not p.pair_paths:
             return up
-        missing = [r for r, _ in p.pair_delays if self.endpoints.get(r) is None or self.endpoints[r].addr is None]
+        missing = [r for r, *_ in p.pair_paths if self.endpoints.get(r) is None or self.endpoints[r].addr is None]
         if missing:
             raise ValueError(f"rank {p.rank}: region delays to ranks {missing}, whose endpoints have no address")
-        return replace(up, dest_delay_s=tuple((self.endpoints[r].addr, d) for r, d in p.pair_delays))
+        return replace(up, per_dest=tuple((self.endpoints[r].addr, *path) for r, *path in p.pair_paths))
 
     # ---- changes at run time (issue 18) -----------------------------------------------------------------
     def _node_plan(self, rank: int):

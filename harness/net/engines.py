@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from harness.errors import CapabilityError, InputError
 from harness.net.link import Direction, Impairment
 from harness.net.probe import Capabilities
-from harness.net.regions import RegionMatrix, pair_delays as region_pair_delays
+from harness.net.regions import RegionMatrix, pair_paths as region_pair_paths
 from harness.net.shaping import QdiscPlan
 from harness.scenario import LinkSpec, Node
 
@@ -78,16 +78,18 @@ class NodeLinkPlan:
     up: DirectionPlan
     down: DirectionPlan
     region: str | None = None
-    # Extra one-way delay of this node's uplink per destination rank, `((rank, seconds), ...)`: the path
-    # between regions (harness/net/regions.py), done by the uplink's delay line by destination address.
-    pair_delays: tuple[tuple[int, float], ...] = ()
+    # The path of this node's uplink to each other rank beyond the access links, `((rank, delay_s, jitter_s,
+    # loss), ...)`: between regions (harness/net/regions.py), done by the uplink's delay line by destination.
+    pair_paths: tuple[tuple[int, float, float, float], ...] = ()
 
     @property
     def needs_delay_line(self) -> bool:
         return self.up.delay_line is not None or self.down.delay_line is not None
 
-    def pair_delay(self, rank: int) -> float:
-        return dict(self.pair_delays).get(rank, 0.0)
+    @property
+    def pair_delays(self) -> tuple[tuple[int, float], ...]:
+        """`((rank, one-way delay), ...)` of the paths to other regions."""
+        return tuple((p[0], p[1]) for p in self.pair_paths)
 
     def direction(self, name: str) -> DirectionPlan:
         return {"up": self.up, "down": self.down}[name]
@@ -170,7 +172,7 @@ def plan_links(nodes: Sequence[Node], caps: Capabilities, *, engine: str = "auto
     # A link that changes during the run (harness/timeline.py) is planned for every state it will pass
     # through: a delay line that a later `loss: 5%` needs is started with the run, not mid-run.
     impaired = any(d.impaired for n in nodes for st in _states(n.link) for d in directions(st))
-    pairs = region_pair_delays([n.region for n in nodes], regions)
+    pairs = region_pair_paths([n.region for n in nodes], regions)
     chosen, reason = select_engine(engine, caps)
     if any(pairs):
         # A delay per destination needs one queue per destination: the delay line has them. tc would need
@@ -188,7 +190,7 @@ def plan_links(nodes: Sequence[Node], caps: Capabilities, *, engine: str = "auto
     for pos, n in enumerate(nodes):
         link_label = n.link_name or "inline"
         per_dir = []
-        to_ranks = tuple((nodes[j].rank, d) for j, d in pairs[pos])
+        to_ranks = tuple((nodes[j].rank, *path) for j, *path in pairs[pos])
         later = [directions(st) for st in _states(n.link)[1:]]
         for k, (dname, spec) in enumerate(zip(("up", "down"), directions(n.link))):
             missing = []
@@ -214,7 +216,7 @@ def plan_links(nodes: Sequence[Node], caps: Capabilities, *, engine: str = "auto
                         problems[link_label].append(m)
             per_dir.append(DirectionPlan(spec=spec, tc=tc, delay_line=delay_line, not_emulated=tuple(missing)))
         plans.append(NodeLinkPlan(rank=n.rank, name=n.name, link_name=n.link_name, up=per_dir[0], down=per_dir[1],
-                                  region=n.region, pair_delays=to_ranks if per_dir[0].delay_line is not None else ()))
+                                  region=n.region, pair_paths=to_ranks if per_dir[0].delay_line is not None else ()))
     if problems and not allow_unemulated:
         where = "; ".join(f"link {link!r} ({', '.join(n.name for n in nodes if (n.link_name or 'inline') == link)}): "
                           + "; ".join(ms) for link, ms in problems.items())

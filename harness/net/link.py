@@ -26,8 +26,11 @@ def _fraction(label: str):
     return field(default=0.0, metadata={"label": label, "format": format_percent, "max": 1.0})
 
 
-def _format_dest(pairs) -> str:
-    return "{" + ", ".join(f"{addr} +{format_duration(d)}" for addr, d in pairs) + "}"
+def _format_dest(paths) -> str:
+    def one(to, delay, jitter, loss):
+        return (f"{to} +{format_duration(delay)}" + (f" ±{format_duration(jitter)}" if jitter else "")
+                + (f" loss {format_percent(loss)}" if loss else ""))
+    return "{" + ", ".join(one(*p) for p in paths) + "}"
 
 
 @dataclass(frozen=True)
@@ -41,21 +44,26 @@ class Impairment:
     loss: float = _fraction("loss")
     duplicate: float = _fraction("duplicate")
     _: KW_ONLY
-    # Extra one-way delay by destination IPv4 address, `(("10.77.0.2", 0.04), ...)`: the path between regions
-    # (harness/net/regions.py), on top of `delay_s`. Only the delay line does it (one queue per destination).
-    dest_delay_s: tuple[tuple[str, float], ...] = field(default=(), metadata={"label": "delay to",
-                                                                              "format": _format_dest, "max": "pairs"})
+    # The path to each destination beyond the access link, by IPv4 address: `((to, delay_s, jitter_s, loss), ...)`,
+    # the path between two regions (harness/net/regions.py). Only the delay line does it (a queue order per
+    # destination); jitter and loss here are drawn only for a destination that has them.
+    per_dest: tuple[tuple[str, float, float, float], ...] = field(
+        default=(), metadata={"label": "to", "format": _format_dest, "max": "paths"})
     reorder: bool = False  # delay line: False keeps packet order under jitter (an access line); True lets frames pass
     seed: int = 0  # delay line: its random stream
 
     def __post_init__(self) -> None:
         problems = []
-        # From JSON (the delay line's command line, its control file) the pairs arrive as lists.
-        pairs = tuple((str(addr), float(d)) for addr, d in self.dest_delay_s)
-        object.__setattr__(self, "dest_delay_s", pairs)
+        # From JSON (the delay line's command line, its control file) the paths arrive as lists.
+        paths = tuple((str(p[0]), *(float(x) for x in p[1:]), *(0.0,) * (4 - len(p))) for p in self.per_dest)
+        object.__setattr__(self, "per_dest", paths)
         for f, value in self._impairments():
-            if f.metadata["max"] == "pairs":
-                problems += [f"{f.name} to {addr} must be >= 0, got {d}" for addr, d in value if not d >= 0]
+            if f.metadata["max"] == "paths":
+                for to, delay, jitter, loss in value:
+                    if not (delay >= 0 and jitter >= 0):
+                        problems.append(f"{f.name} {to}: delay and jitter must be >= 0, got {delay}, {jitter}")
+                    if not 0 <= loss <= 1:
+                        problems.append(f"{f.name} {to}: loss is a fraction in 0..1, got {loss}")
             elif f.metadata["max"] is None and not value >= 0:
                 problems.append(f"{f.name} must be >= 0, got {value}")
             elif f.metadata["max"] is not None and not 0 <= value <= f.metadata["max"]:

@@ -36,11 +36,15 @@ class LinkTarget:
     down: Direction
     emulated_delay: bool = True  # False when delay was asked for but not emulated (--allow-unemulated)
     region: str | None = None
-    # Extra one-way delay of this node's uplink by destination address: the path to another region.
+    # Extra one-way delay (and its jitter) of this node's uplink by destination address: the path to another region.
     pair_delay_s: tuple[tuple[str, float], ...] = ()
+    pair_jitter_s: tuple[tuple[str, float], ...] = ()
 
     def delay_to(self, addr: str) -> float:
         return dict(self.pair_delay_s).get(addr, 0.0)
+
+    def jitter_to(self, addr: str) -> float:
+        return dict(self.pair_jitter_s).get(addr, 0.0)
 
 
 @dataclass(frozen=True)
@@ -196,7 +200,8 @@ def measure(targets: list[LinkTarget], far_end: NetnsRef, far_addr: str, *, seco
         peers = targets[i + 1:] if regional else [targets[(i + 1) % len(targets)]] if len(targets) > 1 else []
         for b in peers:
             pairs.append((f"rtt to {b.name}", b.ns, b.addr, pair_rtt(t, b),
-                          t.up.jitter_s + t.down.jitter_s + b.up.jitter_s + b.down.jitter_s, b.emulated_delay))
+                          t.up.jitter_s + t.down.jitter_s + b.up.jitter_s + b.down.jitter_s
+                          + t.jitter_to(b.addr) + b.jitter_to(t.addr), b.emulated_delay))
         for what, server_ns, addr, expected, jitter, b_emulated in pairs:
             if expected == 0:
                 continue  # no delay asked for: nothing to compare with but the host's own latency

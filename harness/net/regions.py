@@ -14,13 +14,13 @@ the schema, the presets (harness/net/region_presets.py) and the matrix.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.net.region_presets import REGION_PRESETS
-from harness.units import Duration, format_duration
+from harness.units import Duration, Percent, format_duration, format_percent
 
 REGION_PATTERN = r"^[a-z][a-z0-9-]{0,31}$"
 
@@ -36,7 +36,8 @@ def _schema_with_shorthand(schema: dict) -> None:
 class RegionsSpec(BaseModel):
     """`regions: preset:cloud-3`, or a table of one-way delays `delays: {from: {to: 40ms}}` (with or
     without a preset under it). `symmetric` (default) fills d(b, a) from d(a, b) where only one is given;
-    `intra` is the one-way delay between two nodes of the same region."""
+    `intra` is the one-way delay between two nodes of the same region. `jitter` and `loss` are optional tables
+    of the same shape (a pair not in them has none), following the same `symmetric` rule."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False,
                               json_schema_extra=_schema_with_shorthand)
@@ -45,6 +46,8 @@ class RegionsSpec(BaseModel):
     intra: Duration = 0.0
     symmetric: bool = True
     delays: dict[str, dict[str, Duration]] = Field(default_factory=dict)
+    jitter: dict[str, dict[str, Duration]] = Field(default_factory=dict)
+    loss: dict[str, dict[str, Percent]] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -62,6 +65,8 @@ class RegionMatrix:
     intra_s: float
     one_way: dict[tuple[str, str], float]
     source: str = ""  # where a preset's figures come from
+    jitter: dict[tuple[str, str], float] = field(default_factory=dict)
+    loss: dict[tuple[str, str], float] = field(default_factory=dict)
 
     @property
     def regions(self) -> list[str]:
@@ -77,6 +82,12 @@ class RegionMatrix:
 
     def rtt(self, a: str, b: str) -> float:
         return self.delay(a, b) + self.delay(b, a)
+
+    def path(self, src: str, dst: str) -> tuple[float, float, float]:
+        """(one-way delay, jitter, loss) from `src` to `dst`; within a region the intra delay alone."""
+        if src == dst:
+            return self.intra_s, 0.0, 0.0
+        return self.one_way[(src, dst)], self.jitter.get((src, dst), 0.0), self.loss.get((src, dst), 0.0)
 
 
 def _table(spec: RegionsSpec) -> tuple[dict[str, dict[str, float]], str]:
@@ -108,18 +119,30 @@ def matrix_problems(spec: RegionsSpec, used: dict[str, list[str]]) -> list[str]:
         if not re.match(REGION_PATTERN, name):
             problems.append(f"regions: invalid region name {name!r}: 1-32 lower-case letters, digits and '-', "
                             "starting with a letter")
-    for a, row in spec.delays.items():
-        if a in row:
-            problems.append(f"regions.delays.{a}.{a}: a region's delay to itself is regions.intra, not a pair")
+    for what, tab, fmt in (("delays", spec.delays, format_duration), ("jitter", spec.jitter, format_duration),
+                           ("loss", spec.loss, format_percent)):
+        for a, row in tab.items():
+            if a in row:
+                problems.append(f"regions.{what}.{a}.{a}: a pair is two regions (within one: regions.intra)")
+        if spec.symmetric:
+            for a, row in tab.items():
+                for b, d in row.items():
+                    back = tab.get(b, {}).get(a)
+                    if back is not None and back != d and a < b:
+                        problems.append(f"regions.{what}: {a} -> {b} is {fmt(d)} but {b} -> {a} is {fmt(back)}; set "
+                                        "regions.symmetric: false for asymmetric paths, or give one direction")
     table, _ = _table(spec)
-    if spec.symmetric:
-        for a, row in spec.delays.items():
-            for b, d in row.items():
-                back = spec.delays.get(b, {}).get(a)
-                if back is not None and back != d and a < b:
-                    problems.append(f"regions.delays: {a} -> {b} is {format_duration(d)} but {b} -> {a} is "
-                                    f"{format_duration(back)}; set regions.symmetric: false for asymmetric delays, "
-                                    "or give one direction")
+    jitter, loss = _mirrored(spec.jitter, spec.symmetric), _mirrored(spec.loss, spec.symmetric)
+    for (a, b), j in sorted(jitter.items()):
+        d = table.get(a, {}).get(b, table.get(b, {}).get(a) if spec.symmetric else None)
+        if d is not None and j > d:
+            problems.append(f"regions.jitter.{a}.{b}: {format_duration(j)} exceeds the pair's delay "
+                            f"{format_duration(d)}; an in-order path cannot deliver a frame before it was sent")
+    for what, tab in (("jitter", jitter), ("loss", loss)):
+        for a, b in sorted(tab):
+            if not (b in table.get(a, {}) or (spec.symmetric and a in table.get(b, {}))):
+                problems.append(f"regions.{what}.{a}.{b}: no delay is given for {a} -> {b}; "
+                                f"give regions.delays.{a}.{b} too")
     regions = sorted(used)
     for i, a in enumerate(regions):
         for b in regions:
@@ -136,6 +159,14 @@ def matrix_problems(spec: RegionsSpec, used: dict[str, list[str]]) -> list[str]:
     return problems
 
 
+def _mirrored(tab: dict[str, dict[str, float]], symmetric: bool) -> dict[tuple[str, str], float]:
+    out = {(a, b): v for a, row in tab.items() for b, v in row.items()}
+    if symmetric:
+        for (a, b), v in list(out.items()):
+            out.setdefault((b, a), v)
+    return out
+
+
 def resolve(spec: RegionsSpec) -> RegionMatrix:
     """The matrix of a valid spec (matrix_problems empty): every ordered pair it covers, in seconds."""
     table, source = _table(spec)
@@ -146,20 +177,22 @@ def resolve(spec: RegionsSpec) -> RegionMatrix:
     if spec.symmetric:
         for (a, b), d in list(one_way.items()):
             one_way.setdefault((b, a), d)
-    return RegionMatrix(intra_s=spec.intra, one_way=one_way, source=source)
+    return RegionMatrix(intra_s=spec.intra, one_way=one_way, source=source,
+                        jitter=_mirrored(spec.jitter, spec.symmetric), loss=_mirrored(spec.loss, spec.symmetric))
 
 
-def pair_delays(regions: list[str | None], matrix: RegionMatrix | None) -> list[tuple[tuple[int, float], ...]]:
-    """Per rank, the extra one-way delay of its uplink to every other rank, `((dest_rank, seconds), ...)`
-    (zero entries left out). Nodes without a region, or no matrix, add nothing."""
+def pair_paths(regions: list[str | None], matrix: RegionMatrix | None) -> list[tuple[tuple[int, float, float, float], ...]]:
+    """Per node (by position), the path of its uplink to every other node beyond the access links,
+    `((dest_position, delay_s, jitter_s, loss), ...)` (paths that add nothing left out). Nodes without a
+    region, or no matrix, add nothing."""
     out = []
     for i, ri in enumerate(regions):
         row = []
         for j, rj in enumerate(regions):
             if i == j or matrix is None or ri is None or rj is None:
                 continue
-            d = matrix.delay(ri, rj)
-            if d:
-                row.append((j, d))
+            path = matrix.path(ri, rj)
+            if any(path):
+                row.append((j, *path))
         out.append(tuple(row))
     return out

@@ -159,7 +159,7 @@ def test_emulation_keys_the_uplink_table_on_the_destinations_addresses():
                                     delay_line_ns="l", addr=f"10.77.0.{i + 1}") for i in range(3)])
     imp = em.uplink_impairment(plan.nodes[1])  # eu-west
     assert imp.delay_s == pytest.approx(0.001)
-    assert dict(imp.dest_delay_s) == {"10.77.0.1": pytest.approx(0.040), "10.77.0.3": pytest.approx(0.119)}
+    assert {to: d for to, d, *_ in imp.per_dest} == {"10.77.0.1": pytest.approx(0.040), "10.77.0.3": pytest.approx(0.119)}
     # It survives the JSON round trip the delay line's command line makes.
     assert Impairment(**__import__("json").loads(__import__("json").dumps(dataclasses.asdict(imp)))) == imp
 
@@ -179,7 +179,7 @@ def test_dest_key_reads_the_ipv4_destination_behind_the_vnet_header():
 
 
 def test_schedule_delays_by_destination_and_keeps_each_destinations_order():
-    imp = Impairment(delay_s=0.001, dest_delay_s=(("10.77.0.2", 0.100), ("10.77.0.3", 0.010)))
+    imp = Impairment(delay_s=0.001, per_dest=(("10.77.0.2", 0.100), ("10.77.0.3", 0.010)))
     s = Schedule(imp, header_len=10)
     far, near, arp = frame("10.77.0.2"), frame("10.77.0.3"), frame("10.77.0.2", ethertype=b"\x08\x06")
     assert s.admit(0.0, far) == pytest.approx(0.101)
@@ -195,9 +195,9 @@ def test_schedule_delays_by_destination_and_keeps_each_destinations_order():
 
 
 def test_schedule_takes_a_new_table_at_run_time():
-    s = Schedule(Impairment(dest_delay_s=(("10.77.0.2", 0.05),)))
+    s = Schedule(Impairment(per_dest=(("10.77.0.2", 0.05),)))
     assert s.admit(0.0, frame("10.77.0.2", header=0)) == pytest.approx(0.05)
-    s.imp = Impairment(dest_delay_s=(("10.77.0.2", 0.02),))
+    s.imp = Impairment(per_dest=(("10.77.0.2", 0.02),))
     assert s.admit(1.0, frame("10.77.0.2", header=0)) == pytest.approx(1.02)
 
 
@@ -233,4 +233,43 @@ def test_a_change_of_the_uplink_at_run_time_keeps_the_region_delays():
     em.change(0, "up", Direction(rate_bps=100_000_000, delay_s=0.005))
     imp = line.given["a_to_b"]
     assert imp.delay_s == pytest.approx(0.005)
-    assert dict(imp.dest_delay_s) == {"10.77.0.2": pytest.approx(0.040), "10.77.0.3": pytest.approx(0.108)}
+    assert {to: d for to, d, *_ in imp.per_dest} == {"10.77.0.2": pytest.approx(0.040), "10.77.0.3": pytest.approx(0.108)}
+
+
+# ---- per-pair jitter and loss ----------------------------------------------------------------------------------
+
+def test_per_pair_jitter_and_loss_follow_the_symmetric_rule_and_reach_the_plan():
+    s = geo({"preset": "cloud-3", "jitter": {"us-east": {"eu-west": "2ms"}}, "loss": {"eu-west": {"us-east": "1%"}}},
+            groups=(("us-east", 1), ("eu-west", 1)))
+    m = region_matrix(s)
+    assert region_matrix(scenario_from_dict(s.resolved_dict())).loss == pytest.approx(m.loss)  # kept in scenario.yaml
+    assert m.path("us-east", "eu-west") == pytest.approx((0.040, 0.002, 0.01))
+    assert m.path("eu-west", "us-east") == pytest.approx((0.040, 0.002, 0.01))
+    plan = plan_links(s.nodes(), LINE, regions=m)
+    assert plan.nodes[0].pair_paths == ((1, pytest.approx(0.040), pytest.approx(0.002), pytest.approx(0.01)),)
+
+
+def test_per_pair_jitter_beyond_the_delay_or_without_a_delay_is_refused():
+    msg = problems({"delays": {"us-east": {"eu-west": "5ms"}}, "jitter": {"us-east": {"eu-west": "6ms"}}},
+                   groups=(("us-east", 1), ("eu-west", 1)))
+    assert "regions.jitter.us-east.eu-west: 6ms exceeds the pair's delay 5ms" in msg
+    msg = problems({"delays": {"us-east": {"eu-west": "5ms"}}, "loss": {"us-east": {"mars": "1%"}}},
+                   groups=(("us-east", 1), ("eu-west", 1)))
+    assert "regions.loss.us-east.mars: no delay is given for us-east -> mars" in msg
+    msg = problems({"delays": {"us-east": {"eu-west": "5ms"}}, "loss": {"us-east": {"eu-west": "150%"}}},
+                   groups=(("us-east", 1), ("eu-west", 1)))
+    assert "regions.loss.us-east.eu-west" in msg
+
+
+def test_schedule_draws_loss_and_jitter_only_for_the_destination_that_has_them():
+    imp = Impairment(per_dest=(("10.77.0.2", 0.050, 0.010, 0.5), ("10.77.0.3", 0.020, 0.0, 0.0)), seed=7)
+    s = Schedule(imp)
+    lossy, clean = frame("10.77.0.2", header=0), frame("10.77.0.3", header=0)
+    assert [s.admit(float(i), clean) for i in range(50)] == [pytest.approx(i + 0.020) for i in range(50)]
+    assert s.dropped_loss == 0
+    got = [s.admit(100.0 + i, lossy) for i in range(400)]
+    kept = [r - (100.0 + i) for i, r in enumerate(got) if r is not None]
+    assert 150 < len(kept) < 250 and s.dropped_loss == 400 - len(kept)  # half lost, drawn from the seed
+    assert min(kept) >= 0.040 - 1e-9 and max(kept) <= 0.060 + 1e-9 and max(kept) - min(kept) > 0.015
+    again = Schedule(imp)
+    assert [again.admit(100.0 + i, lossy) for i in range(400)] == got  # reproducible

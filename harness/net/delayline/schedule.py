@@ -7,9 +7,9 @@ Pure logic (no sockets), so it can be tested exactly.
 - Loss drops a seeded fraction of frames; duplication queues a seeded fraction twice (the copy is
   scheduled as a frame of its own, as netem re-enqueues its duplicate). A draw is made only for an
   impairment that is set, so adding one leaves the others' random sequence as it was.
-- A per-destination delay (`Impairment.dest_delay_s`, the path between two regions) is added by the
-  frame's destination IPv4 address; each destination keeps its own order (in-order mode), so a frame to
-  a near region never waits behind one to a far region.
+- A per-destination path (`Impairment.per_dest`, the path between two regions: delay, jitter, loss) is
+  chosen by the frame's destination IPv4 address and added to the access link's; each destination keeps
+  its own order (in-order mode), so a frame to a near region never waits behind one to a far region.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class Schedule:
     def imp(self, imp: Impairment) -> None:
         # A change at run time takes the new table for frames admitted from now on.
         self._imp = imp
-        self._dest_delay = {socket.inet_aton(addr): d for addr, d in imp.dest_delay_s}
+        self._dest = {socket.inet_aton(to): (delay, jitter, loss) for to, delay, jitter, loss in imp.per_dest}
 
     def admit(self, now: float, frame: bytes) -> float | None:
         """Queue a frame that arrived at `now` (and its duplicate, if one is drawn); its release time,
@@ -72,13 +72,17 @@ class Schedule:
         if imp.loss and self.rng.random() < imp.loss:
             self.dropped_loss += 1
             return None
-        release = self._enqueue(now, frame)
+        path = self._dest.get(dest_key(frame, self.header_len)) if self._dest else None
+        if path is not None and path[2] and self.rng.random() < path[2]:
+            self.dropped_loss += 1  # lost between the regions
+            return None
+        release = self._enqueue(now, frame, path)
         if release is not None and imp.duplicate and self.rng.random() < imp.duplicate:
-            if self._enqueue(now, frame) is not None:
+            if self._enqueue(now, frame, path) is not None:
                 self.duplicated += 1
         return release
 
-    def _enqueue(self, now: float, frame: bytes) -> float | None:
+    def _enqueue(self, now: float, frame: bytes, path: tuple[float, float, float] | None = None) -> float | None:
         imp = self.imp
         if self.queued_bytes + len(frame) > self.limit_bytes:
             self.dropped_overflow += 1
@@ -87,10 +91,13 @@ class Schedule:
         if imp.jitter_s:
             release = max(now, release + self.rng.uniform(-imp.jitter_s, imp.jitter_s))
         self.queued_bytes += len(frame)
-        if self._dest_delay:
+        if self._dest:
             # Per destination: one time-ordered heap, each destination's frames kept in their order.
             key = dest_key(frame, self.header_len)
-            release += self._dest_delay.get(key, 0.0)
+            if path is not None:
+                release += path[0]
+                if path[1]:
+                    release = max(now, release + self.rng.uniform(-path[1], path[1]))
             if not imp.reorder:
                 release = max(release, self._last_by_dest.get(key, float("-inf")))
                 self._last_by_dest[key] = release
