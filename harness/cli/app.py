@@ -182,7 +182,18 @@ def validate(
                   f"baseline: {s.baseline}", markup=False)
     for line in _timeline_lines(s):
         console.print(line, markup=False, soft_wrap=True)
+    for line in _region_lines(s):
+        console.print(line, markup=False, soft_wrap=True)
     console.print(f"[green]{scenario} is valid[/]")
+
+
+def _region_lines(s) -> list[str]:
+    """The delay between the regions the workers are in (geo-distributed scenarios; harness/net/regions.py)."""
+    from harness.net.regions import describe_lines
+    from harness.scenario import region_matrix
+
+    m = region_matrix(s)
+    return describe_lines(m, [n.region for n in s.nodes()]) if m is not None else []
 
 
 def _timeline_lines(s) -> list[str]:
@@ -221,9 +232,18 @@ def _scenario_json(s) -> dict:
                    "link": n.link_name,
                    "up_bps": n.link.up if n.link else None, "down_bps": n.link.down if n.link else None,
                    "delay_s": n.link.delay if n.link else 0.0, "jitter_s": n.link.jitter if n.link else 0.0,
-                   "loss": n.link.loss if n.link else 0.0} for n in s.nodes()],
+                   "loss": n.link.loss if n.link else 0.0, "region": n.region} for n in s.nodes()],
         "optimizers": {k: v.model_dump() for k, v in s.optimizer_configs().items()},
+        "regions": _regions_json(s),
     }
+
+
+def _regions_json(s) -> list[dict] | None:
+    from harness.net.regions import describe_json
+    from harness.scenario import region_matrix
+
+    m = region_matrix(s)
+    return describe_json(m, [n.region for n in s.nodes()]) if m is not None else None
 
 
 @app.command()

@@ -196,3 +196,32 @@ def pair_paths(regions: list[str | None], matrix: RegionMatrix | None) -> list[t
                 row.append((j, *path))
         out.append(tuple(row))
     return out
+
+
+def describe_lines(matrix: RegionMatrix, used: list[str]) -> list[str]:
+    """`validate`'s lines for the regions in use: each pair once (both ways when they differ), with its RTT."""
+    from harness.units import format_percent
+
+    lines = ["regions (one-way delay between them):"]
+    if matrix.intra_s:
+        lines.append(f"  within a region: {format_duration(matrix.intra_s)}")
+    regions = sorted(set(used))
+    for i, a in enumerate(regions):
+        for b in regions[i + 1:]:
+            there, back = matrix.path(a, b), matrix.path(b, a)
+
+            def show(p):
+                return (format_duration(p[0]) + (f"±{format_duration(p[1])}" if p[1] else "")
+                        + (f" loss {format_percent(p[2])}" if p[2] else ""))
+            ways = show(there) if there == back else f"{show(there)} / back {show(back)}"
+            lines.append(f"  {a} <-> {b}: {ways} (RTT {format_duration(there[0] + back[0])})")
+    if matrix.source:
+        lines.append(f"  source: {matrix.source}")
+    return lines
+
+
+def describe_json(matrix: RegionMatrix, used: list[str]) -> list[dict]:
+    """`validate --json`'s `regions`: every ordered pair of the regions in use, in seconds and fractions."""
+    regions = sorted(set(used))
+    return [{"from": a, "to": b, "delay_s": p[0], "jitter_s": p[1], "loss": p[2]}
+            for a in regions for b in regions if a != b for p in [matrix.path(a, b)]]

@@ -273,3 +273,16 @@ def test_schedule_draws_loss_and_jitter_only_for_the_destination_that_has_them()
     assert min(kept) >= 0.040 - 1e-9 and max(kept) <= 0.060 + 1e-9 and max(kept) - min(kept) > 0.015
     again = Schedule(imp)
     assert [again.admit(100.0 + i, lossy) for i in range(400)] == got  # reproducible
+
+
+def test_validate_shows_each_pair_and_json_carries_the_matrix():
+    import json
+
+    r = CliRunner().invoke(app, ["validate", str(REPO / "scenarios" / "geo-3-regions.yaml")])
+    assert r.exit_code == 0, r.output
+    assert "eu-west <-> us-east: 40ms (RTT 80ms)" in r.output and "source: AWS inter-region" in r.output
+    r = CliRunner().invoke(app, ["validate", str(REPO / "scenarios" / "geo-3-regions.yaml"), "--json"])
+    doc = json.loads(r.stdout)
+    assert [n["region"] for n in doc["nodes"]] == ["us-east", "eu-west", "ap-southeast"]
+    pairs = {(p["from"], p["to"]): p["delay_s"] for p in doc["regions"]}
+    assert len(pairs) == 6 and pairs[("ap-southeast", "us-east")] == pytest.approx(0.108)
