@@ -156,7 +156,8 @@ def _plain(*args: str, columns: int = 80) -> subprocess.CompletedProcess:
 
 def test_check_and_validate_fit_80_columns_without_a_tty(tmp_path):
     run = make_run(tmp_path, checks={"min_reduction": 100, "max_loss_gap": 0.5})
-    for args in (("check", str(run)), ("validate", "scenarios/heterogeneous-mix.yaml")):
+    # one seed: --allow-few-seeds, or the loss gap fails for want of 3 seeds (docs/ci-gate.md)
+    for args in (("check", str(run), "--allow-few-seeds"), ("validate", "scenarios/heterogeneous-mix.yaml")):
         r = _plain(*args)
         assert r.returncode == 0, r.stderr
         assert max(len(line) for line in r.stdout.splitlines()) <= 80, r.stdout
