@@ -145,6 +145,7 @@ class NetnsBackend(Backend):
             applied = self.emulation.describe_node(p.rank) if self.emulation else None
             nodes.append({
                 "rank": p.rank, "name": p.name, "address": sn.addr, "namespace": sn.ns, "link": p.link_name,
+                "region": p.region,
                 "link_spec": n.link.describe() if n.link else "unshaped",
                 "applied": applied or {"delay_line": None},
                 "not_emulated": p.not_emulated,
