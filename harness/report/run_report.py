@@ -111,8 +111,10 @@ def verdict_section(run: LoadedRun) -> Section | None:
                            "Times to target are interpolated between evaluations; loss at equal wall-clock is each "
                            "optimizer's validation loss at the shortest optimizer's wall-clock, at equal steps at the "
                            "smallest step count all reached."
-                           + (" ± is a 95% Student-t interval over seeds; differences combine the two intervals in "
-                              "quadrature." if any((v.seeds or 1) > 1 for v in found) else "")))
+                           + (" Each side's ± is a 95% Student-t interval over seeds; every comparison is paired seed "
+                              "by seed (the same initial weights and data order): a loss gap's interval is that of the "
+                              "per-seed differences, a speed-up's [lo, hi] that of the per-seed ratios (log scale)."
+                              if any((v.seeds or 1) > 1 for v in found) else "")))
     return Section("Verdict", blocks)
 
 
