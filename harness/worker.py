@@ -415,6 +415,7 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
         emit({"type": "end", "optimizer": run_name, "rank": rank, "seed": seed, "time": time.time(),
               "steps": step + 1, "train_time_s": train_time, "lr_schedule_steps": strategy.total_steps,
               "lr_warmup_steps": cfg.warmup_steps_for(strategy.total_steps),
+              "options": cfg.model_dump(mode="json"),  # as this run used them: `auto` choices made for its links
               "param_checksum": param_checksum(model),
               "final_sync": final is not None, "final_sync_tx_bytes": c.tx_bytes, "final_sync_rx_bytes": c.rx_bytes,
               "final_sync_collectives": c.calls, "final_sync_comm_s": c.seconds, "final_sync_ring_bytes": c.ring_bytes,

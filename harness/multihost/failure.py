@@ -21,9 +21,14 @@ def without_cpp_frames(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not _NOISE.match(line))
 
 
+# torchrun's summary of a worker that raised nothing (killed): `rank : 0 (local_rank: 0)`, `exitcode : -9 (pid: 1)  (SIGKILL)`
+_ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
+_ROOT_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)\s*\(pid: \d+\)\s*(?:\((\w+)\))?")
+
+
 def cause(text: str) -> str | None:
-    """The first exception a worker raised (`DistBackendError: Connection closed by peer [10.0.0.2]:40405`),
-    or None when the log names none."""
+    """The first exception a worker raised (`RuntimeError: Connection closed by peer [10.0.0.2]:40405`), else
+    torchrun's root cause (`worker rank 0 exited with code -9 (SIGKILL)`), or None when the log names neither."""
     for line in text.splitlines():
         m = _CAUSE.match(line.strip())
         if m and m.group(2) not in _WRAPPERS:
@@ -31,4 +36,10 @@ def cause(text: str) -> str | None:
             # gloo's "Connection closed by peer [addr]:port. This is typically caused by ... GLHF!": the first sentence
             first = _SENTENCE.split(message, maxsplit=1)[0].rstrip(".")
             return f"{m.group(2)}: {first}"
+    lines = text.split("Root Cause", 1)[1].splitlines() if "Root Cause" in text else []
+    rank = next((m.group(1) for line in lines if (m := _ROOT_RANK.match(line))), None)
+    code = next((m for line in lines if (m := _ROOT_EXIT.match(line))), None)
+    if code is not None:
+        who = f"worker rank {rank}" if rank is not None else "a worker"
+        return f"{who} exited with code {code.group(1)}" + (f" ({code.group(2)})" if code.group(2) else "")
     return None

@@ -49,8 +49,9 @@ class Period:
 
 
 def payload_of(collectives: list[Collective], world_size: int) -> tuple[int, int]:
-    """(tx, rx) payload bytes of these collectives for one worker, as harness/comm.py counts them."""
-    tx = sum(c.nbytes for c in collectives)
+    """(tx, rx) payload bytes of these collectives for one worker, as harness/comm.py counts them: a direct
+    gather hands its buffer to each of the N-1 peers itself, so its tx is (N-1) copies, not the ring's one."""
+    tx = sum(c.nbytes * (world_size - 1) if c.kind == "all_gather_direct" else c.nbytes for c in collectives)
     rx = sum(c.nbytes if c.kind == "all_reduce" else c.nbytes * (world_size - 1) for c in collectives)
     return tx, (rx if world_size > 1 else 0)
 

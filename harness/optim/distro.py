@@ -391,12 +391,8 @@ class DisTrO(Strategy):
         return out
 
     # ---- accounting and diagnostics ---------------------------------------------------------------
-    @classmethod
-    def predict_payload_bytes(cls, cfg: DisTrOConfig, shapes, world_size):
-        tx = payload_tx_bytes(plan(list(shapes.values()), cfg.chunk, cfg.topk, cfg.index), cfg.values, cfg.bucket)
-        copies = world_size - 1 if resolved_exchange(cfg, world_size) == "direct" else 1
-        return tx * copies, tx * (world_size - 1)
-
+    # Bytes per step come from these collectives through base.payload_of, the one place that counts them as
+    # harness/comm.py does (a direct gather's tx is N-1 copies); a second formula here once hid that it did not.
     @classmethod
     def predict_collectives(cls, cfg: DisTrOConfig, shapes, world_size):
         """One all-gather of the packed buffer (bucket), or indices then values per tensor, as `step` issues them."""

@@ -6,6 +6,7 @@ import pytest
 
 from harness.model import ModelConfig, parameter_shapes
 from harness.optim import Collective
+from harness.optim.base import payload_of
 from harness.optim.distro import DisTrO, DisTrOConfig
 from harness.presets import MODELS
 from harness.projection import WIRE_FACTOR, collective_time, project, resolve_options
@@ -77,3 +78,17 @@ def test_exchange_defaults_to_auto_so_four_dsl_workers_exchange_directly():
         "optimizers": {"d": {"type": "distro", "lr": 1e-3, "topk": 4, "values": "1bit"}}})
     shapes = parameter_shapes(ModelConfig(**MODELS["tiny"]))
     assert resolve_options(s.optimizer_configs()["d"], s.nodes(), shapes).exchange == "direct"
+
+
+def test_payload_of_counts_a_direct_gathers_tx_as_comm_does():
+    """harness/comm.py counts a direct gather's tx as N-1 copies (this rank sends to every peer itself), a
+    ring gather's as one contribution; payload_of, which every per-step prediction goes through, must agree
+    (it counted one copy for both, so `exchange: auto` resolving to direct broke predicted == counted)."""
+    assert payload_of([Collective("all_gather_direct", 100)], 3) == (200, 200)
+    assert payload_of([Collective("all_gather", 100)], 3) == (100, 200)
+    shapes = parameter_shapes(ModelConfig(**MODELS["tiny"]))
+    for how, copies in [("ring", 1), ("direct", 3)]:
+        cfg = DisTrOConfig(lr=1e-3, topk=4, values="1bit", exchange=how)
+        tx, rx = payload_of(DisTrO.predict_step(cfg, shapes, 4, 0, 10), 4)
+        one = sum(c.nbytes for c in DisTrO.predict_collectives(cfg, shapes, 4))
+        assert (tx, rx) == (copies * one, 3 * one) == DisTrO.predict_payload_bytes(cfg, shapes, 4)

@@ -40,6 +40,29 @@ def test_the_cause_of_a_torchrun_failure_is_one_line():
     assert cause("nothing to see\n") is None
 
 
+# Host 0's torchrun log when its worker was SIGKILLed: no exception of the worker's, torchrun's summary only.
+HOST0_LOG = """\
+  File "/x/torch/distributed/launcher/api.py", line 383, in launch_agent
+    raise ChildFailedError(
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+harness.worker FAILED
+Failures:
+  <NO_OTHER_FAILURES>
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-01_20:17:30
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : -9 (pid: 16395)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 16395
+"""
+
+
+def test_a_killed_worker_is_named_from_torchruns_summary():
+    assert cause(HOST0_LOG) == "worker rank 0 exited with code -9 (SIGKILL)"
+
+
 def test_cpp_frames_are_left_out_of_a_log_tail():
     kept = without_cpp_frames(HOST1_LOG)
     assert "frame #" not in kept and "Exception raised from" not in kept

@@ -12,6 +12,7 @@ import pytest
 from harness.model import ModelConfig, parameter_shapes
 from harness.optim import get_strategy
 from harness.optim.base import payload_of
+from harness.projection import resolve_options
 from harness.runner import RunOptions, run_scenario
 from harness.scenario import scenario_from_dict
 from tests.helpers import tiny_scenario_dict
@@ -55,8 +56,16 @@ def test_counted_bytes_equal_predicted_at_every_step_and_at_the_end(methods_run)
     df = pd.read_parquet(result.run_dir / "metrics.parquet")
     shapes = parameter_shapes(ModelConfig(**s.resolved_model()))
     world = s.world_size
-    for name, cfg in s.optimizer_configs().items():
-        strategy = get_strategy(cfg.type)
+    for name, scenario_cfg in s.optimizer_configs().items():
+        strategy = get_strategy(scenario_cfg.type)
+        # Predict for the options the run recorded (its `auto` choices made), which are the projection's
+        # choices for these links: distro-eager's `exchange: auto` must have become `direct` for 3 workers.
+        options = {json.dumps(e["options"], sort_keys=True) for e in _records(result.run_dir, name)[1]}
+        assert len(options) == 1, (name, options)
+        cfg = type(scenario_cfg).model_validate(json.loads(options.pop()))
+        assert cfg == resolve_options(scenario_cfg, s.nodes(), shapes), name
+        if name == "distro-eager":  # so the direct gather's accounting (tx: N-1 copies) is what is checked
+            assert cfg.exchange == "direct"
         rows = df[df["optimizer"] == name]
         assert len(rows) == world * STEPS, name
         for step in range(STEPS):

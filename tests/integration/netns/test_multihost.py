@@ -205,14 +205,14 @@ def test_killing_one_agent_stops_all_names_it_and_removes_every_shaping(hosts, t
     """SIGKILL: the agent cannot clean up (its janitor does) and node 0 finds it lost by its silence;
     SIGTERM (as Ctrl-C): it removes its shaping itself and tells the others why it stopped."""
     # A time budget bounds the run if the kill never lands; the kill waits for host 1's first steps.
-    scen = scenario(tmp_path, 2, time_budget="240s")
+    scen = scenario(tmp_path, 2, time_budget="240s", seeds=[0])
     star = hosts(2)
     outs = [tmp_path / "out0", tmp_path / "out1"]
     procs = start_agents(star, scen, outs, free_port(), "--optimizer", "adamw", "--ship-records")
     record = None
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and record is None:
-        found = list(outs[1].glob("*/workers/adamw/rank1.jsonl"))
+        found = list(outs[1].glob("*/workers/adamw/**/rank1.jsonl"))
         if found and '"type": "step"' in found[0].read_text():
             record = found[0]
         elif any(p.poll() is not None for p in procs):
@@ -239,3 +239,38 @@ def test_killing_one_agent_stops_all_names_it_and_removes_every_shaping(hosts, t
     assert not namespace_pids(star.spec.nodes[1].ns), "processes of host 1 outlived its agent"
     # What was recorded stays readable.
     assert api.load_run(folder).summary["run"]["state"] == "failed"
+
+
+def test_a_killed_worker_on_host_0_ends_both_hosts_in_one_line_each(hosts, tmp_path):
+    """Host 0's worker SIGKILLed: node 0's folder ends `failed` (it once stayed `running`), and host 1 says in
+    one line why its torchrun failed, without the C++ stack traces torch attaches to c10d errors."""
+    scen = scenario(tmp_path, 2, time_budget="240s", seeds=[0])
+    star = hosts(2)
+    outs = [tmp_path / "out0", tmp_path / "out1"]
+    procs = start_agents(star, scen, outs, free_port(), "--optimizer", "adamw", "--ship-records")
+    worker = None
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and worker is None:
+        found = list(outs[1].glob("*/workers/adamw/**/rank1.jsonl"))
+        if found and '"type": "step"' in found[0].read_text():
+            for pid in namespace_pids(star.spec.nodes[0].ns):
+                try:
+                    if b"harness.worker" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                        worker = pid
+                except OSError:
+                    continue
+        elif any(p.poll() is not None for p in procs):
+            break
+        time.sleep(0.5)
+    assert worker is not None, "host 1 never trained a step\n" + logs(tmp_path)
+    os.kill(worker, signal.SIGKILL)
+    codes = wait_all(procs, 300)
+    assert codes[0] not in (None, 0) and codes[1] not in (None, 0), logs(tmp_path)
+    status = json.loads((run_folder(outs[0]) / "status.json").read_text())
+    assert status["state"] == "failed" and "host 0" in status["reason"], status
+    text = logs(tmp_path)
+    assert "frame #" not in text and "Exception raised from" not in text, text
+    assert "last lines of its log" not in text, text  # the cause is in the error line; the log keeps the rest
+    assert "worker rank 0 exited with code -9 (SIGKILL)" in (tmp_path / "agent0.log").read_text(), text
+    host1 = (tmp_path / "agent1.log").read_text()
+    assert "host 0" in host1, host1
