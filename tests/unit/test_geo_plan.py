@@ -286,3 +286,10 @@ def test_validate_shows_each_pair_and_json_carries_the_matrix():
     assert [n["region"] for n in doc["nodes"]] == ["us-east", "eu-west", "ap-southeast"]
     pairs = {(p["from"], p["to"]): p["delay_s"] for p in doc["regions"]}
     assert len(pairs) == 6 and pairs[("ap-southeast", "us-east")] == pytest.approx(0.108)
+
+
+def test_nodes_of_one_region_get_the_intra_region_delay():
+    s = geo({"preset": "cloud-3", "intra": "2ms"}, groups=(("us-east", 2), ("eu-west", 1)))
+    plan = plan_links(s.nodes(), LINE, regions=region_matrix(s))
+    assert plan.nodes[0].pair_delays == ((1, pytest.approx(0.002)), (2, pytest.approx(0.040)))
+    assert plan.nodes[2].pair_delays == ((0, pytest.approx(0.040)), (1, pytest.approx(0.040)))
