@@ -273,7 +273,8 @@ def quick_seconds(rate_bps: float, seconds: float = QUICK_SECONDS) -> float:
 def measure_nodes(targets: list[LinkTarget], far_end: NetnsRef, far_addr: str, *, seconds: float = QUICK_SECONDS,
                   omit_s: float = QUICK_OMIT_S, rtt_count: int = QUICK_RTT_COUNT) -> dict[str, dict]:
     """What each node's link delivers, for environment.json: node name -> {"up": {"rate_bps"}, "down":
-    {"rate_bps"}, "rtt_s", "delay_s" (half the RTT), "tool", ...}. Unlike `measure` (the `links` command's
+    {"rate_bps"}, "rtt_s", "delay_s" (half the RTT), "tool", ...; with regions also "pair_rtt_s" and
+    "pair_rtt_expected_s", peer name -> seconds}. Unlike `measure` (the `links` command's
     pass/fail test) it is quick and judges nothing: every node's uplinks at once, then every downlink,
     then the RTTs (a few seconds in all, whatever the node count; links are independent in the star, and
     training loads them all at once too). Unshaped directions are not measured (their goodput is this
@@ -294,6 +295,18 @@ def measure_nodes(targets: list[LinkTarget], far_end: NetnsRef, far_addr: str, *
             else:
                 out[name][direction]["rate_bps"] = got
                 out[name][direction]["seconds"] = spans[name]
+    if any(t.pair_delay_s for t in targets):
+        # Regions: each pair's path is its own (up + d(i,j) + down, both ways): every pair measured once, all
+        # at once (handshakes are tiny), as `pair_rtt_s` {peer: measured} beside `pair_rtt_expected_s`.
+        pairs = {(a.name, b.name): (a, b) for i, a in enumerate(targets) for b in targets[i + 1:]}
+        got = _concurrently({f"{a.name}|{b.name}": (lambda a=a, b=b: tcpprobe.rtt(a.ns, b.ns, b.addr, count=rtt_count,
+                                                                                   interval_s=0.05))
+                             for a, b in pairs.values()})
+        for key, res in got.items():
+            a, b = pairs[tuple(key.split("|"))]
+            for x, y in ((a, b), (b, a)):
+                out[x.name].setdefault("pair_rtt_expected_s", {})[y.name] = pair_rtt(a, b)
+                out[x.name].setdefault("pair_rtt_s", {})[y.name] = None if isinstance(res, Exception) else res.mean_s
     rtts = _concurrently({t.name: (lambda t=t: tcpprobe.rtt(t.ns, far_end, far_addr, count=rtt_count, interval_s=0.05))
                           for t in targets})
     for name, got in rtts.items():

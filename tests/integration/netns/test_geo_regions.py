@@ -41,6 +41,7 @@ def test_three_regions_each_pair_rtt_within_5_percent(tmp_path, run_ids):
         targets, far_ns, far_addr = backend.link_probe()
         checks = linktest.measure(targets, far_ns, far_addr, ping_count=8)
         described = backend.describe()["nodes"]
+        quick = linktest.measure_nodes(targets, far_ns, far_addr)  # what a run records in environment.json
     finally:
         backend.teardown()
     assert not backend.teardown_problems, backend.teardown_problems
@@ -64,6 +65,10 @@ def test_three_regions_each_pair_rtt_within_5_percent(tmp_path, run_ids):
               f"({(c.measured / expected - 1):+.2%})")
         assert abs(c.measured - expected) <= 0.05 * expected, c
         assert c.status == "PASS", c
+        # The run's quick measurement records the same pair, both ways round.
+        for x, y in ((a, b), (b, a)):
+            assert quick[x]["pair_rtt_expected_s"][y] == pytest.approx(expected)
+            assert abs(quick[x]["pair_rtt_s"][y] - expected) <= 0.05 * expected, quick[x]
     # The switch is in no region: only the access link (2 ms, which a busy host stretches by a millisecond or
     # two: not this test's subject), nothing of the 40-120 ms region paths.
     for c in checks:
