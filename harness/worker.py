@@ -18,6 +18,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import sys
 import time
 from datetime import timedelta
@@ -419,9 +420,15 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
               "param_checksum": param_checksum(model),
               "final_sync": final is not None, "final_sync_tx_bytes": c.tx_bytes, "final_sync_rx_bytes": c.rx_bytes,
               "final_sync_collectives": c.calls, "final_sync_comm_s": c.seconds, "final_sync_ring_bytes": c.ring_bytes,
-              "final_sync_wire_tx_bytes": final_wire[0], "final_sync_wire_rx_bytes": final_wire[1]})
+              "final_sync_wire_tx_bytes": final_wire[0], "final_sync_wire_rx_bytes": final_wire[1],
+              "max_rss_bytes": max_rss_bytes()})
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+def max_rss_bytes() -> int:
+    """This process's peak resident memory (Linux reports ru_maxrss in KiB): memory per worker at scale."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def main(argv: list[str] | None = None) -> int:
