@@ -14,6 +14,7 @@ the schema, the presets (harness/net/region_presets.py) and the matrix.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,9 +78,6 @@ class RegionMatrix:
             return self.intra_s
         return self.one_way[(src, dst)]
 
-    def has(self, src: str, dst: str) -> bool:
-        return src == dst or (src, dst) in self.one_way
-
     def rtt(self, a: str, b: str) -> float:
         return self.delay(a, b) + self.delay(b, a)
 
@@ -109,12 +107,10 @@ def _table(spec: RegionsSpec) -> tuple[dict[str, dict[str, float]], str]:
 def matrix_problems(spec: RegionsSpec, used: dict[str, list[str]]) -> list[str]:
     """What is wrong with `spec` for the regions in use (`region -> the worker groups naming it`, e.g.
     `{"us-east": ["workers[0]"]}`): every problem names the field, the value and what would be valid."""
-    import re
-
     problems = []
     if spec.preset is not None and spec.preset not in REGION_PRESETS:
         return [f"regions.preset: unknown preset {spec.preset!r}; known: {', '.join(sorted(REGION_PRESETS))}"]
-    names = set(spec.delays) | {b for row in spec.delays.values() for b in row}
+    names = {r for tab in (spec.delays, spec.jitter, spec.loss) for a, row in tab.items() for r in (a, *row)}
     for name in sorted(names | set(used)):
         if not re.match(REGION_PATTERN, name):
             problems.append(f"regions: invalid region name {name!r}: 1-32 lower-case letters, digits and '-', "
@@ -144,7 +140,7 @@ def matrix_problems(spec: RegionsSpec, used: dict[str, list[str]]) -> list[str]:
                 problems.append(f"regions.{what}.{a}.{b}: no delay is given for {a} -> {b}; "
                                 f"give regions.delays.{a}.{b} too")
     regions = sorted(used)
-    for i, a in enumerate(regions):
+    for a in regions:
         for b in regions:
             if a == b or b in table.get(a, {}) or (spec.symmetric and a in table.get(b, {})):
                 continue

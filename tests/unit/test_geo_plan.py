@@ -22,7 +22,6 @@ from harness.net.ns import NetnsRef
 from harness.net.probe import Capabilities
 from harness.net.region_presets import REGION_PRESETS
 from harness.scenario import load_scenario, region_matrix, scenario_from_dict
-
 from tests.helpers import tiny_scenario_dict
 
 REPO = Path(__file__).resolve().parents[2]
@@ -222,7 +221,8 @@ def test_a_change_of_the_uplink_at_run_time_keeps_the_region_delays():
                                     delay_line_ns="l", addr=f"10.77.0.{i + 1}") for i in range(3)])
 
     class Line:  # what Emulation asks of a running DelayLine
-        given: dict = {}
+        def __init__(self):
+            self.given: dict = {}
 
         def set_impairments(self, **kw):
             self.given.update(kw)
