@@ -123,14 +123,26 @@ def new_run_dir(out: Path, scenario_name: str) -> Path:
     raise InputError(f"--out: cannot create a new run folder under {out}")
 
 
-def _bad_out(out: Path, e: OSError) -> InputError:
+def ensure_out_dir(out: Path, what: str = "write its files") -> Path:
+    """`out` as a folder that exists (made if need be), or InputError naming it and why: for commands that
+    write into --out itself (report, project)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.TemporaryFile(dir=out)  # as root, only a write tells a read-only mount or /proc apart
+        probe.close()
+    except OSError as e:
+        raise _bad_out(out, e, what) from None
+    return out
+
+
+def _bad_out(out: Path, e: OSError, what: str = "create a run folder") -> InputError:
     """--out that cannot hold a run folder: an input error naming the path and why, not a bug report."""
     blocker = next((p for p in (out, *out.parents) if p.exists()), None)
     if blocker is not None and not blocker.is_dir():
         why = f"{blocker} is a file, not a folder"
     else:
         why = (os.strerror(e.errno) if e.errno else str(e)).lower()
-    return InputError(f"--out {out}: cannot create a run folder there ({why}); give a folder you can write to")
+    return InputError(f"--out {out}: cannot {what} there ({why}); give a folder you can write to")
 
 
 @dataclass

@@ -39,6 +39,10 @@ def project(
                       markup=False, soft_wrap=True)
         raise typer.Exit(2)
     with cli_errors():
+        if out is not None:
+            from harness.rundir import ensure_out_dir
+
+            ensure_out_dir(out, "write the projection")
         st = api.project(scenario, model=model, workers=workers or None, optimizers=optimizer or None, mfu=mfu,
                          out=out, plots=plots)
     if as_json:

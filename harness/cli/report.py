@@ -26,6 +26,10 @@ def report(
     from harness import api
 
     with cli_errors():
+        if out is not None:
+            from harness.rundir import ensure_out_dir
+
+            ensure_out_dir(out, "write the report")
         if len(run_dirs) == 1:
             run = api.load_run(run_dirs[0])
             _notes(run)

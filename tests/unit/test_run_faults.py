@@ -197,3 +197,22 @@ def test_clean_marks_a_killed_runs_running_status(tmp_path, monkeypatch):
     assert status["state"] == "failed" and f"(pid {gone.pid})" in status["reason"]
     assert json.loads((live / "status.json").read_text())["state"] == "running"
     assert not (claims / "aaa111.owner").exists() and (claims / "bbb222.owner").exists()
+
+
+@pytest.mark.parametrize("args", [["report", "RUN"], ["project", "scenarios/ci-smoke.yaml"]], ids=["report", "project"])
+def test_report_and_project_out_that_is_a_file_is_an_input_error(tmp_path, args):
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    from tests.unit.runfolders import make_run
+
+    run = make_run(tmp_path, seeds=1, steps=4)
+    f = tmp_path / "afile"
+    f.write_text("x")
+    argv = [str(run) if a == "RUN" else str(Path(__file__).resolve().parents[2] / a) if a.endswith(".yaml") else a
+            for a in args]
+    r = CliRunner().invoke(app, [*argv, "--out", str(f)])
+    assert r.exit_code == 2, r.output
+    assert f"--out {f}: cannot write" in r.output and "is a file, not a folder" in r.output.replace("\n", "")
+    assert "internal error" not in r.output
