@@ -216,3 +216,34 @@ def test_report_and_project_out_that_is_a_file_is_an_input_error(tmp_path, args)
     assert r.exit_code == 2, r.output
     assert f"--out {f}: cannot write" in r.output and "is a file, not a folder" in r.output.replace("\n", "")
     assert "internal error" not in r.output
+
+
+def test_a_worker_failure_on_a_full_disk_reports_both_through_the_cli(tmp_path, monkeypatch):
+    # The whole path: run_scenario's finally hits ENOSPC while a WorkerFailed propagates. It was "internal
+    # error: OSError" with the worker failure lost and status.json left "running".
+    from typer.testing import CliRunner
+    import yaml
+
+    import harness.runner as runner
+    from harness.cli import app
+    from harness.errors import WorkerFailed
+
+    def failing_worker(*a, **k):
+        raise WorkerFailed(WORKER_FAILURE, rank=1, log_tail="RuntimeError: boom")
+
+    def full(self, path, *a, **k):
+        raise OSError(errno.ENOSPC, "Error writing bytes to file")
+
+    monkeypatch.setattr(runner, "_train_one", failing_worker)
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", full)
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump(tiny_scenario_dict()))
+    r = CliRunner().invoke(app, ["run", str(scenario), "--backend", "local", "--out", str(tmp_path / "out"),
+                                 "--no-measure-links"])
+    out = r.output.replace("\n", " ")
+    assert r.exit_code == 1, r.output
+    assert "internal error" not in out and "no space left on device writing" in out and WORKER_FAILURE in out, out
+    assert "RuntimeError: boom" in out  # the worker's log tail still shown
+    (d,) = (tmp_path / "out").iterdir()
+    status = json.loads((d / "status.json").read_text())
+    assert status["state"] == "failed" and WORKER_FAILURE in status["reason"]
