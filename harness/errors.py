@@ -50,7 +50,7 @@ class RunFolderWriteError(HarnessError, OSError):
     Still an OSError, so code that tolerates a failed write keeps doing so."""
 
     @classmethod
-    def of(cls, e: OSError, path) -> "RunFolderWriteError":
+    def of(cls, e: OSError, path) -> RunFolderWriteError:
         import os
 
         why = os.strerror(e.errno) if e.errno else str(e)

@@ -4,13 +4,11 @@ line without C++ stack traces, and node 0's run folder claimed so that `clean` c
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from harness.errors import HarnessError
 from harness.multihost.failure import cause, without_cpp_frames
-
 from tests.helpers import free_port, tiny_scenario_dict
 
 # What a worker of host 1 printed when host 0's worker was killed (torch 2.13, gloo; C++ frames as torch adds

@@ -13,10 +13,14 @@ import pandas as pd
 import pytest
 
 from harness.errors import RunFolderWriteError
-from harness.rundir import atomic_write_json, atomic_write_parquet, atomic_write_text, write_status
+from harness.rundir import (
+    atomic_write_json,
+    atomic_write_parquet,
+    atomic_write_text,
+    write_status,
+)
 from harness.runner import finalize
 from harness.scenario import scenario_from_dict
-
 from tests.helpers import tiny_scenario_dict
 
 WORKER_FAILURE = "adamw: worker rank 1 (node-1) exited with code -9"
@@ -72,7 +76,7 @@ def test_disk_full_at_the_parquet_keeps_the_worker_failure_and_ends_the_status(t
 
 def test_disk_full_after_a_complete_run_says_the_results_were_not_stored(tmp_path, monkeypatch):
     d = _run_dir(tmp_path)
-    import harness.rundir as rundir
+    from harness import rundir
 
     real = rundir.tempfile.mkstemp
 
@@ -121,8 +125,8 @@ def test_a_really_full_tmpfs_still_gets_its_status_written(tmp_path):
 
 
 def _cli_run_into(tmp_path, out: str):
-    from typer.testing import CliRunner
     import yaml
+    from typer.testing import CliRunner
 
     from harness.cli import app
 
@@ -204,7 +208,6 @@ def test_report_and_project_out_that_is_a_file_is_an_input_error(tmp_path, args)
     from typer.testing import CliRunner
 
     from harness.cli import app
-
     from tests.unit.runfolders import make_run
 
     run = make_run(tmp_path, seeds=1, steps=4)
@@ -221,10 +224,10 @@ def test_report_and_project_out_that_is_a_file_is_an_input_error(tmp_path, args)
 def test_a_worker_failure_on_a_full_disk_reports_both_through_the_cli(tmp_path, monkeypatch):
     # The whole path: run_scenario's finally hits ENOSPC while a WorkerFailed propagates. It was "internal
     # error: OSError" with the worker failure lost and status.json left "running".
-    from typer.testing import CliRunner
     import yaml
+    from typer.testing import CliRunner
 
-    import harness.runner as runner
+    from harness import runner
     from harness.cli import app
     from harness.errors import WorkerFailed
 
