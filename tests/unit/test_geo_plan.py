@@ -293,3 +293,14 @@ def test_nodes_of_one_region_get_the_intra_region_delay():
     plan = plan_links(s.nodes(), LINE, regions=region_matrix(s))
     assert plan.nodes[0].pair_delays == ((1, pytest.approx(0.002)), (2, pytest.approx(0.040)))
     assert plan.nodes[2].pair_delays == ((0, pytest.approx(0.040)), (1, pytest.approx(0.040)))
+
+
+def test_docker_backend_refuses_regions_rather_than_ignoring_them(monkeypatch):
+    import os
+
+    from harness.backends.base import BackendOptions
+    from harness.backends.docker.backend import DockerBackend
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)  # the root check comes first; this test is about regions
+    with pytest.raises(CapabilityError, match="docker backend does not emulate delays between regions"):
+        DockerBackend.preflight(geo("preset:cloud-3"), BackendOptions())
