@@ -22,13 +22,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.projection import project
+from harness.runner import RunOptions, run_scenario
+from harness.scenario import Scenario, load_scenario, scenario_from_dict
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from harness.projection import project  # noqa: E402
-from harness.runner import RunOptions, run_scenario  # noqa: E402
-from harness.scenario import Scenario, load_scenario, scenario_from_dict  # noqa: E402
-
 SCENARIO = REPO / "scenarios" / "scale-32.yaml"
 
 
