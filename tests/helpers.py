@@ -93,7 +93,8 @@ def icmp_ping(ns, addr: str, count: int, interval_s: float, *, timeout_s: float 
     /run/netns) in Python, as root, for tests where iputils-ping is absent: the same ICMP echo requests, so
     the far side's kernel answers them as it answers ping. One entry per request, in order: its round
     trip in ms (send to reply, timed here as ping times them without SO_TIMESTAMP), or None when no
-    reply came within `timeout_s` of the last request."""
+    reply came within `timeout_s` of the last request. Replies are timed by the kernel on arrival
+    (SO_TIMESTAMPNS, as ping does), so a busy CPU that wakes this process late does not add to the RTT."""
     import os
     import select
     import struct
@@ -104,6 +105,9 @@ def icmp_ping(ns, addr: str, count: int, interval_s: float, *, timeout_s: float 
     ref = NetnsRef.named(ns) if isinstance(ns, str) else ns
     with entered(ref):  # the socket stays in the namespace it was made in
         sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    so_timestampns = 35  # Linux's SO_TIMESTAMPNS (Python does not name it): a struct timespec per datagram
+    sock.setsockopt(socket.SOL_SOCKET, so_timestampns, 1)
+    timespec = struct.Struct("@ll")
     ident = (os.getpid() ^ id(sock)) & 0xFFFF
     sent: dict[int, float] = {}
     rtts: list[float | None] = [None] * count
@@ -118,15 +122,19 @@ def icmp_ping(ns, addr: str, count: int, interval_s: float, *, timeout_s: float 
         payload = b"distro-bench" + bytes(44)  # 56 bytes, as ping's default
         header = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
         packet = struct.pack("!BBHHH", 8, 0, checksum(header + payload), ident, seq) + payload
-        sent[seq] = time.monotonic()
+        sent[seq] = time.time()  # the kernel's stamps are CLOCK_REALTIME
         sock.sendto(packet, (addr, 0))
 
     def receive_until(deadline: float) -> None:
         while (left := deadline - time.monotonic()) > 0:
             if not select.select([sock], [], [], left)[0]:
                 return
-            data, _ = sock.recvfrom(65536)
-            now = time.monotonic()
+            data, ancillary, _, _ = sock.recvmsg(65536, socket.CMSG_SPACE(timespec.size))
+            now = time.time()
+            for level, kind, value in ancillary:
+                if level == socket.SOL_SOCKET and kind == so_timestampns and len(value) >= timespec.size:
+                    sec, nsec = timespec.unpack(value[:timespec.size])
+                    now = sec + nsec / 1e9
             icmp = data[(data[0] & 0x0F) * 4:]  # past the IP header
             kind, _, _, rid, seq = struct.unpack("!BBHHH", icmp[:8])
             if kind == 0 and rid == ident and seq in sent and seq < count and rtts[seq] is None:
