@@ -36,6 +36,11 @@ def plan_host(nodes: list[Node], caps, *, allow_unemulated: bool, seed: int) -> 
         raise InputError("placement: nodes " + ", ".join(f"{n.name} ({n.link_name or 'inline'})" for n in nodes)
                          + " share this host's interface but have different links; place nodes with the same link "
                          "on one host (workers[].host or --placement)")
+    if any(n.region for n in nodes) and not allow_unemulated:
+        # A per-destination delay needs the delay line (or per-destination tc classes, not implemented).
+        raise CapabilityError("regions: a multi-host run does not emulate the delays between regions (the hosts' "
+                              "own network lies between them); run on one host (--backend netns), or "
+                              "--allow-unemulated")
     # No delay line on a real interface: plan with tc (netem) only.
     caps = replace(caps, delayline=False)
     full = plan_links(nodes[:1], caps, engine="tc" if caps.netem else "auto", allow_unemulated=allow_unemulated,

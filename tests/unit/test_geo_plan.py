@@ -304,3 +304,12 @@ def test_docker_backend_refuses_regions_rather_than_ignoring_them(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 0)  # the root check comes first; this test is about regions
     with pytest.raises(CapabilityError, match="docker backend does not emulate delays between regions"):
         DockerBackend.preflight(geo("preset:cloud-3"), BackendOptions())
+
+
+def test_a_multi_host_run_refuses_regions_unless_allowed_unemulated():
+    from harness.multihost.hostshaping import plan_host
+
+    nodes = geo("preset:cloud-3").nodes()[:1]
+    with pytest.raises(CapabilityError, match="multi-host run does not emulate the delays between regions"):
+        plan_host(nodes, NETEM_AND_LINE, allow_unemulated=False, seed=0)
+    assert plan_host(nodes, NETEM_AND_LINE, allow_unemulated=True, seed=0).nodes[0].pair_paths == ()
