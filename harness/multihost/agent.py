@@ -127,6 +127,12 @@ class Agent:
         if not 0 <= o.node_rank < self.placement.nnodes:
             raise InputError(f"--node-rank: {o.node_rank}; this run has hosts 0..{self.placement.nnodes - 1}")
         nodes = scenario.nodes()
+        # Each host's link is shaped once, statically (hostshaping.py); a schedule or trace would be silently
+        # ignored, and a trace's path would not resolve in the run folder the workers read.
+        changing = sorted({n.link_name for n in nodes if n.link is not None and n.link.changes})
+        if changing:
+            raise InputError(f"links {', '.join(changing)}: multi-host runs shape each host's link once and do not "
+                             "follow a schedule or trace; drop them, or run on one host (--backend netns)")
         self.my_nodes = [nodes[r] for r in self.placement.ranks_of(o.node_rank)]
         wants_shaping = o.shaping and any(n.link is not None and n.link.shaped for n in self.my_nodes)
         from harness.multihost import iface

@@ -138,3 +138,25 @@ def test_node_zero_claims_its_run_folder_for_clean(tmp_path, monkeypatch):
     finally:
         agent._release()
     assert not (owner.runtime_dir() / f"{agent.claim_id}.owner").exists()
+
+
+@pytest.mark.parametrize("link", [
+    {"up": "10Mbit", "down": "10Mbit", "schedule": [{"at": "5s", "up": "1Mbit"}]},
+    {"up": "10Mbit", "down": "10Mbit", "up_trace": "up.trace"},
+])
+def test_a_changing_link_is_refused_before_anything_changes(tmp_path, link):
+    """Host shaping is static: a schedule or trace would be silently ignored by every host (issue 26)."""
+    import yaml
+
+    from harness.errors import InputError
+    from harness.multihost.agent import Agent, NodeOptions
+
+    (tmp_path / "up.trace").write_text("\n".join(str(i) for i in range(1, 101)) + "\n")
+    d = tiny_scenario_dict(workers=[{"count": 2, "hardware": "host", "link": "wan"}])
+    d["links"] = {"wan": link}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(d))
+    agent = Agent(NodeOptions(scenario=path, rdzv="127.0.0.1:1", node_rank=0, nnodes=1, out=tmp_path / "out"))
+    with pytest.raises(InputError, match="links wan: multi-host runs .* do not follow a schedule or trace"):
+        agent.prepare()
+    assert not (tmp_path / "out").exists()
