@@ -21,7 +21,7 @@ Bytes come from the real parameter shapes and each strategy's own accounting of 
 
 It leaves out TCP slow start after idle periods and congestion on lossy links, so it is a lower bound
 on communication time where loss is high or steps are long apart. Wire bytes leave out each message's
-control traffic (gloo's preamble and ready notice, pure ACKs): measured at 0.9-1.6 kB per message (tx + rx),
+control traffic (gloo's preamble and ready notice, pure ACKs): measured at 0.8-1.6 kB per message (tx + rx),
 nothing beside a multi-segment message, but 40-70% more than a one-segment DisTrO packet's framed bytes
 (docs/projection.md, "Scale on one box").
 """

@@ -8,7 +8,7 @@ Tolerances, from 4, 8 and 16 workers measured here (docs/projection.md, "Scale o
 - AdamW wire (tx + rx on eth0): 0.95-1.03 of the ring's 4(N-1)/N*B with full-segment framing (1514 bytes per
   1448). Offloads stay on where no delay line runs and tbf passes segments up to its 62.5 kB burst whole, so
   eth0's counters see one set of headers per 1448 bytes at most and per ~62 kB at least: the framing factor
-  lies between 1.0 and 1.0456 (1/1.0456 = 0.956); pure ACKs add under 2%. Measured 0.969-1.006 at 4-32
+  lies between 1.0 and 1.0456 (1/1.0456 = 0.956); pure ACKs add under 2%. Measured 0.969-1.008 at 4-32
   workers. At 16 workers an exchange that moves 2B each way (not a ring) reads 2 / (2*15/16) = +6.7%, past
   the bound.
 - DisTrO wire: above the prediction, by less than one full frame each way per message. Its packet (about
