@@ -113,7 +113,8 @@ def verdict_section(run: LoadedRun) -> Section | None:
                            "smallest step count all reached."
                            + (" Each side's ± is a 95% Student-t interval over seeds; every comparison is paired seed "
                               "by seed (the same initial weights and data order): a loss gap's interval is that of the "
-                              "per-seed differences, a speed-up's [lo, hi] that of the per-seed ratios (log scale)."
+                              "per-seed differences, a speed-up's [lo, hi] that of the per-seed ratios (a t-interval "
+                              "of their logarithms)."
                               if any((v.seeds or 1) > 1 for v in found) else "")))
     return Section("Verdict", blocks)
 
