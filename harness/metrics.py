@@ -103,7 +103,12 @@ def summarize_optimizer(df: pd.DataFrame, end_checksums: dict[int, str], ends: l
     steps = int(df["step"].max()) + 1 if len(df) else 0
     steady = df[df["step"] > 0] if steps > 1 else df
     per_step = steady.groupby("step")
-    step_time = per_step["step_time_s"].max()  # synchronous training: a step ends with its slowest rank
+    # A step's time is its slowest rank's (progress.step_time_of, docs/run-folder.md "Step time"): a
+    # synchronous step ends with its slowest rank.
+    step_time = per_step["step_time_s"].max()
+    # A periodic method's last sync (`finish`, after the last step) is no step's: amortised into the mean like
+    # its bytes (the slowest rank's, as a step's), else a run with H above its steps would read no sync time.
+    final_sync_s = max((float(e.get("final_sync_comm_s") or 0) for e in ends), default=0.0)
     tail = df[df["step"] >= steps - max(1, steps // 10)]
     val = df.dropna(subset=["val_loss"]).groupby("step")["val_loss"].mean()
     tune = df.dropna(subset=["tune_loss"]).groupby("step")["tune_loss"].mean()
@@ -123,7 +128,7 @@ def summarize_optimizer(df: pd.DataFrame, end_checksums: dict[int, str], ends: l
     wall = float(df["t_start"].max() - df["t_start"].min() + step_time.iloc[-1]) if len(df) and len(step_time) else math.nan
     out = {
         "steps": steps,
-        "step_time_s_mean": float(step_time.mean()),
+        "step_time_s_mean": float((step_time.sum() + final_sync_s) / len(step_time)) if len(step_time) else math.nan,
         "step_time_s_p50": float(step_time.median()),
         "compute_s_mean": float(steady["compute_s"].mean()),
         "comm_s_mean": float(steady["comm_s"].mean()),

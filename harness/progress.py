@@ -1,6 +1,8 @@
 """Progress of a run: Rich bars on a terminal, plain lines on stderr otherwise (logs, CI, `| cat`).
 
-Both implement runner.ProgressSink. `make_progress()` picks by whether stdout is a terminal.
+Both implement runner.ProgressSink. `make_progress()` picks by whether stdout is a terminal. The runner feeds
+them through `AcrossRanks`, so the step time shown live is the one the summary, verdict and report use: the
+slowest rank's `step_time_s` of that step (docs/run-folder.md, "Step time").
 """
 
 from __future__ import annotations
@@ -13,6 +15,39 @@ from harness.format import fmt_bytes, fmt_seconds
 
 
 STARTING = "starting workers"
+
+
+def step_time_of(records: list[dict]) -> float:
+    """A step's time: the slowest rank's `step_time_s` (a synchronous step ends with its slowest rank; a
+    periodic method's local steps are timed the same way, its sync steps carry the sync). metrics.py's
+    summary applies the same rule per step before its mean and median."""
+    return max(float(r["step_time_s"]) for r in records)
+
+
+class AcrossRanks:
+    """Feeds `sink` one record per step once every rank has written it: step time by `step_time_of`, loss and
+    payload bytes the mean over ranks (as the summary's). Ranks write their steps in order, so steps come out
+    in order; a step some rank never wrote (it died) is not shown."""
+
+    def __init__(self, sink, ranks: int):
+        self.sink, self.ranks = sink, ranks
+        self.pending: dict[tuple[str, int], dict[int, dict]] = {}
+
+    def step(self, optimizer: str, r: dict) -> None:
+        got = self.pending.setdefault((optimizer, int(r["step"])), {})
+        got[int(r.get("rank", 0))] = r
+        if len(got) < self.ranks:
+            return
+        del self.pending[(optimizer, int(r["step"]))]
+        recs = [got[k] for k in sorted(got)]
+        n = len(recs)
+        self.sink.step(optimizer, {
+            **recs[0], "rank": None, "ranks": n, "step_time_s": step_time_of(recs),
+            "slowest_rank": max(recs, key=lambda x: float(x["step_time_s"]))["rank"],
+            "loss": sum(float(x["loss"]) for x in recs) / n,
+            "payload_tx_bytes": sum(x["payload_tx_bytes"] for x in recs) / n,
+            "payload_rx_bytes": sum(x["payload_rx_bytes"] for x in recs) / n,
+        })
 
 
 class RichProgress:
@@ -28,7 +63,7 @@ class RichProgress:
         self.progress = Progress(
             TextColumn("[bold]{task.description:<12}"), BarColumn(bar_width=24), MofNCompleteColumn(),
             TextColumn("{task.fields[status]}"), TextColumn("loss {task.fields[loss]}"),
-            TextColumn("{task.fields[step_time]}/step"), TextColumn("{task.fields[mb]}/step"),
+            TextColumn("{task.fields[step_time]}/step (slowest rank)"), TextColumn("{task.fields[mb]}/step"),
             TextColumn("elapsed"), TimeElapsedColumn(),
             console=console or default_console, transient=False,
         )
@@ -99,7 +134,7 @@ class PlainProgress:
         elapsed = self.clock() - self.started.get(optimizer, self.clock())
         of = f"/{total}" if total else ""
         return (f"{optimizer}: step {r['step'] + 1}{of}, loss {r['loss']:.3f}, "
-                f"{fmt_seconds(r['step_time_s'])}/step, "
+                f"{fmt_seconds(r['step_time_s'])}/step (slowest rank), "
                 f"{fmt_bytes(r['payload_tx_bytes'] + r['payload_rx_bytes'])}/step, {elapsed:.0f} s elapsed")
 
     def step(self, optimizer: str, r: dict) -> None:

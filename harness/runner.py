@@ -21,6 +21,7 @@ import yaml
 from harness import environment, metrics, preflight
 from harness.backends import Backend, BackendOptions
 from harness.errors import HarnessError, Interrupted, RunFolderWriteError, WorkerFailed
+from harness.progress import AcrossRanks
 from harness.rundir import (SCHEMA_VERSION, atomic_write_json, atomic_write_parquet, atomic_write_text, new_run_dir,
                             write_status)
 from harness.scenario import Scenario, dump_for_run, scenario_from_dict
@@ -224,20 +225,20 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
                    **backend.worker_env(n.rank)}
             handles.append(backend.start_worker(n.rank, argv, env, out / f"rank{n.rank}.log"))
         followers = [_Follower(out / f"rank{n.rank}.jsonl") for n in nodes]
+        live = AcrossRanks(sink, len(nodes))  # the summary's step time (slowest rank), not rank 0's
         last_progress = time.monotonic()
         # Start-up (imports, data, connecting) is not a hang: allow it on top of the collective timeout.
         watchdog = options.watchdog_s or timeout + 60.0
         grace = 120.0
         while True:
-            for i, f in enumerate(followers):
+            for f in followers:
                 recs = f.new_records()
                 if recs:
                     last_progress = time.monotonic()
                     grace = 0.0
-                if i == 0:
-                    for r in recs:
-                        if r.get("type") == "step":
-                            sink.step(label, r)
+                for r in recs:
+                    if r.get("type") == "step":
+                        live.step(label, r)
             codes = [h.poll() for h in handles]
             running = [h.rank for h, rc in zip(handles, codes) if rc is None]
             for h, rc in zip(handles, codes):

@@ -52,3 +52,58 @@ def test_rich_bar_says_starting_workers_and_elapsed_never_a_literal_eta():
     then = shown(p)
     assert "starting workers" in first and "starting workers" not in then
     assert "elapsed" in then and "ETA" not in first + then
+
+
+def _rank_record(rank: int, step: int, step_time: float) -> dict:
+    return {"type": "step", "optimizer": "distro", "rank": rank, "step": step, "seed": 0, "loss": 3.0 + rank,
+            "val_loss": None, "lr": 1e-3, "step_time_s": step_time, "data_s": 0.0, "compute_s": step_time / 2,
+            "stretch_s": 0.0, "compress_s": 0.0, "comm_s": 0.01, "apply_s": 0.0, "t_start": 100.0 + step,
+            "t_ready": 100.0 + step + step_time / 2, "train_time_s": float(step), "payload_tx_bytes": 1000,
+            "payload_rx_bytes": 3000, "collectives": 1, "ring_bytes": 1000.0, "wire_tx_bytes": None,
+            "wire_rx_bytes": None, "tokens": 64, "param_checksum": None}
+
+
+def test_live_progress_summary_and_verdict_show_the_slowest_ranks_step_time():
+    """Issue 27: rank 0 fast (0.1 s), rank 1 slow (0.4 s): progress used to show rank 0's 0.1 s while the
+    summary and the verdict read 0.4 s. Every place shows the slowest rank's figure now."""
+    from harness.format import fmt_seconds
+    from harness.metrics import records_to_frame, summarize_optimizer
+    from harness.progress import AcrossRanks
+    from harness.report.verdict import rows, verdicts
+
+    steps, fast, slow = 5, 0.1, 0.4
+    records = [_rank_record(rank, s, fast if rank == 0 else slow) for s in range(steps) for rank in (0, 1)]
+    out = StringIO()
+    plain = PlainProgress(stream=out, every=1, clock=lambda: 0.0)
+    plain.start("distro", steps)
+    live = AcrossRanks(plain, ranks=2)
+    for r in records:  # the runner's order: every rank's new records in turn
+        live.step("distro", r)
+    plain.finish("distro")
+    lines = out.getvalue().splitlines()[1:]
+    assert len(lines) == steps  # one line per step, once both ranks wrote it
+    assert all(f"{fmt_seconds(slow)}/step (slowest rank)" in ln for ln in lines), lines
+    assert all(f"{fmt_seconds(fast)}/step" not in ln for ln in lines)
+    assert all("loss 3.500" in ln for ln in lines)  # the mean over ranks, as the summary's final_loss
+
+    s = summarize_optimizer(records_to_frame(records), {})
+    assert s["step_time_s_mean"] == s["step_time_s_p50"] == slow
+
+    base = dict(s, step_time_s_mean=2 * slow)
+    (v,) = verdicts({"baseline": "adamw", "optimizers": {"adamw": base, "distro": dict(s)}})
+    (row,) = [r for r in rows(v) if r[0] == "step time"]
+    assert row[1].startswith(f"{slow:g}"), row
+
+
+def test_a_periodic_methods_syncs_count_in_the_mean_step_time_the_last_one_amortised():
+    """DiLoCo-style: local steps of 0.1 s, a sync step (step 3) of 1.0 s on the slowest rank, and the final
+    sync after the last step (each rank's `end` record, 0.6 s on the slowest): the mean amortises both, the
+    median is the typical local step."""
+    from harness.metrics import records_to_frame, summarize_optimizer
+
+    records = [_rank_record(rank, s, (1.0 if s == 3 else 0.1) - 0.05 * rank) for s in range(6) for rank in (0, 1)]
+    ends = [{"type": "end", "rank": rank, "final_sync_comm_s": 0.6 - 0.1 * rank} for rank in (0, 1)]
+    s = summarize_optimizer(records_to_frame(records), {}, ends)
+    # steps 1-5 (step 0 left out): 0.1, 0.1, 1.0, 0.1, 0.1, plus the 0.6 s final sync over those 5 steps
+    assert abs(s["step_time_s_mean"] - (0.1 * 4 + 1.0 + 0.6) / 5) < 1e-9
+    assert s["step_time_s_p50"] == 0.1
