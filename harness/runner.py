@@ -354,6 +354,9 @@ def _write_results(run_dir: Path, scenario: Scenario, backend_name: str, state: 
         "target": target,
         "optimizers": metrics.summarize(df, events, scenario.baseline, target["val_loss"]) if len(df) else {},
     }
+    from harness.report.cost import add_costs
+
+    add_costs(summary, scenario.costs.model_dump(), [str(e.get("device", "")) for e in starts])  # issue 29
     atomic_write_parquet(run_dir / "metrics.parquet", df)
     atomic_write_json(run_dir / "summary.json", summary)
     atomic_write_text(run_dir / "summary.csv", metrics.summary_frame(summary["optimizers"]).to_csv(index=False))

@@ -338,6 +338,18 @@ class ChecksSpec(_Strict):
     target_val_loss: float | None = Field(default=None, gt=0)
 
 
+# AWS EC2's list price for data transfer out to the internet, first 10 TB a month, us-east-1 (aws.amazon.com/
+# ec2/pricing/on-demand/, "Data Transfer"): what a node in a public cloud pays per GB it sends to its peers.
+EGRESS_USD_PER_GB = 0.09
+
+
+class CostsSpec(_Strict):
+    """Prices for the verdict's cost-to-target row (docs/reports.md); null leaves that cost out."""
+
+    egress_usd_per_gb: float | None = Field(default=EGRESS_USD_PER_GB, ge=0)
+    gpu_usd_per_hour: float | None = Field(default=None, ge=0)
+
+
 class Node(BaseModel):
     """One worker after expansion: its rank, name and resolved hardware and link."""
 
@@ -365,6 +377,7 @@ class Scenario(_Strict):
     optimizers: dict[str, dict[str, Any]] = Field(min_length=1)
     baseline: str = "adamw"
     checks: ChecksSpec = Field(default_factory=ChecksSpec)
+    costs: CostsSpec = Field(default_factory=CostsSpec)
     # One-way delay per ordered pair of regions (a preset or a table), applied on top of the access links.
     regions: RegionsSpec | None = None
 

@@ -82,6 +82,12 @@ class OptimizerSummary(_Record):
     val_loss_at_equal_time: float | None = None
     val_loss_at_equal_steps: float | None = None
     final_tune_loss: float | None = None  # issue 27: the tuning split's loss, what a sweep selects on
+    # issue 29: cost to the target (harness/report/cost.py; null where a seed missed it or nothing is priced)
+    egress_bytes_to_target: float | None = None  # all workers' egress, (tx + rx) / 2 on costs.bytes_basis
+    egress_usd_to_target: float | None = None
+    gpu_hours_to_target: float | None = None  # worker-hours (costs.hours_unit says GPU-h or CPU-h)
+    gpu_usd_to_target: float | None = None
+    energy_j_to_target: float | None = None  # null: not measured (costs.energy_note says why)
     ci95: dict[str, list[float] | None] | None = None
     per_seed: dict[str, dict] | None = None
 
@@ -113,6 +119,8 @@ class Summary(_Record):
     baseline: str | None = None
     optimizers: dict[str, OptimizerSummary] = Field(default_factory=dict)
     target: dict[str, Any] | None = None  # {"val_loss": x, "how": "..."}
+    # issue 29: {"egress_usd_per_gb", "gpu_usd_per_hour", "bytes_basis", "hours_unit", "energy_j", "energy_note"}
+    costs: dict[str, Any] | None = None
 
     def verdicts(self) -> list[str]:
         """One line per optimizer against the baseline, e.g.

@@ -13,6 +13,7 @@ import math
 import textwrap
 from dataclasses import dataclass, field
 
+from harness.report import cost as _cost
 from harness.stats import Interval, paired_difference, ratio_interval
 
 WIDTH = 80  # the block `run` prints fits an 80-column terminal or log
@@ -95,6 +96,11 @@ class Verdict:
     base_bytes_per_step: float | None = None
     steps: Estimate = field(default_factory=lambda: Estimate(None))  # mean steps per seed
     base_steps: Estimate = field(default_factory=lambda: Estimate(None))
+    # Cost to the target (issue 29, report/cost.py): None without `costs` in the summary or without a target.
+    cost: _cost.CostSide | None = None
+    base_cost: _cost.CostSide | None = None
+    cost_ratio: Interval | None = None  # paired baseline / this optimizer's cost (dollars where priced, else hours)
+    cost_unit: str = "GPU-h"
 
     @property
     def missing(self) -> str:
@@ -295,6 +301,7 @@ def verdicts(summary: dict) -> list[Verdict]:
         if basis:
             v.bytes_per_step, v.base_bytes_per_step = total_bytes(s, basis), total_bytes(base, basis)
         v.steps, v.base_steps = _estimate(s, "steps"), _estimate(base, "steps")
+        _add_cost(v, summary)
         if v.reached is None:
             v.notes.append("time to target not recorded (run folder from before issue 16)")
         if not v.loss_equal_time.known and "val_loss_at_equal_time" not in s:
@@ -309,6 +316,63 @@ def verdicts(summary: dict) -> list[Verdict]:
                                                     "both": "a rough"}[v.capped] + " that")
         out.append(v)
     return out
+
+
+def _add_cost(v: Verdict, summary: dict) -> None:
+    """The cost-to-target figures and their note (nothing when the summary has no `costs` or no target)."""
+    mine, base = _cost.side(summary, v.optimizer), _cost.side(summary, v.baseline)
+    if mine is None or base is None:
+        return
+    costs = summary["costs"]
+    v.cost, v.base_cost, v.cost_ratio = mine, base, _cost.paired_ratio(base, mine)
+    v.cost_unit = costs.get("hours_unit") or "GPU-h"
+    price, gpu = costs.get("egress_usd_per_gb"), costs.get("gpu_usd_per_hour")
+    words = [f"egress = (tx+rx)/2 {costs.get('bytes_basis') or 'payload'} bytes x steps to target x workers"
+             + (f" at ${price:g}/GB" if isinstance(price, (int, float)) else " (not priced)")]
+    unit = "worker-hours on CPU" if v.cost_unit == "CPU-h" else "GPU-hours"
+    words.append(f"{v.cost_unit} = {unit} to target" + (f" at ${gpu:g}/h" if isinstance(gpu, (int, float)) else ""))
+    if costs.get("energy_j") is None and costs.get("energy_note"):
+        words.append(f"energy {costs['energy_note']}")
+    v.notes.append("cost to target: " + "; ".join(words))
+
+
+def _money(x: float) -> str:
+    return f"${x:,.0f}" if x >= 100 else f"${x:.2g}"
+
+
+def cost_label(v: Verdict) -> str:
+    """'cost to target $, CPU-h': the units live in the label so each side stays as narrow as a step time."""
+    priced = v.cost is not None and v.cost.usd is not None and v.base_cost.usd is not None
+    return f"cost to target {'$, ' if priced else ''}{v.cost_unit}"
+
+
+def cost_text(c: _cost.CostSide | None, priced: bool = True) -> str:
+    """'$0.018, 0.11' (dollars where priced, then worker-hours); '>=' when a seed missed and counts at its
+    whole run (a lower bound)."""
+    if c is None:
+        return "n/a"
+    pre = ">=" if c.capped else ""
+    hours = f"{c.hours:.2g}"
+    return f"{pre}{_money(c.usd)}, {hours}" if priced and c.usd is not None else f"{pre}{hours}"
+
+
+def cost_comparison(v: Verdict) -> str:
+    """'98x cheaper [90, 107]' on dollars (hours where nothing is priced), bounded like time to target."""
+    mine, base = v.cost, v.base_cost
+    if mine is None or base is None:
+        return "n/a"
+    key = "usd" if mine.usd is not None and base.usd is not None else "hours"
+    x = v.cost_ratio.mean if v.cost_ratio is not None else _ratio(getattr(base, key), getattr(mine, key))
+    if not x:
+        return "n/a"
+    capped = ("both" if mine.capped and base.capped else "mine" if mine.capped else "base" if base.capped
+              else None)
+    b = _bound(capped, x < 0.95)
+    what = "cheaper" if key == "usd" else "fewer hours"
+    if 0.95 <= x <= 1.05:
+        return f"about the same ({b}{_factor(x)}{_range(v.cost_ratio)})"
+    word = what if x >= 1 else "dearer" if key == "usd" else "more hours"
+    return f"{b}{_factor(x if x >= 1 else 1 / x)} {word}" + _range(v.cost_ratio, x < 1)
 
 
 # ---- words -----------------------------------------------------------------------------------------
@@ -460,6 +524,10 @@ def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
         r = base_t / mine_t if mine_t else None
         out.append((f"{basis} bytes, whole run", fmt_bytes(mine_t), fmt_bytes(base_t),
                     "n/a" if not r else f"{_factor(r)} fewer bytes" if r >= 1 else f"{_factor(1 / r)} more bytes"))
+    if v.cost is not None and v.base_cost is not None:  # issue 29; the note under the block says how it is costed
+        label = cost_label(v)
+        priced = "$" in label
+        out.append((label, cost_text(v.cost, priced), cost_text(v.base_cost, priced), cost_comparison(v)))
     return out
 
 
