@@ -337,7 +337,10 @@ def _add_cost(v: Verdict, summary: dict) -> None:
 
 
 def _money(x: float) -> str:
-    return f"${x:,.0f}" if x >= 100 else f"${x:.2g}"
+    """Two significant digits, never in e-notation ($0.000023, $0.018, $1.50, $120)."""
+    if x >= 100 or x <= 0:
+        return f"${x:,.0f}"
+    return f"${x:.{max(2, 1 - math.floor(math.log10(x)))}f}"
 
 
 def cost_label(v: Verdict) -> str:
