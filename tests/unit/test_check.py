@@ -164,8 +164,23 @@ def test_ci_and_the_example_workflow_run_the_gate():
     root = Path(__file__).resolve().parents[2]
     steps = yaml.safe_load((root / ".github/workflows/distro-bench.yml").read_text())["jobs"]["gate"]["steps"]
     runs = [s.get("run", "") for s in steps]
-    i_run = next(i for i, r in enumerate(runs) if "distro-bench run scenarios/ci-smoke.yaml" in r)
+    i_run = next(i for i, r in enumerate(runs) if "run scenarios/ci-gate.yaml --backend netns" in r)
     i_check = next(i for i, r in enumerate(runs) if r.startswith("distro-bench check"))
     assert i_run < i_check and "if" not in steps[i_check]  # the check step fails the job
     ci = (root / ".ci/run").read_text()
-    assert ci.index("python -m pytest") < ci.index("distro-bench run scenarios/ci-smoke.yaml") < ci.index("distro-bench check")
+    assert ci.index("python -m pytest") < ci.index("distro-bench run scenarios/ci-gate.yaml") < ci.index("distro-bench check")
+
+
+def test_the_ci_gate_asks_the_equal_time_question_on_shaped_links():
+    """The gate's scenario: a time budget (equal wall-clock), >= 3 paired seeds, rate-shaped links a netns
+    run can apply with tbf alone, and a margin and target fixed in the file (issue 27)."""
+    from pathlib import Path
+
+    from harness.scenario import load_scenario
+
+    s = load_scenario(Path(__file__).resolve().parents[2] / "scenarios" / "ci-gate.yaml")
+    assert s.train.time_budget is not None and s.train.steps is None
+    assert len(s.train.seeds) >= 3
+    links = {n.link_name: n.link for n in s.nodes()}
+    assert all(link.shaped and not link.delay and not link.jitter for link in links.values()), links
+    assert s.checks.max_loss_gap is not None and s.checks.min_reduction and s.checks.target_val_loss
