@@ -7,12 +7,12 @@ module under test."""
 from __future__ import annotations
 
 import math
-import threading
 
 import pytest
 import torch
 
 from harness.optim.desloc import DESLOC, DESLOCConfig, PhaseTimer
+from tests.pair_workers import grads, initial, train_pair
 
 SHAPES = {"w": (6, 5), "norm": (7,)}
 N = sum(math.prod(s) for s in SHAPES.values())
@@ -22,71 +22,14 @@ CFG = DESLOCConfig(lr=1e-2, weight_decay=0.0, max_grad_norm=None, param_period=K
                    variance_period=KV)
 
 
-class PairComm:
-    """One rank of a two-rank world in one process: all_reduce sums both ranks' buffers, rank 0's first."""
-
-    world_size = 2
-
-    def __init__(self, rank: int, shared: dict):
-        self.rank, self.shared, self.step = rank, shared, -1
-        self.calls: list[tuple[object, tuple[str, int]]] = []
-
-    def all_reduce(self, t):
-        self.shared[self.rank] = t.clone()
-        self.shared["barrier"].wait()
-        t.copy_(self.shared[0] + self.shared[1])
-        self.shared["barrier"].wait()
-        self.calls.append((self.step, ("all_reduce", t.numel() * t.element_size())))
-        return t
-
-
-def _initial() -> list[torch.Tensor]:
-    g = torch.Generator().manual_seed(0)
-    return [torch.randn(s, generator=g) for s in SHAPES.values()]
-
-
-def _grads(rank: int, step: int) -> list[torch.Tensor]:
-    g = torch.Generator().manual_seed(100 * rank + step)
-    return [torch.randn(s, generator=g) for s in SHAPES.values()]
-
-
 def _run_product(cfg: DESLOCConfig, steps: int = STEPS):
-    shared = {"barrier": threading.Barrier(2)}
-    out, comms, errors = {}, {}, []
-
-    def worker(rank):
-        try:
-            params = [torch.nn.Parameter(t.clone()) for t in _initial()]
-            comm = comms[rank] = PairComm(rank, shared)
-            s = DESLOC(cfg, list(zip(SHAPES, params)), comm, total_steps=steps)
-            timer = PhaseTimer(torch.device("cpu"))
-            trace, synced = [], []
-            for step in range(steps):
-                for p, g in zip(params, _grads(rank, step)):
-                    p.grad = g.clone()
-                comm.step = step
-                synced.append(s.step(step, timer).synced)
-                trace.append([p.detach().clone() for p in params])
-            comm.step = "finish"
-            end = s.finish(timer)
-            out[rank] = trace, synced, end, [p.detach().clone() for p in params]
-        except Exception as e:  # surfaced below; a failing thread would otherwise hang its peer's barrier
-            errors.append(e)
-            shared["barrier"].abort()
-
-    threads = [threading.Thread(target=worker, args=(r,)) for r in (0, 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return out, comms
+    runs, comms = train_pair(DESLOC, cfg, SHAPES, steps, PhaseTimer)
+    return {r: (run.trace, run.synced, run.end, run.final) for r, run in runs.items()}, comms
 
 
 def _run_reference(cfg: DESLOCConfig, steps: int = STEPS):
     b1, b2, eps, lr = cfg.beta1, cfg.beta2, cfg.eps, cfg.lr
-    theta = [_initial() for _ in range(2)]
+    theta = [initial(SHAPES) for _ in range(2)]
     m = [[torch.zeros(s) for s in SHAPES.values()] for _ in range(2)]
     v = [[torch.zeros(s) for s in SHAPES.values()] for _ in range(2)]
     traces = [[], []]
@@ -98,7 +41,7 @@ def _run_reference(cfg: DESLOCConfig, steps: int = STEPS):
     for step in range(steps):
         t = step + 1
         for r in (0, 1):
-            for i, g in enumerate(_grads(r, step)):
+            for i, g in enumerate(grads(SHAPES, r, step)):
                 m[r][i] = b1 * m[r][i] + (1 - b1) * g
                 v[r][i] = b2 * v[r][i] + (1 - b2) * g * g
                 m_hat, v_hat = m[r][i] / (1 - b1**t), v[r][i] / (1 - b2**t)

@@ -7,12 +7,12 @@ harness only the module under test."""
 from __future__ import annotations
 
 import math
-import threading
 
 import pytest
 import torch
 
 from harness.optim.sparta import SPARTA, PhaseTimer, SPARTAConfig
+from tests.pair_workers import grads, initial, train_pair
 
 SHAPES = {"w": (40, 30), "v": (50, 8), "norm": (16,)}
 N = sum(math.prod(s) for s in SHAPES.values())
@@ -20,72 +20,15 @@ STEPS = 6
 CFG = SPARTAConfig(lr=1e-2, fraction=0.01, weight_decay=0.0, max_grad_norm=None)
 
 
-class PairComm:
-    """One rank of a two-rank world in one process: all_reduce sums both ranks' buffers, rank 0's first."""
-
-    world_size = 2
-
-    def __init__(self, rank: int, shared: dict):
-        self.rank, self.shared = rank, shared
-        self.calls: list[tuple[int, tuple[str, int]]] = []
-        self.step = -1
-
-    def all_reduce(self, t):
-        barrier = self.shared["barrier"]
-        self.shared[self.rank] = t.clone()
-        barrier.wait()
-        t.copy_(self.shared[0] + self.shared[1])
-        barrier.wait()
-        self.calls.append((self.step, ("all_reduce", t.numel() * t.element_size())))
-        return t
-
-
-def _initial() -> list[torch.Tensor]:
-    g = torch.Generator().manual_seed(0)
-    return [torch.randn(s, generator=g) for s in SHAPES.values()]
-
-
-def _grads(rank: int, step: int) -> list[torch.Tensor]:
-    g = torch.Generator().manual_seed(100 * rank + step)
-    return [torch.randn(s, generator=g) for s in SHAPES.values()]
-
-
 def _run_product(cfg: SPARTAConfig):
-    shared = {"barrier": threading.Barrier(2)}
-    out, comms, errors = {}, {}, []
-
-    def worker(rank):
-        try:
-            params = [torch.nn.Parameter(t.clone()) for t in _initial()]
-            comm = comms[rank] = PairComm(rank, shared)
-            s = SPARTA(cfg, list(zip(SHAPES, params)), comm, total_steps=STEPS)
-            timer = PhaseTimer(torch.device("cpu"))
-            trace = []
-            for step in range(STEPS):
-                for p, g in zip(params, _grads(rank, step)):
-                    p.grad = g.clone()
-                comm.step = step
-                assert s.step(step, timer).synced is False
-                trace.append([p.detach().clone() for p in params])
-            comm.step = "finish"
-            assert s.finish(timer).synced is True
-            out[rank] = trace, [p.detach().clone() for p in params]
-        except Exception as e:  # surfaced below; a failing thread would otherwise hang its peer's barrier
-            errors.append(e)
-            shared["barrier"].abort()
-
-    threads = [threading.Thread(target=worker, args=(r,)) for r in (0, 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return out, comms
+    runs, comms = train_pair(SPARTA, cfg, SHAPES, STEPS, PhaseTimer)
+    for run in runs.values():  # never one model between steps; one after finish
+        assert all(res.synced is False for res in run.results) and run.end.synced is True
+    return {r: (run.trace, run.final) for r, run in runs.items()}, comms
 
 
 def _run_reference(cfg: SPARTAConfig):
-    models = [[torch.nn.Parameter(t.clone()) for t in _initial()] for _ in range(2)]
+    models = [[torch.nn.Parameter(t.clone()) for t in initial(SHAPES)] for _ in range(2)]
     opts = [torch.optim.AdamW([{"params": [p for p in m if p.ndim >= 2], "weight_decay": cfg.weight_decay},
                                {"params": [p for p in m if p.ndim < 2], "weight_decay": 0.0}],
                               lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps) for m in models]
@@ -94,7 +37,7 @@ def _run_reference(cfg: SPARTAConfig):
     traces = [[], []]
     for step in range(STEPS):
         for rank in (0, 1):
-            for p, g in zip(models[rank], _grads(rank, step)):
+            for p, g in zip(models[rank], grads(SHAPES, rank, step)):
                 p.grad = g.clone()
             opts[rank].step()
         idx = torch.randint(N, (k,), generator=gen)

@@ -8,12 +8,12 @@ all-gather. Imports from harness only the modules under test (and DiLoCo, which 
 from __future__ import annotations
 
 import math
-import threading
 
 import pytest
 import torch
 
 from harness.optim.streaming_diloco import PhaseTimer, StreamingDiLoCo, StreamingDiLoCoConfig
+from tests.pair_workers import grads, initial, train_pair
 
 SHAPES = {"tok_embeddings.weight": (9, 4), "layers.0.w": (4, 4), "layers.0.n": (4,), "layers.1.w": (4, 5),
           "layers.2.w": (5, 4), "norm.weight": (4,), "output.weight": (9, 4)}
@@ -24,75 +24,9 @@ H, STEPS = 4, 11
 CFG = StreamingDiLoCoConfig(lr=1e-2, inner_steps=H, fragments=2, weight_decay=0.0, max_grad_norm=None)
 
 
-class PairComm:
-    """One rank of a two-rank world in one process; rank 0's buffer first in every sum and gather."""
-
-    world_size = 2
-
-    def __init__(self, rank: int, shared: dict):
-        self.rank, self.shared, self.step = rank, shared, -1
-        self.calls: list[tuple[object, tuple[str, int]]] = []
-
-    def _exchange(self, t):
-        self.shared[self.rank] = t.clone()
-        self.shared["barrier"].wait()
-        both = [self.shared[0], self.shared[1]]
-        self.shared["barrier"].wait()
-        return both
-
-    def all_reduce(self, t):
-        a, b = self._exchange(t)
-        t.copy_(a + b)
-        self.calls.append((self.step, ("all_reduce", t.numel() * t.element_size())))
-        return t
-
-    def all_gather(self, t):
-        self.calls.append((self.step, ("all_gather", t.numel() * t.element_size())))
-        return self._exchange(t)
-
-
-def _initial() -> list[torch.Tensor]:
-    g = torch.Generator().manual_seed(0)
-    return [torch.randn(s, generator=g) for s in SHAPES.values()]
-
-
-def _grads(rank: int, step: int) -> list[torch.Tensor]:
-    g = torch.Generator().manual_seed(100 * rank + step)
-    return [torch.randn(s, generator=g) for s in SHAPES.values()]
-
-
 def _run_product(cfg, strategy=StreamingDiLoCo, steps: int = STEPS):
-    shared = {"barrier": threading.Barrier(2)}
-    out, comms, errors = {}, {}, []
-
-    def worker(rank):
-        try:
-            params = [torch.nn.Parameter(t.clone()) for t in _initial()]
-            comm = comms[rank] = PairComm(rank, shared)
-            s = strategy(cfg, list(zip(SHAPES, params)), comm, total_steps=steps)
-            timer = PhaseTimer(torch.device("cpu"))
-            trace, synced = [], []
-            for step in range(steps):
-                for p, g in zip(params, _grads(rank, step)):
-                    p.grad = g.clone()
-                comm.step = step
-                synced.append(s.step(step, timer).synced)
-                trace.append([p.detach().clone() for p in params])
-            comm.step = "finish"
-            s.finish(timer)
-            out[rank] = trace, synced, [p.detach().clone() for p in params]
-        except Exception as e:  # surfaced below; a failing thread would otherwise hang its peer's barrier
-            errors.append(e)
-            shared["barrier"].abort()
-
-    threads = [threading.Thread(target=worker, args=(r,)) for r in (0, 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return out, comms
+    runs, comms = train_pair(strategy, cfg, SHAPES, steps, PhaseTimer)
+    return {r: (run.trace, run.synced, run.final) for r, run in runs.items()}, comms
 
 
 def _int8(x):  # absmax per tensor, 127 levels each side: from the definition, not the codec
@@ -102,11 +36,11 @@ def _int8(x):  # absmax per tensor, 127 levels each side: from the definition, n
 
 def _run_reference(cfg: StreamingDiLoCoConfig, steps: int = STEPS):
     names = list(SHAPES)
-    models = [[torch.nn.Parameter(t.clone()) for t in _initial()] for _ in range(2)]
+    models = [[torch.nn.Parameter(t.clone()) for t in initial(SHAPES)] for _ in range(2)]
     opts = [torch.optim.AdamW([{"params": [p for p in m if p.ndim >= 2], "weight_decay": cfg.weight_decay},
                                {"params": [p for p in m if p.ndim < 2], "weight_decay": 0.0}],
                               lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps) for m in models]
-    anchor = _initial()
+    anchor = initial(SHAPES)
     mom: dict[int, torch.Tensor] = {}
     lr, mu = cfg.outer_lr, cfg.outer_momentum
     transport = _int8 if cfg.pseudo_grad == "int8" else (lambda x: x)
@@ -126,7 +60,7 @@ def _run_reference(cfg: StreamingDiLoCoConfig, steps: int = STEPS):
     last = {}
     for step in range(steps):
         for r in (0, 1):
-            for p, g in zip(models[r], _grads(r, step)):
+            for p, g in zip(models[r], grads(SHAPES, r, step)):
                 p.grad = g.clone()
             opts[r].step()
         for f, fragment in enumerate(frags):

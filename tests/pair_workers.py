@@ -1,0 +1,117 @@
+"""Two workers in one process for the optimizer reference tests: a two-rank Comm over a threading.Barrier,
+seeded parameters and gradients, and a strategy trained on both ranks. Only plumbing: each test module keeps its
+own reference implementation."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+
+class PairComm:
+    """One rank of a two-rank world in one process; rank 0's buffer first in every sum and gather.
+
+    Every collective is recorded in `calls` as (step, (kind, bytes)), `step` being whatever the worker set
+    last (a step index, or a label such as "finish")."""
+
+    world_size = 2
+
+    def __init__(self, rank: int, shared: dict):
+        self.rank, self.shared, self.step = rank, shared, -1
+        self.calls: list[tuple[object, tuple[str, int]]] = []
+
+    def _exchange(self, t: torch.Tensor) -> list[torch.Tensor]:
+        self.shared[self.rank] = t.clone()
+        self.shared["barrier"].wait()
+        both = [self.shared[0], self.shared[1]]
+        self.shared["barrier"].wait()  # neither rank overwrites its slot before the other has read it
+        return both
+
+    def all_reduce(self, t: torch.Tensor) -> torch.Tensor:
+        a, b = self._exchange(t)
+        t.copy_(a + b)
+        self.calls.append((self.step, ("all_reduce", t.numel() * t.element_size())))
+        return t
+
+    def all_gather(self, t: torch.Tensor) -> list[torch.Tensor]:
+        self.calls.append((self.step, ("all_gather", t.numel() * t.element_size())))
+        return self._exchange(t)
+
+
+def initial(shapes: dict[str, tuple[int, ...]], seed: int = 0) -> list[torch.Tensor]:
+    """The parameters both workers (and the reference) start from, one tensor per shape."""
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, generator=g) for s in shapes.values()]
+
+
+def grads(shapes: dict[str, tuple[int, ...]], rank: int, step: int) -> list[torch.Tensor]:
+    """This rank's gradient at this step: different per rank and step, the same on every call."""
+    g = torch.Generator().manual_seed(100 * rank + step)
+    return [torch.randn(s, generator=g) for s in shapes.values()]
+
+
+def run_pair(worker: Callable[[int, PairComm], object]) -> tuple[dict[int, object], dict[int, PairComm]]:
+    """Run worker(rank, comm) for ranks 0 and 1 on two threads; return their results and comms by rank.
+
+    The first exception raised in a worker is re-raised here; it aborts the barrier so that the peer,
+    waiting in a collective, fails too instead of hanging."""
+    shared = {"barrier": threading.Barrier(2)}
+    out, comms, errors = {}, {}, []
+
+    def run(rank: int) -> None:
+        try:
+            comm = comms[rank] = PairComm(rank, shared)
+            out[rank] = worker(rank, comm)
+        except Exception as e:  # surfaced below, after both threads have ended
+            errors.append(e)
+            shared["barrier"].abort()
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return out, comms
+
+
+@dataclass
+class Trained:
+    """One rank's run: its parameters after each step, each step's StepResult, finish()'s, and the end parameters."""
+
+    trace: list[list[torch.Tensor]]
+    results: list
+    end: object
+    final: list[torch.Tensor]
+
+    @property
+    def synced(self) -> list[bool]:
+        return [r.synced for r in self.results]
+
+
+def train_pair(strategy, cfg, shapes: dict[str, tuple[int, ...]], steps: int,
+               timer) -> tuple[dict[int, Trained], dict[int, PairComm]]:
+    """Both ranks build `strategy(cfg, named params, comm, total_steps=steps)` from `initial(shapes)` and step it
+    `steps` times on `grads(shapes, rank, step)`, then finish; comm.step labels each collective with its step (or
+    "finish"). `timer` is the module under test's PhaseTimer (this helper imports nothing from harness)."""
+
+    def worker(rank: int, comm: PairComm) -> Trained:
+        params = [torch.nn.Parameter(t.clone()) for t in initial(shapes)]
+        s = strategy(cfg, list(zip(shapes, params)), comm, total_steps=steps)
+        clock = timer(torch.device("cpu"))
+        trace, results = [], []
+        for step in range(steps):
+            for p, g in zip(params, grads(shapes, rank, step)):
+                p.grad = g.clone()
+            comm.step = step
+            results.append(s.step(step, clock))
+            trace.append([p.detach().clone() for p in params])
+        comm.step = "finish"
+        end = s.finish(clock)
+        return Trained(trace, results, end, [p.detach().clone() for p in params])
+
+    return run_pair(worker)
