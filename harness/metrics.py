@@ -30,6 +30,8 @@ METRIC_COLUMNS: dict[str, str] = {
     "tune_loss": "float64",
 }
 
+COST_KEYS = ["egress_bytes_to_target", "egress_usd_to_target", "gpu_hours_to_target", "gpu_usd_to_target",
+             "energy_j_to_target"]
 SUMMARY_KEYS = [
     # DESIGN.md contract
     "steps", "step_time_s_mean", "step_time_s_p50", "compute_s_mean", "comm_s_mean",
@@ -45,6 +47,8 @@ SUMMARY_KEYS = [
     "target_reached", "val_loss_at_equal_time", "val_loss_at_equal_steps",
     # issue 27: the tuning split's loss at the last evaluation (null without data.tune_batches)
     "final_tune_loss",
+    # issue 29: cost to the target loss (harness/report/cost.py fills them once the run's summary is made)
+    *COST_KEYS,
 ]
 # Keys that are figures of one seed's run (averaged over seeds, with a 95% interval); the rest are labels.
 _NOT_AVERAGED = {"reduction_basis", "replicas_identical", "replicas_diverged_at_step", "param_checksum", "seeds",

@@ -16,12 +16,13 @@ from __future__ import annotations
 import ctypes.util
 from dataclasses import dataclass
 
+from harness.metrics import COST_KEYS
 from harness.stats import Interval, finite, ratio_interval, t_interval
 
 # The per-optimizer keys written into summary.json (means over seeds; null where a seed missed the target,
 # like time_to_target_s), each seed's in per_seed, intervals in ci95. docs/run-folder.md.
-COST_KEYS = ["egress_bytes_to_target", "egress_usd_to_target", "gpu_hours_to_target", "gpu_usd_to_target",
-             "energy_j_to_target"]
+# They are metrics.COST_KEYS, the last of metrics.SUMMARY_KEYS: summary.json's key order and summary.csv's
+# columns include them.
 
 
 @dataclass(frozen=True)
