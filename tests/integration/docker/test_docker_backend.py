@@ -15,7 +15,7 @@ import pytest
 
 from harness.backends.docker import image
 from harness.backends.docker import LABEL_OWNER, LABEL_RUN, DockerBackend, remove_labelled
-from harness.errors import CapabilityError, HarnessError
+from harness.errors import HarnessError
 from harness.scenario import scenario_from_dict
 from tests.helpers import REPO, exec_as_worker, ours, start_cli, tiny_scenario_dict
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from harness.backends.base import BackendOptions
-from harness.errors import CapabilityError, HarnessError
+from harness.errors import CapabilityError
 from harness.net import naming
 from harness.net.cleanup import list_namespaces
-from harness.net.ns import NetnsRef, run_in
+from harness.net.ns import NetnsRef
 from harness.net.shaping import QdiscPlan, ShapingError, apply_plan, read_qdiscs
 from harness.net.topology import Star, StarSpec
 from harness.scenario import scenario_from_dict
