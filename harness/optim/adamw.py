@@ -33,6 +33,29 @@ def _buckets(numels: list[int], element_size: int, bucket_bytes: float) -> list[
     return out
 
 
+def average_fp32(tensors: list[torch.Tensor], buckets: list[list[int]], comm, timer) -> None:
+    """Replace each tensor by its mean over the workers: one fp32 all-reduce per bucket (SPARTA's final
+    average, DES-LOC's parameter and moment averages)."""
+    world = comm.world_size
+    for bucket in buckets:
+        with timer.phase("compress"):
+            flat = torch.cat([tensors[i].reshape(-1).float() for i in bucket])
+        comm.all_reduce(flat)
+        with timer.phase("apply"):
+            flat.div_(world)
+            pos = 0
+            for i in bucket:
+                t = tensors[i]
+                t.copy_(flat[pos : pos + t.numel()].view_as(t))
+                pos += t.numel()
+
+
+def average_fp32_collectives(shapes: dict[str, tuple[int, ...]], bucket_mb: float) -> list[Collective]:
+    """What `average_fp32` issues for tensors of these shapes."""
+    numels = [math.prod(s) for s in shapes.values()]
+    return [Collective("all_reduce", 4 * sum(numels[i] for i in b)) for b in _buckets(numels, 4, bucket_mb * 2**20)]
+
+
 def build_adamw(cfg: InnerAdamWOptions, tensors: list[torch.Tensor]) -> torch.optim.AdamW:
     """torch's AdamW with weight decay on matrices only (norms: Llama practice); also the inner optimizer
     of DiLoCo, SparseLoCo and PowerSGD."""

@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from harness.optim.adamw import _buckets, adamw_step, build_adamw
+from harness.optim.adamw import _buckets, adamw_step, average_fp32, average_fp32_collectives, build_adamw
 from harness.optim.base import Collective, Period, PhaseTimer, StepResult, Strategy
 from harness.optim.options import DESLOCConfig
 
@@ -39,18 +39,7 @@ class DESLOC(Strategy):
 
     def _average(self, which: str, timer: PhaseTimer) -> None:
         tensors = self.tensors if which == "params" else [self.opt.state[p][which] for p in self.tensors]
-        world = self.comm.world_size
-        for bucket in self.buckets:
-            with timer.phase("compress"):
-                flat = torch.cat([tensors[i].reshape(-1).float() for i in bucket])
-            self.comm.all_reduce(flat)
-            with timer.phase("apply"):
-                flat.div_(world)
-                pos = 0
-                for i in bucket:
-                    t = tensors[i]
-                    t.copy_(flat[pos : pos + t.numel()].view_as(t))
-                    pos += t.numel()
+        average_fp32(tensors, self.buckets, self.comm, timer)
 
     @torch.no_grad()
     def step(self, step: int, timer: PhaseTimer) -> StepResult:
@@ -76,8 +65,7 @@ class DESLOC(Strategy):
 
     @classmethod
     def _one_average(cls, cfg: DESLOCConfig, shapes) -> list[Collective]:
-        numels = [math.prod(s) for s in shapes.values()]
-        return [Collective("all_reduce", 4 * sum(numels[i] for i in b)) for b in _buckets(numels, 4, cfg.bucket_mb * 2**20)]
+        return average_fp32_collectives(shapes, cfg.bucket_mb)
 
     @classmethod
     def predict_step(cls, cfg: DESLOCConfig, shapes, world_size, step, total_steps):

@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from harness.optim.adamw import _buckets, adamw_step, build_adamw
+from harness.optim.adamw import _buckets, adamw_step, average_fp32, average_fp32_collectives, build_adamw
 from harness.optim.base import Collective, PhaseTimer, StepResult, Strategy
 from harness.optim.options import SPARTAConfig
 
@@ -69,18 +69,7 @@ class SPARTA(Strategy):
     @torch.no_grad()
     def finish(self, timer: PhaseTimer) -> StepResult:
         """Average every parameter once (fp32 all-reduce per bucket) so every replica ends the same."""
-        world = self.comm.world_size
-        for bucket in self.buckets:
-            with timer.phase("compress"):
-                flat = torch.cat([self.tensors[i].reshape(-1).float() for i in bucket])
-            self.comm.all_reduce(flat)
-            with timer.phase("apply"):
-                flat.div_(world)
-                pos = 0
-                for i in bucket:
-                    p = self.tensors[i]
-                    p.copy_(flat[pos : pos + p.numel()].view_as(p))
-                    pos += p.numel()
+        average_fp32(self.tensors, self.buckets, self.comm, timer)
         return StepResult(synced=True)
 
     @classmethod
@@ -89,5 +78,4 @@ class SPARTA(Strategy):
 
     @classmethod
     def predict_finish(cls, cfg: SPARTAConfig, shapes, world_size, steps_done):
-        numels = [math.prod(s) for s in shapes.values()]
-        return [Collective("all_reduce", 4 * sum(numels[i] for i in b)) for b in _buckets(numels, 4, cfg.bucket_mb * 2**20)]
+        return average_fp32_collectives(shapes, cfg.bucket_mb)
