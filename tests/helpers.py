@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import signal
 import socket
@@ -336,3 +337,12 @@ def make_timed_run(root: Path, name: str = "timed", *, step_times: dict[str, lis
 def timed_start(optimizer_index: int, seed: int, seeds: int) -> float:
     """Epoch second at which make_timed_run's run of that optimizer and seed takes its first step."""
     return 1_800_000_000.0 + 10_000.0 * (optimizer_index * seeds + seed)
+
+
+def load_script(path: Path):
+    """A benchmark or script file imported as a module (they are not in a package)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up while being built
+    spec.loader.exec_module(mod)
+    return mod

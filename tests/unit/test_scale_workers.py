@@ -4,9 +4,7 @@ and read back. The runs themselves: tests/integration/netns/test_scale.py (16 wo
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,17 +12,14 @@ import pytest
 from harness.model import ModelConfig, parameter_count
 from harness.projection import FRAME, MSS, project
 from harness.scenario import load_scenario
+from tests.helpers import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("scale_workers", REPO / "benchmarks" / "scale_workers.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up while being built
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(REPO / "benchmarks" / "scale_workers.py")
 
 
 @pytest.fixture(scope="module")

@@ -20,15 +20,13 @@ Tolerances, from 4, 8 and 16 workers measured here (docs/projection.md, "Scale o
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
 from harness.projection import FRAME
 from harness.scenario import load_scenario
-from tests.helpers import netns_host, own_run_ids
+from tests.helpers import load_script, netns_host, own_run_ids
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[3]
@@ -36,11 +34,7 @@ WORKERS = 16
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("scale_workers", REPO / "benchmarks" / "scale_workers.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up while being built
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(REPO / "benchmarks" / "scale_workers.py")
 
 
 @pytest.fixture
