@@ -80,7 +80,7 @@ target=.
 [ -n "$EXTRAS" ] && target=".[$EXTRAS]"
 say "installing distro-bench ($target, editable) into $VENV"
 pip install -q -e "$target"
-"$PY" -c 'import torch, harness; print("install.sh: ready: torch", torch.__version__,
-  "(CUDA " + torch.version.cuda + ")" if torch.version.cuda else "(CPU)", "| distro-bench", harness.__version__)' 2>/dev/null ||
-  "$PY" -c 'import torch, harness; print("install.sh: ready: torch", torch.__version__)'
+"$PY" -c 'import torch, distro_bench; print("install.sh: ready: torch", torch.__version__,
+  "(CUDA " + torch.version.cuda + ")" if torch.version.cuda else "(CPU)", "| distro-bench", distro_bench.__version__)' 2>/dev/null ||
+  "$PY" -c 'import torch, distro_bench; print("install.sh: ready: torch", torch.__version__)'
 say "next: $VENV/bin/distro-bench run scenarios/home-dsl.yaml   (as root for shaped links: sudo $VENV/bin/distro-bench ...)"

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the source tree: harness and the tests' lab
 
-from harness.net.delayline import DelayLine, Impairment  # noqa: E402
+from distro_bench.net.delayline import DelayLine, Impairment  # noqa: E402
 from tests.delayline_lab import Lab, LabLink  # noqa: E402 - the test rig, from the source tree
 
 STATS_PERIOD_S = 0.5  # how often the forwarder rewrites its stats file

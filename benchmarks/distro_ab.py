@@ -3,7 +3,7 @@
     python benchmarks/distro_ab.py [--base REV] [--against REV] [--preset small] [--repeats 60] [--world 4]
 
 `--against` (default HEAD) and `--base` (default: this working tree) name git revisions whose
-harness/optim/distro.py and dct.py are loaded as modules of their own (the rest of harness comes from this
+distro_bench/train/optim/distro.py and dct.py are loaded as modules of their own (the rest of harness comes from this
 tree). On a shared host the time of DisTrO's memory-bound step moves by 20% from one minute to the next, so
 two separate runs of benchmarks/optimizer_overhead.py cannot show a change of a few percent. Here both
 versions step the same gradients, each on its own copy of the parameters, in a random order every repeat,
@@ -33,9 +33,9 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from optimizer_overhead import LoopbackComm, _model_and_step  # noqa: E402
 
-from harness.optim.base import PhaseTimer  # noqa: E402
-from harness.optim.distro import DisTrOConfig  # noqa: E402
-from harness.presets import MODELS  # noqa: E402
+from distro_bench.train.optim.base import PhaseTimer  # noqa: E402
+from distro_bench.train.optim.distro import DisTrOConfig  # noqa: E402
+from distro_bench.scenario.presets import MODELS  # noqa: E402
 
 
 def _git_show(rev: str, path: str) -> str:
@@ -48,14 +48,14 @@ def _git_show(rev: str, path: str) -> str:
 def distro_class(rev: str | None):
     """The DisTrO class of revision `rev`, or of this working tree for None."""
     if rev is None:
-        from harness.optim.distro import DisTrO
+        from distro_bench.train.optim.distro import DisTrO
         return DisTrO
     tag = "".join(c if c.isalnum() else "_" for c in rev)
     modules = {}
     with tempfile.TemporaryDirectory(prefix="distro_ab-") as folder:  # only while the modules load
         for name in ("dct", "distro"):
-            text = _git_show(rev, f"harness/optim/{name}.py")
-            text = text.replace("from harness.optim.dct import", f"from dct_at_{tag} import")
+            text = _git_show(rev, f"distro_bench/train/optim/{name}.py")
+            text = text.replace("from distro_bench.train.optim.dct import", f"from dct_at_{tag} import")
             path = Path(folder) / f"{name}_at_{tag}.py"
             path.write_text(text)
             spec = importlib.util.spec_from_file_location(f"{name}_at_{tag}", path)

@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.backends.docker import image  # noqa: E402
-from harness.backends.docker import DockerBackend  # noqa: E402
-from harness.scenario import scenario_from_dict  # noqa: E402
+from distro_bench.backends.docker import image  # noqa: E402
+from distro_bench.backends.docker import DockerBackend  # noqa: E402
+from distro_bench.scenario.model import scenario_from_dict  # noqa: E402
 
 
 def scenario(shaped: bool):

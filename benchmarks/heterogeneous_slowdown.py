@@ -14,9 +14,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from harness.rundir import load_run
-from harness.runner import RunOptions, run_scenario
-from harness.scenario import scenario_from_dict
+from distro_bench.results.rundir import load_run
+from distro_bench.run.runner import RunOptions, run_scenario
+from distro_bench.scenario.model import scenario_from_dict
 
 
 def scenario(scale: float, steps: int):

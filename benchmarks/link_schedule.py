@@ -17,11 +17,11 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from harness.backends.base import BackendOptions
-from harness.backends.netns import NetnsBackend
-from harness.net.schedtest import measure_schedule
-from harness.scenario import scenario_from_dict
-from harness.timeline import compile_timeline
+from distro_bench.backends.base import BackendOptions
+from distro_bench.backends.netns import NetnsBackend
+from distro_bench.net.schedtest import measure_schedule
+from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.timeline import compile_timeline
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def _cli(args: list[str]) -> Path:
-    """Run `python -m harness ARGS`; the folder it names on its last line."""
-    done = subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True)
+    """Run `python -m distro_bench ARGS`; the folder it names on its last line."""
+    done = subprocess.run([sys.executable, "-m", "distro_bench", *args], capture_output=True, text=True)
     if done.returncode not in (0, 1):  # 1: a check failed; the folder stands
         raise SystemExit(f"harness {' '.join(args[:2])} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     return Path(done.stdout.strip().splitlines()[-1].strip())
@@ -65,14 +65,14 @@ def _ci(s: dict, key: str, fmt: str) -> str:
 
 
 def table(run_dir: Path) -> str:
-    from harness.api import load_run
+    from distro_bench.api import load_run
 
     run = load_run(run_dir)
     summ = run.summary.model_dump() if hasattr(run.summary, "model_dump") else dict(run.summary)
     opts = summ.get("optimizers", summ)
     target = (summ.get("target") or {}).get("val_loss")
     if target is None:  # a summary from before the `target` key: the same rule, from the metrics
-        from harness.metrics import comparison_target
+        from distro_bench.results.metrics import comparison_target
 
         target = comparison_target(run.metrics)["val_loss"]
 

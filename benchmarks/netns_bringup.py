@@ -12,8 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.backends.netns import NetnsBackend
-from harness.scenario import scenario_from_dict
+from distro_bench.backends.netns import NetnsBackend
+from distro_bench.scenario.model import scenario_from_dict
 
 
 def scenario(n: int):

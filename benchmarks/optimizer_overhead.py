@@ -39,10 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from distro_reference import ReferenceDeMo  # noqa: E402
 
-from harness.model import ModelConfig, build_model  # noqa: E402
-from harness.optim.base import PhaseTimer  # noqa: E402
-from harness.optim.distro import DisTrO, DisTrOConfig  # noqa: E402
-from harness.presets import MODELS  # noqa: E402
+from distro_bench.train.model import ModelConfig, build_model  # noqa: E402
+from distro_bench.train.optim.base import PhaseTimer  # noqa: E402
+from distro_bench.train.optim.distro import DisTrO, DisTrOConfig  # noqa: E402
+from distro_bench.scenario.presets import MODELS  # noqa: E402
 
 
 class LoopbackComm:
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="torch threads (default: what each of --world workers gets from the runner on this host, "
                         "cores // workers, at least 1: the share as a run sees it)")
     args = p.parse_args(argv)
-    # The runner gives each worker cores // workers threads (harness/runner.py). Measuring with torch's
+    # The runner gives each worker cores // workers threads (distro_bench/run/runner.py). Measuring with torch's
     # default (every core) on a host others load inflates the CPU time of both parts with OpenMP's spinning
     # threads, and makes the share depend on the load, not on the code.
     torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // args.world))
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
 # SparseLoCo 15); the sync itself is printed beside it. PowerSGD is measured once compression has started.
 
 def _method_configs():
-    from harness.optim.options import AdamWConfig, DiLoCoConfig, PowerSGDConfig, SparseLoCoConfig
+    from distro_bench.scenario.optimizers import AdamWConfig, DiLoCoConfig, PowerSGDConfig, SparseLoCoConfig
 
     return {
         "adamw": AdamWConfig(lr=1e-4),
@@ -203,7 +203,7 @@ def _method_configs():
 def measure_methods(preset: str, *, world: int, batch: int, seq_len: int, repeats: int, warmup: int = 3) -> list[dict]:
     """Median ms per step of each method's own work; for periodic methods also the sync (inner_steps = 1, so
     every measured step syncs: sync = that step's work - a plain inner step)."""
-    from harness.optim import get_strategy
+    from distro_bench.train.optim import get_strategy
 
     model, params, fwd_bwd = _model_and_step(preset, batch, seq_len)
 

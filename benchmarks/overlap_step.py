@@ -71,7 +71,7 @@ def ratios(m: pd.DataFrame, over: str) -> list[dict]:
 def loss_rows(df: pd.DataFrame, over_name: str) -> list[dict]:
     """Per evaluation step: the plain run's mean validation loss over seeds (rank 0) with its 95% Student-t
     interval, the overlapped run's mean, and whether that mean lies inside the interval."""
-    from harness.fair import t_interval
+    from distro_bench.results.fair import t_interval
 
     ev = df[(df["rank"] == 0) & df["val_loss"].notna()]
     rows = []
@@ -87,7 +87,7 @@ def loss_rows(df: pd.DataFrame, over_name: str) -> list[dict]:
 
 
 def report(run_dir: Path, skip: int, overlapped: list[str]) -> int:
-    from harness.api import load_run
+    from distro_bench.api import load_run
 
     df = load_run(run_dir).metrics
     present = [o for o in overlapped if o in set(df["optimizer"])]
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         scenario = str(Path(args.out) / "overlap-scenario.yaml")
         Path(scenario).write_text(yaml.safe_dump(doc, sort_keys=False))
-    argv = [sys.executable, "-m", "harness", "run", scenario, "--backend", args.backend,
+    argv = [sys.executable, "-m", "distro_bench", "run", scenario, "--backend", args.backend,
             "-o", PLAIN, *(a for o in args.overlapped for a in ("-o", o)), "--steps", str(args.steps),
             "--repeat", str(args.seeds), "--seed", "0", "--out", args.out]
     done = subprocess.run(argv, capture_output=True, text=True)

@@ -13,10 +13,10 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from harness.report.load import load_for_report
-from harness.report.prediction import prediction_rows
-from harness.runner import RunOptions, run_scenario
-from harness.scenario import load_scenario
+from distro_bench.report.load import load_for_report
+from distro_bench.report.prediction import prediction_rows
+from distro_bench.run.runner import RunOptions, run_scenario
+from distro_bench.scenario.model import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 

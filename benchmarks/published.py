@@ -14,8 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.errors import InputError
-from harness.published import POINTS_FILE, evaluate_all, markdown_table
+from distro_bench.errors import InputError
+from distro_bench.studies.published import POINTS_FILE, evaluate_all, markdown_table
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "projection.md"

@@ -1,5 +1,5 @@
 """Scale on one box: scenarios/scale-32.yaml at 4, 8, 16 and 32 workers on the netns backend, each
-optimizer's counted bytes per worker per step set beside the projection's (harness/projection.py), with
+optimizer's counted bytes per worker per step set beside the projection's (distro_bench/train/projection.py), with
 the step time and the workers' peak resident memory. Prints a table; asserts nothing.
 
     sudo .venv/bin/python benchmarks/scale_workers.py [--workers 4 8 16 32] [--steps 4] [--optimizer NAME ...]
@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.projection import project
-from harness.runner import RunOptions, run_scenario
-from harness.scenario import Scenario, load_scenario, scenario_from_dict
+from distro_bench.train.projection import project
+from distro_bench.run.runner import RunOptions, run_scenario
+from distro_bench.scenario.model import Scenario, load_scenario, scenario_from_dict
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "scenarios" / "scale-32.yaml"

@@ -29,7 +29,7 @@ def _is_group(cmd) -> bool:
 
 def _commands() -> list[tuple[list, object]]:
     """(path, command) for every command, depth first, in the order the app lists them."""
-    from harness.cli import app
+    from distro_bench.cli import app
 
     out: list[tuple[list, object]] = []
 
@@ -104,22 +104,22 @@ def render_command_table() -> str:
 
 
 def render_summary_keys() -> str:
-    from harness.metrics import SUMMARY_KEYS
+    from distro_bench.results.metrics import SUMMARY_KEYS
 
     return "\n".join(f"{i}. `{k}`" for i, k in enumerate(SUMMARY_KEYS, 1))
 
 
 def render_metric_columns() -> str:
-    from harness.metrics import METRIC_COLUMNS
+    from distro_bench.results.metrics import METRIC_COLUMNS
 
     return "\n".join(["| column | type |", "|---|---|"] + [f"| `{c}` | {t} |" for c, t in METRIC_COLUMNS.items()])
 
 
 def render_event_columns() -> str:
-    """events.parquet's columns with the comment each carries in harness/events.py (its documentation)."""
+    """events.parquet's columns with the comment each carries in distro_bench/results/events.py (its documentation)."""
     import inspect
 
-    from harness import events
+    from distro_bench.results import events
 
     notes = dict(re.findall(r'"(\w+)": "\w+",\s*#\s*(.+)', inspect.getsource(events)))
     return "\n".join(["| column | type | meaning |", "|---|---|---|"]

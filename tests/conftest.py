@@ -46,7 +46,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def cli():
-    from harness.cli import app
+    from distro_bench.cli import app
 
     runner = CliRunner()
 

@@ -5,7 +5,7 @@ rig, so it lives with the tests, not in the package.
 Same shape as the backend's: node ns `<prefix>n<i>` (eth0) <-> `a` in link ns `<prefix>l<i>`,
 `b` <-> `p<i>` in `<prefix>sw` on bridge br0. Rate shaping, when asked, is tbf on eth0 egress (up)
 and on p<i> egress (down). Everything lives in namespaces named `<prefix>*` = `dbench-<run id>-*`,
-removed on exit. Like every creator of namespaces it claims its run id (harness/owner.py) while it
+removed on exit. Like every creator of namespaces it claims its run id (distro_bench/net/owner.py) while it
 lives, so `distro-bench clean` leaves a running lab alone.
 """
 
@@ -17,12 +17,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import owner
-from harness.errors import HarnessError
-from harness.net import naming
-from harness.net import ns as netns
-from harness.net.delayline import DelayLine, Impairment
-from harness.net.ns import NetnsRef
+from distro_bench.net import owner
+from distro_bench.errors import HarnessError
+from distro_bench.net import naming
+from distro_bench.net import ns as netns
+from distro_bench.net.delayline import DelayLine, Impairment
+from distro_bench.net.ns import NetnsRef
 
 MTU = 1500
 SUBNET = "10.213.0"

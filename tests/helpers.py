@@ -12,8 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from harness import metrics
-from harness.rundir import atomic_write_json, atomic_write_parquet
+from distro_bench.results import metrics
+from distro_bench.results.rundir import atomic_write_json, atomic_write_parquet
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -35,11 +35,11 @@ def tiny_scenario_dict(**overrides) -> dict:
 
 
 def start_cli(args: list[str], **popen) -> subprocess.Popen:
-    """`python -m harness ARGS` started as a terminal starts it: with Ctrl-C's default action. A process
+    """`python -m distro_bench ARGS` started as a terminal starts it: with Ctrl-C's default action. A process
     inherits an ignored SIGINT (a shell's background job without job control ignores it, and so does all it
     starts), and Python then installs no KeyboardInterrupt: a suite launched that way saw every Ctrl-C test
     time out, though the harness handles Ctrl-C. Tests that signal a run start it here."""
-    return subprocess.Popen([sys.executable, "-m", "harness", *args],
+    return subprocess.Popen([sys.executable, "-m", "distro_bench", *args],
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **popen)
 
 
@@ -101,7 +101,7 @@ def icmp_ping(ns, addr: str, count: int, interval_s: float, *, timeout_s: float 
     import struct
     import time
 
-    from harness.net.ns import NetnsRef, entered
+    from distro_bench.net.ns import NetnsRef, entered
 
     ref = NetnsRef.named(ns) if isinstance(ns, str) else ns
     with entered(ref):  # the socket stays in the namespace it was made in
@@ -164,7 +164,7 @@ def free_port() -> int:
 
 def ours(engine, run_id: str | None = None) -> list[str]:
     """Names of our containers and networks: one run's, or every run's."""
-    from harness.backends.docker import LABEL_OWNER, LABEL_RUN
+    from distro_bench.backends.docker import LABEL_OWNER, LABEL_RUN
 
     label = f"{LABEL_RUN}={run_id}" if run_id else f"{LABEL_OWNER}=1"
     return ([c.name for c in engine.containers.list(all=True, filters={"label": label})]
@@ -255,7 +255,7 @@ def netns_host():
 
     import pytest
 
-    from harness.net.probe import probe
+    from distro_bench.net.host import probe
 
     if os.geteuid() != 0:
         pytest.skip("needs root: network namespaces and tc")
@@ -274,8 +274,8 @@ def own_run_ids(monkeypatch, prefix: str):
     import secrets
     import time
 
-    from harness.net import naming
-    from harness.net.cleanup import list_namespaces
+    from distro_bench.net import naming
+    from distro_bench.net.cleanup import list_namespaces
 
     token = prefix + secrets.token_hex(2)
     counter = itertools.count()
@@ -291,9 +291,9 @@ def make_timed_run(root: Path, name: str = "timed", *, step_times: dict[str, lis
                    ranks: int = 2, events: list[dict] | None = None) -> Path:
     """A run folder (make_run's scaffolding) whose steps take exactly `step_times[optimizer]` seconds (a list
     for every seed, or one list per seed), back to back from `timed_start(...)`, and `events` in
-    events.parquet (written by harness/events.py). An event's `time` defaults to its run's first step +
+    events.parquet (written by distro_bench/results/events.py). An event's `time` defaults to its run's first step +
     `t_s`, `scheduled_s` to `t_s`, `seed` to 0."""
-    from harness.events import write_events
+    from distro_bench.results.events import write_events
 
     names = list(step_times)
     run = make_run(root, name, optimizers={n: DEFAULT_OPTS.get(n, (1_000, 1_000, 2.5, 0.1)) for n in names},

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from harness import metrics
-from harness.rundir import atomic_write_json, atomic_write_parquet
+from distro_bench.results import metrics
+from distro_bench.results.rundir import atomic_write_json, atomic_write_parquet
 
 # summary keys of a run folder written before issue 16 (metrics.summarize may add more: an old folder lacks them)
 OLD_KEYS = ["steps", "step_time_s_mean", "step_time_s_p50", "compute_s_mean", "comm_s_mean",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.budget import FIRST_CHECK_STEP, Budget, Decision, StopPolicy, parse_count
-from harness.errors import ScenarioError
-from harness.scenario import scenario_from_dict
+from distro_bench.scenario.budget import FIRST_CHECK_STEP, Budget, Decision, StopPolicy, parse_count
+from distro_bench.errors import ScenarioError
+from distro_bench.scenario.model import scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 
 

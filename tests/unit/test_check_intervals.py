@@ -9,8 +9,8 @@ import json
 import pytest
 import yaml
 
-from harness import metrics
-from harness.rundir import SCHEMA_VERSION, atomic_write_json, atomic_write_parquet
+from distro_bench.results import metrics
+from distro_bench.results.rundir import SCHEMA_VERSION, atomic_write_json, atomic_write_parquet
 from tests.unit.test_fair import records
 
 
@@ -112,7 +112,7 @@ def test_reduction_judged_seed_by_seed(cli, tmp_path):
 
 
 def test_repeated_run_loads_for_the_report(tmp_path):
-    from harness.report.load import load_for_report
+    from distro_bench.report.load import load_for_report
 
     run = load_for_report(make_repeated_run(tmp_path, {"adamw": BASE, "distro": [2.2, 2.3, 2.1]}, {}))
     s = run.data.summary["optimizers"]["distro"]
@@ -121,7 +121,7 @@ def test_repeated_run_loads_for_the_report(tmp_path):
 
 
 def test_a_version_1_run_folder_loads_as_one_seed(tmp_path):
-    from harness.rundir import load_run
+    from distro_bench.results.rundir import load_run
     from tests.helpers import make_run
 
     import pandas as pd

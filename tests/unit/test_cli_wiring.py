@@ -12,7 +12,7 @@ import click
 import pytest
 import typer
 
-from harness.cli import app
+from distro_bench.cli import app
 from tests.helpers import make_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ def test_every_command_has_help_text():
 
 
 def test_version(cli):
-    from harness import __version__
+    from distro_bench import __version__
 
     result = cli("--version")
     assert result.exit_code == 0 and result.output.strip() == f"distro-bench {__version__}"
@@ -49,9 +49,9 @@ def test_completion_is_offered(cli):
 
 
 def test_backend_and_link_engine_are_choices_that_match_the_registries(cli):
-    from harness.backends import BACKENDS
-    from harness.cli.options import Backend, LinkEngine
-    from harness.net.engines import ENGINE_CHOICES
+    from distro_bench.backends import BACKENDS
+    from distro_bench.cli.options import Backend, LinkEngine
+    from distro_bench.net.engines import ENGINE_CHOICES
 
     assert [b.value for b in Backend] == ["auto", *BACKENDS]
     assert {e.value for e in LinkEngine} == set(ENGINE_CHOICES)
@@ -150,7 +150,7 @@ def test_doctor_json(cli):
 def _plain(*args: str, columns: int = 80) -> subprocess.CompletedProcess:
     """The CLI in a child process with stdout a pipe (no TTY), as in a CI log."""
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": str(columns), "HOME": "/tmp"}
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "distro_bench.cli", *args], capture_output=True, text=True, env=env,
                           cwd=REPO, timeout=300)
 
 
@@ -175,14 +175,14 @@ def test_project_fits_80_columns_without_a_tty(tmp_path):
 
 
 def test_cli_import_is_torch_free():
-    code = "import sys, harness.cli; import harness.api; print('torch' in sys.modules)"
+    code = "import sys, distro_bench.cli; import distro_bench.api; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
 
 
 def test_report_package_import_is_torch_free():
-    mods = ["harness.report." + p.stem for p in (REPO / "harness" / "report").glob("*.py") if p.stem != "__init__"]
+    mods = ["distro_bench.report." + p.stem for p in (REPO / "distro_bench" / "report").glob("*.py") if p.stem != "__init__"]
     code = f"import sys; import {', '.join(mods)}; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=60)
@@ -190,7 +190,7 @@ def test_report_package_import_is_torch_free():
 
 
 def test_a_bug_is_one_line_and_a_saved_traceback_not_a_traceback_on_screen(cli, monkeypatch):
-    from harness import api
+    from distro_bench import api
 
     def boom(*a, **k):
         raise TypeError("unsupported operand")
@@ -211,7 +211,7 @@ def test_a_commands_own_exit_code_passes_through_cli_errors(code, monkeypatch):
     # FAIL printed an internal-error line after its JSON).
     import typer
 
-    from harness.console import cli_errors
+    from distro_bench.run.console import cli_errors
 
     monkeypatch.delenv("DISTRO_BENCH_DEBUG", raising=False)
     with pytest.raises(typer.Exit) as e:

@@ -8,10 +8,10 @@ import copy
 import pytest
 import yaml
 
-from harness.errors import InputError
-from harness.report import cost
-from harness.report.verdict import WIDTH, verdict_lines, verdicts
-from harness.scenario import EGRESS_USD_PER_GB, scenario_from_dict
+from distro_bench.errors import InputError
+from distro_bench.results import cost
+from distro_bench.report.verdict import WIDTH, verdict_lines, verdicts
+from distro_bench.scenario.model import EGRESS_USD_PER_GB, scenario_from_dict
 
 WORKERS = 4
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import InputError
-from harness.net.delayline import DelayLine, Impairment, Schedule
-from harness.net.ns import ENTER_SCRIPT
+from distro_bench.errors import InputError
+from distro_bench.net.delayline import DelayLine, Impairment, Schedule
+from distro_bench.net.ns import ENTER_SCRIPT
 
 
 def frames(n: int, size: int = 100) -> list[bytes]:
@@ -105,16 +105,16 @@ def test_command_runs_the_module_inside_the_namespace():
     up, down = Impairment(0.005, 0.001, 0.01, seed=4), Impairment(0.015)
     line = DelayLine("dbench-x-l0", "a", "b", up, down)
     cmd = line.command(stats_path=Path("/tmp/s.json"))
-    # harness/net/enter.py enters the namespace: no `ip` or `nsenter` binary.
+    # distro_bench/net/enter.py enters the namespace: no `ip` or `nsenter` binary.
     i = cmd.index("--")
     assert cmd[:i] == [sys.executable, "-I", ENTER_SCRIPT, "--net", "/run/netns/dbench-x-l0"]
-    assert cmd[i + 1:i + 4] == [sys.executable, "-m", "harness.net.delayline"]
+    assert cmd[i + 1:i + 4] == [sys.executable, "-m", "distro_bench.net.delayline"]
     assert Impairment(**json.loads(cmd[cmd.index("--a-to-b") + 1])) == up
     assert Impairment(**json.loads(cmd[cmd.index("--b-to-a") + 1])) == down
     assert cmd[cmd.index("--parent-pid") + 1] == str(os.getpid())
     by_path = DelayLine("/proc/123/ns/net", "a", "b", up, down).command(Path("/tmp/s.json"))
     i = by_path.index("--")
-    assert by_path[3:5] == ["--net", "/proc/123/ns/net"] and by_path[i + 2:i + 4] == ["-m", "harness.net.delayline"]
+    assert by_path[3:5] == ["--net", "/proc/123/ns/net"] and by_path[i + 2:i + 4] == ["-m", "distro_bench.net.delayline"]
 
 
 def test_stop_and_stats_before_start_are_harmless():

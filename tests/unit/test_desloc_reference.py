@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from harness.optim.desloc import DESLOC, DESLOCConfig, PhaseTimer
+from distro_bench.train.optim.desloc import DESLOC, DESLOCConfig, PhaseTimer
 from tests.pair_workers import grads, initial, train_pair
 
 SHAPES = {"w": (6, 5), "norm": (7,)}

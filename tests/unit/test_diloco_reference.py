@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.optim.diloco import DiLoCo, DiLoCoConfig, PhaseTimer, decode_int8, encode_int8
+from distro_bench.train.optim.diloco import DiLoCo, DiLoCoConfig, PhaseTimer, decode_int8, encode_int8
 
 SHAPES = [(6, 5), (7,)]
 H = 3
@@ -135,7 +135,7 @@ def _rows(name: str, steps: int, ranks: int, tx: int, wire: bool) -> list[dict]:
 def test_the_final_sync_is_amortised_into_bytes_per_step(wire):
     """H > steps: no step synced, `finish` sent everything. Bytes per step must count that sync, and the
     reduction against the baseline must be a number, not None."""
-    from harness.metrics import records_to_frame, summarize
+    from distro_bench.results.metrics import records_to_frame, summarize
 
     steps, ranks, final = 5, 2, 8000
     records = _rows("adamw", steps, ranks, 4000, wire) + _rows("diloco", steps, ranks, 0, wire)

@@ -9,13 +9,13 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from harness.comm import Comm
-from harness.errors import ScenarioError
-from harness.model import ModelConfig, build_model, parameter_shapes
-from harness.optim import STRATEGIES, PhaseTimer, get_strategy
-from harness.optim.distro import DisTrO, DisTrOConfig, _row_maxima
-from harness.presets import MODELS
-from harness.scenario import scenario_from_dict
+from distro_bench.train.comm import Comm
+from distro_bench.errors import ScenarioError
+from distro_bench.train.model import ModelConfig, build_model, parameter_shapes
+from distro_bench.train.optim import STRATEGIES, PhaseTimer, get_strategy
+from distro_bench.train.optim.distro import DisTrO, DisTrOConfig, _row_maxima
+from distro_bench.scenario.presets import MODELS
+from distro_bench.scenario.model import scenario_from_dict
 
 from tests.helpers import REPO, tiny_scenario_dict
 
@@ -197,7 +197,7 @@ def test_trains_a_model_in_one_process():
 
 @pytest.mark.parametrize("k", [3, 10])  # few coefficients: counted pairwise, sparse transform; many: dense
 def test_update_is_sign_of_the_mean_over_the_workers_that_sent(k):
-    from harness.optim.dct import dct_matrix
+    from distro_bench.train.optim.dct import dct_matrix
 
     params = [torch.nn.Parameter(torch.zeros(16, 16))]
     s = _strategy(params, topk=k)
@@ -229,7 +229,7 @@ class _CaptureComm(Comm):
 
 
 def test_wire_buffer_layout_values_then_row_major_indices():
-    from harness.optim.dct import dct_matrix
+    from distro_bench.train.optim.dct import dct_matrix
 
     param = torch.nn.Parameter(torch.zeros(16, 32))  # two 16x16 chunks side by side
     comm = _CaptureComm()

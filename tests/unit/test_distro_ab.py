@@ -34,7 +34,7 @@ def test_a_revision_is_loaded_apart_and_steps_the_same_gradients():
     parameters, which shows both versions see the same work."""
     ab = _load()
     one, two = ab.distro_class("HEAD"), ab.distro_class("HEAD")
-    assert one is not two and one.__module__ != "harness.optim.distro"
+    assert one is not two and one.__module__ != "distro_bench.train.optim.distro"
     r = ab.compare({"a": one, "b": two}, preset="tiny", repeats=3, world=2, batch=2, seq_len=16)
     assert r["same_parameters"] is True
     assert set(r["versions"]) == {"a", "b"} and all(v["ms"] > 0 for v in r["versions"].values())

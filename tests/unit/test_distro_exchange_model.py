@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from harness.model import ModelConfig, parameter_shapes
-from harness.optim import Collective
-from harness.optim.base import payload_of
-from harness.optim.distro import DisTrO, DisTrOConfig
-from harness.presets import MODELS
-from harness.projection import WIRE_FACTOR, collective_time, project, resolve_options
-from harness.scenario import scenario_from_dict
+from distro_bench.train.model import ModelConfig, parameter_shapes
+from distro_bench.train.optim import Collective
+from distro_bench.train.optim.base import payload_of
+from distro_bench.train.optim.distro import DisTrO, DisTrOConfig
+from distro_bench.scenario.presets import MODELS
+from distro_bench.train.projection import WIRE_FACTOR, collective_time, project, resolve_options
+from distro_bench.scenario.model import scenario_from_dict
 
 DSL = {"l": {"up": "10Mbit", "down": "40Mbit", "delay": "10ms"}}
 
@@ -81,7 +81,7 @@ def test_exchange_defaults_to_auto_so_four_dsl_workers_exchange_directly():
 
 
 def test_payload_of_counts_a_direct_gathers_tx_as_comm_does():
-    """harness/comm.py counts a direct gather's tx as N-1 copies (this rank sends to every peer itself), a
+    """distro_bench/train/comm.py counts a direct gather's tx as N-1 copies (this rank sends to every peer itself), a
     ring gather's as one contribution; payload_of, which every per-step prediction goes through, must agree
     (it counted one copy for both, so `exchange: auto` resolving to direct broke predicted == counted)."""
     assert payload_of([Collective("all_gather_direct", 100)], 3) == (200, 200)

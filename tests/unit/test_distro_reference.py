@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.optim.distro import DisTrO, DisTrOConfig
+from distro_bench.train.optim.distro import DisTrO, DisTrOConfig
 
 REPO = Path(__file__).resolve().parents[2]
 WORLD = 3
@@ -104,7 +104,7 @@ def _initial(shapes=SHAPES) -> list[torch.nn.Parameter]:
 
 
 def _distro(options: dict, shapes=SHAPES, steps: int = STEPS):
-    from harness.optim.base import PhaseTimer
+    from distro_bench.train.optim.base import PhaseTimer
 
     def make(rank, comm):
         params = _initial(shapes)
@@ -154,7 +154,7 @@ def test_weight_decay_of_vectors_is_what_sets_demo_apart():
 
 def test_chunking_differs_from_demo_where_no_good_divisor_exists():
     """A prime dimension: DeMo's divisor rule gives chunks of 1 row, DisTrO pads to 2 chunks of 16 (documented
-    in harness/optim/dct.py); the reference catches the difference."""
+    in distro_bench/train/optim/dct.py); the reference catches the difference."""
     ref_mod = _reference()
     assert ref_mod.demo_chunk(31, 16) == 1
     shapes = [(31, 16)]
@@ -245,7 +245,7 @@ def test_eager_guess_is_undone_exactly():
 def test_eager_replicas_agree_in_consensus_and_differ_only_by_their_guess():
     """Between steps each rank holds its own guess (different parameters); within `consensus()` every rank
     holds the same agreed parameters, and after the last step (drained) they agree outright."""
-    from harness.optim.base import PhaseTimer
+    from distro_bench.train.optim.base import PhaseTimer
 
     steps, seen = 6, {}
 

@@ -10,8 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.optim import codec
-from harness.optim.dct import ChunkDCT, chunk_length, dct_matrix, layout
+from distro_bench.train.optim import codec
+from distro_bench.train.optim.dct import ChunkDCT, chunk_length, dct_matrix, layout
 
 
 @pytest.mark.parametrize(("n", "expected"), [

@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-import harness
-from harness.backends.docker import image
-from harness.backends.docker import DockerBackend, Placement, device_requests, place
-from harness.errors import CapabilityError
-from harness.scenario import scenario_from_dict
+import distro_bench
+from distro_bench.backends.docker import image
+from distro_bench.backends.docker import DockerBackend, Placement, device_requests, place
+from distro_bench.errors import CapabilityError
+from distro_bench.scenario.model import scenario_from_dict
 from tests.helpers import REPO, tiny_scenario_dict
 
 
@@ -65,26 +65,26 @@ def test_image_status_problems_say_how_to_build():
     missing = image.ImageStatus(tag=image.default_tag(), exists=False)
     assert "distro-bench image build --offline" in missing.problem
     old = image.ImageStatus(tag=image.default_tag(), exists=True, version="0.0.1", source=image.source_hash())
-    assert "holds harness 0.0.1" in old.problem and harness.__version__ in old.problem
-    stale = image.ImageStatus(tag=image.default_tag(), exists=True, version=harness.__version__, source="0" * 16)
+    assert "holds harness 0.0.1" in old.problem and distro_bench.__version__ in old.problem
+    stale = image.ImageStatus(tag=image.default_tag(), exists=True, version=distro_bench.__version__, source="0" * 16)
     assert "other harness source" in stale.problem
-    ok = image.ImageStatus(tag=image.default_tag(), exists=True, version=harness.__version__, source=image.source_hash())
+    ok = image.ImageStatus(tag=image.default_tag(), exists=True, version=distro_bench.__version__, source=image.source_hash())
     assert ok.problem is None
     other = image.ImageStatus(tag="me/worker:x", exists=False)
     assert "--tag me/worker:x" in other.problem
 
 
 def test_default_tag_carries_the_harness_version():
-    assert image.default_tag() == f"distro-bench-worker:{harness.__version__}"
+    assert image.default_tag() == f"distro-bench-worker:{distro_bench.__version__}"
 
 
 def test_source_hash_is_stable_and_sees_changes(tmp_path, monkeypatch):
-    pkg = tmp_path / "harness"
+    pkg = tmp_path / "distro_bench"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("__version__ = '9'\n")
     (pkg / "__pycache__").mkdir()
     (pkg / "__pycache__" / "x.pyc").write_bytes(b"junk")
-    monkeypatch.setattr(harness, "__file__", str(pkg / "__init__.py"))
+    monkeypatch.setattr(distro_bench, "__file__", str(pkg / "__init__.py"))
     a = image.source_hash()
     (pkg / "__pycache__" / "y.pyc").write_bytes(b"more junk")
     assert image.source_hash() == a  # bytecode is not source
@@ -111,7 +111,7 @@ def test_build_context_layout(tmp_path):
     assert (ctx / "Dockerfile").read_text() == (REPO / "containers" / "Dockerfile").read_text()
     assert (ctx / "deps" / "requirements.txt").read_text() == "numpy==1\n"
     assert (ctx / "deps" / "a-1-py3-none-any.whl").exists()
-    assert (ctx / "src" / "harness" / "worker.py").exists()
+    assert (ctx / "src" / "distro_bench" / "train" / "worker.py").exists()
     assert not list((ctx / "src").rglob("__pycache__"))
 
 
@@ -154,10 +154,10 @@ def test_docker_backend_without_engine_exits_2(cli, write_scenario, monkeypatch,
 
 
 def test_clean_without_engine_touches_nothing(cli, monkeypatch, tmp_path):
-    from harness.backends.netns import NetnsBackend
+    from distro_bench.backends.netns import NetnsBackend
 
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such.sock")
     monkeypatch.setattr(NetnsBackend, "clean_leftovers", classmethod(lambda cls, include_live=False: ([], [])))
-    monkeypatch.setattr("harness.owner.runtime_dir", lambda: tmp_path)  # no real run's claim (clean marks killed runs)
+    monkeypatch.setattr("distro_bench.net.owner.runtime_dir", lambda: tmp_path)  # no real run's claim (clean marks killed runs)
     r = cli("clean")
     assert r.exit_code == 0 and "nothing to clean" in r.output

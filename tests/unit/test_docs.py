@@ -31,7 +31,7 @@ def test_generated_docs_match_the_code(rel):
 
 
 def test_summary_keys_are_all_listed():
-    from harness.metrics import SUMMARY_KEYS
+    from distro_bench.results.metrics import SUMMARY_KEYS
 
     text = (REPO / "docs" / "run-folder.md").read_text()
     assert all(f"`{k}`" in text for k in SUMMARY_KEYS)

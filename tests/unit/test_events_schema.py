@@ -1,6 +1,6 @@
 """events.parquet's schema: written and read back with its dtypes; a run without changes reads as empty."""
 
-from harness.events import EVENT_COLUMNS, events_frame, read_events, write_events
+from distro_bench.results.events import EVENT_COLUMNS, events_frame, read_events, write_events
 
 
 def test_round_trip_keeps_rows_and_dtypes(tmp_path):

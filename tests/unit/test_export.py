@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from harness import api
-from harness.trackers import step_metrics
+from distro_bench import api
+from distro_bench.export.trackers import step_metrics
 from tests.helpers import make_run
 
 

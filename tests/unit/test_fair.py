@@ -1,4 +1,4 @@
-"""The comparison's figures (harness/fair.py, metrics.summarize over seeds): each one redone by hand
+"""The comparison's figures (distro_bench/results/fair.py, metrics.summarize over seeds): each one redone by hand
 from a metrics frame built here."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from harness import fair, metrics
+from distro_bench.results import fair, metrics
 
 
 def records(opt, seed, vals, *, ranks=2, dt=0.2, tokens=100, every=5, steps=None, rank_jitter=0.0):
@@ -136,7 +136,7 @@ def test_a_seed_that_misses_the_target_makes_the_mean_not_reached():
 
 
 def test_per_step_averages_seeds_by_step():
-    from harness.report import analysis
+    from distro_bench.report import analysis
 
     df = _two_optimizers_three_seeds()
     s = analysis.per_step(df[df["optimizer"] == "adamw"])

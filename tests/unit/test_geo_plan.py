@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness.cli.app import app
-from harness.errors import CapabilityError, ScenarioError
-from harness.net.delayline.schedule import Schedule, dest_key
-from harness.net.emulation import Emulation, Endpoints
-from harness.net.engines import plan_links
-from harness.net.link import Direction, Impairment
-from harness.net.linktest import LinkTarget, pair_rtt, pair_tolerance
-from harness.net.ns import NetnsRef
-from harness.net.probe import Capabilities
-from harness.net.region_presets import REGION_PRESETS
-from harness.scenario import load_scenario, region_matrix, scenario_from_dict
+from distro_bench.cli.app import app
+from distro_bench.errors import CapabilityError, ScenarioError
+from distro_bench.net.delayline.schedule import Schedule, dest_key
+from distro_bench.net.emulation import Emulation, Endpoints
+from distro_bench.net.engines import plan_links
+from distro_bench.net.link import Direction, Impairment
+from distro_bench.net.linktest import LinkTarget, pair_rtt, pair_tolerance
+from distro_bench.net.ns import NetnsRef
+from distro_bench.net.host import Capabilities
+from distro_bench.scenario.region_presets import REGION_PRESETS
+from distro_bench.scenario.model import load_scenario, region_matrix, scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 
 REPO = Path(__file__).resolve().parents[2]
@@ -298,8 +298,8 @@ def test_nodes_of_one_region_get_the_intra_region_delay():
 def test_docker_backend_refuses_regions_rather_than_ignoring_them(monkeypatch):
     import os
 
-    from harness.backends.base import BackendOptions
-    from harness.backends.docker.backend import DockerBackend
+    from distro_bench.backends.base import BackendOptions
+    from distro_bench.backends.docker.backend import DockerBackend
 
     monkeypatch.setattr(os, "geteuid", lambda: 0)  # the root check comes first; this test is about regions
     with pytest.raises(CapabilityError, match="docker backend does not emulate delays between regions"):
@@ -307,7 +307,7 @@ def test_docker_backend_refuses_regions_rather_than_ignoring_them(monkeypatch):
 
 
 def test_a_multi_host_run_refuses_regions_unless_allowed_unemulated():
-    from harness.multihost.hostshaping import plan_host
+    from distro_bench.multihost.hostshaping import plan_host
 
     nodes = geo("preset:cloud-3").nodes()[:1]
     with pytest.raises(CapabilityError, match="multi-host run does not emulate the delays between regions"):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness import hfcorpus
-from harness.errors import ScenarioError
-from harness.scenario import scenario_from_dict
+from distro_bench.scenario import hfcorpus
+from distro_bench.errors import ScenarioError
+from distro_bench.scenario.model import scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 
 
@@ -43,7 +43,7 @@ def local_dataset(tmp_path, monkeypatch):
 
 
 def test_local_folder_loads_caches_and_shards_alike(local_dataset):
-    from harness.data import encode, load_corpus, split
+    from distro_bench.train.data import encode, load_corpus, split
 
     root, rows = local_dataset
     s = scenario_from_dict(tiny_scenario_dict(data={"corpus": "hf:./ds:train:text", "seq_len": 32, "batch_size": 4}),
@@ -61,8 +61,8 @@ def test_local_folder_loads_caches_and_shards_alike(local_dataset):
 
 
 def test_missing_field_is_named(local_dataset):
-    from harness.data import load_corpus
-    from harness.errors import InputError
+    from distro_bench.train.data import load_corpus
+    from distro_bench.errors import InputError
 
     root, _ = local_dataset
     with pytest.raises(InputError, match="no field 'body'.*fields: id, text"):

@@ -8,10 +8,10 @@ import stat
 
 import pytest
 
-from harness import host
-from harness.net import linktest
-from harness.net.enter import cap_numbers
-from harness.net.ns import NetnsRef, features_to_turn_off
+from distro_bench.net import host
+from distro_bench.net import linktest
+from distro_bench.net.enter import cap_numbers
+from distro_bench.net.ns import NetnsRef, features_to_turn_off
 
 
 def _fake_bin(folder, name: str, script: str = "exit 0") -> None:
@@ -26,7 +26,7 @@ def test_binaries_follow_path(monkeypatch, tmp_path):
     found = host.binaries()
     assert found["tc"] == str(tmp_path / "tc")
     assert found["iperf3"] is None and found["nvidia-smi"] is None
-    # Nothing a run needs is asked of ip, ethtool, nsenter or setpriv (pyroute2, harness/net/enter.py).
+    # Nothing a run needs is asked of ip, ethtool, nsenter or setpriv (pyroute2, distro_bench/net/enter.py).
     assert not {"ip", "ethtool", "nsenter", "setpriv", "ping"} & set(found)
 
 
@@ -64,7 +64,7 @@ def test_offload_patterns_catch_every_tcp_segmentation_variant():
 def test_launcher_argv_and_capabilities():
     ref = NetnsRef.named("dbench-x-n0")
     argv = ref.wrap(["python", "-m", "w"], drop_caps=["net_admin", "sys_admin"])
-    assert argv[1:3] == ["-I", argv[2]] and argv[2].endswith("harness/net/enter.py")
+    assert argv[1:3] == ["-I", argv[2]] and argv[2].endswith("distro_bench/net/enter.py")
     assert argv[3:] == ["--net", "/run/netns/dbench-x-n0", "--drop-caps", "net_admin,sys_admin", "--", "python", "-m", "w"]
     assert NetnsRef.current().wrap(["tc"]) == ["tc"]
     assert ref.wrap(["tc", "-j", "qdisc", "show"]) == ["tc", "-n", "dbench-x-n0", "-j", "qdisc", "show"]

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.errors import ScenarioError
-from harness.net import trace as trace_mod
-from harness.net.trace import TraceError, load_trace
-from harness.scenario import load_scenario, scenario_from_dict
+from distro_bench.errors import ScenarioError
+from distro_bench.scenario import trace as trace_mod
+from distro_bench.scenario.trace import TraceError, load_trace
+from distro_bench.scenario.model import load_scenario, scenario_from_dict
 
 from tests.helpers import tiny_scenario_dict
 
@@ -225,7 +225,7 @@ def test_published_shapes_still_validate():
 def test_parameter_count_equals_the_built_models(cfg):
     import torch
 
-    from harness.model import ModelConfig, Transformer, parameter_count
+    from distro_bench.train.model import ModelConfig, Transformer, parameter_count
 
     c = ModelConfig(**cfg)
     with torch.device("meta"):  # the true module tree, without allocating 1.2B weights
@@ -234,14 +234,14 @@ def test_parameter_count_equals_the_built_models(cfg):
 
 
 def test_collective_timeout_builds_no_model(monkeypatch):
-    import harness.model
-    from harness.runner import collective_timeout_s
+    import distro_bench.train.model
+    from distro_bench.run.runner import collective_timeout_s
 
     def refuse(*a, **k):
         raise AssertionError("built the model to size a timeout")
 
-    monkeypatch.setattr(harness.model, "parameter_shapes", refuse)
-    monkeypatch.setattr(harness.model, "Transformer", refuse)
+    monkeypatch.setattr(distro_bench.train.model, "parameter_shapes", refuse)
+    monkeypatch.setattr(distro_bench.train.model, "Transformer", refuse)
     d = tiny_scenario_dict(links={"x": {"up": "1Mbit"}}, workers=[{"count": 2, "link": "x"}],
                            model={"preset": "llama-1.2b"})
     s = scenario_from_dict(d)
@@ -252,7 +252,7 @@ def test_collective_timeout_builds_no_model(monkeypatch):
 # ---- 7. traces on the local backend ------------------------------------------------------------------------
 
 def test_local_backend_refuses_a_trace_unless_unemulated_is_allowed(tmp_path):
-    from harness.preflight import Needs, problems
+    from distro_bench.run.preflight import Needs, problems
 
     from tests.unit.test_preflight import HOST
 
@@ -266,8 +266,8 @@ def test_local_backend_refuses_a_trace_unless_unemulated_is_allowed(tmp_path):
 
 
 def test_scheduler_without_emulation_ignores_traces_instead_of_crashing(tmp_path):
-    from harness.netchange import ChangeScheduler
-    from harness.timeline import compile_timeline
+    from distro_bench.net.netchange import ChangeScheduler
+    from distro_bench.scenario.timeline import compile_timeline
 
     (tmp_path / "t.csv").write_text("0,1000000\n0.05,2000000\n")
     s = load_scenario(_trace_scenario(tmp_path, "t.csv", trace_resolution="10ms"))
@@ -282,8 +282,8 @@ def test_scheduler_without_emulation_ignores_traces_instead_of_crashing(tmp_path
 # ---- 8. two traces of one name --------------------------------------------------------------------------
 
 def test_traces_with_one_basename_get_a_copy_each_and_the_run_follows_the_copies(tmp_path):
-    from harness.scenario import dump_for_run
-    from harness.timeline import compile_timeline
+    from distro_bench.scenario.model import dump_for_run
+    from distro_bench.scenario.timeline import compile_timeline
 
     for sub, rate in (("a", 1_000_000), ("b", 9_000_000)):
         (tmp_path / sub).mkdir()
@@ -314,7 +314,7 @@ def test_duplicate_keys_are_refused_with_their_location(cli, write_scenario, tex
 
 
 def test_yaml_merge_keys_still_override():
-    from harness.scenario import UniqueKeyLoader
+    from distro_bench.scenario.model import UniqueKeyLoader
 
     doc = yaml.load("base: &b {lr: 1, wd: 2}\nx: {<<: *b, lr: 3}\n", Loader=UniqueKeyLoader)
     assert doc["x"] == {"lr": 3, "wd": 2}

@@ -1,4 +1,4 @@
-"""The run's quick link measurement (harness/net/linktest.py measure_nodes, harness/runner.py measure_links)
+"""The run's quick link measurement (distro_bench/net/linktest.py measure_nodes, distro_bench/run/runner.py measure_links)
 and its place in the report's configured / applied / measured table, with the probes replaced by fakes."""
 
 from __future__ import annotations
@@ -7,14 +7,14 @@ import copy
 
 import pytest
 
-from harness.net import linktest, tcpprobe
-from harness.net.linktest import LinkTarget, measure_nodes
-from harness.net.ns import NetnsRef
-from harness.net.shaping import Direction
-from harness.report import write_run_report
-from harness.report.describe import link_rows
-from harness.report.load import load_for_report
-from harness.runner import SilentProgress, measure_links
+from distro_bench.net import linktest, tcpprobe
+from distro_bench.net.linktest import LinkTarget, measure_nodes
+from distro_bench.net.ns import NetnsRef
+from distro_bench.net.shaping import Direction
+from distro_bench.report import write_run_report
+from distro_bench.report.describe import link_rows
+from distro_bench.report.load import load_for_report
+from distro_bench.run.runner import SilentProgress, measure_links
 from tests.helpers import tiny_scenario_dict
 from tests.unit.runfolders import make_run
 
@@ -158,9 +158,9 @@ def test_report_says_when_links_were_not_measured(tmp_path):
 
 @pytest.mark.parametrize("flag, expected", [([], None), (["--no-measure-links"], False), (["--measure-links"], True)])
 def test_run_flag_reaches_the_runner(cli, write_scenario, monkeypatch, flag, expected):
-    from harness import api
+    from distro_bench import api
 
-    from harness.errors import InputError
+    from distro_bench.errors import InputError
 
     seen = {}
 
@@ -174,8 +174,8 @@ def test_run_flag_reaches_the_runner(cli, write_scenario, monkeypatch, flag, exp
 
 
 def test_scenario_turns_measuring_off_and_rejects_a_non_boolean():
-    from harness.errors import ScenarioError
-    from harness.scenario import scenario_from_dict
+    from distro_bench.errors import ScenarioError
+    from distro_bench.scenario.model import scenario_from_dict
 
     assert scenario_from_dict(tiny_scenario_dict()).network.measure_links is True
     assert scenario_from_dict(tiny_scenario_dict(network={"measure_links": False})).network.measure_links is False

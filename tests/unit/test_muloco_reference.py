@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from harness.optim.muloco import MuLoCo, MuLoCoConfig, PhaseTimer
+from distro_bench.train.optim.muloco import MuLoCo, MuLoCoConfig, PhaseTimer
 
 SHAPES = {"layers.0.w": (6, 5), "layers.0.v": (3, 8), "output.weight": (4, 6), "norm.weight": (7,)}
 MUON = ("layers.0.w", "layers.0.v")
@@ -129,7 +129,7 @@ def test_muon_inner_steps_and_outer_nesterov_equal_the_formulas():
 
 
 def test_muon_is_what_makes_it_differ_from_diloco():
-    from harness.optim.diloco import DiLoCo, DiLoCoConfig
+    from distro_bench.train.optim.diloco import DiLoCo, DiLoCoConfig
 
     ours, _ = _run_product(CFG, periods=2)
     dcfg = DiLoCoConfig(**CFG.model_dump(include=set(DiLoCoConfig.model_fields) - {"type"}))

@@ -9,11 +9,11 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from harness.errors import InputError
-from harness.multihost import iface as iface_mod
-from harness.multihost.placement import Placement, from_scenario, parse_flag, scenario_rank
-from harness.multihost.recipes import RecipeSettings, k8s_manifest, sbatch_script, validate_manifest
-from harness.scenario import scenario_from_dict
+from distro_bench.errors import InputError
+from distro_bench.multihost import iface as iface_mod
+from distro_bench.scenario.placement import Placement, from_scenario, parse_flag, scenario_rank
+from distro_bench.export.recipes import RecipeSettings, k8s_manifest, sbatch_script, validate_manifest
+from distro_bench.scenario.model import scenario_from_dict
 from tests.helpers import REPO, tiny_scenario_dict
 
 
@@ -68,7 +68,7 @@ def test_worker_rank_follows_the_placement_not_torchruns_order():
 
 
 def test_worker_ranks_under_torchrun(monkeypatch):
-    from harness.worker import _ranks
+    from distro_bench.train.worker import _ranks
 
     for k, v in {"DISTRO_BENCH_PLACEMENT": "1;0", "DISTRO_BENCH_NODE_RANK": "0", "LOCAL_RANK": "0", "RANK": "1",
                  "WORLD_SIZE": "2"}.items():
@@ -117,7 +117,7 @@ def test_ssh_session_is_found_by_its_local_address(monkeypatch):
 # ---- recipes ----------------------------------------------------------------------------------------
 
 def ci_smoke():
-    from harness.scenario import load_scenario
+    from distro_bench.scenario.model import load_scenario
 
     return load_scenario(REPO / "scenarios" / "ci-smoke.yaml")
 
@@ -182,7 +182,7 @@ def test_node_cli_refuses_a_bad_rendezvous_before_touching_anything(cli):
 # ---- the host's link plan ---------------------------------------------------------------------------
 
 def _caps(netem: bool):
-    from harness.host import HostInfo
+    from distro_bench.net.host import HostInfo
 
     return HostInfo(root=True, kernel="6.1", iproute2="6.1", nsenter=False, netns=True, netns_error=None,
                     qdiscs=("tbf", "netem") if netem else ("tbf",), iperf3=False, ping=False, ethtool=False,
@@ -190,8 +190,8 @@ def _caps(netem: bool):
 
 
 def test_host_plan_puts_rate_on_tc_and_delay_only_where_netem_exists():
-    from harness.errors import CapabilityError
-    from harness.multihost.hostshaping import plan_host
+    from distro_bench.errors import CapabilityError
+    from distro_bench.multihost.hostshaping import plan_host
 
     s = scen([{"count": 2, "link": {"up": "10Mbit", "down": "50Mbit", "delay": "20ms"}}])
     plan = plan_host(s.nodes()[:1], _caps(netem=True), allow_unemulated=False, seed=0)
@@ -207,7 +207,7 @@ def test_host_plan_puts_rate_on_tc_and_delay_only_where_netem_exists():
 
 
 def test_nodes_sharing_a_host_must_share_a_link():
-    from harness.multihost.hostshaping import plan_host
+    from distro_bench.multihost.hostshaping import plan_host
 
     s = scen([{"count": 1, "link": {"up": "10Mbit"}}, {"count": 1, "link": {"up": "20Mbit"}}])
     with pytest.raises(InputError, match="share this host's interface but have different links"):

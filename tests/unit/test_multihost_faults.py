@@ -7,15 +7,15 @@ import json
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.multihost.failure import cause, without_cpp_frames
+from distro_bench.errors import HarnessError
+from distro_bench.multihost.failure import cause, without_cpp_frames
 from tests.helpers import free_port, tiny_scenario_dict
 
 # What a worker of host 1 printed when host 0's worker was killed (torch 2.13, gloo; C++ frames as torch adds
 # them to c10d errors with TORCH_SHOW_CPP_STACKTRACES, and torchrun's summary after it).
 HOST1_LOG = """\
 [rank1]: Traceback (most recent call last):
-[rank1]:   File "/work/main/harness/worker.py", line 300, in train
+[rank1]:   File "/work/main/distro_bench/train/worker.py", line 300, in train
 [rank1]:     work.wait()
 [rank1]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [10.77.0.2]:10637. This is typically caused by a remote worker crashing. Check the logs of the remote worker before reporting an error. GLHF!
 [W1201 19:59:01.123 socket.cpp:464] [c10d] The server socket has failed to listen on any local network address.
@@ -26,7 +26,7 @@ Exception raised from doWait at /__w/pytorch/pytorch/torch/csrc/distributed/c10d
 frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f3c in /x/libc10.so)
 torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 ============================================================
-harness.worker FAILED
+distro_bench.train.worker FAILED
 ------------------------------------------------------------
 Root Cause (first observed failure):
   exitcode  : 1 (pid: 4242)
@@ -43,7 +43,7 @@ HOST0_LOG = """\
   File "/x/torch/distributed/launcher/api.py", line 383, in launch_agent
     raise ChildFailedError(
 torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
-harness.worker FAILED
+distro_bench.train.worker FAILED
 Failures:
   <NO_OTHER_FAILURES>
 Root Cause (first observed failure):
@@ -68,7 +68,7 @@ def test_cpp_frames_are_left_out_of_a_log_tail():
 
 
 def test_a_torchrun_failure_names_its_cause_and_prints_no_trace(tmp_path):
-    from harness.multihost.agent import _torchrun_failed
+    from distro_bench.multihost.agent import _torchrun_failed
 
     log = tmp_path / "host1-torchrun.log"
     log.write_text(HOST1_LOG)
@@ -80,7 +80,7 @@ def test_a_torchrun_failure_names_its_cause_and_prints_no_trace(tmp_path):
 
 @pytest.fixture
 def store():
-    from harness.multihost.store import AgentStore
+    from distro_bench.multihost.store import AgentStore
 
     try:
         s = AgentStore("127.0.0.1", free_port(), 0, 2, timeout_s=5)
@@ -107,11 +107,11 @@ def test_a_host_that_joined_but_stopped_short_is_told_apart(store):
 def test_node_zero_claims_its_run_folder_for_clean(tmp_path, monkeypatch):
     import yaml
 
-    from harness import owner
-    from harness.multihost.agent import Agent, NodeOptions
-    from harness.multihost.placement import from_scenario
-    from harness.multihost.store import AgentStore
-    from harness.scenario import load_scenario
+    from distro_bench.net import owner
+    from distro_bench.multihost.agent import Agent, NodeOptions
+    from distro_bench.scenario.placement import from_scenario
+    from distro_bench.multihost.store import AgentStore
+    from distro_bench.scenario.model import load_scenario
 
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(tiny_scenario_dict()))
@@ -129,7 +129,7 @@ def test_node_zero_claims_its_run_folder_for_clean(tmp_path, monkeypatch):
         assert json.loads((agent.run_dir / "status.json").read_text())["state"] == "running"
         # Killed here (a pid that is gone): `clean` ends the folder's status.
         (owner.runtime_dir() / f"{agent.claim_id}.owner").write_text(f"{2**22 + 7} 1\n{claim[1]}\n")
-        from harness.backends import mark_abandoned_runs
+        from distro_bench.backends import mark_abandoned_runs
 
         fixed, problems = mark_abandoned_runs()
         assert not problems and any(claim[1] in f for f in fixed), fixed
@@ -148,8 +148,8 @@ def test_a_changing_link_is_refused_before_anything_changes(tmp_path, link):
     """Host shaping is static: a schedule or trace would be silently ignored by every host (issue 26)."""
     import yaml
 
-    from harness.errors import InputError
-    from harness.multihost.agent import Agent, NodeOptions
+    from distro_bench.errors import InputError
+    from distro_bench.multihost.agent import Agent, NodeOptions
 
     (tmp_path / "up.trace").write_text("\n".join(str(i) for i in range(1, 101)) + "\n")
     d = tiny_scenario_dict(workers=[{"count": 2, "hardware": "host", "link": "wan"}])

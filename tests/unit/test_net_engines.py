@@ -7,12 +7,12 @@ import dataclasses
 
 import pytest
 
-from harness.errors import CapabilityError, InputError
-from harness.net.engines import Direction, plan_links, select_engine
-from harness.net.link import Impairment
-from harness.net.linktest import expected_rtt, goodput_status, rtt_tolerance
-from harness.net.probe import Capabilities
-from harness.scenario import scenario_from_dict
+from distro_bench.errors import CapabilityError, InputError
+from distro_bench.net.engines import Direction, plan_links, select_engine
+from distro_bench.net.link import Impairment
+from distro_bench.net.linktest import expected_rtt, goodput_status, rtt_tolerance
+from distro_bench.net.host import Capabilities
+from distro_bench.scenario.model import scenario_from_dict
 
 from tests.helpers import tiny_scenario_dict
 

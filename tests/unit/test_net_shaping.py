@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.net import naming
-from harness.net.shaping import QdiscPlan, check_qdiscs, tc_commands
-from harness.net.topology import StarSpec
+from distro_bench.net import naming
+from distro_bench.net.shaping import QdiscPlan, check_qdiscs, tc_commands
+from distro_bench.net.topology import StarSpec
 
 
 def test_rate_only_is_one_tbf():
@@ -98,7 +98,7 @@ def test_star_creates_veths_in_place_and_link_namespaces_only_where_asked():
     spec = StarSpec.build("abc123", 3, {1})
     assert spec.namespaces() == ["dbench-abc123-sw", "dbench-abc123-n0", "dbench-abc123-n1", "dbench-abc123-l1",
                                  "dbench-abc123-n2"]
-    from harness.net.topology import IfaceConfig, Veth
+    from distro_bench.net.topology import IfaceConfig, Veth
 
     veths = spec.veths()
     assert veths[0] == Veth("eth0", "dbench-abc123-n0", "p0", "dbench-abc123-sw")

@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from harness.errors import ScenarioError
-from harness.net.engines import plan_links
-from harness.net.probe import Capabilities
-from harness.net.trace import FLOOR_BPS, TraceError, load_trace
-from harness.scenario import scenario_from_dict
-from harness.timeline import compile_timeline, compute_scale_at
+from distro_bench.errors import ScenarioError
+from distro_bench.net.engines import plan_links
+from distro_bench.net.host import Capabilities
+from distro_bench.scenario.trace import FLOOR_BPS, TraceError, load_trace
+from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.timeline import compile_timeline, compute_scale_at
 
 from tests.helpers import tiny_scenario_dict
 
@@ -86,7 +86,7 @@ def test_no_changes_is_an_empty_timeline():
 
 
 def test_compute_scale_follows_its_schedule_by_time_or_step():
-    from harness.scenario import ComputeChange
+    from distro_bench.scenario.model import ComputeChange
 
     timed = [ComputeChange(at="20s", compute_scale=0.25), ComputeChange(at="40s", compute_scale=1.0)]
     assert [compute_scale_at(0.5, timed, t, 0) for t in (None, 0.0, 19.9, 20.0, 39.0, 41.0)] == \
@@ -135,7 +135,7 @@ def test_bad_traces_name_file_line_and_format(tmp_path, name, text, fragment):
 
 def test_shipped_traces_parse_and_their_scenarios_validate():
     from tests.helpers import REPO
-    from harness.scenario import load_scenario
+    from distro_bench.scenario.model import load_scenario
 
     for f in ("lte-drive.mahi", "dsl-diurnal.csv", "flaky-cable.csv"):
         t = load_trace(REPO / "scenarios" / "traces" / f)
@@ -162,7 +162,7 @@ def test_a_later_loss_plans_a_delay_line_from_the_start():
 
 
 def test_a_later_loss_without_an_engine_is_refused_before_the_run():
-    from harness.errors import CapabilityError
+    from distro_bench.errors import CapabilityError
 
     no_line = dataclasses.replace(HOST, delayline=False, delayline_detail="not importable")
     with pytest.raises(CapabilityError) as e:
@@ -211,7 +211,7 @@ class FakeEmulation:
 
 
 def _scheduler(tmp_path, link, started_ago: float, lie=None, **kw):
-    from harness.netchange import ChangeScheduler
+    from distro_bench.net.netchange import ChangeScheduler
 
     s = _scenario(link, **kw)
     em = FakeEmulation(plan_links(s.nodes(), HOST), lie=lie)
@@ -222,7 +222,7 @@ def _scheduler(tmp_path, link, started_ago: float, lie=None, **kw):
 
 
 def test_scheduler_applies_due_changes_logs_rows_and_restores(tmp_path):
-    from harness.events import events_frame
+    from distro_bench.results.events import events_frame
 
     link = {"up": "10Mbit", "schedule": [{"at": "1s", "up": "1Mbit"}, {"at": "2s", "outage": "3s"},
                                          {"at": "3s", "loss": "5%"}, {"at": "1000s", "up": "2Mbit"}]}
@@ -269,7 +269,7 @@ def test_scheduler_step_triggers_wait_for_the_step(tmp_path):
 
 
 def test_compute_changes_are_logged_without_an_emulation(tmp_path):
-    from harness.netchange import ChangeScheduler
+    from distro_bench.net.netchange import ChangeScheduler
 
     s = _scenario(hw={"compute_schedule": [{"at": "1s", "compute_scale": 0.25}]})
     (tmp_path / "rank0.hb").write_text(f"0 compute {time.time() - 3:.3f}\n")

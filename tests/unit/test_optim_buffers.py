@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.optim.buffers import kept_zeros
+from distro_bench.train.optim.buffers import kept_zeros
 
 
 def _vm_flags(address: int) -> list[str]:

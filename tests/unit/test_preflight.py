@@ -8,12 +8,13 @@ import dataclasses
 
 import pytest
 
-from harness import host, preflight
-from harness.errors import CapabilityError
-from harness.host import HostInfo
-from harness.net.engines import plan_links
-from harness.preflight import Needs, problems
-from harness.scenario import scenario_from_dict
+from distro_bench.net import host
+from distro_bench.run import preflight
+from distro_bench.errors import CapabilityError
+from distro_bench.net.host import HostInfo
+from distro_bench.net.engines import plan_links
+from distro_bench.run.preflight import Needs, problems
+from distro_bench.scenario.model import scenario_from_dict
 
 from tests.helpers import tiny_scenario_dict
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from io import StringIO
 
-from harness.progress import PlainProgress
+from distro_bench.run.progress import PlainProgress
 
 
 def _record(step: int) -> dict:
@@ -38,7 +38,7 @@ def test_unknown_total_of_a_time_budget_counts_steps_without_an_end():
 def test_rich_bar_says_starting_workers_and_elapsed_never_a_literal_eta():
     from rich.console import Console
 
-    from harness.progress import RichProgress
+    from distro_bench.run.progress import RichProgress
 
     def shown(p) -> str:
         c = Console(file=StringIO(), width=160, color_system=None)
@@ -66,10 +66,10 @@ def _rank_record(rank: int, step: int, step_time: float) -> dict:
 def test_live_progress_summary_and_verdict_show_the_slowest_ranks_step_time():
     """Issue 27: rank 0 fast (0.1 s), rank 1 slow (0.4 s): progress used to show rank 0's 0.1 s while the
     summary and the verdict read 0.4 s. Every place shows the slowest rank's figure now."""
-    from harness.format import fmt_seconds
-    from harness.metrics import records_to_frame, summarize_optimizer
-    from harness.progress import AcrossRanks
-    from harness.report.verdict import rows, verdicts
+    from distro_bench.results.format import fmt_seconds
+    from distro_bench.results.metrics import records_to_frame, summarize_optimizer
+    from distro_bench.run.progress import AcrossRanks
+    from distro_bench.report.verdict import rows, verdicts
 
     steps, fast, slow = 5, 0.1, 0.4
     records = [_rank_record(rank, s, fast if rank == 0 else slow) for s in range(steps) for rank in (0, 1)]
@@ -99,7 +99,7 @@ def test_a_periodic_methods_syncs_count_in_the_mean_step_time_the_last_one_amort
     """DiLoCo-style: local steps of 0.1 s, a sync step (step 3) of 1.0 s on the slowest rank, and the final
     sync after the last step (each rank's `end` record, 0.6 s on the slowest): the mean amortises both, the
     median is the typical local step."""
-    from harness.metrics import records_to_frame, summarize_optimizer
+    from distro_bench.results.metrics import records_to_frame, summarize_optimizer
 
     records = [_rank_record(rank, s, (1.0 if s == 3 else 0.1) - 0.05 * rank) for s in range(6) for rank in (0, 1)]
     ends = [{"type": "end", "rank": rank, "final_sync_comm_s": 0.6 - 0.1 * rank} for rank in (0, 1)]

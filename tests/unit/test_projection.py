@@ -7,12 +7,12 @@ import math
 
 import pytest
 
-from harness.model import ModelConfig, parameter_shapes
-from harness.optim import STRATEGIES
-from harness.presets import MODELS
-from harness.projection import WIRE_FACTOR, collective_time, nodes_like, paper_accounting, project
-from harness.optim import Collective
-from harness.scenario import scenario_from_dict
+from distro_bench.train.model import ModelConfig, parameter_shapes
+from distro_bench.train.optim import STRATEGIES
+from distro_bench.scenario.presets import MODELS
+from distro_bench.train.projection import WIRE_FACTOR, collective_time, nodes_like, paper_accounting, project
+from distro_bench.train.optim import Collective
+from distro_bench.scenario.model import scenario_from_dict
 
 from tests.helpers import tiny_scenario_dict
 
@@ -85,7 +85,7 @@ def test_project_cli_writes_table_json_and_plots(cli, write_scenario, tmp_path):
 
 @pytest.mark.parametrize("bucket", [True, False])
 def test_predicted_collectives_add_up_to_predicted_bytes(bucket):
-    from harness.optim.distro import DisTrOConfig
+    from distro_bench.train.optim.distro import DisTrOConfig
 
     shapes = parameter_shapes(ModelConfig(**MODELS["small"]))
     cfg = DisTrOConfig(lr=1e-3, topk=4, values="1bit", bucket=bucket, exchange="ring")

@@ -42,7 +42,7 @@ def test_run_report_files_and_content(cli, tmp_path):
 
 
 def test_html_is_self_contained(tmp_path):
-    from harness.report import write_run_report
+    from distro_bench.report import write_run_report
 
     run = make_run(tmp_path)
     write_run_report(run)
@@ -55,7 +55,7 @@ def test_html_is_self_contained(tmp_path):
 
 
 def test_failed_run_says_so_at_the_top(tmp_path):
-    from harness.report import write_run_report
+    from distro_bench.report import write_run_report
 
     run = make_run(tmp_path, state="incomplete", reason="interrupted (Ctrl-C or SIGTERM)")
     write_run_report(run)
@@ -70,7 +70,7 @@ def test_run_with_no_steps_still_gets_a_report(tmp_path):
 
     import pandas as pd
 
-    from harness.report import write_run_report
+    from distro_bench.report import write_run_report
 
     run = make_run(tmp_path, state="failed", reason="rank 0 exited with code 1")
     pd.read_parquet(run / "metrics.parquet").iloc[0:0].to_parquet(run / "metrics.parquet", index=False)
@@ -84,7 +84,7 @@ def test_run_with_no_steps_still_gets_a_report(tmp_path):
 
 
 def test_wire_not_measured_is_said(tmp_path):
-    from harness.report import write_run_report
+    from distro_bench.report import write_run_report
 
     run = make_run(tmp_path, wire=False)
     write_run_report(run)
@@ -141,7 +141,7 @@ def test_comparison_names_noise_and_flags_environments(cli, tmp_path, monkeypatc
 
 
 def test_stats_name_noise():
-    from harness.report.stats import Sample, describe_change
+    from distro_bench.report.stats import Sample, describe_change
 
     assert describe_change(Sample(1.0, 0.2, 10), Sample(1.05, 0.2, 10)) == "not significant"
     assert describe_change(Sample(1.0, 0.01, 10), Sample(1.5, 0.01, 10)) == "+50.0%"
@@ -202,7 +202,7 @@ def _console_lines(stderr: str) -> list[str]:
 def test_html_report_renders_every_plot_in_chromium(tmp_path):
     from PIL import Image
 
-    from harness.report import write_run_report
+    from distro_bench.report import write_run_report
 
     run = make_run(tmp_path / "runs", straggler=3)
     write_run_report(run)
@@ -248,7 +248,7 @@ def test_real_run_writes_its_report_and_passes_the_gate(cli, tmp_path, write_sce
 
 
 def test_three_or_more_optimizers_lead_the_verdict_with_a_ranking(tmp_path):
-    from harness.report.run_report import write_run_report
+    from distro_bench.report.run_report import write_run_report
 
     three = {"adamw": (2_000_000, 2_000_000, 2.40, 0.10), "distro": (1_000, 3_000, 2.55, 0.10),
              "diloco": (50_000, 50_000, 2.45, 0.10)}

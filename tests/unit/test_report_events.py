@@ -29,7 +29,7 @@ def _outage(opt: str, seed: int = 0, late: float = 0.0) -> list[dict]:
 
 
 def _load(run):
-    from harness.report.load import load_for_report
+    from distro_bench.report.load import load_for_report
 
     return load_for_report(run)
 
@@ -93,7 +93,7 @@ def test_an_outage_inside_a_slow_window_has_its_own_row_and_is_counted_once(tmp_
 
 
 def test_a_step_straddling_a_window_counts_by_its_fraction_inside():
-    from harness.report.events import window
+    from distro_bench.report.events import window
 
     # step 1: a 40 s step from 10 s, which a 5 s window (20-25 s) cuts an eighth out of
     spans = pd.DataFrame({"step": [0, 1, 2], "start": [0.0, 10.0, 50.0], "dur": [10.0, 40.0, 1.0]})
@@ -105,7 +105,7 @@ def test_a_step_straddling_a_window_counts_by_its_fraction_inside():
 
 
 def test_training_clock_stays_flat_across_an_evaluation_gap():
-    from harness.report.events import to_elapsed
+    from distro_bench.report.events import to_elapsed
 
     # two 1 s steps with a 10 s evaluation between them; the training clock leaves it out
     spans = pd.DataFrame({"step": [0, 1], "start": [100.0, 111.0], "dur": [1.0, 1.0], "elapsed": [1.0, 2.0]})
@@ -126,7 +126,7 @@ def test_several_seeds_are_averaged_with_an_interval(tmp_path):
     assert s.during.lo < 0.95 and s.during.hi > 1.05
     # in each seed ten steps of d over a 0.1 s pace: 7, 9 and 11 s lost
     assert s.lost.mean == pytest.approx(9.0, rel=1e-3) and s.lost.half > 1.0
-    from harness.report.events_section import loss_sentences
+    from distro_bench.report.events_section import loss_sentences
 
     (sentence,) = loss_sentences(run.events)
     assert sentence.startswith("adamw lost 9 s ±") and sentence.endswith("; means of 3 seeds.")
@@ -141,7 +141,7 @@ def test_simultaneous_rows_are_one_change_named_by_their_nodes(tmp_path):
 
 
 def test_the_same_change_on_several_nodes_is_one_table_row(tmp_path):
-    from harness.report.events_section import events_table
+    from distro_bench.report.events_section import events_table
 
     events = [{**_schedule("adamw")[0], "node": f"node{n}", "t_s": 2.1 + 0.01 * n, "scheduled_s": 2.1}
               for n in range(4)]
@@ -159,7 +159,7 @@ def test_fields_changed_together_are_one_change(tmp_path):
 
 
 def test_row_labels():
-    from harness.report.events import row_label
+    from distro_bench.report.events import row_label
 
     assert row_label({"kind": "schedule", "field": "rate", "requested": "1Mbit", "direction": "up"}) == "up 1Mbit"
     assert row_label({"kind": "schedule", "field": "loss", "requested": "5%", "direction": "down"}) == "down loss 5%"
@@ -170,7 +170,7 @@ def test_row_labels():
 
 
 def test_report_has_a_network_events_section(tmp_path):
-    from harness.report.run_report import write_run_report
+    from distro_bench.report.run_report import write_run_report
 
     run = make_timed_run(tmp_path, step_times={"adamw": [0.1] * 20 + [1.0] * 5 + [0.1] * 20, "distro": STEADY},
                          events=_outage("adamw") + _outage("distro", late=0.05))
@@ -190,7 +190,7 @@ def test_report_has_a_network_events_section(tmp_path):
 
 
 def test_a_read_back_mismatch_and_a_trace_are_reported(tmp_path):
-    from harness.report.events_section import events_section
+    from distro_bench.report.events_section import events_section
 
     events = [{**_schedule("adamw")[0], "verified": "2Mbit", "ok": False}]
     events += [{"optimizer": "adamw", "t_s": 0.5 * k, "kind": "trace", "field": "rate", "node": "node2",
@@ -205,7 +205,7 @@ def test_a_read_back_mismatch_and_a_trace_are_reported(tmp_path):
 
 
 def test_a_run_without_events_has_no_section_and_no_marks(tmp_path):
-    from harness.report.run_report import write_run_report
+    from distro_bench.report.run_report import write_run_report
 
     run = make_timed_run(tmp_path, step_times={"adamw": SLOW_WINDOW})
     loaded = _load(run)
@@ -219,7 +219,7 @@ def test_a_run_without_events_has_no_section_and_no_marks(tmp_path):
 
 def _drawn(monkeypatch, plot, run) -> dict[str, int]:
     """Count the event artists (by gid) a plot function draws, catching its figure before it is saved."""
-    from harness.report import plots
+    from distro_bench.report import plots
 
     seen = {}
     real_save = plots.save
@@ -239,7 +239,7 @@ def _drawn(monkeypatch, plot, run) -> dict[str, int]:
 
 @pytest.mark.parametrize("name", ["loss_vs_time", "step_time_vs_time"])
 def test_time_plots_mark_events_and_draw_a_trace_as_a_line(tmp_path, monkeypatch, name):
-    from harness.report import plots
+    from distro_bench.report import plots
 
     events = _schedule("adamw") + _outage("distro")
     events += [{"optimizer": "adamw", "t_s": 0.5 * k, "kind": "trace", "field": "rate", "node": "node2",
@@ -254,7 +254,7 @@ def test_time_plots_mark_events_and_draw_a_trace_as_a_line(tmp_path, monkeypatch
 
 
 def test_loss_vs_time_is_unchanged_without_events_and_differs_with_them(tmp_path, monkeypatch):
-    from harness.report import plots
+    from distro_bench.report import plots
 
     plain = make_timed_run(tmp_path, "plain", step_times={"adamw": SLOW_WINDOW})
     marked = make_timed_run(tmp_path, "marked", step_times={"adamw": SLOW_WINDOW}, events=_schedule("adamw"))
@@ -286,7 +286,7 @@ def test_report_command_prints_what_each_optimizer_lost(tmp_path, cli):
 
 
 def test_a_comparison_says_which_run_had_network_events(tmp_path):
-    from harness.report.compare import write_comparison
+    from distro_bench.report.compare import write_comparison
 
     plain = make_timed_run(tmp_path, "plain", step_times={"adamw": SLOW_WINDOW})
     marked = make_timed_run(tmp_path, "marked", step_times={"adamw": SLOW_WINDOW}, events=_schedule("adamw"))
@@ -296,7 +296,7 @@ def test_a_comparison_says_which_run_had_network_events(tmp_path):
 
 
 def test_a_damaged_events_file_is_a_note_not_a_crash(tmp_path):
-    from harness.report.events_section import events_section
+    from distro_bench.report.events_section import events_section
 
     run = make_timed_run(tmp_path, step_times={"adamw": SLOW_WINDOW})
     (run / "events.parquet").write_bytes(b"not parquet")
@@ -305,7 +305,7 @@ def test_a_damaged_events_file_is_a_note_not_a_crash(tmp_path):
 
 
 def test_a_run_that_a_long_outage_ended_says_so(tmp_path):
-    from harness.report.events_section import events_section
+    from distro_bench.report.events_section import events_section
 
     events = [{"optimizer": "adamw", "t_s": 2.0, "until_s": 602.0, "step": 20, "kind": "outage", "field": "down",
                "requested": "10min"}]
@@ -319,8 +319,8 @@ def test_a_run_that_a_long_outage_ended_says_so(tmp_path):
 
 
 def test_run_command_ends_with_what_each_optimizer_lost(tmp_path, cli, monkeypatch):
-    from harness import api
-    from harness.runner import RunResult
+    from distro_bench import api
+    from distro_bench.run.runner import RunResult
 
     run = make_timed_run(tmp_path, step_times={"adamw": [0.1] * 20 + [1.0] * 5 + [0.1] * 20},
                          events=_outage("adamw"))
@@ -335,8 +335,8 @@ def test_run_command_ends_with_what_each_optimizer_lost(tmp_path, cli, monkeypat
 
 
 def test_a_comparison_measures_the_events_against_a_run_without_them(tmp_path):
-    from harness.report.compare import write_comparison
-    from harness.report.events import against_unchanged
+    from distro_bench.report.compare import write_comparison
+    from distro_bench.report.events import against_unchanged
 
     plain = make_timed_run(tmp_path, "plain", step_times={"adamw": [0.1] * 51})
     marked = make_timed_run(tmp_path, "marked", step_times={"adamw": SLOW_WINDOW}, events=_schedule("adamw"))

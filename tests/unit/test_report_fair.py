@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from harness.report import write_run_report
-from harness.report.describe import compute_rows, link_rows
-from harness.report.load import load_for_report
-from harness.report.plots import curves
+from distro_bench.report import write_run_report
+from distro_bench.report.describe import compute_rows, link_rows
+from distro_bench.report.load import load_for_report
+from distro_bench.report.plots import curves
 from tests.unit.runfolders import make_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import yaml
 
-from harness.report import describe
-from harness.report.load import load_for_report
-from harness.report.plots import curves
+from distro_bench.report import describe
+from distro_bench.report.load import load_for_report
+from distro_bench.report.plots import curves
 from tests.unit.runfolders import make_run
 
 
@@ -40,7 +40,7 @@ def test_loss_bands_stop_where_a_seed_stops(tmp_path):
 def test_banner_when_the_hardware_profile_was_not_present_and_the_host_was_busy(tmp_path):
     import json
 
-    from harness.report.run_report import _banners
+    from distro_bench.report.run_report import _banners
 
     path = make_run(tmp_path)  # gaming-pc: an 80 TFLOPS GPU asked for; the workers' start records say cpu
     text = " ".join(b.text for b in _banners(load_for_report(path)))
@@ -61,7 +61,7 @@ def test_time_to_target_plot_keeps_its_title_and_rows_when_nothing_reached(tmp_p
     import matplotlib
 
     matplotlib.use("Agg")
-    from harness.report import plots
+    from distro_bench.report import plots
 
     path = make_run(tmp_path)
     summary = json.loads((path / "summary.json").read_text())

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from harness.rundir import atomic_write_json
+from distro_bench.results.rundir import atomic_write_json
 from tests.helpers import make_run
 
 
@@ -18,7 +18,7 @@ def synth_run(tmp_path):
 
 
 def test_fixture_is_a_loadable_run_with_a_reduction(synth_run):
-    from harness.report.load import load_for_report
+    from distro_bench.report.load import load_for_report
 
     run = load_for_report(synth_run)
     assert run.state == "complete" and run.optimizers == ["adamw", "distro"]
@@ -27,8 +27,8 @@ def test_fixture_is_a_loadable_run_with_a_reduction(synth_run):
 
 
 def test_breakdown_adds_up_to_the_step_time(synth_run):
-    from harness.report import analysis
-    from harness.report.load import load_for_report
+    from distro_bench.report import analysis
+    from distro_bench.report.load import load_for_report
 
     df = load_for_report(synth_run).data.metrics
     adamw = df[df["optimizer"] == "adamw"]
@@ -38,8 +38,8 @@ def test_breakdown_adds_up_to_the_step_time(synth_run):
 
 
 def test_per_rank_breakdown_shows_the_straggler(tmp_path):
-    from harness.report import analysis
-    from harness.report.load import load_for_report
+    from distro_bench.report import analysis
+    from distro_bench.report.load import load_for_report
 
     df = load_for_report(make_run(tmp_path, straggler=2)).data.metrics
     t = analysis.rank_breakdown(df[df["optimizer"] == "adamw"])
@@ -49,8 +49,8 @@ def test_per_rank_breakdown_shows_the_straggler(tmp_path):
 
 
 def test_time_to_target_uses_the_worst_final_val_loss(synth_run):
-    from harness.report import analysis
-    from harness.report.load import load_for_report
+    from distro_bench.report import analysis
+    from distro_bench.report.load import load_for_report
 
     run = load_for_report(synth_run)
     frames = {n: analysis.per_step(run.data.metrics[run.data.metrics["optimizer"] == n]) for n in run.optimizers}
@@ -65,7 +65,7 @@ def test_time_to_target_uses_the_worst_final_val_loss(synth_run):
 
 def test_crashed_run_without_summary_is_rebuilt_from_worker_records(tmp_path):
     """A harness killed before finalize leaves only scenario.yaml and workers/*.jsonl (status 'running')."""
-    from harness.report.load import load_for_report
+    from distro_bench.report.load import load_for_report
 
     run = tmp_path / "crashed"
     (run / "workers" / "adamw").mkdir(parents=True)

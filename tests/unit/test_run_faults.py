@@ -12,15 +12,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.errors import RunFolderWriteError
-from harness.rundir import (
-    atomic_write_json,
-    atomic_write_parquet,
-    atomic_write_text,
-    write_status,
-)
-from harness.runner import finalize
-from harness.scenario import scenario_from_dict
+from distro_bench.errors import RunFolderWriteError
+from distro_bench.results.rundir import atomic_write_json, atomic_write_parquet, atomic_write_text, write_status
+from distro_bench.run.runner import finalize
+from distro_bench.scenario.model import scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 
 WORKER_FAILURE = "adamw: worker rank 1 (node-1) exited with code -9"
@@ -76,7 +71,7 @@ def test_disk_full_at_the_parquet_keeps_the_worker_failure_and_ends_the_status(t
 
 def test_disk_full_after_a_complete_run_says_the_results_were_not_stored(tmp_path, monkeypatch):
     d = _run_dir(tmp_path)
-    from harness import rundir
+    from distro_bench.results import rundir
 
     real = rundir.tempfile.mkstemp
 
@@ -128,7 +123,7 @@ def _cli_run_into(tmp_path, out: str):
     import yaml
     from typer.testing import CliRunner
 
-    from harness.cli import app
+    from distro_bench.cli import app
 
     scenario = tmp_path / "s.yaml"
     scenario.write_text(yaml.safe_dump(tiny_scenario_dict()))
@@ -179,19 +174,19 @@ def test_clean_marks_a_killed_runs_running_status(tmp_path, monkeypatch):
     # A SIGKILLed CLI has no teardown: its folder said "running" forever. Its claim names the folder.
     from typer.testing import CliRunner
 
-    from harness.backends.netns import NetnsBackend
-    from harness.cli import app
+    from distro_bench.backends.netns import NetnsBackend
+    from distro_bench.cli import app
 
     claims = tmp_path / "claims"
     claims.mkdir()
-    monkeypatch.setattr("harness.owner.runtime_dir", lambda: claims)
+    monkeypatch.setattr("distro_bench.net.owner.runtime_dir", lambda: claims)
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such.sock")
     monkeypatch.setattr(NetnsBackend, "clean_leftovers", classmethod(lambda cls, include_live=False: ([], [])))
     dead, live = _run_dir(tmp_path / "a"), _run_dir(tmp_path / "b")
     gone = subprocess.Popen(["true"])
     gone.wait()
     (claims / "aaa111.owner").write_text(f"{gone.pid} 1\n{dead}\n")
-    from harness import owner
+    from distro_bench.net import owner
 
     owner.claim("bbb222", live)  # this process: alive
     r = CliRunner().invoke(app, ["clean"])
@@ -207,7 +202,7 @@ def test_clean_marks_a_killed_runs_running_status(tmp_path, monkeypatch):
 def test_report_and_project_out_that_is_a_file_is_an_input_error(tmp_path, args):
     from typer.testing import CliRunner
 
-    from harness.cli import app
+    from distro_bench.cli import app
     from tests.unit.runfolders import make_run
 
     run = make_run(tmp_path, seeds=1, steps=4)
@@ -227,9 +222,9 @@ def test_a_worker_failure_on_a_full_disk_reports_both_through_the_cli(tmp_path, 
     import yaml
     from typer.testing import CliRunner
 
-    from harness import runner
-    from harness.cli import app
-    from harness.errors import WorkerFailed
+    from distro_bench.run import runner
+    from distro_bench.cli import app
+    from distro_bench.errors import WorkerFailed
 
     def failing_worker(*a, **k):
         raise WorkerFailed(WORKER_FAILURE, rank=1, log_tail="RuntimeError: boom")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.model import ModelConfig, parameter_count
-from harness.projection import FRAME, MSS, project
-from harness.scenario import load_scenario
+from distro_bench.train.model import ModelConfig, parameter_count
+from distro_bench.train.projection import FRAME, MSS, project
+from distro_bench.scenario.model import load_scenario
 from tests.helpers import load_script
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def test_projection_follows_the_ring_and_direct_closed_forms(bench, base, n):
 
 
 def test_max_rss_bytes_is_this_process_peak():
-    from harness.worker import max_rss_bytes
+    from distro_bench.train.worker import max_rss_bytes
 
     status = Path("/proc/self/status").read_text()
     hwm = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) * 1024

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from harness.errors import ScenarioError
-from harness.scenario import load_scenario, scenario_from_dict
+from distro_bench.errors import ScenarioError
+from distro_bench.scenario.model import load_scenario, scenario_from_dict
 
 from tests.helpers import REPO, tiny_scenario_dict
 
@@ -96,7 +96,7 @@ def test_compute_scale_derives_from_tflops():
 
 def test_resolved_scenario_round_trips(tmp_path):
     s = load_scenario(REPO / "scenarios" / "home-dsl.yaml")
-    from harness.scenario import dump_scenario
+    from distro_bench.scenario.model import dump_scenario
 
     p = tmp_path / "resolved.yaml"
     p.write_text(dump_scenario(s))

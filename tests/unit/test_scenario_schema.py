@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from harness.scenario_schema import COMMITTED_PATH, scenario_schema, yaml12_load
+from distro_bench.scenario.schema import COMMITTED_PATH, scenario_schema, yaml12_load
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))

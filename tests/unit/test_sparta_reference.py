@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from harness.optim.sparta import SPARTA, PhaseTimer, SPARTAConfig
+from distro_bench.train.optim.sparta import SPARTA, PhaseTimer, SPARTAConfig
 from tests.pair_workers import grads, initial, train_pair
 
 SHAPES = {"w": (40, 30), "v": (50, 8), "norm": (16,)}

@@ -12,7 +12,7 @@ import math
 import pytest
 import torch
 
-from harness.optim.streaming_diloco import PhaseTimer, StreamingDiLoCo, StreamingDiLoCoConfig
+from distro_bench.train.optim.streaming_diloco import PhaseTimer, StreamingDiLoCo, StreamingDiLoCoConfig
 from tests.pair_workers import grads, initial, train_pair
 
 SHAPES = {"tok_embeddings.weight": (9, 4), "layers.0.w": (4, 4), "layers.0.n": (4,), "layers.1.w": (4, 5),
@@ -91,7 +91,7 @@ def test_fragments_sync_on_their_staggered_clock_as_the_reference(pseudo_grad, t
 
 
 def test_one_fragment_is_diloco():
-    from harness.optim.diloco import DiLoCo, DiLoCoConfig
+    from distro_bench.train.optim.diloco import DiLoCo, DiLoCoConfig
 
     one = CFG.model_copy(update={"fragments": 1})
     ours, _ = _run_product(one)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import worker
+from distro_bench.train import worker
 
 
 @pytest.fixture

@@ -1,13 +1,13 @@
-"""The typed summary (harness.summary): public keys as fields, dict access, extra keys kept, the verdict line,
+"""The typed summary (distro_bench.results.summary): public keys as fields, dict access, extra keys kept, the verdict line,
 and plain progress lines."""
 
 from __future__ import annotations
 
 import io
 
-from harness import metrics
-from harness.progress import PlainProgress
-from harness.summary import OptimizerSummary, Summary
+from distro_bench.results import metrics
+from distro_bench.run.progress import PlainProgress
+from distro_bench.results.summary import OptimizerSummary, Summary
 
 
 def _summary() -> dict:

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from harness.errors import InputError, Interrupted, ScenarioError
-from harness.scenario import load_scenario
-from harness.sweep import grid, parse_set, parse_sets, point_scenario, run_sweep, validate_grid
+from distro_bench.errors import InputError, Interrupted, ScenarioError
+from distro_bench.scenario.model import load_scenario
+from distro_bench.studies.sweep import grid, parse_set, parse_sets, point_scenario, run_sweep, validate_grid
 from tests.unit.runfolders import make_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,7 +113,7 @@ def test_sweep_folder_table_and_pick_best(tmp_path):
     for p in sweep["points"]:
         assert all(o["time_to_common_target_s"] > 0 for o in p["optimizers"].values())
     # the folder can be re-read and its report rewritten
-    from harness.sweep import rewrite
+    from distro_bench.studies.sweep import rewrite
 
     again = rewrite(d)
     assert again.target == sweep["common_target"] and (d / "report.md").read_text() == md
@@ -178,7 +178,7 @@ def test_pick_selects_on_the_tuning_split_and_reports_on_validation(tmp_path):
 
 
 def test_cli_pick_best_tunes_on_three_seeds_by_default(cli, monkeypatch, tmp_path):
-    import harness.sweep as sweep_mod
+    import distro_bench.studies.sweep as sweep_mod
 
     seen = {}
 
@@ -219,7 +219,7 @@ def test_rate_sweep_draws_the_crossing(tmp_path):
 
 
 def test_table_takes_null_intervals():
-    from harness.sweep import PointResult, table_frame
+    from distro_bench.studies.sweep import PointResult, table_frame
 
     pts = grid(parse_sets(["optimizers.distro.lr=1e-3"]))
     figs = {"final_val_loss": 2.5, "ci95": {"final_val_loss": None, "step_time_s_mean": [0.1, 0.2]}}

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from harness.report.verdict import sentence, verdict_lines, verdicts
+from distro_bench.report.verdict import sentence, verdict_lines, verdicts
 
 
 def _opt(step, ttt, eq_time, eq_steps, wire, *, seeds=3, half=None):
@@ -109,7 +109,7 @@ def _ranked_opt(ttt, reached, loss, tx, seeds=3):
 
 
 def test_ranking_orders_by_time_to_target_then_loss_and_puts_misses_last():
-    from harness.report.verdict import ranking, ranking_lines
+    from distro_bench.report.verdict import ranking, ranking_lines
 
     summary = {"baseline": "adamw", "optimizers": {
         "adamw": _ranked_opt(20.0, 3, 3.1, 4e6),
@@ -128,7 +128,7 @@ def test_ranking_orders_by_time_to_target_then_loss_and_puts_misses_last():
 
 
 def test_no_ranking_for_two_optimizers():
-    from harness.report.verdict import ranking, ranking_lines
+    from distro_bench.report.verdict import ranking, ranking_lines
 
     summary = {"baseline": "adamw", "optimizers": {"adamw": _ranked_opt(20.0, 3, 3.1, 4e6), "distro": _ranked_opt(11.0, 3, 3.0, 4e3)}}
     assert ranking(summary) == [] and ranking_lines(summary) == []
@@ -139,7 +139,7 @@ def test_no_ranking_for_two_optimizers():
 def _paired_summary(base_eq, cand_eq, base_ttt, cand_ttt, base_step=(3.0, 3.1, 2.9), cand_step=(0.38, 0.39, 0.37),
                     budget=60.0):
     """A summary as metrics.summarize writes it: per-seed figures, their means and unpaired t intervals."""
-    from harness.stats import t_interval
+    from distro_bench.results.stats import t_interval
 
     def opt(eq, ttt, step, wire):
         per = {str(k): {"val_loss_at_equal_time": e, "time_to_target_s": t, "step_time_s_mean": st,
@@ -165,7 +165,7 @@ def test_a_consistent_gain_is_not_noise_when_paired():
     s = _paired_summary(base, cand, [40.0, 30.0, 50.0], [20.0, 15.0, 26.0])
     (v,) = verdicts(s)
     # the old rule: each side's own half-width added in quadrature, about ±1.8: "within noise"
-    from harness.report.verdict import Estimate, _diff, _lower_higher
+    from distro_bench.report.verdict import Estimate, _diff, _lower_higher
 
     def unpaired(o):
         lo, hi = s["optimizers"][o]["ci95"]["val_loss_at_equal_time"]
@@ -231,7 +231,7 @@ def test_later_names_the_inverse_ratio_and_its_interval():
 
 
 def test_the_runs_last_line_uses_the_verdicts_figure():
-    from harness.summary import load_summary
+    from distro_bench.results.summary import load_summary
 
     base = [3.0, 2.5, 3.5]
     s = _paired_summary(base, [b - d for b, d in zip(base, (0.05, 0.045, 0.055))], [40.0, 30.0, 50.0], [20.0, 15.0, 26.0])
@@ -247,7 +247,7 @@ def test_bytes_over_the_whole_run_beside_bytes_per_step():
     # at equal time distro ran 8x the steps: 500x fewer bytes per step is 62.5x fewer over the run
     s = _paired_summary([3.0, 2.5, 3.5], [2.9, 2.4, 3.4], [40.0, 30.0, 50.0], [20.0, 15.0, 25.0])
     s["optimizers"]["adamw"]["steps"], s["optimizers"]["distro"]["steps"] = 20, 160
-    rows = {r[0]: r for r in __import__("harness.report.verdict", fromlist=["rows"]).rows(verdicts(s)[0])}
+    rows = {r[0]: r for r in __import__("distro_bench.report.verdict", fromlist=["rows"]).rows(verdicts(s)[0])}
     assert rows["wire bytes/step (tx+rx)"][3] == "500x fewer bytes"
     whole = rows["wire bytes, whole run"]
     assert whole[3] == "62x fewer bytes" or whole[3] == "63x fewer bytes"
@@ -258,5 +258,5 @@ def test_some_seeds_reached_is_not_called_neither():
     # distro reached the target on 2 of 3 seeds, adamw on none: not "neither reached it"
     s = _paired_summary([3.0, 2.5, 3.5], [2.9, 2.4, 3.4], [None, None, None], [20.0, None, 25.0])
     (v,) = verdicts(s)
-    cmp = next(r[3] for r in __import__("harness.report.verdict", fromlist=["rows"]).rows(v) if r[0].startswith("time to"))
+    cmp = next(r[3] for r in __import__("distro_bench.report.verdict", fromlist=["rows"]).rows(v) if r[0].startswith("time to"))
     assert cmp == "seeds hit 2/3 vs 0/3"

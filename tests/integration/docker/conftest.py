@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness import image
-from harness.backends.docker import DockerBackend, remove_labelled
-from harness.errors import CapabilityError
+from distro_bench.backends.docker import image
+from distro_bench.backends.docker import DockerBackend, remove_labelled
+from distro_bench.errors import CapabilityError
 from tests.helpers import missing_tools, ours
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.docker import image
-from harness.backends.docker import LABEL_OWNER, LABEL_RUN, DockerBackend, remove_labelled
-from harness.errors import HarnessError
-from harness.scenario import scenario_from_dict
+from distro_bench.backends.docker import image
+from distro_bench.backends.docker import LABEL_OWNER, LABEL_RUN, DockerBackend, remove_labelled
+from distro_bench.errors import HarnessError
+from distro_bench.scenario.model import scenario_from_dict
 from tests.helpers import REPO, exec_as_worker, ours, start_cli, tiny_scenario_dict
 
 pytestmark = [pytest.mark.docker]
@@ -39,7 +39,7 @@ def test_ci_smoke_end_to_end_with_shaped_links(worker_image, engine, tmp_path):
     needs_root()
     out = tmp_path / "results"
     # one seed (ci-smoke has three, for the gate): the single-seed folder layout, a third of the time
-    proc = subprocess.run([sys.executable, "-m", "harness", "run", str(REPO / "scenarios" / "ci-smoke.yaml"),
+    proc = subprocess.run([sys.executable, "-m", "distro_bench", "run", str(REPO / "scenarios" / "ci-smoke.yaml"),
                            "--backend", "docker", "--repeat", "1", "--out", str(out)],
                           capture_output=True, text=True, timeout=1200, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -74,8 +74,8 @@ def test_ci_smoke_end_to_end_with_shaped_links(worker_image, engine, tmp_path):
 
 def test_worker_cannot_reshape_its_link(worker_image, engine, tmp_path, tracked):
     needs_root()
-    from harness.net.ns import NetnsRef
-    from harness.net.shaping import read_qdiscs
+    from distro_bench.net.ns import NetnsRef
+    from distro_bench.net.shaping import read_qdiscs
 
     b = DockerBackend(scenario_from_dict(shaped()), tmp_path / "run")
     tracked.append(b)
@@ -186,7 +186,7 @@ def test_failed_setup_removes_what_it_created(worker_image, engine, tmp_path, tr
 
 
 def test_clean_removes_labelled_leftovers(worker_image, engine, cli, monkeypatch):
-    from harness.backends.netns import NetnsBackend
+    from distro_bench.backends.netns import NetnsBackend
 
     # this test is about containers
     monkeypatch.setattr(NetnsBackend, "clean_leftovers", classmethod(lambda cls, include_live=False: ([], [])))
@@ -195,7 +195,7 @@ def test_clean_removes_labelled_leftovers(worker_image, engine, cli, monkeypatch
     try:
         engine.containers.run(worker_image.id, ["sleep", "infinity"], detach=True, labels=labels,
                               network=net.name, name="distro-bench-leftover-node0")
-        from harness import owner
+        from distro_bench.net import owner
 
         owner.claim("leftover")  # while its harness lives, a run's containers are not leftovers
         try:
@@ -214,7 +214,7 @@ def test_clean_removes_labelled_leftovers(worker_image, engine, cli, monkeypatch
 # ---- choosing the backend and the image ----------------------------------------------------------------
 
 def test_auto_picks_docker_when_engine_and_image_are_there(worker_image):
-    from harness.backends import select_backend
+    from distro_bench.backends import select_backend
 
     cls, why = select_backend("auto", scenario_from_dict(tiny_scenario_dict()))
     assert cls is DockerBackend and "auto: docker" in why and worker_image.tag in why

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.base import BackendOptions
-from harness.backends.docker import DockerBackend
-from harness.errors import CapabilityError, HarnessError
-from harness.net.splice import SpliceState, random_local_mac, route_args, undo_lines
-from harness.scenario import scenario_from_dict
+from distro_bench.backends.base import BackendOptions
+from distro_bench.backends.docker import DockerBackend
+from distro_bench.errors import CapabilityError, HarnessError
+from distro_bench.net.splice import SpliceState, random_local_mac, route_args, undo_lines
+from distro_bench.scenario.model import scenario_from_dict
 from tests.helpers import exec_as_worker, ours, tiny_scenario_dict
 
 # ---- the splice plan (pure) --------------------------------------------------------------------
@@ -87,7 +87,7 @@ def delayed(d0="10ms", d1="20ms", rate="20Mbit", **extra) -> dict:
 @pytest.fixture
 def caps(monkeypatch):
     """A host with namespaces, tbf and ethtool, as root; netem and the delay line as the test says."""
-    from harness.net import probe as net_probe
+    from distro_bench.net import host as net_probe
 
     def with_(*, netem: bool, delayline: bool, delayline_detail: str = "ok"):
         c = net_probe.Capabilities(
@@ -135,7 +135,7 @@ def delay_lines_of(parent: int | None) -> list[int]:
         except OSError:
             continue
         args = [a.decode(errors="replace") for a in argv]
-        if "harness.net.delayline" not in args or "--parent-pid" not in args:
+        if "distro_bench.net.delayline" not in args or "--parent-pid" not in args:
             continue
         owner = int(args[args.index("--parent-pid") + 1])
         if owner == parent or (parent is None and not Path(f"/proc/{owner}").exists()):
@@ -149,7 +149,7 @@ def our_delay_lines() -> list[int]:
 
 @pytest.fixture
 def root_with_delay_line():
-    from harness.net.delayline import DelayLine
+    from distro_bench.net.delayline import DelayLine
 
     if os.geteuid() != 0:
         pytest.skip("the delay line runs as root in the containers' namespaces")
@@ -223,9 +223,9 @@ while True:
 
 def test_rtt_between_containers_is_the_sum_of_four_one_way_delays(worker_image, engine, tmp_path, tracked,
                                                                    root_with_delay_line):
-    from harness.net.linktest import tcp_rtt
-    from harness.net.ns import NetnsRef
-    from harness.net.shaping import read_qdiscs
+    from distro_bench.net.linktest import tcp_rtt
+    from distro_bench.net.ns import NetnsRef
+    from distro_bench.net.shaping import read_qdiscs
 
     b = userspace(delayed("10ms", "20ms"), tmp_path)
     tracked.append(b)
@@ -290,7 +290,7 @@ def test_worker_cannot_touch_the_delay_line_or_the_shaping(worker_image, engine,
 
 def test_failed_setup_after_the_splice_stops_every_line(worker_image, engine, tmp_path, tracked, monkeypatch,
                                                         root_with_delay_line):
-    from harness.net.emulation import Emulation
+    from distro_bench.net.emulation import Emulation
 
     real = Emulation._start_delay_lines
 
@@ -310,7 +310,7 @@ def test_failed_setup_after_the_splice_stops_every_line(worker_image, engine, tm
 
 def test_ctrl_c_stops_the_lines_and_gives_docker_its_eth0_back(worker_image, engine, tmp_path, tracked,
                                                                root_with_delay_line):
-    from harness.net.ns import NetnsRef, run_in
+    from distro_bench.net.ns import NetnsRef, run_in
 
     b = userspace(delayed("5ms", "5ms"), tmp_path)
     tracked.append(b)
@@ -336,7 +336,7 @@ def mac_of(b: DockerBackend, rank: int) -> str:
 def test_run_end_to_end_with_delay_on_docker(worker_image, engine, write_scenario, tmp_path, root_with_delay_line):
     out = tmp_path / "results"
     scen = write_scenario(delayed("5ms", "5ms", rate="50Mbit", jitter="1ms", loss="0.1%"))
-    proc = subprocess.run([sys.executable, "-m", "harness", "run", str(scen), "--backend", "docker",
+    proc = subprocess.run([sys.executable, "-m", "distro_bench", "run", str(scen), "--backend", "docker",
                            "--link-engine", "userspace", "--steps", "4", "--out", str(out)],
                           capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -359,7 +359,7 @@ def test_run_end_to_end_with_delay_on_docker(worker_image, engine, write_scenari
 
 def test_clean_after_a_killed_run_gives_docker_its_eth0_back(worker_image, engine, tmp_path, tracked,
                                                              root_with_delay_line):
-    from harness.backends.docker import remove_labelled
+    from distro_bench.backends.docker import remove_labelled
 
     b = userspace(delayed("5ms", "5ms"), tmp_path)
     tracked.append(b)

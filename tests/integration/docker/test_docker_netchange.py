@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.base import BackendOptions
-from harness.backends.docker import DockerBackend
-from harness.net.link import Direction
-from harness.scenario import scenario_from_dict
+from distro_bench.backends.base import BackendOptions
+from distro_bench.backends.docker import DockerBackend
+from distro_bench.net.link import Direction
+from distro_bench.scenario.model import scenario_from_dict
 from tests.helpers import ours, tiny_scenario_dict
 
 
@@ -21,8 +21,8 @@ def _root(qdiscs: list[dict]) -> dict:
 
 
 def test_change_and_outage_on_containers(worker_image, engine, tmp_path, tracked):
-    from harness.net.delayline import DelayLine
-    from harness.net.shaping import read_qdiscs
+    from distro_bench.net.delayline import DelayLine
+    from distro_bench.net.shaping import read_qdiscs
 
     if os.geteuid() != 0:
         pytest.skip("tc in the containers' namespaces needs root")
@@ -52,8 +52,8 @@ def test_change_and_outage_on_containers(worker_image, engine, tmp_path, tracked
 
 
 def test_run_survives_a_short_outage_on_docker(worker_image, engine, tmp_path, tracked):
-    from harness.events import read_events
-    from harness.runner import RunOptions, run_scenario
+    from distro_bench.results.events import read_events
+    from distro_bench.run.runner import RunOptions, run_scenario
 
     if os.geteuid() != 0:
         pytest.skip("tc in the containers' namespaces needs root")

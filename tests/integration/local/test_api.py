@@ -1,5 +1,5 @@
 """The public Python API end to end on the local backend: run -> typed summary -> load_run -> check ->
-report/compare -> project, and `harness.run` reachable without importing torch up front."""
+report/compare -> project, and `distro_bench.api.run` reachable without importing torch up front."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-import harness
-from harness import api
-from harness.summary import OptimizerSummary, Summary
+import distro_bench
+from distro_bench import api
+from distro_bench.results.summary import OptimizerSummary, Summary
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -75,7 +75,7 @@ def test_project(scenario_file, tmp_path):
 
 
 def test_bad_input_raises_our_errors(tmp_path):
-    from harness.errors import InputError, ScenarioError
+    from distro_bench.errors import InputError, ScenarioError
 
     with pytest.raises(ScenarioError):
         api.validate(tmp_path / "missing.yaml")
@@ -84,8 +84,8 @@ def test_bad_input_raises_our_errors(tmp_path):
 
 
 def test_harness_exports_the_api_lazily():
-    assert harness.run is api.run and harness.load_run is api.load_run
-    code = "import sys, harness; harness.load_run; harness.Summary; print('torch' in sys.modules)"
+    assert distro_bench.api.run is api.run and distro_bench.api.load_run is api.load_run
+    code = "import sys, distro_bench.api; distro_bench.api.load_run; distro_bench.api.Summary; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=120)
     assert out.stdout.strip() == "False", out.stderr

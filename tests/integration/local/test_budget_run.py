@@ -10,9 +10,9 @@ import json
 import pandas as pd
 import pytest
 
-from harness.rundir import load_run
-from harness.runner import RunOptions, run_scenario
-from harness.scenario import scenario_from_dict
+from distro_bench.results.rundir import load_run
+from distro_bench.run.runner import RunOptions, run_scenario
+from distro_bench.scenario.model import scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 
 BUDGET_S = 2.0

@@ -14,8 +14,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from harness.report.load import load_for_report
-from harness.report.prediction import prediction_rows
+from distro_bench.report.load import load_for_report
+from distro_bench.report.prediction import prediction_rows
 
 from tests.helpers import free_port as _free_port
 from tests.helpers import make_run
@@ -25,7 +25,7 @@ CALLS = 3
 
 
 def _probe_worker(rank: int, world: int, port: int, out: str) -> None:
-    from harness.worker import latency_probe
+    from distro_bench.train.worker import latency_probe
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
     torch.set_num_threads(1)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.events import read_events
-from harness.runner import RunOptions, run_scenario
-from harness.scenario import scenario_from_dict
+from distro_bench.results.events import read_events
+from distro_bench.run.runner import RunOptions, run_scenario
+from distro_bench.scenario.model import scenario_from_dict
 
 from tests.helpers import tiny_scenario_dict
 

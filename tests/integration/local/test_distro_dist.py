@@ -49,9 +49,9 @@ def _checksum(params) -> str:
 
 
 def _worker(rank: int, world: int, port: int, out: str) -> None:
-    from harness.comm import Comm
-    from harness.optim import PhaseTimer
-    from harness.optim.distro import DisTrO, DisTrOConfig
+    from distro_bench.train.comm import Comm
+    from distro_bench.train.optim import PhaseTimer
+    from distro_bench.train.optim.distro import DisTrO, DisTrOConfig
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
     torch.set_num_threads(1)

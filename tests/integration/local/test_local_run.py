@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness.metrics import METRIC_COLUMNS, SUMMARY_KEYS
-from harness.model import ModelConfig, parameter_shapes
-from harness.optim import STRATEGIES
-from harness.rundir import load_run
-from harness.runner import RunOptions, run_scenario
-from harness.scenario import scenario_from_dict
+from distro_bench.results.metrics import METRIC_COLUMNS, SUMMARY_KEYS
+from distro_bench.train.model import ModelConfig, parameter_shapes
+from distro_bench.train.optim import STRATEGIES
+from distro_bench.results.rundir import load_run
+from distro_bench.run.runner import RunOptions, run_scenario
+from distro_bench.scenario.model import scenario_from_dict
 
 from tests.helpers import REPO, tiny_scenario_dict
 

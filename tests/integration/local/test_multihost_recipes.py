@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from harness import api
+from distro_bench import api
 from tests.helpers import REPO, free_port, tiny_scenario_dict
 
 FAKE_SRUN = f"""#!{sys.executable}
@@ -58,7 +58,7 @@ def test_sbatch_script_runs_under_a_fake_srun(tmp_path, write_scenario, cli):
     out = tmp_path / "results"
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO),
            "SLURM_JOB_NODELIST": "fake[1-2]", "SLURM_JOB_NUM_NODES": "2", "FAKE_SLURM_HOSTS": "127.0.0.1 127.0.0.2",
-           "DISTRO_BENCH": f"{sys.executable} -m harness.cli", "DISTRO_BENCH_SHAPING": "--no-shaping",
+           "DISTRO_BENCH": f"{sys.executable} -m distro_bench.cli", "DISTRO_BENCH_SHAPING": "--no-shaping",
            "DISTRO_BENCH_OUT": str(out), "DISTRO_BENCH_THREADS": "1"}
     proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -19,9 +19,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.errors import ScenarioError, WorkerFailed
-from harness.runner import RunOptions, run_scenario
-from harness.scenario import Scenario, scenario_from_dict
+from distro_bench.errors import ScenarioError, WorkerFailed
+from distro_bench.run.runner import RunOptions, run_scenario
+from distro_bench.scenario.model import Scenario, scenario_from_dict
 
 from tests.helpers import start_cli, tiny_scenario_dict
 
@@ -35,7 +35,7 @@ def _netns_usable() -> str | None:
     """Why the netns backend cannot run here, or None."""
     if os.geteuid() != 0:
         return "needs root for network namespaces"
-    from harness.backends.netns import NetnsBackend
+    from distro_bench.backends.netns import NetnsBackend
 
     ok, why = NetnsBackend.probe(None)
     return None if ok else why
@@ -46,8 +46,8 @@ def backend(request):
     """Each reliability test on the loopback backend and on real namespaces; afterwards none of ours remain."""
     if request.param == "netns" and (why := _netns_usable()):
         pytest.skip(f"netns backend unavailable: {why}")
-    from harness.net.naming import run_id_of
-    from harness.owner import owner_alive
+    from distro_bench.net.naming import run_id_of
+    from distro_bench.net.owner import owner_alive
 
     before = set(_our_namespaces())
     yield request.param
@@ -69,7 +69,7 @@ def _worker_pids(marker: str) -> dict[int, int]:
             continue
         try:
             cmd = (proc / "cmdline").read_bytes().split(b"\0")
-            if b"harness.worker" not in cmd or not any(marker.encode() in c for c in cmd):
+            if b"distro_bench.train.worker" not in cmd or not any(marker.encode() in c for c in cmd):
                 continue
             if (proc / "stat").read_text().split()[2] == "Z":
                 continue
@@ -151,7 +151,7 @@ def test_hung_worker_is_caught_by_the_watchdog(tmp_path, backend):
     stopped = []
 
     def hang_rank_1():
-        from harness.worker import read_heartbeat
+        from distro_bench.train.worker import read_heartbeat
 
         _wait_for_steps(out, 1, 3)
         pid = _worker_pids(str(out))[1]
@@ -203,7 +203,7 @@ def test_a_stopped_worker_is_named_not_the_peer_whose_collective_timed_out(tmp_p
 
 
 def test_a_sigkilled_cli_takes_its_workers_along_and_clean_marks_the_run(write_scenario, tmp_path, backend):
-    from harness import api
+    from distro_bench import api
 
     out = tmp_path / "out"
     proc = _start_cli_run(write_scenario(LONG), out, backend)

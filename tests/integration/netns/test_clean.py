@@ -7,9 +7,9 @@ import subprocess
 
 import pytest
 
-from harness import owner
-from harness.net import naming
-from harness.net.cleanup import list_namespaces
+from distro_bench.net import owner
+from distro_bench.net import naming
+from distro_bench.net.cleanup import list_namespaces
 
 
 def test_owner_claim_is_alive_until_released():
@@ -70,7 +70,7 @@ def test_clean_leaves_a_live_delay_line_lab_alone(cli, monkeypatch):
     # namespaces from under its test. Scoped to the lab's own run id: other runs on this machine stay.
     if os.geteuid() != 0:
         pytest.skip("needs root to create network namespaces")
-    from harness.net import cleanup
+    from distro_bench.net import cleanup
     from tests.delayline_lab import Lab, LabLink
 
     lab = Lab([LabLink(delay_line=False)])
@@ -101,8 +101,8 @@ def test_the_host_probe_namespace_is_claimed_while_it_lives(monkeypatch):
     # doctor or preflight was pulled from under it.
     if os.geteuid() != 0:
         pytest.skip("needs root to create the probe's network namespace")
-    from harness import host
-    from harness.net import ns as ns_mod
+    from distro_bench.net import host
+    from distro_bench.net import ns as ns_mod
 
     seen = {}
     real_create, real_veth = ns_mod.create_netns, ns_mod.add_veth

@@ -16,10 +16,10 @@ from collections import Counter
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.net import tcpprobe
-from harness.net.delayline import DelayLine, Impairment
-from harness.net.ns import NetnsRef
+from distro_bench.errors import HarnessError
+from distro_bench.net import tcpprobe
+from distro_bench.net.delayline import DelayLine, Impairment
+from distro_bench.net.ns import NetnsRef
 from tests.delayline_lab import Lab, LabLink
 from tests.helpers import icmp_ping
 
@@ -56,7 +56,7 @@ def assert_rtt_mean(rtts: list[float], expected_ms: float, stats: list[dict]) ->
 
 def tcp_goodput_bps(lab: Lab, src: int, dst: int, *, seconds: float) -> float | None:
     """One TCP stream's goodput src -> dst (first second left out): iperf3 where installed, an independent
-    meter; else the harness's Python probe (harness/net/tcpprobe.py), so a bare machine runs the test too."""
+    meter; else the harness's Python probe (distro_bench/net/tcpprobe.py), so a bare machine runs the test too."""
     if shutil.which("iperf3") is None:
         src_ns, dst_ns = NetnsRef.named(lab.ns(src)), NetnsRef.named(lab.ns(dst))
         return tcpprobe.tcp_goodput(src_ns, dst_ns, lab.ip(dst), seconds=seconds, reverse=False, omit_s=1.0)
@@ -259,10 +259,10 @@ def test_survives_its_interface_going_down_and_up():
 def test_netns_backend_with_the_userspace_engine(tmp_path):
     """End to end through the netns backend: each node's link namespace gets a running delay line,
     environment.json's description names the engine, and node-to-node RTT is the four delays' sum."""
-    from harness.backends.base import BackendOptions
-    from harness.backends.netns import NetnsBackend
-    from harness.net.linktest import LinkTarget
-    from harness.scenario import scenario_from_dict
+    from distro_bench.backends.base import BackendOptions
+    from distro_bench.backends.netns import NetnsBackend
+    from distro_bench.net.linktest import LinkTarget
+    from distro_bench.scenario.model import scenario_from_dict
     from tests.helpers import tiny_scenario_dict
 
     d = tiny_scenario_dict()

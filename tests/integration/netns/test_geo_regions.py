@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.net.cleanup import list_namespaces
-from harness.scenario import load_scenario, region_matrix, scenario_from_dict
+from distro_bench.net.cleanup import list_namespaces
+from distro_bench.scenario.model import load_scenario, region_matrix, scenario_from_dict
 from tests.helpers import netns_host, own_run_ids
 
 pytestmark = pytest.mark.root
@@ -24,8 +24,8 @@ def run_ids(monkeypatch):
 
 
 def test_three_regions_each_pair_rtt_within_5_percent(tmp_path, run_ids):
-    from harness.backends.netns import NetnsBackend
-    from harness.net import linktest
+    from distro_bench.backends.netns import NetnsBackend
+    from distro_bench.net import linktest
 
     shipped = load_scenario(REPO / "scenarios" / "geo-3-regions.yaml")
     # The shipped workers and regions; the access links without a rate, so `measure` (what `distro-bench links`
@@ -79,8 +79,8 @@ def test_three_regions_each_pair_rtt_within_5_percent(tmp_path, run_ids):
 def test_per_pair_loss_and_jitter_are_drawn_on_the_senders_uplink_for_that_destination_only(tmp_path, run_ids):
     import time
 
-    from harness.backends.netns import NetnsBackend
-    from harness.net import linktest, tcpprobe
+    from distro_bench.backends.netns import NetnsBackend
+    from distro_bench.net import linktest, tcpprobe
     from tests.helpers import tiny_scenario_dict
 
     # us-east -> eu-west loses 30% and jitters ±4 ms; the way back is clean (symmetric: false).

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.scenario import scenario_from_dict
+from distro_bench.scenario.model import scenario_from_dict
 from tests.helpers import netns_host, own_run_ids, tiny_scenario_dict
 
 pytestmark = pytest.mark.root
@@ -18,8 +18,8 @@ def run_ids(monkeypatch):
 
 
 def test_each_node_gets_its_own_measured_rates_and_delay(tmp_path, run_ids):
-    from harness.backends.netns import NetnsBackend
-    from harness.runner import SilentProgress, measure_links
+    from distro_bench.backends.netns import NetnsBackend
+    from distro_bench.run.runner import SilentProgress, measure_links
 
     d = tiny_scenario_dict(links={"slow": {"up": "2Mbit", "down": "8Mbit", "delay": "20ms"},
                                   "fast": {"up": "16Mbit", "down": "4Mbit"}},

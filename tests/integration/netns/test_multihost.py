@@ -1,6 +1,6 @@
 """`distro-bench node` across hosts stood in for by network namespaces: each "host" a namespace with its own
 `eth0` on a bridge (two real hosts on a switch), each agent a separate process entered into its host through
-harness/net/enter.py. They rendezvous through torchrun's c10d store, shape their "real" interfaces and
+distro_bench/net/enter.py. They rendezvous through torchrun's c10d store, shape their "real" interfaces and
 produce one run folder, compared with a single-host netns run of the same scenario. Afterwards, passed or
 failed, no namespace, qdisc, ifb or process of ours remains."""
 
@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import api, owner
-from harness.net.cleanup import delete_namespaces, list_namespaces, namespace_pids
-from harness.net.ns import NetnsRef, run_in
-from harness.net.topology import Star, StarSpec
+from distro_bench import api
+from distro_bench.net import owner
+from distro_bench.net.cleanup import delete_namespaces, list_namespaces, namespace_pids
+from distro_bench.net.ns import NetnsRef, run_in
+from distro_bench.net.topology import Star, StarSpec
 from tests.helpers import REPO, free_port, netns_host
 
 pytestmark = pytest.mark.root
@@ -69,7 +70,7 @@ def start_agents(star: Star, scen: Path, outs: list[Path], port: int, *extra: st
     procs = []
     for i, node in enumerate(star.spec.nodes):
         argv = NetnsRef.named(node.ns).wrap(
-            [sys.executable, "-m", "harness.cli", "node", str(scen), "--rdzv", f"{star.spec.nodes[0].addr}:{port}",
+            [sys.executable, "-m", "distro_bench.cli", "node", str(scen), "--rdzv", f"{star.spec.nodes[0].addr}:{port}",
              "--node-rank", str(i), "--nnodes", str(len(star.spec.nodes)), "--iface", "eth0", "--out", str(outs[i]),
              "--timeout", "300", "--json", *extra])
         log = open(outs[i].parent / f"agent{i}.log", "w")
@@ -255,7 +256,7 @@ def test_a_killed_worker_on_host_0_ends_both_hosts_in_one_line_each(hosts, tmp_p
         if found and '"type": "step"' in found[0].read_text():
             for pid in namespace_pids(star.spec.nodes[0].ns):
                 try:
-                    if b"harness.worker" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                    if b"distro_bench.train.worker" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
                         worker = pid
                 except OSError:
                     continue

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from harness.net import naming
-from harness.net.cleanup import list_namespaces
-from harness.net.link import Direction
-from harness.scenario import scenario_from_dict
+from distro_bench.net import naming
+from distro_bench.net.cleanup import list_namespaces
+from distro_bench.net.link import Direction
+from distro_bench.scenario.model import scenario_from_dict
 
 from tests.helpers import netns_host, processes_matching, tiny_scenario_dict
 
@@ -32,7 +32,7 @@ def nothing_left(monkeypatch):
     deadline = time.monotonic() + 5
     while True:
         left = [n for n in list_namespaces() if n.startswith(f"dbench-{token}")]
-        lines = processes_matching(f"harness.net.delayline.*dbench-{token}")  # pgrep -f, without procps
+        lines = processes_matching(f"distro_bench.net.delayline.*dbench-{token}")  # pgrep -f, without procps
         if not (left or lines) or time.monotonic() > deadline:
             break
         time.sleep(0.1)
@@ -54,8 +54,8 @@ def _root(qdiscs: list[dict]) -> dict:
 
 
 def test_change_and_outage_are_applied_and_read_back(tmp_path):
-    from harness.backends.netns import NetnsBackend
-    from harness.net.shaping import read_qdiscs
+    from distro_bench.backends.netns import NetnsBackend
+    from distro_bench.net.shaping import read_qdiscs
 
     # A schedule that adds loss later: the delay line must be there from the start.
     s = _scenario({"up": "10Mbit", "down": "20Mbit", "schedule": [{"at": "5s", "loss": "1%"}]})
@@ -85,7 +85,7 @@ def test_change_and_outage_are_applied_and_read_back(tmp_path):
 
 
 def _run(tmp_path, link: dict, timeout_s: float | None = None, **train):
-    from harness.runner import RunOptions, run_scenario
+    from distro_bench.run.runner import RunOptions, run_scenario
 
     s = _scenario(link, train={"eval_every": 5, "seed": 0, **train})
     return run_scenario(s, RunOptions(backend="netns", out=tmp_path, write_report=False,
@@ -93,7 +93,7 @@ def _run(tmp_path, link: dict, timeout_s: float | None = None, **train):
 
 
 def test_short_outage_is_survived_and_logged(tmp_path):
-    from harness.events import read_events
+    from distro_bench.results.events import read_events
 
     # The outage is due at step 3 (a step trigger: no race with the machine's speed) and lasts 3 s; the
     # run lasts past it whatever the speed, since the steps after it wait for the link.
@@ -121,7 +121,7 @@ def test_short_outage_is_survived_and_logged(tmp_path):
 
 
 def test_long_outage_fails_naming_the_link_with_metrics_kept(tmp_path):
-    from harness.errors import WorkerFailed
+    from distro_bench.errors import WorkerFailed
 
     # A 60 s outage against a 5 s collective timeout: the run must end, say which link and when.
     with pytest.raises(WorkerFailed) as err:
@@ -140,14 +140,14 @@ def test_long_outage_fails_naming_the_link_with_metrics_kept(tmp_path):
     # Rank 0 finished steps 0-2 (the outage came at its step 3). Rank 1 may not have finished step 2: a ring
     # all-reduce can complete on rank 0 while rank 1's last chunk is still on the wire when the link goes down.
     assert (m["rank"] == 0).sum() >= 3 and (m["rank"] == 1).sum() >= 2, m[["rank", "step"]]
-    from harness.events import read_events
+    from distro_bench.results.events import read_events
 
     assert "outage" in set(read_events(run_dir)["kind"])
 
 
 def test_trace_run_follows_the_trace_and_keeps_it_in_the_run_folder(tmp_path):
-    from harness.events import read_events
-    from harness.runner import RunOptions, run_scenario
+    from distro_bench.results.events import read_events
+    from distro_bench.run.runner import RunOptions, run_scenario
 
     (tmp_path / "alt.csv").write_text("t_s,rate_bit_s\n0,5000000\n0.5,20000000\n")
     d = tiny_scenario_dict(train={"time_budget": "3s", "eval_every": 5, "seed": 0})

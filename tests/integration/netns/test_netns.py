@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.base import BackendOptions
-from harness.errors import CapabilityError
-from harness.net import naming
-from harness.net.cleanup import list_namespaces
-from harness.net.ns import NetnsRef
-from harness.net.shaping import QdiscPlan, ShapingError, apply_plan, read_qdiscs
-from harness.net.topology import Star, StarSpec
-from harness.scenario import scenario_from_dict
+from distro_bench.backends.base import BackendOptions
+from distro_bench.errors import CapabilityError
+from distro_bench.net import naming
+from distro_bench.net.cleanup import list_namespaces
+from distro_bench.net.ns import NetnsRef
+from distro_bench.net.shaping import QdiscPlan, ShapingError, apply_plan, read_qdiscs
+from distro_bench.net.topology import Star, StarSpec
+from distro_bench.scenario.model import scenario_from_dict
 
 from tests.helpers import icmp_ping, missing_tools, netns_host, tiny_scenario_dict
 
@@ -167,7 +167,7 @@ def test_missing_netem_is_caught_by_read_back(nothing_left):
 # ---- the backend -----------------------------------------------------------------------------
 
 def test_backend_describes_what_it_applied_and_tears_down(tmp_path, nothing_left):
-    from harness.backends.netns import NetnsBackend
+    from distro_bench.backends.netns import NetnsBackend
 
     s = _scenario({"up": "10Mbit", "down": "30Mbit"})
     with NetnsBackend(s, tmp_path) as backend:
@@ -188,8 +188,8 @@ def test_backend_describes_what_it_applied_and_tears_down(tmp_path, nothing_left
 
 
 def test_partial_setup_and_ctrl_c_leave_nothing(tmp_path, monkeypatch, nothing_left):
-    from harness.backends.netns import NetnsBackend
-    from harness.net.emulation import Emulation
+    from distro_bench.backends.netns import NetnsBackend
+    from distro_bench.net.emulation import Emulation
 
     def interrupted(self):
         raise KeyboardInterrupt
@@ -201,7 +201,7 @@ def test_partial_setup_and_ctrl_c_leave_nothing(tmp_path, monkeypatch, nothing_l
 
 
 def test_tc_engine_without_netem_stops_before_the_run_folder(tmp_path, nothing_left):
-    from harness.runner import RunOptions, run_scenario
+    from distro_bench.run.runner import RunOptions, run_scenario
 
     if _caps().netem:
         pytest.skip("this kernel has netem")
@@ -214,7 +214,7 @@ def test_tc_engine_without_netem_stops_before_the_run_folder(tmp_path, nothing_l
 
 
 def test_allow_unemulated_records_what_was_not(tmp_path, nothing_left):
-    from harness.backends.netns import NetnsBackend
+    from distro_bench.backends.netns import NetnsBackend
 
     if _caps().netem:
         pytest.skip("this kernel has netem")
@@ -247,7 +247,7 @@ def test_cli_links_measures_two_rates(cli, write_scenario, nothing_left):
 # ---- training over shaped links ------------------------------------------------------------------
 
 def _train(tmp_path: Path, link: dict, *, model: dict | None = None, steps: int = 6):
-    from harness.runner import RunOptions, run_scenario
+    from distro_bench.run.runner import RunOptions, run_scenario
 
     kw = {"train": {"steps": steps, "eval_every": steps, "seed": 0}}
     if model:

@@ -1,5 +1,5 @@
 """16 workers on the netns backend (scenarios/scale-32.yaml resized): the bytes each worker counted per step
-against the projection's (harness/projection.py), through the same code as benchmarks/scale_workers.py, and
+against the projection's (distro_bench/train/projection.py), through the same code as benchmarks/scale_workers.py, and
 no namespace left behind. The 32-worker case runs in the benchmark only (CI time).
 
 Tolerances, from 4, 8 and 16 workers measured here (docs/projection.md, "Scale on one box"):
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.projection import FRAME
-from harness.scenario import load_scenario
+from distro_bench.train.projection import FRAME
+from distro_bench.scenario.model import load_scenario
 from tests.helpers import load_script, netns_host, own_run_ids
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]

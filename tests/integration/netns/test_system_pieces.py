@@ -11,20 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.net import naming, tcpprobe
-from harness.net.cleanup import delete_namespaces, list_namespaces
-from harness.net.ns import (
-    OFFLOAD_PATTERNS,
-    NetnsRef,
-    add_veth,
-    configure_link,
-    create_netns,
-    features_to_turn_off,
-    offloads_off,
-    read_features,
-)
-from harness.net.topology import Star, StarSpec
-from harness.scenario import scenario_from_dict
+from distro_bench.net import naming, tcpprobe
+from distro_bench.net.cleanup import delete_namespaces, list_namespaces
+from distro_bench.net.ns import OFFLOAD_PATTERNS, NetnsRef, add_veth, configure_link, create_netns, features_to_turn_off, offloads_off, read_features
+from distro_bench.net.topology import Star, StarSpec
+from distro_bench.scenario.model import scenario_from_dict
 
 from tests.helpers import icmp_ping, tiny_scenario_dict
 
@@ -139,10 +130,10 @@ def test_python_rtt_through_the_userspace_delay_line_is_at_least_the_configured_
     """On this tbf-only kernel delay comes from the userspace delay line; the TCP handshake RTT to the
     switch crosses it twice. The delay is a lower bound; an upper bound only catches nonsense (a busy
     machine adds to it: accuracy is a benchmark figure, not a test)."""
-    from harness.backends.base import BackendOptions
-    from harness.backends.netns import NetnsBackend
-    from harness.net.linktest import tcp_rtt
-    from harness.net.probe import probe
+    from distro_bench.backends.base import BackendOptions
+    from distro_bench.backends.netns import NetnsBackend
+    from distro_bench.net.linktest import tcp_rtt
+    from distro_bench.net.host import probe
 
     caps = probe(docker=False, gpus=False)
     if not (caps.delayline and caps.rate_shaping):
@@ -170,7 +161,7 @@ def _path_with_only(tmp_path: Path, *tools: str) -> str:
 
 
 def test_links_measures_goodput_with_iperf3_absent(cli, write_scenario, monkeypatch, tmp_path):
-    from harness import host
+    from distro_bench.net import host
 
     monkeypatch.setenv("PATH", _path_with_only(tmp_path, "tc"))
     host.probe.cache_clear()
@@ -193,11 +184,11 @@ def test_links_measures_goodput_with_iperf3_absent(cli, write_scenario, monkeypa
 
 
 def test_splice_and_undo_over_netlink_keep_address_mac_routes_and_give_eth0_back(namespaces):
-    """The docker splice (harness/net/splice.py) on a container-like namespace, without `ip`: eth0's
+    """The docker splice (distro_bench/net/splice.py) on a container-like namespace, without `ip`: eth0's
     address, MAC and routes move to a new veth, the old one becomes `b` (own MAC, no ARP, no address),
     offloads are off on all three; undo gives the original interface back as eth0 with its MAC."""
-    from harness.net.ns import ipv4_addresses, iproute, links
-    from harness.net.splice import NODE_SIDE, SWITCH_SIDE, _route_json, splice, undo
+    from distro_bench.net.ns import ipv4_addresses, iproute, links
+    from distro_bench.net.splice import NODE_SIDE, SWITCH_SIDE, _route_json, splice, undo
 
     c, h = namespaces("c"), namespaces("h")
     add_veth("eth0", c, "vx", h)

@@ -1,0 +1,34 @@
+"""Local backend: N worker processes on 127.0.0.1, no shaping. Works everywhere; measures compute and payload only."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from distro_bench.backends.base import Backend, WorkerHandle, start_process
+
+
+class LocalBackend(Backend):
+    name = "local"
+
+    @classmethod
+    def probe(cls, scenario=None):
+        return True, "always available (loopback, network not emulated)"
+
+    def master_addr(self) -> str:
+        return "127.0.0.1"
+
+    def worker_env(self, rank: int) -> dict[str, str]:
+        return {"GLOO_SOCKET_IFNAME": "lo"}
+
+    def start_worker(self, rank: int, argv: list[str], env: dict[str, str], log_path: Path) -> WorkerHandle:
+        return start_process(rank, argv, {**os.environ, **env}, log_path)
+
+    def describe(self) -> dict:
+        shaped = [n.name for n in self.scenario.nodes() if n.link is not None and n.link.shaped]
+        return {
+            "backend": self.name,
+            "network_emulated": False,
+            "nodes": [{"rank": n.rank, "name": n.name, "address": "127.0.0.1", "applied": None} for n in self.scenario.nodes()],
+            "not_emulated": [f"{name}: link not emulated (local backend runs on loopback)" for name in shaped],
+        }

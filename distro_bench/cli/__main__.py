@@ -1,0 +1,3 @@
+from distro_bench.cli import app
+
+app()

@@ -1,0 +1,98 @@
+"""`distro-bench report` and `distro-bench check`: thin wrappers over distro_bench.api."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+
+from distro_bench.cli.options import JSON_OPTION
+from distro_bench.run.console import TABLE_STYLE, cli_errors, console, err_console, print_json, print_table
+
+
+def _notes(run) -> None:
+    for note in filter(None, [run.state_note(), *run.notes]):
+        err_console.print(f"[yellow]note:[/] {escape(note)}")
+
+
+def report(
+    run_dirs: list[Path] = typer.Argument(..., help="one run folder (its report) or several (a comparison)"),
+    out: Path = typer.Option(None, help="output folder (default: the run folder itself; for a comparison "
+                                        "results/compare-<timestamp>/)"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Write report.md, report.html and plots/*.png for a run, or compare several runs."""
+    from distro_bench import api
+
+    with cli_errors():
+        if out is not None:
+            from distro_bench.results.rundir import ensure_out_dir
+
+            ensure_out_dir(out, "write the report")
+        if len(run_dirs) == 1:
+            run = api.load_run(run_dirs[0])
+            _notes(run)
+            files = api.report(run_dirs[0], out)
+        else:
+            run, files = None, api.compare(run_dirs, out)
+    if as_json:
+        print_json({**files.to_dict(), "runs": [str(p) for p in run_dirs],
+                    **({"summary": run.summary.to_dict(), "verdicts": run.summary.verdicts()} if run else {})})
+        return
+    for p in files.plots:
+        console.print(f"  {p}", markup=False, soft_wrap=True)
+    if run is not None:  # a run whose network changed: what each optimizer lost to it (wrapped at 80 columns)
+        from distro_bench.report.events_section import loss_sentences
+
+        for line in loss_sentences(run._loaded.events):
+            console.print(line, markup=False)
+    console.print(f"Markdown: {files.markdown}", markup=False, soft_wrap=True)
+    console.print(str(files.html), markup=False, soft_wrap=True)
+
+
+CHECK_COLUMNS = ["check", "optimizer", "measured", "threshold", "result"]
+
+
+def check(
+    run_dir: Path = typer.Argument(..., help="run folder"),
+    min_reduction: float = typer.Option(None, min=0, help="candidate must send at least X times fewer bytes than the baseline (default: the scenario's checks.min_reduction)"),
+    max_loss_gap: float = typer.Option(None, min=0, help="non-inferiority margin: the upper end of the paired 95% interval of (candidate - baseline) val loss at equal time must be at most Y (default: checks.max_loss_gap)"),
+    baseline: str = typer.Option(None, help="optimizer to compare against (default: the scenario's baseline)"),
+    candidate: list[str] = typer.Option(None, "--candidate", help="optimizer(s) to check (repeatable; default: checks.candidate or every non-baseline optimizer)"),
+    allow_few_seeds: bool = typer.Option(False, "--allow-few-seeds", help="judge the loss gap on fewer than 3 seeds (one seed: its value, no interval)"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """The CI gate: exit 0 when every check passes, 1 when any fails, 2 on a bad run folder or flag."""
+    from rich.table import Table
+
+    from distro_bench import api
+    from distro_bench.report.check import FAIL, measured_text
+
+    with cli_errors():
+        run = api.load_run(run_dir)
+        result = api.check(run, min_reduction=min_reduction, max_loss_gap=max_loss_gap, baseline=baseline,
+                           candidates=candidate or None, allow_few_seeds=allow_few_seeds)
+    if as_json:
+        print_json(api.check_to_dict(result))
+    else:
+        _notes(run)
+        rows = [[r.check, r.optimizer or "-", measured_text(r), r.threshold, r.status] for r in result.results]
+        t = Table(title=f"check {escape(run.path.name)} (baseline {escape(str(result.baseline))})", **TABLE_STYLE)
+        for col in CHECK_COLUMNS:
+            t.add_column(col, justify="right" if col == "measured" else "left", no_wrap=True)
+        colour = {"PASS": "green", FAIL: "bold red"}
+        for r in rows:
+            t.add_row(*[escape(c) for c in r[:4]], f"[{colour.get(r[4], 'dim')}]{r[4]}[/]")
+        print_table(t, [(f"{r[4]} {r[0]}" + (f" ({r[1]})" if r[1] != "-" else ""),
+                         list(zip(CHECK_COLUMNS[2:4], r[2:4]))) for r in rows])
+        # Notes below the table: a long sentence in a cell would push the table past 80 columns.
+        for r in result.results:
+            if r.note:
+                # Wrapped (not soft-wrapped) so a margin and interval still fit 80 columns in a log.
+                console.print(f"  {r.status} {r.check}" + (f" ({r.optimizer})" if r.optimizer else "") + f": {r.note}",
+                              markup=False)
+        failed = sum(r.status == FAIL for r in result.results)
+        console.print("[green]all checks passed[/]" if not failed else f"[bold red]{failed} check(s) failed[/]")
+    if not result.passed:
+        raise typer.Exit(1)

@@ -1,0 +1,94 @@
+"""`distro-bench sweep`: a thin wrapper over distro_bench.studies.sweep (the grid, the runs, the table, the pick)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+
+from distro_bench.run.console import cli_errors, console
+
+TUNE_SEEDS = 3  # seeds per grid point when picking: one seed's luck is not a setting's merit
+
+
+def sweep(
+    scenario: Path = typer.Argument(..., help="scenario YAML file"),
+    set_: list[str] = typer.Option(..., "--set", help="PATH=V1,V2,... a scenario field by dotted path and the values "
+                                                      "to try (repeatable: the grid is every combination), e.g. "
+                                                      "optimizers.distro.lr=1e-3,3e-3,1e-2 or links.dsl.up=1Mbit,10Mbit"),
+    pick: str = typer.Option(None, help="best: write best.yaml (each method's best setting by the held-out tuning "
+                                        "split's loss at equal budget) and best-scenario.yaml (ready for `run`)"),
+    backend: str = typer.Option("auto", help="auto | local | netns | docker"),
+    out: Path = typer.Option(Path("results"), help="folder that receives the sweep folder"),
+    steps: int = typer.Option(None, min=1, help="budget at every point: N steps (replaces the scenario's budget)"),
+    time_budget: str = typer.Option(None, "--time-budget", help="budget at every point: training seconds per "
+                                                                "optimizer, e.g. 60s (train.time_budget)"),
+    tokens: str = typer.Option(None, help="budget at every point: tokens per optimizer, e.g. 2M (train.tokens)"),
+    repeat: int = typer.Option(None, min=1, max=100, help="run every point with K seeds (train.seeds), for intervals; "
+                                                          f"with --pick best the default is {TUNE_SEEDS}"),
+    link_engine: str = typer.Option("auto", help="auto | tc | userspace: how delay, jitter and loss are emulated"),
+    allow_unemulated: bool = typer.Option(False, help="run even if part of a link cannot be emulated here"),
+    measure_links: bool = typer.Option(None, "--measure-links/--no-measure-links", show_default=False,
+                                       help="measure each node's link once per point (a few seconds); default: "
+                                            "the scenario's network.measure_links"),
+    reuse: bool = typer.Option(True, help="reuse an optimizer's result when a point leaves its settings unchanged"),
+) -> None:
+    """Run SCENARIO over a grid of settings into one sweep folder (its path is the last line)."""
+    from distro_bench.backends import BackendOptions
+    from distro_bench.errors import InputError
+    from distro_bench.run.progress import RichProgress
+    from distro_bench.run.runner import RunOptions, run_scenario
+    from distro_bench.scenario.model import load_scenario
+    from distro_bench.studies.sweep import parse_sets, run_sweep
+
+    with cli_errors():
+        if pick not in (None, "best"):
+            raise InputError(f"--pick: {pick!r} is not a choice; the one choice is 'best'")
+        s = load_scenario(scenario)
+        axes = parse_sets(set_)
+        fixed = {}
+        budgets = {k: v for k, v in (("steps", steps), ("time_budget", time_budget), ("tokens", tokens)) if v is not None}
+        if len(budgets) > 1:
+            raise InputError(f"give one budget, not {' and '.join('--' + k.replace('_', '-') for k in budgets)}")
+        fixed.update({f"train.{k}": v for k, v in budgets.items()})
+        if repeat is None and pick == "best":
+            repeat = TUNE_SEEDS
+        if repeat is not None:
+            fixed["train.seeds"] = list(range(s.train.seed, s.train.seed + repeat))
+        clash = [a.path for a in axes if a.path in fixed]
+        if clash:
+            raise InputError(f"--set {clash[0]}: also given by an option; sweep it or fix it, not both")
+        opts = RunOptions(backend=backend, measure_links=measure_links, backend_options=BackendOptions(
+            link_engine=link_engine, allow_unemulated=allow_unemulated or s.network.allow_unemulated))
+
+        def run_point(scen, folder):
+            from dataclasses import replace
+
+            with RichProgress() as progress:
+                return run_scenario(scen, replace(opts, out=folder), progress)
+
+        def on_point(point, total, what):
+            console.print(f"[bold][{point.index + 1}/{total}][/] {escape(point.label)}: {escape(what)}")
+
+        # Ctrl-C: run_sweep keeps and summarises the finished points, then raises Interrupted (exit 130)
+        result = run_sweep(s, axes, out=out, run=run_point, pick_best=pick == "best", reuse=reuse, on_point=on_point,
+                           fixed=fixed)
+        from distro_bench.studies.sweep import table_frame
+
+        frame = table_frame(result.points)
+        cols = [c for c in ["point", *[a.path for a in axes], "optimizer", "final_tune_loss", "final_val_loss", "time_to_target_s",
+                            "step_time_s_mean", "state"] if c in frame.columns]
+        console.print(frame[cols].to_string(index=False), markup=False)
+        if result.best and result.best.get("by"):
+            for name, b in result.best["by"].items():
+                console.print(f"best {escape(name)}: " + ", ".join(f"{escape(p)}={escape(str(t))}"
+                                                                    for p, t in b["settings"].items())
+                              + f" ({b['metric']} {b['value']:.4f})")
+            for w in result.best.get("warnings", []):
+                console.print(f"[yellow]warning:[/] {escape(w)}")
+            console.print(f"follow-up (fresh seeds {result.best.get('final_seeds')}): distro-bench run {result.sweep_dir / 'best-scenario.yaml'}", markup=False,
+                          soft_wrap=True)
+        for f in result.files:
+            console.print(f"  {f}", markup=False, soft_wrap=True)
+        console.print(str(result.sweep_dir), markup=False, soft_wrap=True)

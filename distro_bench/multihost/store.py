@@ -1,0 +1,218 @@
+"""The agents' channel: a torch.distributed TCPStore served by node-rank 0's agent on the rendezvous host
+(port = the rendezvous port + 1 unless told), a client in every other agent.
+
+Why a TCPStore and not an HTTP pull: it is already here (torch is a dependency, the workers rendezvous over
+the same kind of store), it blocks with timeouts (`wait`), and it reaches exactly the hosts that can reach
+the rendezvous, so a cluster needs no second port rule beyond the rendezvous' neighbour. Through it the
+agents agree on the run folder, publish their host description, heartbeat, meet before each optimizer,
+report each torchrun's end and, where the run folder is not on a shared path, ship their workers'
+records (rank<R>.jsonl and logs) to node-rank 0, which writes them into the one run folder.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from distro_bench.errors import HarnessError
+
+CHUNK = 4 * 1024 * 1024
+# The agents' own traffic crosses the shaped interfaces and the wire counters during training, so it is
+# kept to about two small round trips per host every WATCH_S (heartbeat, and one look at `abort`): node 0
+# (whose store calls stay on the host) watches every heartbeat and raises `abort` for everyone.
+HEARTBEAT_S = 5.0
+WATCH_S = 5.0
+# A host whose heartbeat has not changed for this long is lost (killed, crashed, cut off).
+LOST_AFTER_S = 20.0
+
+
+class PeerLost(HarnessError):
+    """Another host's agent stopped responding or reported a failure."""
+
+    def __init__(self, message: str, node_rank: int, kind: str):
+        self.node_rank, self.kind = node_rank, kind
+        super().__init__(message)
+
+
+class AgentStore:
+    def __init__(self, host: str, port: int, node_rank: int, nnodes: int, timeout_s: float):
+        from torch.distributed import TCPStore
+
+        self.node_rank, self.nnodes, self.timeout_s = node_rank, nnodes, timeout_s
+        self.host, self.port = host, port
+        try:
+            self.store = TCPStore(host, port, is_master=node_rank == 0, timeout=timedelta(seconds=timeout_s),
+                                  wait_for_workers=False)
+        except Exception as e:  # torch raises RuntimeError/DistNetworkError with its own text
+            who = "serve" if node_rank == 0 else "reach"
+            raise HarnessError(f"node-rank {node_rank}: cannot {who} the agents' store at {host}:{port} ({e}); "
+                               "node-rank 0 must run on the rendezvous host and the port must be open") from None
+        self._hb_stop = threading.Event()
+        self._hb_thread: threading.Thread | None = None
+        self._seen: dict[int, tuple[str, float]] = {}  # peer -> (last heartbeat value, monotonic when it changed)
+        self._started = time.monotonic()
+
+    # ---- plain values ---------------------------------------------------------------------------
+    def set_json(self, key: str, obj) -> None:
+        self.store.set(key, json.dumps(obj, default=str))
+
+    def get_json(self, key: str):
+        return json.loads(self.store.get(key))
+
+    def has(self, *keys: str) -> bool:
+        return self.store.check(list(keys))
+
+    def wait_keys(self, keys: list[str], what: str, timeout_s: float | None = None, watch: bool = True) -> None:
+        """Wait until every key exists; PeerLost as soon as a peer fails or goes silent (when `watch`)."""
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        while not self._check(keys):
+            if watch:
+                self.raise_if_peer_down()
+            if time.monotonic() > deadline:
+                missing = [k for k in keys if not self.store.check([k])]
+                raise HarnessError(f"waited {timeout_s or self.timeout_s:.0f}s for {what}: "
+                                   + self._missing_hosts(missing))
+            time.sleep(0.2)
+
+    def _missing_hosts(self, missing: list[str]) -> str:
+        """The hosts behind missing keys (`probe/1`, `barrier/rtt/1`: host 1), in words a user acts on."""
+        hosts = sorted({int(k.rsplit("/", 1)[1]) for k in missing if k.rsplit("/", 1)[-1].isdigit()})
+        others = [k for k in missing if not k.rsplit("/", 1)[-1].isdigit()]
+        parts = []
+        for i in hosts:
+            if i == self.node_rank:
+                continue
+            if self.store.check([f"hb/{i}"]):
+                parts.append(f"host {i} joined but did not get there (its own output says why)")
+            else:
+                parts.append(f"host {i} never joined (is `distro-bench node --node-rank {i}` running there, and "
+                             f"can it reach {self.host}:{self.port}?)")
+        if others or not parts:
+            parts.append("still missing: " + ", ".join(others or missing))
+        return "; ".join(parts)
+
+    def _check(self, keys: list[str]) -> bool:
+        try:
+            return self.store.check(keys)
+        except Exception as e:
+            if self.node_rank == 0:
+                raise
+            raise PeerLost(f"host 0 (node-rank 0) lost: the agents' store is unreachable ({type(e).__name__}: {e})",
+                           node_rank=0, kind="lost") from None
+
+    def barrier(self, name: str, timeout_s: float | None = None) -> None:
+        self.store.set(f"barrier/{name}/{self.node_rank}", "1")
+        self.wait_keys([f"barrier/{name}/{i}" for i in range(self.nnodes)], f"every host at '{name}'", timeout_s)
+
+    # ---- liveness -----------------------------------------------------------------------------------
+    def start_heartbeat(self) -> None:
+        from torch.distributed import TCPStore
+
+        client = TCPStore(self.host, self.port, is_master=False, timeout=timedelta(seconds=30), wait_for_workers=False)
+
+        def beat():
+            n = 0
+            while not self._hb_stop.is_set():
+                try:
+                    client.set(f"hb/{self.node_rank}", str(n))
+                except Exception:
+                    return  # the store is gone: node-rank 0 ended; the main thread finds out on its own
+                n += 1
+                self._hb_stop.wait(HEARTBEAT_S)
+
+        self._hb_thread = threading.Thread(target=beat, daemon=True, name="agent heartbeat")
+        self._hb_thread.start()
+
+    def stop_heartbeat(self) -> None:
+        self._hb_stop.set()
+
+    def report_failure(self, message: str) -> None:
+        try:
+            self.store.set(f"fail/{self.node_rank}", message)
+            self.abort(self.node_rank, "failed", message)
+        except Exception:
+            pass
+
+    def abort(self, node_rank: int, kind: str, message: str) -> None:
+        """Tell every agent to stop; the first reason stands."""
+        self.store.compare_set("abort", "", json.dumps({"node_rank": node_rank, "kind": kind, "message": message}))
+
+    def aborted(self) -> dict | None:
+        """The abort every agent must follow (one round trip), or None."""
+        if not self._check(["abort"]):
+            return None
+        return json.loads(self.store.get("abort"))
+
+    def peer_status(self) -> dict[int, tuple[str, str]]:
+        """Peers that failed or went silent: node rank -> (failed|lost, message)."""
+        try:
+            return self._peer_status()
+        except HarnessError:
+            raise
+        except Exception as e:  # the store itself is gone: it lived in node-rank 0's agent
+            if self.node_rank == 0:
+                raise
+            return {0: ("lost", f"the agents' store on node-rank 0 is unreachable ({type(e).__name__}: {e})")}
+
+    def _peer_status(self) -> dict[int, tuple[str, str]]:
+        out: dict[int, tuple[str, str]] = {}
+        now = time.monotonic()
+        for i in range(self.nnodes):
+            if i == self.node_rank:
+                continue
+            if self.store.check([f"fail/{i}"]):
+                out[i] = ("failed", self.store.get(f"fail/{i}").decode(errors="replace"))
+                continue
+            if self.store.check([f"bye/{i}"]):
+                continue
+            value = self.store.get(f"hb/{i}").decode() if self.store.check([f"hb/{i}"]) else ""
+            last = self._seen.get(i)
+            if last is None or last[0] != value:
+                self._seen[i] = (value, now)
+            elif now - last[1] > LOST_AFTER_S and (value or now - self._started > LOST_AFTER_S * 4):
+                out[i] = ("lost", f"no heartbeat for {now - last[1]:.0f}s (agent killed, or the host went down)")
+        return out
+
+    def raise_if_peer_down(self) -> None:
+        """Node 0 reads every heartbeat (its store calls stay on the host) and raises `abort` for all; the
+        others look at `abort` alone. PeerLost when another host failed or was lost."""
+        if self.node_rank == 0:
+            down = self.peer_status()
+            if down:
+                i, (kind, msg) = sorted(down.items(), key=lambda kv: kv[1][0] != "lost")[0]
+                self.abort(i, kind, msg)
+        a = self.aborted()
+        if a and a["node_rank"] != self.node_rank:
+            raise PeerLost(f"host {a['node_rank']} (node-rank {a['node_rank']}) {a['kind']}: {a['message']}",
+                           node_rank=a["node_rank"], kind=a["kind"])
+
+    # ---- files --------------------------------------------------------------------------------------
+    def put_files(self, tag: str, root: Path, paths: list[Path]) -> None:
+        """Ship files (paths relative to `root`) under `tag`; the manifest goes last."""
+        manifest = []
+        for rel in paths:
+            data = (root / rel).read_bytes()
+            chunks = max(1, -(-len(data) // CHUNK))
+            for c in range(chunks):
+                self.store.set(f"file/{tag}/{self.node_rank}/{len(manifest)}/{c}", data[c * CHUNK:(c + 1) * CHUNK])
+            manifest.append({"path": str(rel), "chunks": chunks})
+        self.set_json(f"files/{tag}/{self.node_rank}", manifest)
+
+    def take_files(self, tag: str, node_rank: int, dest: Path) -> list[str]:
+        """Write a peer's shipped files under `dest`; their relative paths."""
+        out = []
+        for i, entry in enumerate(self.get_json(f"files/{tag}/{node_rank}")):
+            rel = Path(entry["path"])
+            if rel.is_absolute() or ".." in rel.parts:
+                raise HarnessError(f"host {node_rank} shipped a file outside the run folder: {rel}")
+            data = b"".join(self.store.get(f"file/{tag}/{node_rank}/{i}/{c}") for c in range(entry["chunks"]))
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            for c in range(entry["chunks"]):
+                self.store.delete_key(f"file/{tag}/{node_rank}/{i}/{c}")
+            out.append(str(rel))
+        return out

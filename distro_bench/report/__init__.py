@@ -1,0 +1,21 @@
+"""Reports, plots, cross-run comparison and the CI gate; everything here reads only stored run folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def write_run_report(run_dir: Path, out: Path | None = None) -> list[Path]:
+    """report.md, report.html and plots/*.png for one run folder (imported lazily: matplotlib is slow to load)."""
+    from distro_bench.report.run_report import write_run_report as write
+
+    return write(run_dir, out)
+
+
+def write_comparison(run_dirs: list[Path], out: Path) -> list[Path]:
+    from distro_bench.report.compare import write_comparison as write
+
+    return write(run_dirs, out)
+
+
+__all__ = ["write_comparison", "write_run_report"]

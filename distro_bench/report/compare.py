@@ -1,0 +1,217 @@
+"""Comparison across run folders: a table and plots of step time, bytes per step and final loss per run and
+optimizer. Differences within noise are named "not significant"; runs from different environments are flagged."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from distro_bench.errors import InputError
+from distro_bench.report import analysis, markdown
+from distro_bench.report import html as html_render
+from distro_bench.report.describe import fmt, fmt_reduction
+from distro_bench.report.document import Banner, Bullets, Document, Figure, Para, Section, Table
+from distro_bench.report.load import LoadedRun, load_for_report
+from distro_bench.report.stats import Sample, describe_change
+from distro_bench.report.style import bar_style, human_bytes, new_figure, note_on_axes, save
+from distro_bench.results.rundir import atomic_write_text
+
+# What makes two runs' environments different enough to say so.
+ENV_KEYS = ["git_commit", "git_dirty", "host", "torch", "python", "harness_version", "cuda", "kernel"]
+
+
+def default_out(root: Path = Path("results")) -> Path:
+    return root / f"compare-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+def environment_differences(runs: list[LoadedRun], labels: list[str]) -> list[str]:
+    out = []
+    for key in ENV_KEYS:
+        values = [r.data.environment.get(key) for r in runs]
+        if len({str(v) for v in values}) > 1:
+            shown = [str(v)[:12] if key == "git_commit" and v else str(v) for v in values]
+            out.append(f"{key}: " + ", ".join(f"{lab} {v}" for lab, v in zip(labels, shown)))
+    return out
+
+
+def _bytes_basis(runs: list[LoadedRun]) -> str:
+    every = [s for r in runs for s in r.data.summary.get("optimizers", {}).values()]
+    return "wire" if every and all(analysis.total_bytes(s, "wire") for s in every) else "payload"
+
+
+def samples(run: LoadedRun, optimizer: str, basis: str) -> dict[str, Sample]:
+    """Per-step samples behind each compared figure, so noise can be told from change."""
+    df = run.data.metrics
+    df = df[df["optimizer"] == optimizer]
+    if not len(df):
+        empty = Sample.of([])
+        return {"step_time": empty, "bytes": empty, "final_loss": empty}
+    s = analysis.steady(df)
+    per_step = analysis.per_step(df)
+    steps = int(df["step"].max()) + 1
+    tail = per_step[per_step["step"] >= steps - max(3, steps // 10)]
+    cols = [f"{basis}_tx_bytes", f"{basis}_rx_bytes"]
+    bytes_per_step = s.groupby("step")[cols].mean().astype("float64").sum(axis=1)
+    return {"step_time": Sample.of(s.groupby("step")["step_time_s"].max()),
+            "bytes": Sample.of(bytes_per_step), "final_loss": Sample.of(tail["loss"])}
+
+
+def _grouped_bars(labels: list[str], optimizers: list[str], values: dict, title: str, ylabel: str,
+                  path: Path, log: bool = False, annotate=None) -> Figure:
+    fig, axes = new_figure(width=max(6.5, 2.5 + 1.3 * len(labels) * max(1, len(optimizers)) ** 0.5))
+    ax = axes[0][0]
+    width = 0.8 / max(1, len(optimizers))
+    x = np.arange(len(labels))
+    for j, opt in enumerate(optimizers):
+        pairs = [(i, values[(lab, opt)]) for i, lab in enumerate(labels)
+                 if (lab, opt) in values and values[(lab, opt)].n and values[(lab, opt)].mean > 0]
+        if not pairs:
+            continue
+        pos = [x[i] + (j - (len(optimizers) - 1) / 2) * width for i, _ in pairs]
+        ax.bar(pos, [s.mean for _, s in pairs], width, yerr=[s.std for _, s in pairs], capsize=3, label=opt,
+               error_kw={"elinewidth": 0.8}, **bar_style(j))
+        if annotate:  # a value on every bar: on a linear axis a 500x smaller bar is a sliver
+            for p, (_, s) in zip(pos, pairs):
+                ax.annotate(annotate(s.mean), (p, s.mean), ha="center", va="bottom", xytext=(0, 2),
+                            textcoords="offset points", fontsize=7)
+    ax.set_xticks(x, labels)
+    if log:
+        ax.set_yscale("log")
+    ax.set(title=title, ylabel=ylabel)
+    if ax.patches:
+        ax.legend(title="optimizer")
+    else:
+        note_on_axes(ax, "no data")
+    save(fig, path)
+    return Figure(path, title, title + " (bars: mean; whiskers: one standard deviation over steps).")
+
+
+def build_document(runs: list[LoadedRun], plots_dir: Path) -> Document:
+    labels = [f"R{i + 1} {r.data.scenario.get('name', r.data.name)}" for i, r in enumerate(runs)]
+    optimizers: list[str] = []
+    for r in runs:
+        optimizers += [o for o in r.optimizers if o not in optimizers]
+    basis = _bytes_basis(runs)
+    banners = []
+    diffs = environment_differences(runs, labels)
+    if diffs:
+        banners.append(Banner("warn", "These runs come from DIFFERENT ENVIRONMENTS, so part of any difference may be "
+                                      "the environment rather than the scenario: " + "; ".join(diffs) + "."))
+    for lab, r in zip(labels, runs):
+        if note := r.state_note():
+            banners.append(Banner("error", f"{lab} ({r.data.name}): {note}"))
+        banners += [Banner("warn", f"{lab}: {n}") for n in r.notes]
+        if r.events.changes or len(r.events.trace):  # issue 18: a changing network is part of its figures
+            first = min(r.events.changes, key=lambda c: c.start, default=None)
+            what = f"{len({c.index for c in r.events.changes})} network event(s), the first {first.label} at " \
+                   f"{first.t_s:.0f} s" if first else "a link that followed a recorded trace"
+            banners.append(Banner("info", f"{lab} ({r.data.name}): its network changed while it trained ({what}); its "
+                                          "step times and losses include that (its own report's Network events "
+                                          "section gives the impact)."))
+
+    run_rows = []
+    for lab, r in zip(labels, runs):
+        env, net = r.data.environment, r.data.environment.get("network") or {}
+        run_rows.append([lab, r.data.name, r.data.summary.get("run", {}).get("backend") or env.get("backend", "?"),
+                         {True: "yes", False: "NO"}.get(net.get("network_emulated"), "unknown"), r.state,
+                         str(env.get("git_commit") or "?")[:12], str(env.get("host", "?")), str(env.get("torch", "?"))])
+
+    stats = {(lab, o): samples(r, o, basis) for lab, r in zip(labels, runs) for o in r.optimizers}
+    rows = []
+    for opt in optimizers:
+        ref_label = next((lab for lab in labels if (lab, opt) in stats), None)
+        for lab, r in zip(labels, runs):
+            if (lab, opt) not in stats:
+                continue
+            st, s = stats[(lab, opt)], r.data.summary.get("optimizers", {}).get(opt, {})
+            ref = stats[(ref_label, opt)]
+
+            def change(key):
+                return "reference" if lab == ref_label else describe_change(ref[key], st[key])
+
+            rows.append([opt, lab, f"{fmt(st['step_time'].mean)} ± {fmt(st['step_time'].std, '.2g')}", change("step_time"),
+                         fmt(st["bytes"].mean / 1e6 if st["bytes"].n else None, ".4g"), change("bytes"),
+                         fmt_reduction(s.get("reduction_vs_baseline")),
+                         f"{fmt(st['final_loss'].mean, '.4f')} ± {fmt(st['final_loss'].std, '.2g')}", change("final_loss"),
+                         fmt(s.get("final_val_loss"), ".4f")])
+    table = Table(["optimizer", "run", "step time s", "vs first run", f"{basis} MB/step", "vs first run",
+                   "reduction vs baseline", "final loss", "vs first run", "final val loss"], rows,
+                  numeric=[False, False, True, True, True, True, True, True, True, True])
+
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    figures = [
+        _grouped_bars(labels, optimizers, {k: v["step_time"] for k, v in stats.items()},
+                      "Step time per run and optimizer", "seconds per step", plots_dir / "compare_step_time.png"),
+        _grouped_bars(labels, optimizers, {k: v["bytes"] for k, v in stats.items()},
+                      f"Bytes per worker per step ({basis}, tx + rx, linear from zero)", "bytes per worker per step",
+                      plots_dir / "compare_bytes.png", annotate=human_bytes),
+        _grouped_bars(labels, optimizers, {k: v["final_loss"] for k, v in stats.items()},
+                      "Final training loss per run and optimizer (last 10% of steps)", "loss (nats/token)",
+                      plots_dir / "compare_final_loss.png"),
+    ]
+    scenarios = sorted({r.data.scenario.get("name", "?") for r in runs})
+    return Document(
+        title=f"distro-bench comparison: {len(runs)} runs",
+        subtitle="Scenarios: " + ", ".join(scenarios) + f". Generated {datetime.now().isoformat(timespec='seconds')}.",
+        banners=banners,
+        sections=[
+            Section("Runs", [Table(["run", "folder", "backend", "network emulated", "state", "git commit", "host", "torch"],
+                                   run_rows, numeric=[False] * 8)]),
+            Section("Comparison", [
+                table,
+                Para("Each optimizer is compared with its first run in the list. A change is given as a percentage only "
+                     "when it exceeds the step-to-step noise (Welch t-test, 95%); otherwise it is 'not significant'. "
+                     f"Bytes are {basis} bytes per worker per step, sent + received; step 0 is excluded."),
+            ]),
+            *_events_sections(runs, labels),
+            Section("Plots", figures),
+            Section("Run folders", [Bullets([f"{lab}: {r.data.path}" for lab, r in zip(labels, runs)])]),
+        ],
+    )
+
+
+def _events_sections(runs: list[LoadedRun], labels: list[str]) -> list[Section]:
+    """Issue 18: each run whose network changed against the first run in the list without changes: the
+    seconds the events cost at equal steps, and the validation loss at equal time."""
+    from distro_bench.report.events import against_unchanged
+    from distro_bench.report.events_section import fmt_secs
+
+    plain = next(((lab, r) for lab, r in zip(labels, runs) if r.events.empty), None)
+    if plain is None:
+        return []
+    out = []
+    for lab, r in zip(labels, runs):
+        if r.events.empty:
+            continue
+        common = [o for o in r.optimizers if o in plain[1].optimizers]
+        found = against_unchanged(r.data.metrics, plain[1].data.metrics, common)
+        if not found:
+            continue
+        extra = [f.extra_s if abs(f.extra_s) >= 5e-4 else 0.0 for f in found]  # microseconds: clock rounding
+        rows = [[f.optimizer, str(f.steps), ("+" if x > 0 else "") + fmt_secs(x),
+                 "n/a" if f.extra_pct is None else f"{round(f.extra_pct):+d}%",
+                 "n/a" if f.at_s is None else fmt_secs(f.at_s),
+                 fmt(f.val_with, ".4f"), fmt(f.val_without, ".4f")] for f, x in zip(found, extra)]
+        out.append(Section(f"Network events: {lab} against {plain[0]}", [
+            Para(f"{lab} had network events and {plain[0]} did not. Extra: the training seconds {lab} needed more for "
+                 "the steps both made; val loss at equal time: each run's validation loss at the earlier of their "
+                 "last evaluations (interpolated between evaluations). Means over each run's seeds. The runs "
+                 "differ by more than the events if their scenarios differ otherwise."),
+            Table(["optimizer", "steps", "extra", "%", "at", f"val {lab.split()[0]}", f"val {plain[0].split()[0]}"],
+                  rows, numeric=[False, True, True, True, True, True, True])]))
+    return out
+
+
+def write_comparison(run_dirs: list[Path], out: Path) -> list[Path]:
+    if len(run_dirs) < 2:
+        raise InputError("a comparison needs at least two run folders")
+    runs = [load_for_report(p) for p in run_dirs]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = build_document(runs, out / "plots")
+    md_path, html_path = out / "report.md", out / "report.html"
+    atomic_write_text(md_path, markdown.render(doc, md_path))
+    atomic_write_text(html_path, html_render.render(doc))
+    return [md_path, html_path, *[b.path for sec in doc.sections for b in sec.blocks if isinstance(b, Figure)]]

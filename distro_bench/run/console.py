@@ -1,0 +1,92 @@
+"""Rich console output shared by the CLI commands, and the one place library errors become exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from contextlib import contextmanager
+from io import StringIO
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from distro_bench.errors import HarnessError, ScenarioError, WorkerFailed
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def cli_errors():
+    """Turn our errors into readable lines and the contract's exit codes; never a traceback."""
+    try:
+        yield
+    except (typer.Exit, typer.Abort):  # a command's own exit code (click's Exit is a RuntimeError): not a bug
+        raise
+    except ScenarioError as e:
+        err_console.print(f"[bold red]error:[/] {escape(e.source)}: {len(e.problems)} problem(s)")
+        for p in e.problems:
+            err_console.print(f"  {escape(p)}")
+        raise typer.Exit(e.exit_code) from None
+    except WorkerFailed as e:
+        err_console.print(f"[bold red]error:[/] {escape(str(e))}")
+        if e.log_tail:
+            err_console.print("[dim]--- last lines of its log ---[/]")
+            err_console.print(escape(e.log_tail), markup=False)
+        raise typer.Exit(e.exit_code) from None
+    except HarnessError as e:
+        err_console.print(f"[bold red]error:[/] {escape(str(e))}")
+        raise typer.Exit(e.exit_code) from None
+    except KeyboardInterrupt:
+        err_console.print("[bold red]interrupted[/]")
+        raise typer.Exit(130) from None
+    except Exception as e:  # a bug of ours: one line here, the traceback in a file for the report
+        if os.environ.get("DISTRO_BENCH_DEBUG"):
+            raise
+        import tempfile
+        import traceback
+
+        with tempfile.NamedTemporaryFile("w", prefix="distro-bench-error-", suffix=".txt", delete=False) as f:
+            traceback.print_exc(file=f)
+        err_console.print(f"[bold red]internal error:[/] {escape(type(e).__name__)}: {escape(str(e))}. This is a bug "
+                          f"in distro-bench; the traceback is in {escape(f.name)} (DISTRO_BENCH_DEBUG=1 shows it here)")
+        raise typer.Exit(1) from None
+
+
+# Tables for any terminal or log: no borders, two spaces between columns, title on the left.
+TABLE_STYLE = {"box": None, "pad_edge": False, "padding": (0, 1), "title_justify": "left", "header_style": "bold"}
+
+
+def natural_width(renderable) -> int:
+    """Columns the renderable takes when nothing has to wrap."""
+    probe = Console(file=StringIO(), width=10_000, highlight=False, color_system=None)
+    probe.print(renderable)
+    return max((len(line.rstrip()) for line in probe.file.getvalue().splitlines()), default=0)
+
+
+def print_table(table, records: list[tuple[str, list[tuple[str, str]]]] | None = None, out: Console | None = None) -> None:
+    """The table where it fits the terminal; otherwise `key: value` lines (one block per record), so no cell
+    is ever cut to `opti…` in a narrow terminal or an 80-column log."""
+    out = out or console
+    if records is None or natural_width(table) <= out.width:
+        out.print(table)
+        return
+    if table.title:
+        out.print(str(table.title), markup=False)
+    for title, pairs in records:
+        out.print(title, markup=False)
+        for k, v in pairs:
+            out.print(f"  {k}: {v}", markup=False, soft_wrap=True)
+
+
+def table_records(table_columns: list[str], rows: list[list[str]], key: int = 0) -> list[tuple[str, list[tuple[str, str]]]]:
+    """`key: value` records of plain rows (the first column names the record)."""
+    return [(row[key], [(c, v) for i, (c, v) in enumerate(zip(table_columns, row)) if i != key]) for row in rows]
+
+
+def print_json(obj) -> None:
+    """Machine output on stdout: plain JSON, numbers as numbers (no Rich markup or wrapping)."""
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,584 @@
+"""A sweep: one scenario run over a grid of settings (any scenario field by dotted path) into one folder.
+
+`results/<scenario>-sweep-<stamp>/` holds one run folder per grid point (each written by the runner, as
+`distro-bench run` writes it), `sweep.json` and `sweep.csv` (one row per point and optimizer), report.md /
+report.html with the table and plots, and with `pick_best`, `best.yaml` (a scenario overlay: each method's
+best setting) and `best-scenario.yaml` (the scenario with that overlay applied, ready for `distro-bench run`).
+
+Grid points are validated as scenarios before anything runs, so a bad path or value stops the sweep with
+the field named. An optimizer whose effective settings a previous point already ran (sweeping DisTrO's lr
+leaves AdamW unchanged) is not trained again: its result is reused, and sweep.json says from which point.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from distro_bench.errors import CapabilityError, InputError, Interrupted, ScenarioError
+from distro_bench.results.rundir import atomic_write_json, atomic_write_text
+from distro_bench.scenario.model import Scenario, scenario_from_dict
+
+# Figures of each optimizer's summary that a sweep records per point (absent keys stay absent: old runners).
+POINT_KEYS = ["seeds", "steps", "step_time_s_mean", "comm_s_mean", "final_loss", "final_val_loss",
+              "val_loss_at_equal_time", "val_loss_at_equal_steps", "time_to_target_s", "steps_to_target",
+              "tokens_to_target", "time_to_common_target_s", "steps_to_common_target", "reduction_vs_baseline", "wall_time_s", "payload_tx_bytes_per_step",
+              "payload_rx_bytes_per_step", "wire_tx_bytes_per_step", "wire_rx_bytes_per_step", "reduction_basis",
+              "final_tune_loss", "ci95"]
+RATE_FIELDS = ("up", "down")
+
+
+# ---- the grid ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Axis:
+    """One `--set PATH=V1,V2,...`: the values as typed (for labels) and as parsed (for the scenario)."""
+
+    path: str
+    texts: tuple[str, ...]
+    values: tuple[Any, ...]
+
+    @property
+    def optimizer(self) -> str | None:
+        """The optimizer this axis tunes (`optimizers.<name>.<field>`), else None."""
+        parts = self.path.split(".")
+        return parts[1] if parts[0] == "optimizers" and len(parts) >= 3 else None
+
+    @property
+    def is_rate(self) -> bool:
+        parts = self.path.split(".")
+        return parts[0] == "links" and len(parts) == 3 and parts[2] in RATE_FIELDS
+
+
+def parse_value(text: str) -> Any:
+    """'3e-3' -> 0.003, '8' -> 8, 'true' -> True, '10Mbit' -> '10Mbit' (units are the scenario's to check)."""
+    t = text.strip()
+    for cast in (int, float):
+        try:
+            return cast(t)
+        except ValueError:
+            pass
+    try:
+        v = yaml.safe_load(t)
+    except yaml.YAMLError:
+        return t
+    return v if isinstance(v, (bool, type(None))) else t
+
+
+_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_][A-Za-z0-9_.-]*)*$")
+
+
+def parse_set(text: str) -> Axis:
+    """`optimizers.distro.lr=1e-3,3e-3,1e-2` -> Axis; InputError naming the flag when malformed."""
+    path, sep, rest = text.partition("=")
+    path = path.strip()
+    if not sep or not path:
+        raise InputError(f"--set {text!r}: write PATH=VALUE[,VALUE...], e.g. optimizers.distro.lr=1e-3,3e-3")
+    if not _PATH_RE.match(path) or ".." in path:
+        raise InputError(f"--set {text!r}: {path!r} is not a dotted field path like optimizers.distro.lr")
+    texts = tuple(v.strip() for v in rest.split(","))
+    if not rest.strip() or any(not v for v in texts):
+        raise InputError(f"--set {path}: empty value in {rest!r}; write values separated by commas")
+    if len(set(texts)) != len(texts):
+        raise InputError(f"--set {path}: a value is repeated in {rest!r}")
+    return Axis(path, texts, tuple(parse_value(v) for v in texts))
+
+
+def parse_sets(texts: list[str]) -> list[Axis]:
+    axes = [parse_set(t) for t in texts]
+    paths = [a.path for a in axes]
+    dup = sorted({p for p in paths if paths.count(p) > 1})
+    if dup:
+        raise InputError(f"--set: {', '.join(dup)} given more than once; list all its values in one --set")
+    if not axes:
+        raise InputError("--set: give at least one PATH=VALUES to sweep")
+    return axes
+
+
+@dataclass(frozen=True)
+class Point:
+    index: int
+    values: dict[str, Any]  # path -> parsed value
+    texts: dict[str, str]  # path -> as typed
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{p}={t}" for p, t in self.texts.items())
+
+    @property
+    def folder_name(self) -> str:
+        short = "_".join(f"{'.'.join(p.split('.')[-2:])}-{t}" for p, t in self.texts.items())
+        return f"{self.index:02d}_" + re.sub(r"[^A-Za-z0-9_.+-]", "", short)[:80]
+
+
+def grid(axes: list[Axis]) -> list[Point]:
+    combos = itertools.product(*[list(zip(a.values, a.texts)) for a in axes])
+    return [Point(i, {a.path: v for a, (v, _) in zip(axes, c)}, {a.path: t for a, (_, t) in zip(axes, c)})
+            for i, c in enumerate(combos)]
+
+
+def base_dict(scenario: Scenario) -> dict:
+    """The scenario as a plain document that re-validates to the same scenario (the corpus path made absolute)."""
+    data = scenario.model_dump(mode="json", exclude_none=True)
+    data["data"]["corpus"] = scenario.corpus_path()
+    return data
+
+
+BUDGETS = ("steps", "time_budget", "tokens")  # train.<one of these> is the budget: setting one replaces the others
+
+
+def _set_path(doc: dict, path: str, value: Any, scenario: Scenario) -> None:
+    parts = path.split(".")
+    if parts[0] == "train" and len(parts) == 2 and parts[1] in BUDGETS and isinstance(doc.get("train"), dict):
+        for other in BUDGETS:
+            if other != parts[1]:
+                doc["train"].pop(other, None)
+        if parts[1] == "steps" and isinstance(value, int) and isinstance(doc["train"].get("eval_every"), int):
+            doc["train"]["eval_every"] = min(doc["train"]["eval_every"], value)  # as `run --steps` does
+    if parts[0] == "optimizers" and len(parts) >= 2 and parts[1] not in scenario.optimizers:
+        raise InputError(f"--set {path}: {parts[1]!r} is not an optimizer of {scenario.name} "
+                         f"({', '.join(scenario.optimizers)})")
+    node = doc
+    for i, key in enumerate(parts[:-1]):
+        nxt = node.get(key)
+        if nxt is None:
+            nxt = {}
+            # links.<preset> / hardware.<preset> not spelled out in the scenario: start from the preset
+            if i == 1 and parts[0] in ("links", "hardware"):
+                from distro_bench.scenario import presets
+
+                if key in (presets.LINKS if parts[0] == "links" else presets.HARDWARE):
+                    nxt = {"preset": key}
+            node[key] = nxt
+        elif not isinstance(nxt, dict):
+            raise InputError(f"--set {path}: {'.'.join(parts[:i + 1])} is a value ({nxt!r}), not a section with fields")
+        node = nxt
+    node[parts[-1]] = value
+
+
+def point_scenario(scenario: Scenario, point: Point, fixed: dict[str, Any] | None = None) -> Scenario:
+    """The scenario with `fixed` settings (the same at every point: a budget, the seeds) and the point's values,
+    validated: ScenarioError naming the --set that broke it."""
+    doc = base_dict(scenario)
+    for path, value in [*(fixed or {}).items(), *point.values.items()]:
+        _set_path(doc, path, value, scenario)
+    try:
+        return scenario_from_dict(doc, source=f"--set {point.label}", base_dir=scenario._base_dir)
+    except ScenarioError as e:
+        raise ScenarioError(e.source, e.problems) from None
+
+
+def validate_grid(scenario: Scenario, axes: list[Axis], fixed: dict[str, Any] | None = None) -> list[tuple[Point, Scenario]]:
+    """Every point as a validated scenario, or one error that names each bad path/value once."""
+    problems: list[str] = []
+    out = []
+    for p in grid(axes):
+        try:
+            out.append((p, point_scenario(scenario, p, fixed)))
+        except ScenarioError as e:
+            problems += [f"{x} (with --set {p.label})" for x in e.problems]
+        except InputError as e:
+            raise InputError(str(e)) from None
+    if problems:
+        # one message per distinct problem: the same bad value appears in many points
+        seen: dict[str, str] = {}
+        for x in problems:
+            seen.setdefault(x.split(" (with --set")[0], x)
+        raise ScenarioError("sweep", list(seen.values()))
+    return out
+
+
+# ---- running ----------------------------------------------------------------------------------------
+
+@dataclass
+class PointResult:
+    point: Point
+    state: str  # complete | incomplete | failed | skipped
+    run_dir: Path | None
+    optimizers: dict[str, dict] = field(default_factory=dict)  # name -> POINT_KEYS figures (+ reused_from)
+    reason: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"index": self.point.index, "label": self.point.label, "values": self.point.values,
+                "texts": self.point.texts, "state": self.state, "reason": self.reason,
+                "run_dir": self.run_dir.name if self.run_dir else None, "optimizers": self.optimizers}
+
+
+@dataclass
+class SweepResult:
+    sweep_dir: Path
+    scenario: str
+    axes: list[Axis]
+    points: list[PointResult]
+    state: str
+    best: dict | None = None
+    target: dict | None = None  # the sweep's common target (see common_target)
+    files: list[Path] = field(default_factory=list)
+    crossing: dict | None = None
+
+
+def _optimizer_key(doc: dict, name: str) -> str:
+    """What determines one optimizer's result: everything but the other optimizers and the checks."""
+    d = {k: v for k, v in doc.items() if k not in ("optimizers", "baseline", "checks", "description")}
+    d["optimizer"] = doc["optimizers"][name]
+    return json.dumps(d, sort_keys=True, default=str)
+
+
+def _figures(summary: dict, name: str) -> dict:
+    s = (summary.get("optimizers") or {}).get(name)
+    return {} if s is None else {k: s[k] for k in POINT_KEYS if k in s}
+
+
+def new_sweep_dir(out: Path, scenario_name: str) -> Path:
+    """results/<scenario>-sweep-<YYYYmmdd-HHMMSS>, never an existing folder (as run folders are made)."""
+    from distro_bench.results.rundir import new_run_dir
+
+    return new_run_dir(out, f"{scenario_name}-sweep")
+
+
+RunFn = Callable[[Scenario, Path], Any]  # (scenario, out folder) -> RunResult (run_dir, state, summary)
+
+
+def run_sweep(scenario: Scenario, axes: list[Axis], *, out: Path = Path("results"), run: RunFn,
+              pick_best: bool = False, reuse: bool = True, fixed: dict[str, Any] | None = None,
+              on_point: Callable[[Point, int, str], None] | None = None) -> SweepResult:
+    """Run every grid point through `run` (the runner: distro_bench.run.runner.run_scenario with the caller's options).
+
+    `fixed`: dotted path -> value set at every point (the budget, the seeds), not an axis.
+    Ctrl-C (Interrupted / KeyboardInterrupt) stops the sweep but keeps and summarises the finished points,
+    then re-raises Interrupted. A point whose run fails is recorded as failed and the sweep goes on.
+    """
+    # The trials of a pick also evaluate the held-out tuning split, and the pick reads it (`_score`): the
+    # validation split stays the report's, never selected on. The sweep's own scenario (best-scenario.yaml's
+    # base) does not get it: the final run reports val_loss only.
+    trial_fixed = dict(fixed or {})
+    if pick_best and not scenario.data.tune_batches:
+        trial_fixed["data.tune_batches"] = scenario.data.val_batches
+    points = validate_grid(scenario, axes, trial_fixed)
+    if fixed:  # the sweep's own scenario carries them too, so best-scenario.yaml runs at the same budget
+        scenario = point_scenario(scenario, Point(-1, {}, {}), fixed)
+    sweep_dir = new_sweep_dir(out, scenario.name)
+    results: list[PointResult] = []
+    seen: dict[str, tuple[int, dict]] = {}  # optimizer key -> (point index, figures)
+    state = "complete"
+    interrupted = None
+    meta = {"scenario": scenario.name, "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "axes": [{"path": a.path, "values": list(a.values), "texts": list(a.texts)} for a in axes]}
+    atomic_write_text(sweep_dir / "scenario.yaml", yaml.safe_dump(base_dict(scenario), sort_keys=False))
+    try:
+        for point, scen in points:
+            doc = base_dict(scen)
+            keys = {name: _optimizer_key(doc, name) for name in scen.optimizers}
+            todo = [n for n in scen.optimizers if not (reuse and keys[n] in seen)]
+            pr = PointResult(point, "complete", None)
+            for n in scen.optimizers:
+                if n not in todo:
+                    src, figs = seen[keys[n]]
+                    pr.optimizers[n] = {**figs, "reused_from": src}
+            if on_point:
+                on_point(point, len(points), "running " + ", ".join(todo) if todo else "all reused")
+            if todo:
+                try:
+                    result = run(scen.with_overrides(optimizers=todo) if todo != list(scen.optimizers) else scen,
+                                 sweep_dir)
+                except (Interrupted, KeyboardInterrupt) as e:
+                    pr.state, pr.reason = "incomplete", "interrupted"
+                    pr.run_dir = _newest_run(sweep_dir, scenario.name)
+                    results.append(pr)
+                    interrupted = e
+                    state = "incomplete"
+                    break
+                except (InputError, CapabilityError):  # the same at every point: stop, do not fail them one by one
+                    raise
+                except Exception as e:  # a failed point is a result; the sweep goes on
+                    pr.state, pr.reason = "failed", f"{type(e).__name__}: {e}"
+                    pr.run_dir = _newest_run(sweep_dir, scenario.name)
+                else:
+                    pr.state = result.state
+                    pr.run_dir = result.run_dir
+                    for n in todo:
+                        figs = _figures(result.summary, n)
+                        pr.optimizers[n] = figs
+                        if result.state == "complete" and figs:
+                            seen[keys[n]] = (point.index, figs)
+                    if scen.baseline not in todo:  # the run had no baseline: reduction against the reused one
+                        _reductions(pr.optimizers, scen.baseline)
+                if pr.run_dir is not None and pr.run_dir.parent == sweep_dir:
+                    target = sweep_dir / point.folder_name
+                    pr.run_dir.rename(target)
+                    pr.run_dir = target
+            results.append(pr)
+            _write_index(sweep_dir, meta, results, "running")
+    finally:
+        if interrupted is None and len(results) < len(points) and state == "complete":
+            state = "failed"
+        meta["common_target"] = common_target(results)
+        res = SweepResult(sweep_dir, scenario.name, axes, results, state, target=meta["common_target"])
+        if pick_best:
+            res.best = pick(res)
+            if res.best and res.best["overlay"]:
+                write_best(res, scenario)
+        _write_index(sweep_dir, meta, results, state, res.best)
+        from distro_bench.studies.sweep_report import write_sweep_report
+
+        try:
+            res.files, res.crossing = write_sweep_report(res, scenario)
+        except Exception as e:  # the points' data is kept even if a plot fails
+            (sweep_dir / "report-error.txt").write_text(f"{type(e).__name__}: {e}\n")
+    if interrupted is not None:
+        raise Interrupted(f"interrupted; {sum(p.state == 'complete' for p in results)} finished point(s) kept in "
+                          f"{sweep_dir}") from None
+    return res
+
+
+# ---- one target for the whole sweep ------------------------------------------------------------------
+
+def _seed_curves(run_dir: Path, name: str) -> list:
+    """Per seed of one optimizer in a run folder: its per-step frame (step, val_loss, elapsed_s)."""
+    import pandas as pd
+
+    from distro_bench.report import analysis
+
+    try:
+        df = pd.read_parquet(run_dir / "metrics.parquet")
+    except Exception:  # a point that failed before writing metrics
+        return []
+    df = df[df["optimizer"] == name]
+    if not len(df):
+        return []
+    if "seed" in df.columns and df["seed"].notna().any():
+        groups = [g for _, g in df.groupby("seed")]
+    else:
+        groups = [df]
+    return [c.dropna(subset=["val_loss"]) for c in (analysis.per_step(g) for g in groups)]
+
+
+def _cross(curve, target: float) -> tuple[float, float] | None:
+    """(seconds, steps) when the validation loss first reaches `target`, linear between evaluations."""
+    val, t, steps = curve["val_loss"].to_numpy(), curve["elapsed_s"].to_numpy(), curve["step"].to_numpy() + 1
+    for i, v in enumerate(val):
+        if v <= target:
+            if i == 0:
+                return float(t[0]), float(steps[0])
+            f = (val[i - 1] - target) / (val[i - 1] - v)
+            return float(t[i - 1] + f * (t[i] - t[i - 1])), float(steps[i - 1] + f * (steps[i] - steps[i - 1]))
+    return None
+
+
+def common_target(results: list[PointResult]) -> dict | None:
+    """Each run folder chooses its own target (its worst optimizer's best loss), so times to target from
+    different points measure different things. The sweep sets one target for all: the highest best
+    validation loss of any finished (point, optimizer, seed), which every one of them reaches. It adds
+    `time_to_common_target_s` and `steps_to_common_target` (means over seeds; None unless every seed
+    reached it) to each optimizer's figures."""
+    curves = {}
+    for r in results:
+        if r.state != "complete" or r.run_dir is None:
+            continue
+        for name, figs in r.optimizers.items():
+            if "reused_from" not in figs:
+                curves[(r.point.index, name)] = [c for c in _seed_curves(r.run_dir, name) if len(c)]
+    bests = [float(c["val_loss"].min()) for cs in curves.values() for c in cs]
+    if not bests:
+        return None
+    target = max(bests)
+    for r in results:
+        for name, figs in r.optimizers.items():
+            src = (figs.get("reused_from", r.point.index), name)
+            if src not in curves:
+                continue
+            hits = [_cross(c, target) for c in curves[src]]
+            ok = hits and all(h is not None for h in hits)
+            figs["time_to_common_target_s"] = sum(h[0] for h in hits) / len(hits) if ok else None
+            figs["steps_to_common_target"] = sum(h[1] for h in hits) / len(hits) if ok else None
+    return {"val_loss": target, "how": "the highest best validation loss of any point, optimizer and seed of the "
+                                      "sweep (every one reaches it), interpolated between evaluations"}
+
+
+def _reductions(figs: dict[str, dict], baseline: str) -> None:
+    from distro_bench.report.verdict import total_bytes
+
+    base = figs.get(baseline)
+    if not base:
+        return
+    for name, f in figs.items():
+        if name == baseline or "reused_from" in f:
+            continue
+        basis = "wire" if total_bytes(base, "wire") and total_bytes(f, "wire") else "payload"
+        b, c = total_bytes(base, basis), total_bytes(f, basis)
+        f["reduction_vs_baseline"] = b / c if b and c else None
+        f["reduction_basis"] = basis
+
+
+def load_sweep(path: Path | str) -> tuple[SweepResult, Scenario]:
+    """A sweep folder as run_sweep left it (InputError when it is not one)."""
+    from distro_bench.scenario.model import load_scenario
+
+    path = Path(path)
+    try:
+        data = json.loads((path / "sweep.json").read_text())
+    except (OSError, ValueError) as e:
+        raise InputError(f"{path}: not a sweep folder ({type(e).__name__}: {e})") from None
+    axes = [Axis(a["path"], tuple(a["texts"]), tuple(a["values"])) for a in data["axes"]]
+    points = [PointResult(Point(p["index"], p["values"], p["texts"]), p["state"],
+                          path / p["run_dir"] if p.get("run_dir") else None, p["optimizers"], p.get("reason"))
+              for p in data["points"]]
+    res = SweepResult(path, data["scenario"], axes, points, data["state"], best=data.get("best"),
+                      target=data.get("common_target"))
+    return res, load_scenario(path / "scenario.yaml")
+
+
+def rewrite(path: Path | str) -> SweepResult:
+    """Recompute the common target and rewrite sweep.json/csv and the report of a sweep folder."""
+    res, scenario = load_sweep(path)
+    data = json.loads((res.sweep_dir / "sweep.json").read_text())
+    meta = {k: data[k] for k in ("scenario", "started", "axes") if k in data}
+    meta["common_target"] = res.target = common_target(res.points)
+    _write_index(res.sweep_dir, meta, res.points, res.state, res.best)
+    from distro_bench.studies.sweep_report import write_sweep_report
+
+    res.files, res.crossing = write_sweep_report(res, scenario)
+    return res
+
+
+def _newest_run(sweep_dir: Path, name: str) -> Path | None:
+    runs = sorted((p for p in sweep_dir.glob(f"{name}-*") if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    return runs[-1] if runs else None
+
+
+def _write_index(sweep_dir: Path, meta: dict, results: list[PointResult], state: str, best: dict | None = None) -> None:
+    atomic_write_json(sweep_dir / "sweep.json", {**meta, "state": state, "points": [r.as_dict() for r in results],
+                                                 "best": best})
+    atomic_write_text(sweep_dir / "sweep.csv", table_frame(results).to_csv(index=False))
+
+
+def table_frame(results: list[PointResult]):
+    """One row per point and optimizer: the swept values, then the figures (intervals as _lo/_hi columns)."""
+    import pandas as pd
+
+    rows = []
+    for r in results:
+        for name, figs in (r.optimizers or {None: {}}).items():
+            row = {"point": r.point.index, **r.point.texts, "optimizer": name, "state": r.state,
+                   "run_dir": r.run_dir.name if r.run_dir else None,
+                   "reused_from": figs.get("reused_from")}
+            for k in POINT_KEYS:
+                if k == "ci95":
+                    for ck, bounds in (figs.get("ci95") or {}).items():
+                        if bounds:  # null with one seed
+                            row[f"{ck}_lo"], row[f"{ck}_hi"] = bounds
+                elif k in figs:
+                    row[k] = figs[k]
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ---- picking each method's best ---------------------------------------------------------------------
+
+def _score(figs: dict) -> tuple[float | None, str]:
+    """The figure a pick minimises: the tuning split's final loss; for sweeps run before it existed the
+    validation loss, else the training loss."""
+    for key in ("final_tune_loss", "final_val_loss", "final_loss"):
+        v = figs.get(key)
+        if isinstance(v, (int, float)) and not math.isnan(v):
+            return float(v), key
+    return None, ""
+
+
+def pick(res: SweepResult) -> dict | None:
+    """Per optimizer with an axis of its own: the values of its axes with the lowest tuning-split loss at the end
+    of the (equal) budget, averaged over the other axes' values where there are any."""
+    out: dict[str, Any] = {"overlay": {}, "by": {}, "candidates": {}}
+    for name in sorted({a.optimizer for a in res.axes if a.optimizer}):
+        own = [a.path for a in res.axes if a.optimizer == name]
+        groups: dict[tuple, list[float]] = {}
+        key_used = ""
+        for r in res.points:
+            if r.state != "complete" or name not in r.optimizers:
+                continue
+            score, key_used = _score(r.optimizers[name])
+            if score is None:
+                continue
+            groups.setdefault(tuple(r.point.texts[p] for p in own), []).append(score)
+        if not groups:
+            continue
+        means = {k: sum(v) / len(v) for k, v in groups.items()}
+        best = min(means, key=means.get)
+        axis_by_path = {a.path: a for a in res.axes}
+        values = {p: axis_by_path[p].values[axis_by_path[p].texts.index(t)] for p, t in zip(own, best)}
+        for p, v in values.items():
+            node = out["overlay"]
+            parts = p.split(".")
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+            node[parts[-1]] = v
+        edges = grid_edges(res.axes, dict(zip(own, best)))
+        out["by"][name] = {"metric": key_used, "value": means[best], "settings": dict(zip(own, best)),
+                           "averaged_over_points": len(groups[best]), "at_edge": edges}
+        out.setdefault("warnings", []).extend(
+            f"{name}: {e['path']}={e['value']} is the {e['side']} value of its grid; the best may lie beyond it "
+            f"(extend the grid {'down' if e['side'] == 'lowest' else 'up'})" for e in edges)
+        out["candidates"][name] = [{"settings": dict(zip(own, k)), "value": v} for k, v in sorted(means.items(),
+                                                                                                     key=lambda kv: kv[1])]
+    return out
+
+
+def grid_edges(axes: list[Axis], settings: dict[str, str]) -> list[dict]:
+    """The picked settings that sit at the lowest or highest value of their axis (by value where numeric,
+    else as listed): a tuned rate at its grid's edge says the grid did not bracket the optimum."""
+    out = []
+    for a in axes:
+        if a.path not in settings or len(a.values) < 2:
+            continue
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in a.values)
+        order = sorted(range(len(a.values)), key=lambda i: a.values[i]) if numeric else list(range(len(a.values)))
+        i = a.texts.index(settings[a.path])
+        if i in (order[0], order[-1]):
+            out.append({"path": a.path, "value": settings[a.path], "side": "lowest" if i == order[0] else "highest"})
+    return out
+
+
+def fresh_seeds(scenario: Scenario) -> list[int]:
+    """As many seeds as the tuning used, none of them: the picked setting is reported on runs it was not
+    selected on (selecting and reporting on the same seeds flatters the winner)."""
+    used = scenario.train.seed_list()
+    start = max(used) + 1
+    return list(range(start, start + len(used)))
+
+
+def write_best(res: SweepResult, scenario: Scenario) -> None:
+    best = res.best or {}
+    header = (f"# Each method's best setting from the sweep {res.sweep_dir.name} (lowest "
+              + ", ".join(f"{n}: {b['metric']} {b['value']:.4f}" for n, b in best["by"].items())
+              + ").\n# A scenario overlay: merge it into the scenario, or run best-scenario.yaml beside it.\n")
+    atomic_write_text(res.sweep_dir / "best.yaml", header + yaml.safe_dump(best["overlay"], sort_keys=False))
+    doc = base_dict(scenario)
+    merge(doc, best["overlay"])
+    seeds = fresh_seeds(scenario)
+    doc["train"]["seeds"] = seeds
+    doc["train"]["seed"] = seeds[0]
+    best["final_seeds"] = seeds
+    scen = scenario_from_dict(doc, source="best-scenario.yaml", base_dir=scenario._base_dir)
+    from distro_bench.scenario.model import dump_scenario
+
+    atomic_write_text(res.sweep_dir / "best-scenario.yaml",
+                      f"# {scenario.name} with each method at its best setting from {res.sweep_dir.name}, on seeds "
+                      f"{', '.join(map(str, seeds))}: none of them was used to pick it\n" + dump_scenario(scen))
+
+
+def merge(doc: dict, overlay: dict) -> dict:
+    """Overlay values into a scenario document, section by section (in place; returned for chaining)."""
+    for k, v in overlay.items():
+        if isinstance(v, dict) and isinstance(doc.get(k), dict):
+            merge(doc[k], v)
+        else:
+            doc[k] = v
+    return doc

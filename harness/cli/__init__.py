@@ -1,5 +1,0 @@
-"""The `distro-bench` command line: a package of thin commands (options -> harness library -> Rich output)."""
-
-from harness.cli.app import app
-
-__all__ = ["app"]
