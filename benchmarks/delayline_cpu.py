@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the source tree: harness and the tests' lab
 
-from distro_bench.net.delayline import DelayLine, Impairment  # noqa: E402
-from tests.delayline_lab import Lab, LabLink  # noqa: E402 - the test rig, from the source tree
+from distro_bench.net.delayline import DelayLine, Impairment
+from tests.delayline_lab import Lab, LabLink
 
 STATS_PERIOD_S = 0.5  # how often the forwarder rewrites its stats file
 

@@ -33,9 +33,9 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from optimizer_overhead import LoopbackComm, _model_and_step  # noqa: E402
 
+from distro_bench.scenario.presets import MODELS  # noqa: E402
 from distro_bench.train.optim.base import PhaseTimer  # noqa: E402
 from distro_bench.train.optim.distro import DisTrOConfig  # noqa: E402
-from distro_bench.scenario.presets import MODELS  # noqa: E402
 
 
 def _git_show(rev: str, path: str) -> str:

@@ -21,9 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from distro_bench.backends.docker import image  # noqa: E402
-from distro_bench.backends.docker import DockerBackend  # noqa: E402
-from distro_bench.scenario.model import scenario_from_dict  # noqa: E402
+from distro_bench.backends.docker import (
+    DockerBackend,
+    image,
+)
+from distro_bench.scenario.model import scenario_from_dict
 
 
 def scenario(shaped: bool):

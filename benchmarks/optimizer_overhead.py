@@ -28,21 +28,21 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Callable
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from distro_reference import ReferenceDeMo  # noqa: E402
+from distro_reference import ReferenceDeMo
 
-from distro_bench.train.model import ModelConfig, build_model  # noqa: E402
-from distro_bench.train.optim.base import PhaseTimer  # noqa: E402
-from distro_bench.train.optim.distro import DisTrO, DisTrOConfig  # noqa: E402
-from distro_bench.scenario.presets import MODELS  # noqa: E402
+from distro_bench.scenario.presets import MODELS
+from distro_bench.train.model import ModelConfig, build_model
+from distro_bench.train.optim.base import PhaseTimer
+from distro_bench.train.optim.distro import DisTrO, DisTrOConfig
 
 
 class LoopbackComm:

@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from distro_bench.train.projection import project
 from distro_bench.run.runner import RunOptions, run_scenario
 from distro_bench.scenario.model import Scenario, load_scenario, scenario_from_dict
+from distro_bench.train.projection import project
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "scenarios" / "scale-32.yaml"

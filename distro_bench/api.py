@@ -22,10 +22,10 @@ from distro_bench.results.summary import Summary
 if TYPE_CHECKING:
     import pandas as pd
 
-    from distro_bench.studies.projection_study import ProjectionStudy
     from distro_bench.report.check import CheckReport
     from distro_bench.run.runner import ProgressSink, RunResult
     from distro_bench.scenario.model import Scenario
+    from distro_bench.studies.projection_study import ProjectionStudy
 
 def _scenario(scenario) -> Scenario:
     from distro_bench.scenario.model import Scenario, load_scenario

@@ -17,9 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from distro_bench.net import owner
 from distro_bench.errors import HarnessError
-from distro_bench.net import naming
+from distro_bench.net import naming, owner
 from distro_bench.net import ns as netns
 from distro_bench.net.delayline import DelayLine, Impairment
 from distro_bench.net.ns import NetnsRef
@@ -160,7 +159,7 @@ class Lab:
             if line is not None:
                 try:
                     line.stop()
-                except Exception as e:  # noqa: BLE001 - keep tearing down the rest
+                except Exception as e:
                     errors.append(str(e))
         for name in reversed(self._namespaces):
             problem = netns.delete_netns(name)

@@ -53,7 +53,7 @@ def clean_leftovers(include_live: bool = False) -> dict[str, tuple[list[str], li
             out[name] = ([], [f"{type(e).__name__}: {e}"])
     try:
         out["runs"] = mark_abandoned_runs()
-    except Exception as e:  # noqa: BLE001 - as above
+    except Exception as e:
         out["runs"] = ([], [f"{type(e).__name__}: {e}"])
     return out
 

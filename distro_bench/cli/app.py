@@ -10,8 +10,24 @@ from pathlib import Path
 
 import typer
 
-from distro_bench.cli.options import BACKEND_HELP, JSON_OPTION, LINK_ENGINE_HELP, Backend, LinkEngine, value, version_callback
-from distro_bench.run.console import TABLE_STYLE, cli_errors, console, err_console, print_json, print_table, table_records
+from distro_bench.cli.options import (
+    BACKEND_HELP,
+    JSON_OPTION,
+    LINK_ENGINE_HELP,
+    Backend,
+    LinkEngine,
+    value,
+    version_callback,
+)
+from distro_bench.run.console import (
+    TABLE_STYLE,
+    cli_errors,
+    console,
+    err_console,
+    print_json,
+    print_table,
+    table_records,
+)
 
 app = typer.Typer(
     name="distro-bench",
@@ -188,8 +204,8 @@ def validate(
 
 def _region_lines(s) -> list[str]:
     """The delay between the regions the workers are in (geo-distributed scenarios; distro_bench/scenario/regions.py)."""
-    from distro_bench.scenario.regions import describe_lines
     from distro_bench.scenario.model import region_matrix
+    from distro_bench.scenario.regions import describe_lines
 
     m = region_matrix(s)
     return describe_lines(m, [n.region for n in s.nodes()]) if m is not None else []
@@ -238,8 +254,8 @@ def _scenario_json(s) -> dict:
 
 
 def _regions_json(s) -> list[dict] | None:
-    from distro_bench.scenario.regions import describe_json
     from distro_bench.scenario.model import region_matrix
+    from distro_bench.scenario.regions import describe_json
 
     m = region_matrix(s)
     return describe_json(m, [n.region for n in s.nodes()]) if m is not None else None
@@ -262,17 +278,20 @@ def schema(
         typer.echo(text, nl=False)
 
 
-from distro_bench.cli.report import check as _check, report as _report  # noqa: E402
+from distro_bench.cli.report import check as _check  # noqa: E402
+from distro_bench.cli.report import report as _report
 
 app.command(name="report")(_report)
 app.command(name="check")(_check)
 
-from distro_bench.cli.net import doctor as _doctor, links as _links  # noqa: E402
+from distro_bench.cli.net import doctor as _doctor  # noqa: E402
+from distro_bench.cli.net import links as _links
 
 app.command(name="doctor")(_doctor)
 app.command(name="links")(_links)
 
-from distro_bench.cli.docker import clean as _clean, image_app as _image_app  # noqa: E402
+from distro_bench.cli.docker import clean as _clean  # noqa: E402
+from distro_bench.cli.docker import image_app as _image_app
 
 app.add_typer(_image_app, name="image")
 app.command(name="clean")(_clean)

@@ -120,11 +120,11 @@ def links(
 ) -> None:
     """Bring SCENARIO's links up (netns) and measure each node's goodput up and down (against a far end on
     the switch) and RTT (TCP handshakes) where delay is emulated, against the spec; exit 1 on any FAIL."""
-    from distro_bench.run import preflight
     from distro_bench.backends.base import BackendOptions
     from distro_bench.backends.netns import NetnsBackend
     from distro_bench.errors import InputError
     from distro_bench.net import linktest
+    from distro_bench.run import preflight
     from distro_bench.scenario.model import load_scenario
 
     say = (lambda *a, **k: None) if as_json else console.print
@@ -195,8 +195,8 @@ def _links_schedule(s, opts, plan, node: int, direction: str, seconds: float, lo
     from distro_bench.backends.netns import NetnsBackend
     from distro_bench.errors import InputError
     from distro_bench.net.schedtest import measure_schedule
-    from distro_bench.scenario.trace import load_trace
     from distro_bench.scenario.timeline import compile_timeline
+    from distro_bench.scenario.trace import load_trace
 
     if direction not in ("up", "down"):
         raise InputError(f"--direction: {direction!r}; one of up, down")

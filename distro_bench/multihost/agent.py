@@ -23,12 +23,12 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from distro_bench.errors import CapabilityError, HarnessError, InputError, Interrupted, WorkerFailed
-from distro_bench.scenario.placement import ENV_NODE_RANK, ENV_PLACEMENT, Placement, from_scenario
 from distro_bench.multihost.store import WATCH_S, AgentStore, PeerLost
+from distro_bench.scenario.placement import ENV_NODE_RANK, ENV_PLACEMENT, Placement, from_scenario
 
 BACKEND = "multihost"
 TOKEN_FILE = ".multihost-token"
@@ -165,7 +165,7 @@ class Agent:
         state, reason = "failed", None
         self.run_dir = None
         self.failed_host: dict | None = None
-        self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.started = datetime.now(UTC).isoformat(timespec="seconds")
         try:
             self._open_run_folder()
             self._shape()
@@ -203,7 +203,7 @@ class Agent:
             for step in (self._stop_torchrun, self._unshape):
                 try:
                     step()
-                except Exception as e:  # noqa: BLE001 - the rest of the teardown and the folder still matter
+                except Exception as e:
                     self.note(f"host {o.node_rank}: {step.__name__.strip('_')}: {type(e).__name__}: {e}")
             if o.node_rank == 0:
                 try:
@@ -315,8 +315,8 @@ class Agent:
             self.shaping = None
 
     def _describe_and_measure(self) -> None:
-        from distro_bench.run import environment
         from distro_bench.multihost import measure
+        from distro_bench.run import environment
 
         env = environment.collect()
         self.host.update({"hostname": socket.gethostname(), "kernel": env["kernel"], "platform": env["platform"],
@@ -519,8 +519,8 @@ class Agent:
 
     def _finalize(self, state: str, reason: str | None) -> None:
         """Node 0: every host's description, the partial records of the others, summary and report."""
-        from distro_bench.run import environment
         from distro_bench.results.rundir import atomic_write_json
+        from distro_bench.run import environment
         from distro_bench.run.runner import _write_prediction, _write_report, finalize
 
         st, n = self.store, self.placement.nnodes

@@ -20,7 +20,7 @@ from dataclasses import replace
 from distro_bench.errors import CapabilityError, InputError
 from distro_bench.net.emulation import Emulation, Endpoints
 from distro_bench.net.engines import NetworkPlan, NodeLinkPlan, plan_links
-from distro_bench.net.ns import NetnsRef, NetCommandError, run_in
+from distro_bench.net.ns import NetCommandError, NetnsRef, run_in
 from distro_bench.net.shaping import read_qdiscs
 from distro_bench.scenario.model import Node
 

@@ -11,8 +11,8 @@ import socket
 import statistics
 import time
 
-from distro_bench.net.tcpprobe import Listener, _receive, _send_until, connect_time
 from distro_bench.net.ns import NetnsRef
+from distro_bench.net.tcpprobe import Listener, _receive, _send_until, connect_time
 
 HERE = NetnsRef.current()
 

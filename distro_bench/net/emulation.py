@@ -21,8 +21,8 @@ current plan. Only the coordinator calls these (workers have no NET_ADMIN).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 

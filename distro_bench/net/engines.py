@@ -16,11 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from distro_bench.errors import CapabilityError, InputError
-from distro_bench.net.link import Direction, Impairment
 from distro_bench.net.host import Capabilities
-from distro_bench.scenario.regions import RegionMatrix, pair_paths as region_pair_paths
+from distro_bench.net.link import Direction, Impairment
 from distro_bench.net.shaping import QdiscPlan
 from distro_bench.scenario.model import LinkSpec, Node
+from distro_bench.scenario.regions import RegionMatrix
+from distro_bench.scenario.regions import pair_paths as region_pair_paths
 
 WAY_OUT = ("use --link-engine userspace (a userspace delay line), or --allow-unemulated "
            "(run with what can be emulated; the run folder says what was not)")

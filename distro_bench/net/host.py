@@ -141,10 +141,8 @@ def modules() -> dict[str, str | None]:
 
 def probe_qdiscs() -> tuple[bool, str | None, tuple[str, ...]]:
     """(namespaces work, why not, qdisc kinds the kernel accepts), tried on a veth in a throwaway namespace."""
-    from distro_bench.net import naming
+    from distro_bench.net import naming, owner
     from distro_bench.net.ns import NetCommandError, add_veth, configure_link, create_netns, delete_netns, run_in
-
-    from distro_bench.net import owner
 
     run_id = naming.new_run_id()
     name = f"{naming.run_prefix(run_id)}probe"

@@ -16,9 +16,9 @@ import time
 from dataclasses import dataclass
 
 from distro_bench.errors import HarnessError
-from distro_bench.net.shaping import Direction
 from distro_bench.net import tcpprobe
 from distro_bench.net.ns import NetnsRef, run
+from distro_bench.net.shaping import Direction
 
 IPERF_PORT = 5201
 # Goodput is TCP payload, the rate counts Ethernet frames: 1448 of 1514 bytes (95.6%) is the ceiling.

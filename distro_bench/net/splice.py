@@ -31,7 +31,16 @@ import socket
 from dataclasses import dataclass
 
 from distro_bench.errors import HarnessError
-from distro_bench.net.ns import NetCommandError, NetnsRef, _nl_error, iproute, ipv4_addresses, links, offloads_off, sysctl_set
+from distro_bench.net.ns import (
+    NetCommandError,
+    NetnsRef,
+    _nl_error,
+    iproute,
+    ipv4_addresses,
+    links,
+    offloads_off,
+    sysctl_set,
+)
 
 NODE_SIDE = "a"  # the delay line's interface towards the node's stack
 SWITCH_SIDE = "b"  # ... towards the bridge (Docker's original veth)

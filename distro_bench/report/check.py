@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from distro_bench.results import stats
 from distro_bench.errors import InputError
 from distro_bench.report.analysis import total_bytes
 from distro_bench.report.load import LoadedRun
+from distro_bench.results import stats
 
 MIN_SEEDS = 3  # two seeds give a t interval 12.7 standard errors wide: a gate on it cannot fail or pass honestly
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"

@@ -507,8 +507,8 @@ class AgainstUnchanged:
 def against_unchanged(with_events: pd.DataFrame, without: pd.DataFrame, optimizers: list[str]) -> list[AgainstUnchanged]:
     """Per optimizer both metrics frames have: the time the events cost at equal steps and the validation
     loss at equal time."""
-    from distro_bench.results.fair import evaluations, value_at
     from distro_bench.report.analysis import per_step
+    from distro_bench.results.fair import evaluations, value_at
 
     out = []
     for name in optimizers:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from distro_bench.report import describe, markdown, plots, verdict
-from distro_bench.report.events_section import events_section
 from distro_bench.report import html as html_render
 from distro_bench.report.check import measured_text, run_checks
 from distro_bench.report.document import Banner, Document, Para, Section, Table
+from distro_bench.report.events_section import events_section
 from distro_bench.report.load import LoadedRun, load_for_report
 from distro_bench.report.prediction import prediction_section
 from distro_bench.results.rundir import atomic_write_text

@@ -7,7 +7,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # reports are written headless, in workers' CI and over ssh
 
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 # Dark to light: distinct when printed in grey.
 COLORS = ["#1b1b1b", "#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9"]

@@ -13,7 +13,6 @@ from typing import TextIO
 
 from distro_bench.results.format import fmt_bytes, fmt_seconds
 
-
 STARTING = "starting workers"
 
 

@@ -12,20 +12,27 @@ import signal
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
 import yaml
 
-from distro_bench.run import environment, preflight
-from distro_bench.results import metrics
 from distro_bench.backends import Backend, BackendOptions
 from distro_bench.errors import HarnessError, Interrupted, RunFolderWriteError, WorkerFailed
-from distro_bench.run.progress import AcrossRanks
-from distro_bench.results.rundir import SCHEMA_VERSION, atomic_write_json, atomic_write_parquet, atomic_write_text, new_run_dir, write_status
-from distro_bench.scenario.model import Scenario, dump_for_run, scenario_from_dict
+from distro_bench.results import metrics
+from distro_bench.results.rundir import (
+    SCHEMA_VERSION,
+    atomic_write_json,
+    atomic_write_parquet,
+    atomic_write_text,
+    new_run_dir,
+    write_status,
+)
 from distro_bench.results.summary import Summary
+from distro_bench.run import environment, preflight
+from distro_bench.run.progress import AcrossRanks
+from distro_bench.scenario.model import Scenario, dump_for_run, scenario_from_dict
 
 
 class ProgressSink(Protocol):
@@ -345,7 +352,7 @@ def _write_results(run_dir: Path, scenario: Scenario, backend_name: str, state: 
         "schema_version": SCHEMA_VERSION,
         "run": {"scenario": scenario.name, "backend": backend_name, "state": state, "reason": reason,
                 "budget": scenario.budget().as_dict(), "seeds": scenario.train.seed_list(),
-                "started": started, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "started": started, "finished": datetime.now(UTC).isoformat(timespec="seconds"),
                 "world_size": scenario.world_size,
                 "corpus_sha256": sorted({e["corpus_sha256"] for e in starts if "corpus_sha256" in e}),
                 # mean over ranks and optimizers of the workers' calibration gathers (worker.latency_probe)
@@ -379,7 +386,7 @@ def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | N
     sink.note(f"backend: {why}")
     plan = backend_cls.preflight(scenario, options.backend_options)  # a capability error stops us before the run folder
     run_dir = new_run_dir(options.out, scenario.name)
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started = datetime.now(UTC).isoformat(timespec="seconds")
     text, follows_traces = dump_for_run(scenario, run_dir)
     atomic_write_text(run_dir / "scenario.yaml", text)
     if follows_traces:  # the scheduler follows the copies the workers' scenario.yaml names, not the originals

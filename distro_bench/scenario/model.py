@@ -12,14 +12,24 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, PrivateAttr, ValidationError,
-                      field_validator, model_validator)
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from distro_bench.scenario import hfcorpus, presets
 from distro_bench.errors import ScenarioError
-from distro_bench.scenario.regions import RegionMatrix, RegionsSpec, matrix_problems, resolve as resolve_regions
-from distro_bench.scenario.optimizers import OPTIONS
+from distro_bench.scenario import hfcorpus, presets
 from distro_bench.scenario.budget import Budget, format_count, parse_count, resolve_budget, resolve_target_cap
+from distro_bench.scenario.optimizers import OPTIONS
+from distro_bench.scenario.regions import RegionMatrix, RegionsSpec, matrix_problems
+from distro_bench.scenario.regions import resolve as resolve_regions
 from distro_bench.scenario.units import Duration, Percent, Rate, Size, format_duration, format_percent, format_rate
 
 BUILTIN_CORPORA = ("builtin:pydoc",)

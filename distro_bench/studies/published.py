@@ -114,9 +114,9 @@ def evaluate(point: PublishedPoint, base: Path = POINTS_FILE.parent) -> PointRes
     """Our figure for one published point (None where the point has no measure)."""
     if point.measure is None:
         return PointResult(point, None)
+    from distro_bench.scenario.model import load_scenario
     from distro_bench.train.optim import STRATEGIES
     from distro_bench.train.projection import analytic_shapes, nodes_like, project
-    from distro_bench.scenario.model import load_scenario
 
     s = load_scenario(base / point.scenario)
     shapes = analytic_shapes(s.resolved_model(), n_kv_heads=point.n_kv_heads)

@@ -16,10 +16,11 @@ import itertools
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -270,7 +271,7 @@ def run_sweep(scenario: Scenario, axes: list[Axis], *, out: Path = Path("results
     seen: dict[str, tuple[int, dict]] = {}  # optimizer key -> (point index, figures)
     state = "complete"
     interrupted = None
-    meta = {"scenario": scenario.name, "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    meta = {"scenario": scenario.name, "started": datetime.now(UTC).isoformat(timespec="seconds"),
             "axes": [{"path": a.path, "values": list(a.values), "texts": list(a.texts)} for a in axes]}
     atomic_write_text(sweep_dir / "scenario.yaml", yaml.safe_dump(base_dict(scenario), sort_keys=False))
     try:

@@ -147,8 +147,8 @@ def _measured_by_rate(res: SweepResult, axis: Axis, key: str) -> dict[str, dict[
 def _predicted(res: SweepResult, axis: Axis, scenario: Scenario, rates: np.ndarray, key: str) -> dict[str, list[float]]:
     """The projection's communication time at each rate, plus each optimizer's measured non-communication
     time (this host's compute); times mean steps to target when the metric is time to target."""
-    from distro_bench.train.projection import project
     from distro_bench.studies.sweep import Point, point_scenario
+    from distro_bench.train.projection import project
 
     rest: dict[str, list[float]] = {}
     steps: dict[str, list[float]] = {}

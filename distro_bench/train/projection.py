@@ -31,9 +31,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from distro_bench.scenario.model import Node, Scenario
 from distro_bench.train.model import ModelConfig
 from distro_bench.train.optim import STRATEGIES, Collective, get_strategy
-from distro_bench.scenario.model import Node, Scenario
 
 MSS = 1448  # payload per TCP segment at MTU 1500 with timestamps
 FRAME = 1514  # Ethernet frame carrying it (14 + 20 IP + 32 TCP + 1448)

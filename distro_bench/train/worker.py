@@ -27,13 +27,13 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from distro_bench.train import data as data_mod
 from distro_bench.scenario.budget import Decision, StopPolicy
+from distro_bench.scenario.model import Node, Scenario, load_scenario
+from distro_bench.scenario.timeline import compute_scale_at
+from distro_bench.train import data as data_mod
 from distro_bench.train.comm import Comm
 from distro_bench.train.model import ModelConfig, build_model, parameter_shapes
 from distro_bench.train.optim import PhaseTimer, StepResult, get_strategy
-from distro_bench.scenario.model import Node, Scenario, load_scenario
-from distro_bench.scenario.timeline import compute_scale_at
 
 
 class WireCounter:
@@ -259,7 +259,9 @@ def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = N
     seed = scenario.train.seed if seed is None else seed
     budget = scenario.budget()
     eval_every = scenario.train.eval_every
-    from distro_bench.train.projection import resolve_options  # `auto` options (DisTrO's exchange) chosen for these links
+    from distro_bench.train.projection import (
+        resolve_options,  # `auto` options (DisTrO's exchange) chosen for these links
+    )
     cfg = resolve_options(cfg, scenario.nodes(), parameter_shapes(ModelConfig(**scenario.resolved_model())))
     model = build_model(ModelConfig(**scenario.resolved_model()), seed=seed, device=device)
     # A time budget's length is unknown until rank 0 has timed a few steps: until then the schedule

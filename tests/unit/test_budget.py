@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from distro_bench.scenario.budget import FIRST_CHECK_STEP, Budget, Decision, StopPolicy, parse_count
 from distro_bench.errors import ScenarioError
+from distro_bench.scenario.budget import FIRST_CHECK_STEP, Budget, Decision, StopPolicy, parse_count
 from distro_bench.scenario.model import scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 

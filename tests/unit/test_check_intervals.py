@@ -121,10 +121,10 @@ def test_repeated_run_loads_for_the_report(tmp_path):
 
 
 def test_a_version_1_run_folder_loads_as_one_seed(tmp_path):
+    import pandas as pd
+
     from distro_bench.results.rundir import load_run
     from tests.helpers import make_run
-
-    import pandas as pd
 
     path = make_run(tmp_path)
     # as the runner wrote it before repeats: no seed or train_time_s column, no seeds/ci95/per_seed/target

@@ -9,14 +9,13 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from distro_bench.train.comm import Comm
 from distro_bench.errors import ScenarioError
+from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.presets import MODELS
+from distro_bench.train.comm import Comm
 from distro_bench.train.model import ModelConfig, build_model, parameter_shapes
 from distro_bench.train.optim import STRATEGIES, PhaseTimer, get_strategy
 from distro_bench.train.optim.distro import DisTrO, DisTrOConfig, _row_maxima
-from distro_bench.scenario.presets import MODELS
-from distro_bench.scenario.model import scenario_from_dict
-
 from tests.helpers import REPO, tiny_scenario_dict
 
 # Odd shapes on purpose: a prime dimension (padded), a vector, a 3-D tensor, a chunk-sized matrix.

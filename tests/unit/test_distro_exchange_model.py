@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.presets import MODELS
 from distro_bench.train.model import ModelConfig, parameter_shapes
 from distro_bench.train.optim import Collective
 from distro_bench.train.optim.base import payload_of
 from distro_bench.train.optim.distro import DisTrO, DisTrOConfig
-from distro_bench.scenario.presets import MODELS
 from distro_bench.train.projection import WIRE_FACTOR, collective_time, project, resolve_options
-from distro_bench.scenario.model import scenario_from_dict
 
 DSL = {"l": {"up": "10Mbit", "down": "40Mbit", "delay": "10ms"}}
 

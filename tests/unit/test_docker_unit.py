@@ -8,8 +8,7 @@ import re
 import pytest
 
 import distro_bench
-from distro_bench.backends.docker import image
-from distro_bench.backends.docker import DockerBackend, Placement, device_requests, place
+from distro_bench.backends.docker import DockerBackend, Placement, device_requests, image, place
 from distro_bench.errors import CapabilityError
 from distro_bench.scenario.model import scenario_from_dict
 from tests.helpers import REPO, tiny_scenario_dict

@@ -16,12 +16,12 @@ from distro_bench.errors import CapabilityError, ScenarioError
 from distro_bench.net.delayline.schedule import Schedule, dest_key
 from distro_bench.net.emulation import Emulation, Endpoints
 from distro_bench.net.engines import plan_links
+from distro_bench.net.host import Capabilities
 from distro_bench.net.link import Direction, Impairment
 from distro_bench.net.linktest import LinkTarget, pair_rtt, pair_tolerance
 from distro_bench.net.ns import NetnsRef
-from distro_bench.net.host import Capabilities
-from distro_bench.scenario.region_presets import REGION_PRESETS
 from distro_bench.scenario.model import load_scenario, region_matrix, scenario_from_dict
+from distro_bench.scenario.region_presets import REGION_PRESETS
 from tests.helpers import tiny_scenario_dict
 
 REPO = Path(__file__).resolve().parents[2]

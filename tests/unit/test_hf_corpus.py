@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from distro_bench.scenario import hfcorpus
 from distro_bench.errors import ScenarioError
+from distro_bench.scenario import hfcorpus
 from distro_bench.scenario.model import scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 
@@ -61,8 +61,8 @@ def test_local_folder_loads_caches_and_shards_alike(local_dataset):
 
 
 def test_missing_field_is_named(local_dataset):
-    from distro_bench.train.data import load_corpus
     from distro_bench.errors import InputError
+    from distro_bench.train.data import load_corpus
 
     root, _ = local_dataset
     with pytest.raises(InputError, match="no field 'body'.*fields: id, text"):

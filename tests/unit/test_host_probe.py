@@ -8,8 +8,7 @@ import stat
 
 import pytest
 
-from distro_bench.net import host
-from distro_bench.net import linktest
+from distro_bench.net import host, linktest
 from distro_bench.net.enter import cap_numbers
 from distro_bench.net.ns import NetnsRef, features_to_turn_off
 

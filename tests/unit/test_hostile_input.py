@@ -14,9 +14,8 @@ import yaml
 
 from distro_bench.errors import ScenarioError
 from distro_bench.scenario import trace as trace_mod
-from distro_bench.scenario.trace import TraceError, load_trace
 from distro_bench.scenario.model import load_scenario, scenario_from_dict
-
+from distro_bench.scenario.trace import TraceError, load_trace
 from tests.helpers import tiny_scenario_dict
 
 SECRET = "rootpw-s3cr3t-line"
@@ -253,7 +252,6 @@ def test_collective_timeout_builds_no_model(monkeypatch):
 
 def test_local_backend_refuses_a_trace_unless_unemulated_is_allowed(tmp_path):
     from distro_bench.run.preflight import Needs, problems
-
     from tests.unit.test_preflight import HOST
 
     (tmp_path / "t.csv").write_text("0,1000000\n1,2000000\n")

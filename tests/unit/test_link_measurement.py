@@ -159,7 +159,6 @@ def test_report_says_when_links_were_not_measured(tmp_path):
 @pytest.mark.parametrize("flag, expected", [([], None), (["--no-measure-links"], False), (["--measure-links"], True)])
 def test_run_flag_reaches_the_runner(cli, write_scenario, monkeypatch, flag, expected):
     from distro_bench import api
-
     from distro_bench.errors import InputError
 
     seen = {}

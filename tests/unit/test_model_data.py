@@ -3,9 +3,9 @@ import math
 import pytest
 import torch
 
+from distro_bench.scenario.presets import MODELS
 from distro_bench.train import data
 from distro_bench.train.model import ModelConfig, build_model, parameter_shapes
-from distro_bench.scenario.presets import MODELS
 
 
 def test_llama_1_2b_preset_has_1_2b_parameters():

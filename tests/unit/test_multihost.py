@@ -10,10 +10,10 @@ import yaml
 from pydantic import ValidationError
 
 from distro_bench.errors import InputError
-from distro_bench.multihost import iface as iface_mod
-from distro_bench.scenario.placement import Placement, from_scenario, parse_flag, scenario_rank
 from distro_bench.export.recipes import RecipeSettings, k8s_manifest, sbatch_script, validate_manifest
+from distro_bench.multihost import iface as iface_mod
 from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.placement import Placement, from_scenario, parse_flag, scenario_rank
 from tests.helpers import REPO, tiny_scenario_dict
 
 

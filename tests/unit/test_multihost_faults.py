@@ -107,11 +107,11 @@ def test_a_host_that_joined_but_stopped_short_is_told_apart(store):
 def test_node_zero_claims_its_run_folder_for_clean(tmp_path, monkeypatch):
     import yaml
 
-    from distro_bench.net import owner
     from distro_bench.multihost.agent import Agent, NodeOptions
-    from distro_bench.scenario.placement import from_scenario
     from distro_bench.multihost.store import AgentStore
+    from distro_bench.net import owner
     from distro_bench.scenario.model import load_scenario
+    from distro_bench.scenario.placement import from_scenario
 
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(tiny_scenario_dict()))

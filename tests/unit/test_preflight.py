@@ -8,14 +8,13 @@ import dataclasses
 
 import pytest
 
-from distro_bench.net import host
-from distro_bench.run import preflight
 from distro_bench.errors import CapabilityError
-from distro_bench.net.host import HostInfo
+from distro_bench.net import host
 from distro_bench.net.engines import plan_links
+from distro_bench.net.host import HostInfo
+from distro_bench.run import preflight
 from distro_bench.run.preflight import Needs, problems
 from distro_bench.scenario.model import scenario_from_dict
-
 from tests.helpers import tiny_scenario_dict
 
 ALL_BINARIES = {name: f"/usr/bin/{name}" for name in host.BINARIES}

@@ -66,10 +66,10 @@ def _rank_record(rank: int, step: int, step_time: float) -> dict:
 def test_live_progress_summary_and_verdict_show_the_slowest_ranks_step_time():
     """Issue 27: rank 0 fast (0.1 s), rank 1 slow (0.4 s): progress used to show rank 0's 0.1 s while the
     summary and the verdict read 0.4 s. Every place shows the slowest rank's figure now."""
+    from distro_bench.report.verdict import rows, verdicts
     from distro_bench.results.format import fmt_seconds
     from distro_bench.results.metrics import records_to_frame, summarize_optimizer
     from distro_bench.run.progress import AcrossRanks
-    from distro_bench.report.verdict import rows, verdicts
 
     steps, fast, slow = 5, 0.1, 0.4
     records = [_rank_record(rank, s, fast if rank == 0 else slow) for s in range(steps) for rank in (0, 1)]

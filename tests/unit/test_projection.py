@@ -7,13 +7,11 @@ import math
 
 import pytest
 
-from distro_bench.train.model import ModelConfig, parameter_shapes
-from distro_bench.train.optim import STRATEGIES
-from distro_bench.scenario.presets import MODELS
-from distro_bench.train.projection import WIRE_FACTOR, collective_time, nodes_like, paper_accounting, project
-from distro_bench.train.optim import Collective
 from distro_bench.scenario.model import scenario_from_dict
-
+from distro_bench.scenario.presets import MODELS
+from distro_bench.train.model import ModelConfig, parameter_shapes
+from distro_bench.train.optim import STRATEGIES, Collective
+from distro_bench.train.projection import WIRE_FACTOR, collective_time, nodes_like, paper_accounting, project
 from tests.helpers import tiny_scenario_dict
 
 

@@ -7,10 +7,10 @@ import math
 import pytest
 
 from distro_bench.errors import InputError
-from distro_bench.train.model import ModelConfig, parameter_shapes
 from distro_bench.scenario.presets import MODELS
-from distro_bench.train.projection import analytic_shapes
 from distro_bench.studies.published import POINTS_FILE, TOLERANCE, evaluate, evaluate_all, load_points, markdown_table
+from distro_bench.train.model import ModelConfig, parameter_shapes
+from distro_bench.train.projection import analytic_shapes
 
 POINTS = {p.id: p for p in load_points()}
 

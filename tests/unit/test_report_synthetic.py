@@ -11,7 +11,6 @@ from distro_bench.results.rundir import atomic_write_json
 from tests.helpers import make_run
 
 
-
 @pytest.fixture
 def synth_run(tmp_path):
     return make_run(tmp_path)

@@ -222,9 +222,9 @@ def test_a_worker_failure_on_a_full_disk_reports_both_through_the_cli(tmp_path, 
     import yaml
     from typer.testing import CliRunner
 
-    from distro_bench.run import runner
     from distro_bench.cli import app
     from distro_bench.errors import WorkerFailed
+    from distro_bench.run import runner
 
     def failing_worker(*a, **k):
         raise WorkerFailed(WORKER_FAILURE, rank=1, log_tail="RuntimeError: boom")

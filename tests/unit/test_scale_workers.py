@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from distro_bench.scenario.model import load_scenario
 from distro_bench.train.model import ModelConfig, parameter_count
 from distro_bench.train.projection import FRAME, MSS, project
-from distro_bench.scenario.model import load_scenario
 from tests.helpers import load_script
 
 REPO = Path(__file__).resolve().parents[2]

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-
 import pytest
 import yaml
 
 from distro_bench.errors import ScenarioError
 from distro_bench.scenario.model import load_scenario, scenario_from_dict
-
 from tests.helpers import REPO, tiny_scenario_dict
 
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))

@@ -13,7 +13,15 @@ import math
 import pytest
 import torch
 
-from distro_bench.train.optim.sparseloco import PhaseTimer, SparseLoCo, SparseLoCoConfig, pack_2bit, plan, quantize_2bit, unpack_2bit
+from distro_bench.train.optim.sparseloco import (
+    PhaseTimer,
+    SparseLoCo,
+    SparseLoCoConfig,
+    pack_2bit,
+    plan,
+    quantize_2bit,
+    unpack_2bit,
+)
 
 SHAPES = [(24, 20), (10,), (3, 5, 4)]
 CHUNK, TOPK, H = 32, 3, 2

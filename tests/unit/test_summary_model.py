@@ -6,12 +6,12 @@ from __future__ import annotations
 import io
 
 from distro_bench.results import metrics
-from distro_bench.run.progress import PlainProgress
 from distro_bench.results.summary import OptimizerSummary, Summary
+from distro_bench.run.progress import PlainProgress
 
 
 def _summary() -> dict:
-    base = {k: None for k in metrics.SUMMARY_KEYS}
+    base = dict.fromkeys(metrics.SUMMARY_KEYS)
     adamw = {**base, "steps": 50, "step_time_s_mean": 3.02, "final_val_loss": 2.10, "reduction_vs_baseline": 1.0,
              "reduction_basis": "wire", "wire_tx_bytes_per_step": 1.2e6, "wire_rx_bytes_per_step": 1.2e6,
              "replicas_identical": True}

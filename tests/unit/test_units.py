@@ -1,6 +1,15 @@
 import pytest
 
-from distro_bench.scenario.units import format_duration, format_percent, format_rate, format_size, parse_duration, parse_percent, parse_rate, parse_size
+from distro_bench.scenario.units import (
+    format_duration,
+    format_percent,
+    format_rate,
+    format_size,
+    parse_duration,
+    parse_percent,
+    parse_rate,
+    parse_size,
+)
 
 
 @pytest.mark.parametrize("text,bits", [("500kbit", 500_000), ("10Mbit", 10_000_000), ("1Gbit", 10**9),

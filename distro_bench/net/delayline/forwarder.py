@@ -35,8 +35,18 @@ TRACE = bool(os.environ.get("DBENCH_DELAYLINE_TRACE"))  # one log line per frame
 
 
 class _Counters:
-    __slots__ = ("frames_in", "bytes_in", "frames_out", "bytes_out", "send_errors", "late_s_sum", "late_s_max",
-                 "rx_lag_s_sum", "dropped_socket", "link_errors")  # fmt: skip
+    __slots__ = (
+        "bytes_in",
+        "bytes_out",
+        "dropped_socket",
+        "frames_in",
+        "frames_out",
+        "late_s_max",
+        "late_s_sum",
+        "link_errors",
+        "rx_lag_s_sum",
+        "send_errors",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.frames_in = self.bytes_in = self.frames_out = self.bytes_out = self.send_errors = 0
@@ -47,7 +57,7 @@ class _Counters:
 class _Way:
     """One direction: the socket frames come in on, their schedule, the socket they leave by, counters."""
 
-    __slots__ = ("sock_in", "sched", "out", "c", "tag")
+    __slots__ = ("c", "out", "sched", "sock_in", "tag")
 
     def __init__(self, sock_in: socket.socket, sched: Schedule, out: socket.socket, tag: str):
         self.sock_in, self.sched, self.out, self.c, self.tag = sock_in, sched, out, _Counters(), tag
@@ -209,10 +219,10 @@ class Forwarder:
 
     def run(self) -> None:
         """Forward until SIGTERM/SIGINT or until the parent dies."""
-        def on_signal(signum, frame):  # noqa: ARG001
+        def on_signal(signum, frame):
             self.stop = True
 
-        def on_control(signum, frame):  # noqa: ARG001
+        def on_control(signum, frame):
             self.reload = True
 
         signal.signal(signal.SIGTERM, on_signal)

@@ -47,5 +47,15 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'distro_bench.train.optim' has no attribute {name!r}")
 
 
-__all__ = ["Collective", "OPTIONS", "Period", "STRATEGIES", "STRATEGY_PATHS", "get_strategy", "PhaseTimer",
-           "StepResult", "Strategy", "StrategyConfig"]
+__all__ = [
+    "OPTIONS",
+    "STRATEGIES",
+    "STRATEGY_PATHS",
+    "Collective",
+    "Period",
+    "PhaseTimer",
+    "StepResult",
+    "Strategy",
+    "StrategyConfig",
+    "get_strategy",
+]

@@ -11,8 +11,8 @@ import math
 
 import torch
 
-from distro_bench.train.optim.base import Collective, PhaseTimer, StepResult, Strategy
 from distro_bench.scenario.optimizers import AdamWConfig, InnerAdamWOptions
+from distro_bench.train.optim.base import Collective, PhaseTimer, StepResult, Strategy
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 

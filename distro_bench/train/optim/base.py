@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 import torch
-from distro_bench.train.comm import Comm
+
 from distro_bench.scenario.optimizers import StrategyConfig
+from distro_bench.train.comm import Comm
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ import math
 
 import torch
 
+from distro_bench.scenario.optimizers import DESLOCConfig
 from distro_bench.train.optim.adamw import _buckets, adamw_step, average_fp32, average_fp32_collectives, build_adamw
 from distro_bench.train.optim.base import Collective, Period, PhaseTimer, StepResult, Strategy
-from distro_bench.scenario.optimizers import DESLOCConfig
 
 # What is averaged, in issue order, with the index of its period in DESLOCConfig.periods()
 _STATES = (("params", 0), ("exp_avg", 1), ("exp_avg_sq", 2))

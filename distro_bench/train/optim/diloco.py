@@ -18,10 +18,10 @@ import math
 
 import torch
 
+from distro_bench.scenario.optimizers import DiLoCoConfig
 from distro_bench.train.optim.adamw import _buckets
 from distro_bench.train.optim.base import Collective, Period, PhaseTimer
 from distro_bench.train.optim.local import LocalSteps
-from distro_bench.scenario.optimizers import DiLoCoConfig
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 

@@ -48,13 +48,11 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from distro_bench.scenario.optimizers import DisTrOConfig
 from distro_bench.train.optim import codec
 from distro_bench.train.optim.base import Collective, PhaseTimer, Strategy
 from distro_bench.train.optim.buffers import kept_zeros
-from distro_bench.scenario.optimizers import DisTrOConfig
 from distro_bench.train.optim.dct import ChunkDCT, TensorLayout, layout
-
-
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import torch
 
+from distro_bench.scenario.optimizers import MuLoCoConfig
 from distro_bench.train.optim.adamw import build_adamw
 from distro_bench.train.optim.base import PhaseTimer, StepResult
 from distro_bench.train.optim.diloco import DiLoCo
-from distro_bench.scenario.optimizers import MuLoCoConfig
 
 
 def split_params(cfg: MuLoCoConfig, params) -> tuple[list[torch.Tensor], list[torch.Tensor]]:

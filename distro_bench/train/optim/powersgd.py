@@ -20,12 +20,13 @@ from contextlib import contextmanager
 
 import torch
 import torch.distributed as dist
-from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook as psgd
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
 
+from distro_bench.scenario.optimizers import PowerSGDConfig
 from distro_bench.train.comm import Comm
 from distro_bench.train.optim.adamw import _buckets, adamw_step, build_adamw
 from distro_bench.train.optim.base import Collective, Period, PhaseTimer, StepResult, Strategy
-from distro_bench.scenario.optimizers import PowerSGDConfig
 
 
 class _Group:

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 import torch
 
+from distro_bench.scenario.optimizers import SparseLoCoConfig
 from distro_bench.train.optim import codec
 from distro_bench.train.optim.base import Collective, Period, PhaseTimer
 from distro_bench.train.optim.local import LocalSteps
-from distro_bench.scenario.optimizers import SparseLoCoConfig
 
 LEVELS = 4  # 2 bits
 

@@ -18,9 +18,9 @@ import math
 
 import torch
 
+from distro_bench.scenario.optimizers import SPARTAConfig
 from distro_bench.train.optim.adamw import _buckets, adamw_step, average_fp32, average_fp32_collectives, build_adamw
 from distro_bench.train.optim.base import Collective, PhaseTimer, StepResult, Strategy
-from distro_bench.scenario.optimizers import SPARTAConfig
 
 
 class SPARTA(Strategy):

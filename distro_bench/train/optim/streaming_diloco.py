@@ -21,10 +21,10 @@ import math
 
 import torch
 
+from distro_bench.scenario.optimizers import StreamingDiLoCoConfig
 from distro_bench.train.optim.adamw import _buckets, adamw_step, build_adamw
 from distro_bench.train.optim.base import Collective, Period, PhaseTimer, StepResult, Strategy
 from distro_bench.train.optim.diloco import _DTYPES, decode_int8, encode_int8, int8_nbytes
-from distro_bench.scenario.optimizers import StreamingDiLoCoConfig
 
 
 def fragments_of(names: list[str], count: int) -> list[list[int]]:

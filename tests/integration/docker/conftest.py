@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from distro_bench.backends.docker import image
-from distro_bench.backends.docker import DockerBackend, remove_labelled
+from distro_bench.backends.docker import DockerBackend, image, remove_labelled
 from distro_bench.errors import CapabilityError
 from tests.helpers import missing_tools, ours
 

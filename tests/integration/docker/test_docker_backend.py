@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from distro_bench.backends.docker import image
-from distro_bench.backends.docker import LABEL_OWNER, LABEL_RUN, DockerBackend, remove_labelled
+from distro_bench.backends.docker import LABEL_OWNER, LABEL_RUN, DockerBackend, image, remove_labelled
 from distro_bench.errors import HarnessError
 from distro_bench.scenario.model import scenario_from_dict
 from tests.helpers import REPO, exec_as_worker, ours, start_cli, tiny_scenario_dict

@@ -16,7 +16,6 @@ import torch.multiprocessing as mp
 
 from distro_bench.report.load import load_for_report
 from distro_bench.report.prediction import prediction_rows
-
 from tests.helpers import free_port as _free_port
 from tests.helpers import make_run
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from distro_bench.run.runner import RunOptions, run_scenario
 from distro_bench.results.rundir import load_run
+from distro_bench.run.runner import RunOptions, run_scenario
 from distro_bench.scenario.model import scenario_from_dict
-
 from tests.helpers import tiny_scenario_dict
 
 

@@ -9,12 +9,12 @@ import json
 import pandas as pd
 import pytest
 
+from distro_bench.run.runner import RunOptions, run_scenario
+from distro_bench.scenario.model import scenario_from_dict
 from distro_bench.train.model import ModelConfig, parameter_shapes
 from distro_bench.train.optim import get_strategy
 from distro_bench.train.optim.base import payload_of
 from distro_bench.train.projection import resolve_options
-from distro_bench.run.runner import RunOptions, run_scenario
-from distro_bench.scenario.model import scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 
 STEPS = 5

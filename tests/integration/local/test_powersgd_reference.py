@@ -54,8 +54,8 @@ class RefBucket:
 def _worker(rank: int, world: int, port: int, out: str) -> None:
     from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
 
-    from distro_bench.train.optim.powersgd import Comm, PhaseTimer, PowerSGD, PowerSGDConfig
     from distro_bench.train.optim.base import payload_of
+    from distro_bench.train.optim.powersgd import Comm, PhaseTimer, PowerSGD, PowerSGDConfig
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
     torch.set_num_threads(1)

@@ -15,7 +15,6 @@ from distro_bench.net import naming
 from distro_bench.net.cleanup import list_namespaces
 from distro_bench.net.link import Direction
 from distro_bench.scenario.model import scenario_from_dict
-
 from tests.helpers import netns_host, processes_matching, tiny_scenario_dict
 
 pytestmark = pytest.mark.root

@@ -22,7 +22,6 @@ from distro_bench.net.ns import NetnsRef
 from distro_bench.net.shaping import QdiscPlan, ShapingError, apply_plan, read_qdiscs
 from distro_bench.net.topology import Star, StarSpec
 from distro_bench.scenario.model import scenario_from_dict
-
 from tests.helpers import icmp_ping, missing_tools, netns_host, tiny_scenario_dict
 
 pytestmark = pytest.mark.root

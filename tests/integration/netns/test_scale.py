@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from distro_bench.train.projection import FRAME
 from distro_bench.scenario.model import load_scenario
+from distro_bench.train.projection import FRAME
 from tests.helpers import load_script, netns_host, own_run_ids
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]

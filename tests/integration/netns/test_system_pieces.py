@@ -13,10 +13,18 @@ import pytest
 
 from distro_bench.net import naming, tcpprobe
 from distro_bench.net.cleanup import delete_namespaces, list_namespaces
-from distro_bench.net.ns import OFFLOAD_PATTERNS, NetnsRef, add_veth, configure_link, create_netns, features_to_turn_off, offloads_off, read_features
+from distro_bench.net.ns import (
+    OFFLOAD_PATTERNS,
+    NetnsRef,
+    add_veth,
+    configure_link,
+    create_netns,
+    features_to_turn_off,
+    offloads_off,
+    read_features,
+)
 from distro_bench.net.topology import Star, StarSpec
 from distro_bench.scenario.model import scenario_from_dict
-
 from tests.helpers import icmp_ping, tiny_scenario_dict
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(300)]
@@ -29,7 +37,7 @@ def _root_and_netns():
     name = f"{naming.run_prefix(naming.new_run_id())}t"
     try:
         create_netns(name)
-    except Exception as e:  # noqa: BLE001 - any failure means: no namespaces here
+    except Exception as e:
         pytest.skip(f"cannot create network namespaces here: {e}")
     finally:
         delete_namespaces([name])
@@ -82,7 +90,7 @@ def test_launcher_enters_the_namespace_and_drops_capabilities(namespaces):
     out = subprocess.run(a.wrap([sys.executable, "-c", code], drop_caps=["net_admin", "sys_admin"]),
                          capture_output=True, text=True, check=True).stdout.splitlines()
     assert out[0] == "['lo']"  # only the namespace's own interfaces
-    for mask in eval(out[1]):  # noqa: S307 - our own list literal
+    for mask in eval(out[1]):
         caps = int(mask, 16)
         assert not caps & (1 << 12) and not caps & (1 << 21), mask  # net_admin, sys_admin gone
         assert caps & (1 << 13)  # net_raw kept: only what was asked is dropped
@@ -132,8 +140,8 @@ def test_python_rtt_through_the_userspace_delay_line_is_at_least_the_configured_
     machine adds to it: accuracy is a benchmark figure, not a test)."""
     from distro_bench.backends.base import BackendOptions
     from distro_bench.backends.netns import NetnsBackend
-    from distro_bench.net.linktest import tcp_rtt
     from distro_bench.net.host import probe
+    from distro_bench.net.linktest import tcp_rtt
 
     caps = probe(docker=False, gpus=False)
     if not (caps.delayline and caps.rate_shaping):
@@ -187,7 +195,7 @@ def test_splice_and_undo_over_netlink_keep_address_mac_routes_and_give_eth0_back
     """The docker splice (distro_bench/net/splice.py) on a container-like namespace, without `ip`: eth0's
     address, MAC and routes move to a new veth, the old one becomes `b` (own MAC, no ARP, no address),
     offloads are off on all three; undo gives the original interface back as eth0 with its MAC."""
-    from distro_bench.net.ns import ipv4_addresses, iproute, links
+    from distro_bench.net.ns import iproute, ipv4_addresses, links
     from distro_bench.net.splice import NODE_SIDE, SWITCH_SIDE, _route_json, splice, undo
 
     c, h = namespaces("c"), namespaces("h")
