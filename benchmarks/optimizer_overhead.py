@@ -24,6 +24,7 @@ from other processes on a shared machine falls on all of them alike.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -101,7 +102,7 @@ def _model_and_step(preset: str, batch: int, seq_len: int):
 
 def measure(preset: str, *, world: int, batch: int, seq_len: int, repeats: int, args, warmup: int = 2) -> dict:
     """Median milliseconds of forward+backward, of each method's compress+apply, and of the DeMo reference."""
-    model, params, fwd_bwd = _model_and_step(preset, batch, seq_len)
+    _model, params, fwd_bwd = _model_and_step(preset, batch, seq_len)
 
     # Each method steps its own copy of the parameters with the same gradients, so none sees another's update.
     copies = {}
@@ -122,7 +123,7 @@ def measure(preset: str, *, world: int, batch: int, seq_len: int, repeats: int, 
             for (_, p), (_, q) in zip(params, mine):
                 q.grad = p.grad
             timer.take()
-            cpu = _cpu(lambda: strategy.step(i, timer))  # the whole step: the loopback gather's copies too
+            cpu = _cpu(functools.partial(strategy.step, i, timer))  # the whole step: the loopback gather's copies too
             phases = timer.take()
             if i >= warmup:
                 samples[name].append(phases.get("compress", 0.0) + phases.get("apply", 0.0))
@@ -205,7 +206,7 @@ def measure_methods(preset: str, *, world: int, batch: int, seq_len: int, repeat
     every measured step syncs: sync = that step's work - a plain inner step)."""
     from distro_bench.train.optim import get_strategy
 
-    model, params, fwd_bwd = _model_and_step(preset, batch, seq_len)
+    _model, params, fwd_bwd = _model_and_step(preset, batch, seq_len)
 
     strategies = {}
     for name, cfg in _method_configs().items():

@@ -29,8 +29,7 @@ def tiny_scenario_dict(**overrides) -> dict:
         "optimizers": {"adamw": {"lr": 3e-3}},
         "baseline": "adamw",
     }
-    for k, v in overrides.items():
-        d[k] = v
+    d.update(overrides)
     return d
 
 
@@ -40,7 +39,8 @@ def start_cli(args: list[str], **popen) -> subprocess.Popen:
     starts), and Python then installs no KeyboardInterrupt: a suite launched that way saw every Ctrl-C test
     time out, though the harness handles Ctrl-C. Tests that signal a run start it here."""
     return subprocess.Popen([sys.executable, "-m", "distro_bench", *args],
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **popen)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509 - resets one signal before exec
+                            **popen)
 
 
 # ---- system tools: a Python equivalent where the test's point allows, else a skip that names the package ----

@@ -168,7 +168,7 @@ def to_tensorboard(run: Run, dest: Path) -> ExportResult:
 
                 w.add_image(f"plots/{p.stem}", mpimg.imread(p)[..., :3], dataformats="HWC")
             w.add_hparams({k: v for k, v in params.items() if k.startswith(("optimizer", "model", "train"))},
-                          {k: v for k, v in summary_metrics(run, opt).items()}, run_name=".")
+                          dict(summary_metrics(run, opt)), run_name=".")
         result.runs[opt] = str(logdir)
     return result
 

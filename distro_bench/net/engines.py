@@ -32,7 +32,7 @@ def directions(link: LinkSpec | None) -> tuple[Direction, Direction]:
     Delay, jitter, loss and duplication are one-way and the same both ways."""
     if link is None:
         return Direction(), Direction()
-    d = dict(delay_s=link.delay, jitter_s=link.jitter, loss=link.loss, duplicate=link.duplicate)
+    d = {"delay_s": link.delay, "jitter_s": link.jitter, "loss": link.loss, "duplicate": link.duplicate}
     return Direction(rate_bps=link.up, **d), Direction(rate_bps=link.down, **d)
 
 

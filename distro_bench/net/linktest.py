@@ -8,6 +8,7 @@ the netns and Docker backends (and the delay-line tests) measure the same way.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import shutil
@@ -284,8 +285,8 @@ def measure_nodes(targets: list[LinkTarget], far_end: NetnsRef, far_addr: str, *
     for direction, reverse in (("up", False), ("down", True)):
         spans = {t.name: quick_seconds(getattr(t, direction).rate_bps, seconds)
                  for t in targets if getattr(t, direction).rate_bps}
-        jobs = {t.name: (lambda t=t: tcpprobe.tcp_goodput(t.ns, far_end, far_addr, seconds=spans[t.name],
-                                                          reverse=reverse, omit_s=omit_s))
+        jobs = {t.name: functools.partial(tcpprobe.tcp_goodput, t.ns, far_end, far_addr, seconds=spans[t.name],
+                                          reverse=reverse, omit_s=omit_s)
                 for t in targets if t.name in spans}
         for name, got in _concurrently(jobs).items():
             if isinstance(got, Exception):

@@ -142,7 +142,7 @@ def unreachable(pairs: dict[str, tuple[NetnsRef, NetnsRef, str]], *, timeout_s: 
     listeners: dict[tuple[str | None, str], Listener] = {}
     failed: list[str] = []
     try:
-        for client, server, addr in pairs.values():
+        for _client, server, addr in pairs.values():
             if (server.path, addr) not in listeners:
                 listeners[(server.path, addr)] = Listener(server, addr).__enter__()
         results: dict[str, float | None] = {}

@@ -25,7 +25,7 @@ def per_step(df: pd.DataFrame) -> pd.DataFrame:
     if not len(df):
         return pd.DataFrame(columns=cols)
     frames = []
-    for seed, rows in fair.split_seeds(df):
+    for _seed, rows in fair.split_seeds(df):
         c = fair.curve(rows).set_index("step")
         c["step_time_s"] = rows.groupby("step")["step_time_s"].max()
         frames.append(c.reset_index()[cols])
@@ -101,7 +101,7 @@ def time_to_target(steps_by_opt: dict[str, pd.DataFrame], target: float | None =
     reached: dict[str, tuple[float, int] | None] = {}
     for name, c in curves.items():
         hit = fair.crossing(c, chosen)
-        reached[name] = (hit.time_s, int(math.ceil(hit.steps - 1e-9)) - 1) if hit else None
+        reached[name] = (hit.time_s, math.ceil(hit.steps - 1e-9) - 1) if hit else None
     basis = "validation loss" if use_val else "training loss (mean of the last 5 steps)"
     if target is not None:
         expl = f"target {basis} {chosen:.4f} (set for this run)"

@@ -105,8 +105,8 @@ def build_document(runs: list[LoadedRun], plots_dir: Path) -> Document:
         banners += [Banner("warn", f"{lab}: {n}") for n in r.notes]
         if r.events.changes or len(r.events.trace):  # issue 18: a changing network is part of its figures
             first = min(r.events.changes, key=lambda c: c.start, default=None)
-            what = f"{len({c.index for c in r.events.changes})} network event(s), the first {first.label} at " \
-                   f"{first.t_s:.0f} s" if first else "a link that followed a recorded trace"
+            what = (f"{len({c.index for c in r.events.changes})} network event(s), the first {first.label} at "
+                    f"{first.t_s:.0f} s") if first else "a link that followed a recorded trace"
             banners.append(Banner("info", f"{lab} ({r.data.name}): its network changed while it trained ({what}); its "
                                           "step times and losses include that (its own report's Network events "
                                           "section gives the impact)."))
@@ -127,14 +127,13 @@ def build_document(runs: list[LoadedRun], plots_dir: Path) -> Document:
                 continue
             st, s = stats[(lab, opt)], r.data.summary.get("optimizers", {}).get(opt, {})
             ref = stats[(ref_label, opt)]
+            change = {key: "reference" if lab == ref_label else describe_change(ref[key], st[key])
+                      for key in ("step_time", "bytes", "final_loss")}
 
-            def change(key):
-                return "reference" if lab == ref_label else describe_change(ref[key], st[key])
-
-            rows.append([opt, lab, f"{fmt(st['step_time'].mean)} ± {fmt(st['step_time'].std, '.2g')}", change("step_time"),
-                         fmt(st["bytes"].mean / 1e6 if st["bytes"].n else None, ".4g"), change("bytes"),
+            rows.append([opt, lab, f"{fmt(st['step_time'].mean)} ± {fmt(st['step_time'].std, '.2g')}", change["step_time"],
+                         fmt(st["bytes"].mean / 1e6 if st["bytes"].n else None, ".4g"), change["bytes"],
                          fmt_reduction(s.get("reduction_vs_baseline")),
-                         f"{fmt(st['final_loss'].mean, '.4f')} ± {fmt(st['final_loss'].std, '.2g')}", change("final_loss"),
+                         f"{fmt(st['final_loss'].mean, '.4f')} ± {fmt(st['final_loss'].std, '.2g')}", change["final_loss"],
                          fmt(s.get("final_val_loss"), ".4f")])
     table = Table(["optimizer", "run", "step time s", "vs first run", f"{basis} MB/step", "vs first run",
                    "reduction vs baseline", "final loss", "vs first run", "final val loss"], rows,

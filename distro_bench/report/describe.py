@@ -296,7 +296,7 @@ def compute_rows(run: LoadedRun) -> list[list[str]]:
         hw = g.get("hardware", "host")
         spec = hardware.get(hw) if isinstance(hw, str) else (hw if isinstance(hw, dict) else {})
         name = hw if isinstance(hw, str) else "inline"
-        for i in range(int(g.get("count", 1))):
+        for _i in range(int(g.get("count", 1))):
             st = starts.get(rank, {})
             device = str(st.get("device") or "not recorded")
             scale = st.get("compute_scale", (spec or {}).get("compute_scale"))

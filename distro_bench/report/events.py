@@ -413,8 +413,8 @@ def analyze_run(run) -> EventsAnalysis:
     try:
         events = read_events(run.data.path)
     except (OSError, ValueError) as e:  # pyarrow's errors are ValueError / OSError subclasses
-        return EventsAnalysis(events=events_frame([]), notes=[f"{EVENTS_FILE} could not be read ({type(e).__name__}: "
-                                                              f"{e}); network events are not shown."])
+        return EventsAnalysis(events=events_frame([]), notes=[(f"{EVENTS_FILE} could not be read ({type(e).__name__}: "
+                                                               f"{e}); network events are not shown.")])
     return analyze(events, run.data.metrics, run.optimizers)
 
 

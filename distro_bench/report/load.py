@@ -108,5 +108,5 @@ def _rebuild(path: Path) -> LoadedRun:
     }
     data = RunData(path=path, scenario=scenario, environment=read_json("environment.json", {}), summary=summary,
                    metrics=df, status=status)
-    return LoadedRun(data, notes=["summary.json or metrics.parquet was missing: the figures below were rebuilt "
-                                  "from the workers' records (workers/*/rank*.jsonl)."])
+    return LoadedRun(data, notes=[("summary.json or metrics.parquet was missing: the figures below were rebuilt "
+                                   "from the workers' records (workers/*/rank*.jsonl).")])

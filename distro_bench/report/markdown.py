@@ -35,7 +35,7 @@ def render(doc: Document, md_path: Path) -> str:
             elif isinstance(block, Bullets):
                 out += [f"- {item}" for item in block.items] + [""]
             elif isinstance(block, Table):
-                out += _table(block) + [""]
+                out += [*_table(block), ""]
             elif isinstance(block, Figure):
                 rel = Path(os.path.relpath(block.path, md_path.parent)).as_posix()
                 out += [f"![{block.alt}]({rel})", "", f"*{block.caption}*", ""]

@@ -374,7 +374,7 @@ def time_to_target(run: LoadedRun, out: Path) -> Figure | None:
             return None
         reached = {n: None if h is None else (h[0], None, h[1]) for n, h in result.reached.items()}
         explanation = result.explanation
-    title = ["Time to reach the target loss"] + textwrap.wrap(f"({explanation})", 90)  # one long line was cut off
+    title = ["Time to reach the target loss", *textwrap.wrap(f"({explanation})", 90)]  # one long line was cut off
     fig, axes = new_figure(height=max(2.4, 1.2 + 0.6 * len(reached)) + 0.2 * len(title))
     ax = axes[0][0]
     names = list(reached)

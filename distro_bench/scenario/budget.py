@@ -42,7 +42,7 @@ def parse_count(value: object) -> int:
         n = int(value)
     elif isinstance(value, str) and (m := _COUNT_RE.match(value.strip())):
         x = float(m.group("num")) * _COUNT_UNITS[m.group("unit").lower()]
-        n = int(round(x)) if x <= COUNT_MAX else COUNT_MAX + 1  # '1e400' reads as infinity
+        n = round(x) if x <= COUNT_MAX else COUNT_MAX + 1  # '1e400' reads as infinity
     else:
         raise ValueError(f"invalid count {value!r}; write a number like 2000000 or '2M' (k, M, G)")
     if n > COUNT_MAX:

@@ -22,7 +22,7 @@ PREFIX = "hf:"
 DEFAULT_SPLIT = "train"
 DEFAULT_FIELD = "text"
 # Byte-level tokens: 32 MB is ~30x what the tiny/small presets see in a long run; more only costs start-up.
-MAX_BYTES = int(os.environ.get("DISTRO_BENCH_HF_MAX_BYTES", 32 * 2**20))
+MAX_BYTES = int(os.environ.get("DISTRO_BENCH_HF_MAX_BYTES", str(32 * 2**20)))
 INSTALL = "pip install 'distro-bench[hf]' (or: pip install datasets)"
 
 

@@ -65,7 +65,7 @@ class Trace:
                 while k + 1 < len(self.steps) and self.steps[k + 1][0] <= a:
                     k += 1
                 rates.append(self._csv_mean(a, b, first=k))
-        return [max(FLOOR_BPS, int(round(r))) for r in rates]
+        return [max(FLOOR_BPS, round(r)) for r in rates]
 
     def _csv_mean(self, a: float, b: float, first: int = 0) -> float:
         total = 0.0

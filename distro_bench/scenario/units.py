@@ -54,7 +54,7 @@ def parse_rate(value: object) -> int:
     bits = _number(m, value, "rate", RATE_MAX_BPS, _RATE_UNITS[unit], "1Tbit")
     if bits < 8000:
         raise ValueError(f"rate {value!r} is below 8kbit, which tc cannot shape meaningfully")
-    return int(round(bits))
+    return round(bits)
 
 
 def format_rate(bits: int) -> str:

@@ -99,7 +99,7 @@ def test_time_budget_stops_after_the_first_step_that_reaches_it_with_few_decisio
 
 def test_time_budget_follows_a_slowdown_without_overshooting_by_more_than_a_step():
     policy = StopPolicy(Budget("time", 20.0, time_s=20.0), eval_every=10)
-    last, _, elapsed, _ = _simulate(policy, lambda s: 0.1 if s < 50 else 0.3)
+    _last, _, elapsed, _ = _simulate(policy, lambda s: 0.1 if s < 50 else 0.3)
     assert 20.0 <= elapsed < 20.0 + 0.3 + 1e-9
 
 
@@ -115,7 +115,7 @@ def test_first_check_is_early_and_total_is_estimated_there():
 def test_target_stops_at_the_first_evaluation_at_or_below_it():
     policy = StopPolicy(Budget("target", 2.0, max_steps=100, target_val_loss=2.0), eval_every=10)
     losses = {9: 3.0, 19: 2.4, 29: 1.99, 39: 1.5}
-    last, decisions, _, _ = _simulate(policy, lambda s: 0.1, val=lambda s: losses.get(s))
+    last, decisions, _, _ = _simulate(policy, lambda s: 0.1, val=losses.get)
     assert last == 29 and decisions == 3
 
 

@@ -91,7 +91,7 @@ def test_candidate_and_baseline_flags(cli, tmp_path):
     assert check(cli, run, "--candidate", "distro").exit_code == 0
     r = check(cli, run, "--baseline", "demo-bf16", "--candidate", "distro", "--min-reduction", "15", "--json")
     assert r.exit_code == 0, r.output
-    red = [c for c in json.loads(r.stdout)["results"] if c["check"].startswith("reduction")][0]
+    red = next(c for c in json.loads(r.stdout)["results"] if c["check"].startswith("reduction"))
     assert red["measured"] == pytest.approx(20, rel=0.01)
 
 

@@ -4,6 +4,7 @@ verdict's row, from constructed summaries with known bytes, steps and seconds.""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 import yaml
@@ -114,7 +115,7 @@ def test_energy_is_null_and_says_nvml_is_absent(monkeypatch):
 
 
 def _scenario(costs=None) -> dict:
-    data = yaml.safe_load(open("scenarios/home-dsl.yaml"))
+    data = yaml.safe_load(Path("scenarios/home-dsl.yaml").read_text())
     if costs is not None:
         data["costs"] = costs
     return data

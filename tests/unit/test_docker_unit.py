@@ -44,7 +44,7 @@ def test_auto_device_sees_all_gpus_or_none():
 
 def test_gpu_asked_but_absent_is_a_capability_error():
     (n, _) = nodes_with({"device": "cuda:1"})
-    with pytest.raises(CapabilityError, match="cuda:1.*1 GPU"):
+    with pytest.raises(CapabilityError, match=r"cuda:1.*1 GPU"):
         place(n, n_gpus=1)
     (n, _) = nodes_with({"device": "cuda"})
     with pytest.raises(CapabilityError, match="has none"):

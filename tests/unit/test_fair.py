@@ -97,7 +97,7 @@ def test_summary_over_seeds_has_means_intervals_and_the_comparison():
     # (2.2 + shift): it crosses 2.7 between them (its 3.75 s evaluation is not a chance adamw had)
     per_seed = [2.5 + (2.8 + sh - 2.7) / 0.6 * 2.5 for sh in (0.0, 0.1, -0.1)]
     assert d["time_to_target_s"] == pytest.approx(sum(per_seed) / 3)
-    m, lo, hi = fair.t_interval(per_seed)
+    _m, lo, hi = fair.t_interval(per_seed)
     assert d["ci95"]["time_to_target_s"] == [pytest.approx(lo), pytest.approx(hi)]
     assert d["per_seed"]["1"]["time_to_target_s"] == pytest.approx(per_seed[1])
     # adamw reaches 2.7 only in seed 1's last evaluation, seeds 0 and 2 earlier (2.6 and 2.5 at 5 s)

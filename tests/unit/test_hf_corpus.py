@@ -65,5 +65,5 @@ def test_missing_field_is_named(local_dataset):
     from distro_bench.train.data import load_corpus
 
     root, _ = local_dataset
-    with pytest.raises(InputError, match="no field 'body'.*fields: id, text"):
+    with pytest.raises(InputError, match=r"no field 'body'.*fields: id, text"):
         load_corpus(f"hf:{root / 'ds'}:train:body")

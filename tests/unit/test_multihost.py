@@ -37,7 +37,7 @@ def test_uneven_split_is_refused_with_the_way_out():
 def test_scenario_host_fields_place_groups():
     s = scen([{"count": 2, "host": 1}, {"count": 1, "host": 0}, {"count": 1, "host": 1}])
     assert from_scenario(s).hosts == ((2,), (0, 1, 3))
-    with pytest.raises(InputError, match="--nnodes: 3, but workers\\[\\].host places the workers on 2 hosts"):
+    with pytest.raises(InputError, match=r"--nnodes: 3, but workers\[\]\.host places the workers on 2 hosts"):
         from_scenario(s, nnodes=3)
 
 
@@ -81,14 +81,14 @@ def test_worker_ranks_under_torchrun(monkeypatch):
 # ---- the interface --------------------------------------------------------------------------------
 
 def _facts(**kw):
-    base = dict(name="eth1", ipv4="10.0.0.2", prefixlen=24, mac=None, mtu=1500, speed_mbit=None, driver=None,
-                default_route=False, ssh_session=None)
+    base = {"name": "eth1", "ipv4": "10.0.0.2", "prefixlen": 24, "mac": None, "mtu": 1500, "speed_mbit": None,
+            "driver": None, "default_route": False, "ssh_session": None}
     return iface_mod.IfaceFacts(**{**base, **kw})
 
 
 def test_iface_is_never_guessed(monkeypatch):
     monkeypatch.setattr(iface_mod, "interfaces", lambda: ["eth0", "eth1", "lo"])
-    with pytest.raises(InputError, match="--iface: name the interface to shape.*never guesses.*eth0, eth1, lo"):
+    with pytest.raises(InputError, match=r"--iface: name the interface to shape.*never guesses.*eth0, eth1, lo"):
         iface_mod.choose(None, shaping=True, i_know=False)
     assert iface_mod.choose(None, shaping=False, i_know=False) is None
     with pytest.raises(InputError, match="no interface 'wlan0'"):

@@ -157,6 +157,6 @@ def test_a_changing_link_is_refused_before_anything_changes(tmp_path, link):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(d))
     agent = Agent(NodeOptions(scenario=path, rdzv="127.0.0.1:1", node_rank=0, nnodes=1, out=tmp_path / "out"))
-    with pytest.raises(InputError, match="links wan: multi-host runs .* do not follow a schedule or trace"):
+    with pytest.raises(InputError, match=r"links wan: multi-host runs .* do not follow a schedule or trace"):
         agent.prepare()
     assert not (tmp_path / "out").exists()

@@ -247,7 +247,7 @@ def test_scheduler_applies_due_changes_logs_rows_and_restores(tmp_path):
 
 
 def test_scheduler_flags_a_read_back_that_differs(tmp_path):
-    sched, em, _ = _scheduler(tmp_path, {"up": "10Mbit", "schedule": [{"at": "1s", "up": "1Mbit"}]},
+    sched, _em, _ = _scheduler(tmp_path, {"up": "10Mbit", "schedule": [{"at": "1s", "up": "1Mbit"}]},
                               started_ago=5.0, lie=3_000_000)
     sched._observe()
     sched._tick()
@@ -256,7 +256,7 @@ def test_scheduler_flags_a_read_back_that_differs(tmp_path):
 
 
 def test_scheduler_step_triggers_wait_for_the_step(tmp_path):
-    sched, em, _ = _scheduler(tmp_path, {"up": "10Mbit", "schedule": [{"at_step": 3, "up": "1Mbit"}]},
+    sched, _em, _ = _scheduler(tmp_path, {"up": "10Mbit", "schedule": [{"at_step": 3, "up": "1Mbit"}]},
                               started_ago=5.0)
     sched._observe()
     sched._tick()
@@ -280,7 +280,7 @@ def test_compute_changes_are_logged_without_an_emulation(tmp_path):
 
 
 def test_outage_cause_names_the_link_and_every_node_it_took_down(tmp_path):
-    sched, em, _ = _scheduler(tmp_path, {"up": "10Mbit", "schedule": [{"at": "1s", "outage": "600s"}]},
+    sched, _em, _ = _scheduler(tmp_path, {"up": "10Mbit", "schedule": [{"at": "1s", "outage": "600s"}]},
                               started_ago=5.0)
     sched._observe()
     sched._tick()

@@ -115,7 +115,7 @@ def test_comparison_of_two_scenarios(cli, tmp_path):
     assert r.exit_code == 0, r.output
     md = (out / "report.md").read_text()
     assert "R1 home-dsl" in md and "R2 datacenter" in md
-    rows = [line for line in md.splitlines() if line.startswith("| adamw |") or line.startswith("| distro |")]
+    rows = [line for line in md.splitlines() if line.startswith(("| adamw |", "| distro |"))]
     assert len(rows) == 4
     # half the compute: step time really changed; bytes are identical
     assert re.search(r"\| adamw \| R2 datacenter \| [^|]+ \| -\d+\.\d% \| 4\.16 \| no change \|", md), md

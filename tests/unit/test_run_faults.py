@@ -81,7 +81,7 @@ def test_disk_full_after_a_complete_run_says_the_results_were_not_stored(tmp_pat
         return real(prefix=prefix, dir=dir, **k)
 
     monkeypatch.setattr(rundir.tempfile, "mkstemp", refuse_summary)
-    with pytest.raises(RunFolderWriteError, match="no space left on device writing .*summary.json.*training completed"):
+    with pytest.raises(RunFolderWriteError, match=r"no space left on device writing .*summary\.json.*training completed"):
         finalize(d, scenario_from_dict(tiny_scenario_dict()), "local", "complete", None, "t0")
     assert json.loads((d / "status.json").read_text())["state"] == "failed"
 

@@ -43,7 +43,7 @@ def test_grid_is_every_combination():
 
 def test_points_validate_like_scenarios():
     s = load_scenario(HOME)
-    (p, scen), *_ = validate_grid(s, parse_sets(["links.dsl.up=1Mbit", "optimizers.distro.lr=1e-3"]))
+    (_p, scen), *_ = validate_grid(s, parse_sets(["links.dsl.up=1Mbit", "optimizers.distro.lr=1e-3"]))
     node = scen.nodes()[0]
     # a preset link named by path starts from the preset: only `up` changes
     assert node.link.up == 1_000_000 and node.link.down == 50_000_000 and node.link.delay == 0.015

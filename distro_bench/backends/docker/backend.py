@@ -167,14 +167,14 @@ class DockerBackend(Backend):
 
     def _start_node(self, node: Node):
         p = self.placements[node.rank]
-        kwargs: dict[str, Any] = dict(
-            image=self.image.id, command=["sleep", "infinity"], entrypoint=[], detach=True, init=True,
-            name=f"distro-bench-{self.run_id}-{node.name}", hostname=node.name,
-            labels={**_owner_labels(self.run_id), LABEL_RANK: str(node.rank)},
-            network=self.network.name, volumes=self._mounts(), user=f"{os.getuid()}:{os.getgid()}",
-            shm_size=SHM_SIZE, cap_drop=DROPPED_CAPS, security_opt=["no-new-privileges"], privileged=False,
-            environment={"HOME": "/tmp"},
-        )
+        kwargs: dict[str, Any] = {
+            "image": self.image.id, "command": ["sleep", "infinity"], "entrypoint": [], "detach": True, "init": True,
+            "name": f"distro-bench-{self.run_id}-{node.name}", "hostname": node.name,
+            "labels": {**_owner_labels(self.run_id), LABEL_RANK: str(node.rank)},
+            "network": self.network.name, "volumes": self._mounts(), "user": f"{os.getuid()}:{os.getgid()}",
+            "shm_size": SHM_SIZE, "cap_drop": DROPPED_CAPS, "security_opt": ["no-new-privileges"], "privileged": False,
+            "environment": {"HOME": "/tmp"},
+        }
         if p.nano_cpus:
             kwargs["nano_cpus"] = p.nano_cpus
         if p.mem_bytes:
@@ -278,7 +278,7 @@ class DockerBackend(Backend):
         self.teardown_problems += self._stop_delay_lines()
         if self.client is None:
             return
-        removed, problems = remove_labelled(self.client, self.run_id)
+        _removed, problems = remove_labelled(self.client, self.run_id)
         self.teardown_problems += problems
         self.containers, self.network = [], None
 

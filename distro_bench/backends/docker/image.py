@@ -254,7 +254,7 @@ def build_wheelhouse(reqs: list[str], python_version: str, progress: Progress = 
     tmp = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=dest.parent if dest.parent.exists() else None))
     argv = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--only-binary=:all:",
             "--dest", str(tmp)]
-    if python_version != "%d.%d" % sys.version_info[:2]:
+    if python_version != f"{sys.version_info.major}.{sys.version_info.minor}":
         argv += ["--python-version", python_version]
     progress(f"wheelhouse: pip download {' '.join(reqs)}")
     proc = subprocess.run(argv + reqs, capture_output=True, text=True)

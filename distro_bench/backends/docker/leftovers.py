@@ -40,7 +40,7 @@ def remove_labelled(client, run_id: str | None = None, *, include_live: bool = T
     try:
         networks = [n for n in client.networks.list(filters={"label": label}) if dead(n)]
     except docker.errors.APIError as e:
-        return removed, problems + [f"listing networks: {e}"]
+        return removed, [*problems, f"listing networks: {e}"]
     for n in networks:
         try:
             n.remove()

@@ -78,7 +78,8 @@ class Schedule:
             return None
         release = self._enqueue(now, frame, path)
         if release is not None and imp.duplicate and self.rng.random() < imp.duplicate:
-            if self._enqueue(now, frame, path) is not None:
+            copy_release = self._enqueue(now, frame, path)
+            if copy_release is not None:
                 self.duplicated += 1
         return release
 

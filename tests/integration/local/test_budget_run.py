@@ -63,7 +63,7 @@ def test_summary_has_budget_target_seeds_and_intervals(budget_run):
     summary = json.loads((result.run_dir / "summary.json").read_text())
     assert summary["run"]["budget"] == {"kind": "time", "value": BUDGET_S, "tokens_per_step": 2 * 4 * 32}
     assert summary["run"]["seeds"] == [0, 1] and summary["target"]["val_loss"] is not None
-    for name, s in summary["optimizers"].items():
+    for s in summary["optimizers"].values():
         assert s["seeds"] == 2 and s["train_time_s"] >= BUDGET_S
         lo, hi = s["ci95"]["final_val_loss"]
         assert lo <= s["final_val_loss"] <= hi

@@ -253,10 +253,10 @@ def _paths(doc, prefix=()):
     yield prefix
     if isinstance(doc, dict):
         for k, v in doc.items():
-            yield from _paths(v, prefix + (k,))
+            yield from _paths(v, (*prefix, k))
     elif isinstance(doc, list):
         for i, v in enumerate(doc):
-            yield from _paths(v, prefix + (i,))
+            yield from _paths(v, (*prefix, i))
 
 
 @st.composite

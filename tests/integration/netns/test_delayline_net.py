@@ -6,6 +6,7 @@ Checksum offload stays on (the veth default), so TCP here also proves partial ch
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -207,7 +208,7 @@ def test_jitter_keeps_packet_order_unless_asked(reorder):
     with Lab(lab_links) as lab:
         seen = udp_order(lab, 400)
     assert len(seen) >= 390  # nothing is lost but perhaps to the host's own buffers
-    inversions = sum(a > b for a, b in zip(seen, seen[1:]))
+    inversions = sum(a > b for a, b in itertools.pairwise(seen))
     if reorder:
         assert inversions > 20
     else:

@@ -73,10 +73,10 @@ def start_agents(star: Star, scen: Path, outs: list[Path], port: int, *extra: st
             [sys.executable, "-m", "distro_bench.cli", "node", str(scen), "--rdzv", f"{star.spec.nodes[0].addr}:{port}",
              "--node-rank", str(i), "--nnodes", str(len(star.spec.nodes)), "--iface", "eth0", "--out", str(outs[i]),
              "--timeout", "300", "--json", *extra])
-        log = open(outs[i].parent / f"agent{i}.log", "w")
-        procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      start_new_session=True, cwd=REPO,
-                                      env={**os.environ, "PYTHONPATH": str(REPO), "DISTRO_BENCH_THREADS": "1"}))
+        with open(outs[i].parent / f"agent{i}.log", "w") as log:  # the agent writes to its own copy of the file
+            procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                          start_new_session=True, cwd=REPO,
+                                          env={**os.environ, "PYTHONPATH": str(REPO), "DISTRO_BENCH_THREADS": "1"}))
     return procs
 
 

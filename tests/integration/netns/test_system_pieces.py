@@ -56,7 +56,7 @@ def namespaces():
 
     yield make
     assert delete_namespaces(reversed(made)) == []
-    assert not [n for n in list_namespaces(rid)]
+    assert not list(list_namespaces(rid))
 
 
 def test_offloads_off_turns_off_every_tcp_segmentation_feature_on_a_real_veth(namespaces):
