@@ -19,7 +19,9 @@ from pydantic import (
     Field,
     PlainSerializer,
     PrivateAttr,
+    SerializationInfo,
     ValidationError,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -27,7 +29,7 @@ from pydantic import (
 from distro_bench.errors import ScenarioError
 from distro_bench.scenario import hfcorpus, presets
 from distro_bench.scenario.budget import Budget, format_count, parse_count, resolve_budget, resolve_target_cap
-from distro_bench.scenario.optimizers import OPTIONS
+from distro_bench.scenario.optimizers import OPTIONS, OptimizerConfig, option_names
 from distro_bench.scenario.regions import RegionMatrix, RegionsSpec, matrix_problems
 from distro_bench.scenario.regions import resolve as resolve_regions
 from distro_bench.scenario.units import Duration, Percent, Rate, Size, format_duration, format_percent, format_rate
@@ -384,15 +386,32 @@ class Scenario(_Strict):
     data: DataSpec = Field(default_factory=DataSpec)
     train: TrainSpec = Field(default_factory=TrainSpec)
     network: NetworkSpec = Field(default_factory=NetworkSpec)
-    optimizers: dict[str, dict[str, Any]] = Field(min_length=1)
+    # Run name -> its optimizer's options, the model `type` names (default: the run name, so `adamw: {lr: 3e-3}`
+    # is an AdamW and `distro-2bit: {type: distro, ...}` a second DisTrO run).
+    optimizers: dict[str, OptimizerConfig] = Field(min_length=1)
     baseline: str = "adamw"
     checks: ChecksSpec = Field(default_factory=ChecksSpec)
     costs: CostsSpec = Field(default_factory=CostsSpec)
     # One-way delay per ordered pair of regions (a preset or a table), applied on top of the access links.
     regions: RegionsSpec | None = None
 
-    _optimizer_configs: dict[str, Any] = PrivateAttr(default_factory=dict)
     _base_dir: Path = PrivateAttr(default=Path("."))
+
+    @field_validator("optimizers", mode="before")
+    @classmethod
+    def _type_defaults_to_name(cls, v: Any) -> Any:
+        # Only a name that is a type stands in for `type`: any other name without one is reported as an
+        # unknown optimizer (the discriminator finds no tag) rather than as an unknown type.
+        if not isinstance(v, dict):
+            return v
+        return {k: ({**(e or {}), "type": k} if (e is None or isinstance(e, dict)) and "type" not in (e or {})
+                    and k in OPTIONS else e) for k, e in v.items()}
+
+    @field_serializer("optimizers")
+    def _every_option(self, v: dict[str, OptimizerConfig], info: SerializationInfo) -> dict[str, Any]:
+        # Every option, None included (the scenario's exclude_none must not turn AdamW's `max_grad_norm: null`,
+        # no clipping, back into the default 1.0 when the dump is loaded again).
+        return {k: c.model_dump(mode=info.mode) for k, c in v.items()}
 
     @field_validator("optimizers")
     @classmethod
@@ -407,9 +426,9 @@ class Scenario(_Strict):
     def world_size(self) -> int:
         return sum(g.count for g in self.workers)
 
-    def optimizer_configs(self) -> dict[str, Any]:
-        """Run name -> validated config of its strategy (type defaults to the run name)."""
-        return dict(self._optimizer_configs)
+    def optimizer_configs(self) -> dict[str, OptimizerConfig]:
+        """Run name -> the options of its strategy (a copy of `optimizers`, for callers that predate it)."""
+        return dict(self.optimizers)
 
     def budget(self) -> Budget:
         """What every optimizer trains for (distro_bench/scenario/budget.py), the same for all of them."""
@@ -456,7 +475,6 @@ class Scenario(_Strict):
         """The scenario with presets expanded and defaults filled: what `scenario.yaml` in a run folder holds."""
         d = self.model_dump(mode="json", exclude_none=True)
         d["model"] = {"preset": self.model.preset, **self.resolved_model()} if self.model.preset else self.resolved_model()
-        d["optimizers"] = {k: v.model_dump(mode="json") for k, v in self._optimizer_configs.items()}
         d["links"] = {n.link_name: n.link.model_dump(mode="json", exclude_none=True)
                       for n in self.nodes() if n.link is not None and n.link_name}
         d["hardware"] = {n.hardware_name: n.hardware.model_dump(mode="json", exclude_none=True) for n in self.nodes()}
@@ -579,12 +597,39 @@ def _known(names) -> str:
     return ", ".join(sorted(names))
 
 
+def _optimizer_problem(e: dict[str, Any]) -> tuple[tuple[Any, ...], str | None]:
+    """(location, message or None) of an error inside `optimizers.<name>`: the union's tag (the type) is left
+    out of the location, and an unknown type or field says what is valid."""
+    loc = e["loc"]
+    if len(loc) < 2:
+        return loc, None
+    name = loc[1]
+    if e["type"] == "union_tag_not_found":  # no `type`, and the name is none
+        return (*loc[:2], "(name)"), (f"unknown optimizer {name!r}; known: {_known(OPTIONS)}; a run named "
+                                      "otherwise names its type (type: distro)")
+    if e["type"] == "union_tag_invalid":
+        return (*loc[:2], "type"), f"unknown optimizer {e['ctx']['tag']!r}; known: {_known(OPTIONS)}"
+    kind = loc[2] if len(loc) > 2 and loc[2] in OPTIONS else None
+    if kind is None:
+        return loc, None
+    loc = (*loc[:2], *loc[3:])
+    if e["type"] == "extra_forbidden":
+        return loc, (f"unknown field {loc[-1]!r} for optimizer {name!r} (type {kind}); valid: "
+                     + ", ".join(option_names(str(kind))))
+    return loc, None
+
+
 def _pydantic_problems(err: ValidationError, prefix: tuple = ()) -> list[str]:
     problems = []
     for e in err.errors(include_url=False):
         loc = tuple(p for p in e["loc"] if p not in ("str", "LinkSpec", "HardwareSpec", "function-after[_jitter_fits_delay(), LinkSpec]"))
         msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
+        special = None
+        if loc and loc[0] == "optimizers":
+            loc, special = _optimizer_problem({**e, "loc": loc})
+        if special:
+            msg = special
+        elif e["type"] == "extra_forbidden":
             msg = f"unknown field {loc[-1]!r}"
         elif e["type"] == "missing":
             msg = "required field is missing"
@@ -708,31 +753,15 @@ def _trace_problems(s: Scenario) -> list[str]:
     return problems
 
 
-def _optimizer_problems(s: Scenario) -> tuple[dict[str, Any], list[str]]:
-    configs, problems = {}, []
-    for run_name, raw in s.optimizers.items():
-        raw = dict(raw or {})
-        kind = raw.setdefault("type", run_name)
-        if kind not in OPTIONS:
-            where = "type" if "type" in (s.optimizers[run_name] or {}) else "(name)"
-            problems.append(f"optimizers.{run_name}.{where}: unknown optimizer {kind!r}; known: {_known(OPTIONS)}")
-            continue
-        try:
-            configs[run_name] = OPTIONS[kind].model_validate(raw)
-        except ValidationError as e:
-            problems.extend(_pydantic_problems(e, ("optimizers", run_name)))
-    return configs, problems
-
-
 # Stand-ins for a required field that failed, so the rest of the scenario can still be checked.
 _STAND_INS = {"name": "scenario", "workers": [{"count": 1}], "optimizers": {"adamw": {"lr": 1e-3}}}
 
 
 def _problems_beyond(data: dict, err: ValidationError, base_dir: Path) -> list[str]:
-    """Reference and optimizer problems of the parts of `data` that passed the field checks.
+    """Reference problems of the parts of `data` that passed the field checks.
 
-    Each failing part is replaced by a neutral stand-in (an empty link or hardware spec under the same name,
-    a one-worker group, the section's defaults) and whatever else is wrong is reported, leaving out problems
+    Each failing part is replaced by a neutral stand-in (an empty link or hardware spec or an AdamW entry under
+    the same name, a one-worker group, the section's defaults) and whatever else is wrong is reported, leaving out problems
     located inside a replaced part (they would describe the stand-in, not the file)."""
     data = {k: (dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v) for k, v in data.items()}
     replaced = set()
@@ -743,6 +772,9 @@ def _problems_beyond(data: dict, err: ValidationError, base_dir: Path) -> list[s
         top = loc[0]
         if top in ("links", "hardware") and len(loc) > 1 and isinstance(data.get(top), dict) and loc[1] in data[top]:
             data[top][loc[1]] = {}
+            replaced.add(_loc(loc[:2]))
+        elif top == "optimizers" and len(loc) > 1 and isinstance(data.get(top), dict) and loc[1] in data[top]:
+            data[top][loc[1]] = {"type": "adamw", "lr": 1e-3}  # the name stays: the baseline may be it
             replaced.add(_loc(loc[:2]))
         elif top == "workers" and len(loc) > 1 and isinstance(loc[1], int) and isinstance(data.get(top), list):
             data[top][loc[1]] = {"count": 1}
@@ -759,12 +791,11 @@ def _problems_beyond(data: dict, err: ValidationError, base_dir: Path) -> list[s
     except ValidationError:
         return []
     s._base_dir = base_dir
-    _, optimizer_problems = _optimizer_problems(s)
 
     def inside(problem: str) -> bool:
         return any(problem.startswith(r) and problem[len(r):len(r) + 1] in (".", ":", "[") for r in replaced)
 
-    return [p for p in _reference_problems(s) + optimizer_problems if not inside(p)]
+    return [p for p in _reference_problems(s) if not inside(p)]
 
 
 def scenario_from_dict(data: Any, source: str = "<scenario>", base_dir: Path | None = None) -> Scenario:
@@ -779,16 +810,14 @@ def scenario_from_dict(data: Any, source: str = "<scenario>", base_dir: Path | N
     try:
         s = Scenario.model_validate(data)
     except ValidationError as e:
-        # One pass: also report the reference and optimizer problems of every part that did validate, so a
+        # One pass: also report the reference problems of every part that did validate, so a
         # user does not fix the first round only to meet a second.
         problems = _pydantic_problems(e) + _problems_beyond(data, e, base_dir or Path("."))
         raise ScenarioError(source, list(dict.fromkeys(problems))) from None
     s._base_dir = base_dir or Path(".")
-    configs, problems = _optimizer_problems(s)
-    problems = _reference_problems(s) + problems
+    problems = _reference_problems(s)
     if problems:
         raise ScenarioError(source, problems)
-    s._optimizer_configs = configs
     return s
 
 

@@ -7,7 +7,7 @@ start in well under a second. Each strategy (distro_bench/train/optim/<name>.py)
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -258,6 +258,15 @@ class StreamingDiLoCoConfig(DiLoCoConfig):
         """The step phase at which `fragment` syncs: after steps where (step + 1) mod H equals this."""
         return fragment * self.inner_steps // self.fragments
 
+# One scenario entry under `optimizers:`: the option model its `type` names (the scenario loader defaults
+# `type` to the entry's name, so `adamw: {lr: 3e-3}` needs none; distro_bench/scenario/model.py).
+OptimizerConfig = Annotated[
+    AdamWConfig | DisTrOConfig | DiLoCoConfig | SparseLoCoConfig | PowerSGDConfig | MuLoCoConfig | SPARTAConfig
+    | DESLOCConfig | StreamingDiLoCoConfig,
+    Field(discriminator="type"),
+]
+
+# type -> option model; the same classes as OptimizerConfig's union (a unit test keeps them equal).
 OPTIONS: dict[str, type[StrategyConfig]] = {
     "adamw": AdamWConfig,
     "distro": DisTrOConfig,
@@ -269,3 +278,8 @@ OPTIONS: dict[str, type[StrategyConfig]] = {
     "desloc": DESLOCConfig,
     "streaming-diloco": StreamingDiLoCoConfig,
 }
+
+
+def option_names(kind: str) -> list[str]:
+    """The options an optimizer of type `kind` takes (its fields but `type`), for error messages."""
+    return sorted(n for n in OPTIONS[kind].model_fields if n != "type")

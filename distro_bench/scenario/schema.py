@@ -41,6 +41,8 @@ def scenario_schema() -> dict:
             defs[model]["properties"]["preset"] = {"anyOf": [{"enum": sorted(known)}, {"type": "null"}],
                                                    "default": defs[model]["properties"]["preset"].get("default")}
     opt_defs, refs = _option_schemas()
+    for name in opt_defs:  # pydantic's own (from Scenario.optimizers' union) give way to the described ones
+        defs.pop(name, None)
     defs.update(opt_defs)
     # Each optimizer entry: `type` picks the option model (a discriminated union over OPTIONS); an entry named
     # after a type (`adamw: {lr: ...}`) may leave `type` out, as the loader defaults it to the name.

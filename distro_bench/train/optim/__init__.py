@@ -2,7 +2,8 @@
 
 The option models (distro_bench/scenario/optimizers.py) import no torch; a strategy's own module is imported the
 first time it is asked for, so the scenario schema, `validate` and the CLI start without torch.
-Adding a method: its option model in options.py, its module here, one line in each registry.
+Adding a method: its option model in distro_bench/scenario/optimizers.py (a class with `type: Literal["name"]`,
+added to the OptimizerConfig union and OPTIONS there), its module here, and its line in STRATEGY_PATHS.
 """
 
 from __future__ import annotations
