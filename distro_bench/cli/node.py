@@ -47,13 +47,14 @@ def node(
     start their workers under torchrun (c10d rendezvous at --rdzv), remove the shaping on exit, Ctrl-C or
     failure. Node-rank 0 writes the run folder (its path is the last line printed)."""
     from distro_bench.multihost.agent import NodeOptions, run_node
+    from distro_bench.run.overrides import Overrides
 
-    opts = NodeOptions(scenario=scenario, rdzv=rdzv, node_rank=node_rank, nnodes=nnodes, iface=iface, i_know=i_know,
-                       shaping=shaping, optimizers=optimizer or None, steps=steps, out=out, placement=placement,
-                       store_port=store_port, allow_unemulated=allow_unemulated, measure=measure,
-                       join_timeout_s=timeout, collective_timeout_s=collective_timeout,
-                       ship_records=ship_records)
     with cli_errors():
+        overrides = Overrides(optimizers=optimizer or None, steps=steps, out=out, allow_unemulated=allow_unemulated,
+                              measure_links=measure, collective_timeout_s=collective_timeout)
+        opts = NodeOptions(scenario=scenario, rdzv=rdzv, node_rank=node_rank, nnodes=nnodes, iface=iface,
+                           i_know=i_know, shaping=shaping, placement=placement, store_port=store_port,
+                           join_timeout_s=timeout, ship_records=ship_records, overrides=overrides)
         result = run_node(opts, note=lambda text: err_console.print(text, markup=False))
     if as_json:
         print_json({"node_rank": result.node_rank, "run_dir": str(result.run_dir), "state": result.state,

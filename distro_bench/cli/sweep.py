@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from distro_bench.run.console import cli_errors, console
 
-TUNE_SEEDS = 3  # seeds per grid point when picking: one seed's luck is not a setting's merit
+TUNE_SEEDS = 3  # studies.sweep.TUNE_SEEDS, for --help (importing studies.sweep here would load torch)
 
 
 def sweep(
@@ -35,45 +35,28 @@ def sweep(
     reuse: bool = typer.Option(True, help="reuse an optimizer's result when a point leaves its settings unchanged"),
 ) -> None:
     """Run SCENARIO over a grid of settings into one sweep folder (its path is the last line)."""
-    from distro_bench.backends import BackendOptions
     from distro_bench.errors import InputError
+    from distro_bench.run.overrides import Overrides
     from distro_bench.run.progress import RichProgress
-    from distro_bench.run.runner import RunOptions, run_scenario
     from distro_bench.scenario.model import load_scenario
-    from distro_bench.studies.sweep import parse_sets, run_sweep
+    from distro_bench.studies import sweep as sweep_mod
 
     with cli_errors():
         if pick not in (None, "best"):
             raise InputError(f"--pick: {pick!r} is not a choice; the one choice is 'best'")
         s = load_scenario(scenario)
-        axes = parse_sets(set_)
-        fixed = {}
-        budgets = {k: v for k, v in (("steps", steps), ("time_budget", time_budget), ("tokens", tokens)) if v is not None}
-        if len(budgets) > 1:
-            raise InputError(f"give one budget, not {' and '.join('--' + k.replace('_', '-') for k in budgets)}")
-        fixed.update({f"train.{k}": v for k, v in budgets.items()})
-        if repeat is None and pick == "best":
-            repeat = TUNE_SEEDS
-        if repeat is not None:
-            fixed["train.seeds"] = list(range(s.train.seed, s.train.seed + repeat))
-        clash = [a.path for a in axes if a.path in fixed]
-        if clash:
-            raise InputError(f"--set {clash[0]}: also given by an option; sweep it or fix it, not both")
-        opts = RunOptions(backend=backend, measure_links=measure_links, backend_options=BackendOptions(
-            link_engine=link_engine, allow_unemulated=allow_unemulated or s.network.allow_unemulated))
-
-        def run_point(scen, folder):
-            from dataclasses import replace
-
-            with RichProgress() as progress:
-                return run_scenario(scen, replace(opts, out=folder), progress)
+        axes = sweep_mod.parse_sets(set_)
+        # --allow-unemulated adds to the scenario's network.allow_unemulated; it never turns it off here
+        overrides = Overrides(backend=backend, out=out, steps=steps, time_budget=time_budget, tokens=tokens,
+                              repeat=repeat, link_engine=link_engine, allow_unemulated=allow_unemulated or None,
+                              measure_links=measure_links)
 
         def on_point(point, total, what):
             console.print(f"[bold][{point.index + 1}/{total}][/] {escape(point.label)}: {escape(what)}")
 
         # Ctrl-C: run_sweep keeps and summarises the finished points, then raises Interrupted (exit 130)
-        result = run_sweep(s, axes, out=out, run=run_point, pick_best=pick == "best", reuse=reuse, on_point=on_point,
-                           fixed=fixed)
+        result = sweep_mod.sweep(s, axes, overrides, pick_best=pick == "best", reuse=reuse, on_point=on_point,
+                                 point_progress=RichProgress)
         from distro_bench.studies.sweep import table_frame
 
         frame = table_frame(result.points)

@@ -6,7 +6,11 @@ torchrun's c10d rendezvous, and (node-rank 0) gather one run folder.
     shaping + janitor (hostshaping.py, janitor.py)   -> read back; removed on exit, Ctrl-C, failure, SIGKILL
     host description + measured RTT/goodput           -> environment.json `hosts`
     per seed, per optimizer: barrier -> torchrun -> its records to the run folder (shared path or the store)
-    node 0: environment.json, metrics/summary (runner.finalize, unchanged), report; status says which host failed
+    node 0: environment.json, metrics/summary, report; status says which host failed
+
+The run folder's lifecycle (open and claim, the seed x optimizer loop, how it ended, finish) is the single-host
+runner's: distro_bench/run/lifecycle.py; what this module adds is the launch (torchrun on every host, in step
+through the store) and the hosts' part (shaping, records shipped to node 0).
 
 The run folder is the one `distro-bench run` writes (backend "multihost"), so `report` and `check` read it
 unchanged. Workers never get NET_ADMIN: torchrun is started without it (distro_bench/net/enter.py).
@@ -23,12 +27,31 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
-from distro_bench.errors import CapabilityError, HarnessError, InputError, Interrupted, WorkerFailed
-from distro_bench.multihost.store import WATCH_S, AgentStore, PeerLost
+import distro_bench
+from distro_bench.errors import CapabilityError, HarnessError, InputError, WorkerFailed
+from distro_bench.multihost import iface as iface_mod
+from distro_bench.multihost import measure
+from distro_bench.multihost.failure import cause, without_cpp_frames
+from distro_bench.multihost.hostshaping import HostShaping, plan_host
+from distro_bench.multihost.store import LOST_AFTER_S, WATCH_S, AgentStore, PeerLost
+from distro_bench.net.emulation import worker_env
+from distro_bench.net.host import probe
+from distro_bench.net.ns import NetnsRef
+from distro_bench.results.rundir import atomic_write_text
+from distro_bench.run import environment
+from distro_bench.run.lifecycle import (
+    NoteProgress,
+    RunLifecycle,
+    choose_dist_backend,
+    collective_timeout_s,
+    sigterm_as_interrupt,
+)
+from distro_bench.run.overrides import Overrides
+from distro_bench.scenario.model import load_scenario
 from distro_bench.scenario.placement import ENV_NODE_RANK, ENV_PLACEMENT, Placement, from_scenario
+from distro_bench.train.worker import WireCounter
 
 BACKEND = "multihost"
 TOKEN_FILE = ".multihost-token"
@@ -44,17 +67,14 @@ class NodeOptions:
     iface: str | None = None
     i_know: bool = False
     shaping: bool = True
-    optimizers: list[str] | None = None
-    steps: int | None = None
-    out: Path = Path("results")
     placement: str | None = None
     store_port: int | None = None
-    allow_unemulated: bool | None = None
-    measure: bool = True
     join_timeout_s: float = 600.0
-    collective_timeout_s: float | None = None
-    write_report: bool = True
     ship_records: bool = False  # ship over the store even where --out is shared (tests the no-shared-path case)
+    # The run options shared with `distro-bench run`. The agent reads the scenario's (optimizers, budget,
+    # seeds), out, allow_unemulated, measure_links (None here: measure RTT and goodput to the peers),
+    # collective_timeout_s and write_report; the backend is always this one.
+    overrides: Overrides = field(default_factory=Overrides)
 
 
 @dataclass
@@ -91,8 +111,6 @@ def is_local_host(host: str) -> bool:
 
 def _pythonpath() -> str:
     """This harness first, so the janitor and workers import the agent's own code."""
-    import distro_bench
-
     return os.pathsep.join([str(Path(distro_bench.__file__).resolve().parents[1])]
                            + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
 
@@ -112,17 +130,16 @@ class Agent:
         self.store: AgentStore | None = None
         self.torchrun: subprocess.Popen | None = None
         self.host: dict = {"node_rank": opts.node_rank, "state": "starting"}
+        self.run_dir: Path | None = None
+        self.failed_host: dict | None = None
 
     # ---- checks before anything changes ----------------------------------------------------------
     def prepare(self) -> None:
-        from distro_bench.scenario.model import load_scenario
-
         o = self.o
         self.rdzv_host, self.rdzv_port = parse_endpoint(o.rdzv)
-        scenario = load_scenario(o.scenario)
-        if o.steps is not None or o.optimizers:
-            scenario = scenario.with_overrides(steps=o.steps, optimizers=o.optimizers)
+        scenario = o.overrides.apply(load_scenario(o.scenario))
         self.scenario = scenario
+        self.life = RunLifecycle(scenario, BACKEND, NoteProgress(self.note), host=o.node_rank)
         self.placement: Placement = from_scenario(scenario, o.nnodes, o.placement)
         if not 0 <= o.node_rank < self.placement.nnodes:
             raise InputError(f"--node-rank: {o.node_rank}; this run has hosts 0..{self.placement.nnodes - 1}")
@@ -135,21 +152,16 @@ class Agent:
                              "follow a schedule or trace; drop them, or run on one host (--backend netns)")
         self.my_nodes = [nodes[r] for r in self.placement.ranks_of(o.node_rank)]
         wants_shaping = o.shaping and any(n.link is not None and n.link.shaped for n in self.my_nodes)
-        from distro_bench.multihost import iface
-
-        self.iface = iface.choose(o.iface, shaping=wants_shaping, i_know=o.i_know)
+        self.iface = iface_mod.choose(o.iface, shaping=wants_shaping, i_know=o.i_know)
         self.plan = None
         if wants_shaping:
             if os.geteuid() != 0:
                 raise CapabilityError("shaping this host's interface needs root (tc, an ifb device); run the agent "
                                       "as root, or --no-shaping to measure the network as it is")
-            from distro_bench.multihost.hostshaping import plan_host
-            from distro_bench.net.host import probe
-
             caps = probe(docker=False, gpus=False)
             if not caps.rate_shaping:
                 raise CapabilityError("this kernel has no tbf qdisc: the links cannot be shaped here")
-            allow = scenario.network.allow_unemulated if o.allow_unemulated is None else o.allow_unemulated
+            allow = o.overrides.backend_options(scenario).allow_unemulated
             self.plan = plan_host(self.my_nodes, caps, allow_unemulated=allow, seed=scenario.train.seed)
         if o.node_rank == 0 and not is_local_host(self.rdzv_host):
             raise InputError(f"--rdzv: {self.rdzv_host} is not an address of this host, but node-rank 0 serves the "
@@ -158,48 +170,21 @@ class Agent:
     # ---- the run ------------------------------------------------------------------------------------
     def run(self) -> NodeResult:
         self.prepare()
-        o = self.o
+        o, life = self.o, self.life
         self.store = AgentStore(self.rdzv_host, o.store_port or self.rdzv_port + 1, o.node_rank,
                                 self.placement.nnodes, o.join_timeout_s)
         self.store.start_heartbeat()
-        state, reason = "failed", None
-        self.run_dir = None
-        self.failed_host: dict | None = None
-        self.started = datetime.now(UTC).isoformat(timespec="seconds")
         try:
-            self._open_run_folder()
-            self._shape()
-            self._describe_and_measure()
-            self.host["state"] = "running"
-            for seed in self.scenario.train.seed_list():
-                for run_name in self.scenario.optimizers:
-                    self._train_one(run_name, seed)
-            state = "complete"
+            with life.guard(on_failure=self._failed):
+                self._open_run_folder()
+                self._shape()
+                self._describe_and_measure()
+                self.host["state"] = "running"
+                life.train_all(self._train_one)
             self.host["state"] = "complete"
-        except KeyboardInterrupt:
-            state, reason = "incomplete", f"interrupted on host {o.node_rank} (Ctrl-C or SIGTERM)"
-            self.host["state"] = "interrupted"
-            self.store.report_failure(reason)
-            raise Interrupted(f"interrupted; partial results kept in {self.run_dir}") from None
-        except PeerLost as e:
-            reason = str(e)
-            self.failed_host = {"node_rank": e.node_rank, "kind": e.kind, "message": str(e)}
-            self.host["state"] = f"stopped: {reason}"
-            raise
-        except HarnessError as e:
-            reason = f"host {o.node_rank}: {e}"
-            self.host["state"] = "failed"
-            self.failed_host = {"node_rank": o.node_rank, "kind": "failed", "message": reason}
-            self.store.report_failure(reason)
-            raise
-        except Exception as e:
-            reason = f"host {o.node_rank}: {type(e).__name__}: {e}"
-            self.host["state"] = "failed"
-            self.store.report_failure(reason)
-            raise
         finally:
-            if o.node_rank == 0 and self.run_dir is not None and state != "complete":
-                self._status_now(state, reason)  # whatever fails below, the folder no longer says running
+            if o.node_rank == 0 and self.run_dir is not None and life.state != "complete":
+                life.status_now()  # whatever fails below, the folder no longer says running
             for step in (self._stop_torchrun, self._unshape):
                 try:
                     step()
@@ -209,55 +194,39 @@ class Agent:
                 try:
                     self._wait_byes()
                     if self.run_dir is not None:
-                        self._finalize(state, reason)
+                        self._finalize()
                 finally:
-                    self._release()
-            self._say_bye(state)
-        return NodeResult(o.node_rank, self.run_dir, state, reason, self.host)
+                    life.release()
+            self._say_bye(life.state)
+        return NodeResult(o.node_rank, self.run_dir, life.state, life.reason, self.host)
 
-    def _claim(self) -> None:
-        """Node 0's run folder is claimed like a single-host run's: if this agent is SIGKILLed, `distro-bench
-        clean` marks the folder it left saying "running" as failed (distro_bench/net/owner.py)."""
-        from distro_bench.net import owner
-        from distro_bench.net.naming import new_run_id
-
-        self.claim_id = new_run_id()
-        try:
-            owner.claim(self.claim_id, self.run_dir)
-        except OSError:
-            self.claim_id = None
-
-    def _release(self) -> None:
-        from distro_bench.net import owner
-
-        if getattr(self, "claim_id", None):
-            try:
-                owner.release(self.claim_id)
-            except OSError:
-                pass
-
-    def _status_now(self, state: str, reason: str | None) -> None:
-        from distro_bench.results.rundir import write_status
-
-        try:
-            write_status(self.run_dir, state, reason)
-        except OSError as e:
-            self.note(f"host 0: status.json not written: {e}")
+    def _failed(self, e: BaseException) -> None:
+        """How this host's part ended, for the other hosts (the store) and environment.json's `failed_host`."""
+        life, me = self.life, self.o.node_rank
+        if isinstance(e, KeyboardInterrupt):
+            self.host["state"] = "interrupted"
+        elif isinstance(e, PeerLost):  # another host's failure, not this one's: its message as it is
+            life.reason = str(e)
+            self.failed_host = {"node_rank": e.node_rank, "kind": e.kind, "message": str(e)}
+            self.host["state"] = f"stopped: {life.reason}"
+            return
+        else:
+            self.host["state"] = "failed"
+            if isinstance(e, HarnessError):
+                self.failed_host = {"node_rank": me, "kind": "failed", "message": life.reason}
+        self.store.report_failure(life.reason)
 
     def _open_run_folder(self) -> None:
-        from distro_bench.results.rundir import atomic_write_json, atomic_write_text, new_run_dir
-        from distro_bench.scenario.model import dump_scenario
-
+        """Node 0 opens the run folder (run/lifecycle.py: claimed, scenario.yaml, status "running") and names it
+        in the store; the others write into it where it is shared (its token is there), else into a local copy."""
         o, st = self.o, self.store
         if o.node_rank == 0:
-            self.run_dir = new_run_dir(o.out, self.scenario.name)
-            self._claim()
+            self.run_dir = self.life.open(o.overrides.out)
             token = secrets.token_hex(8)
             atomic_write_text(self.run_dir / TOKEN_FILE, token)
-            atomic_write_text(self.run_dir / "scenario.yaml", dump_scenario(self.scenario))
-            atomic_write_json(self.run_dir / "status.json", {"state": "running", "reason": None})
             st.set_json("run", {"name": self.run_dir.name, "path": str(self.run_dir.resolve()), "token": token,
-                                "scenario": dump_scenario(self.scenario), "placement": self.placement.encode()})
+                                "scenario": (self.run_dir / "scenario.yaml").read_text(),
+                                "placement": self.placement.encode()})
             self.shared = True
         else:
             st.wait_keys(["run"], "node-rank 0 to open the run folder")
@@ -274,17 +243,16 @@ class Agent:
             if self.shared:
                 self.run_dir = shared
             else:
-                self.run_dir = o.out / run["name"]
+                self.run_dir = o.overrides.out / run["name"]
                 self.run_dir.mkdir(parents=True, exist_ok=True)
                 (self.run_dir / "scenario.yaml").write_text(run["scenario"])
+            self.life.join(self.run_dir)
         self.host["records"] = "shared path" if self.shared else "shipped to node-rank 0 over the agents' store"
 
     def _shape(self) -> None:
         if self.plan is None:
             self.host["shaping"] = None
             return
-        from distro_bench.multihost.hostshaping import HostShaping
-
         self.shaping = HostShaping(self.plan, self.iface.name, replace_foreign=self.o.i_know)
         # The janitor first: whatever happens from here on, the shaping does not outlive this process.
         self.janitor = subprocess.Popen(
@@ -315,9 +283,6 @@ class Agent:
             self.shaping = None
 
     def _describe_and_measure(self) -> None:
-        from distro_bench.multihost import measure
-        from distro_bench.run import environment
-
         env = environment.collect()
         self.host.update({"hostname": socket.gethostname(), "kernel": env["kernel"], "platform": env["platform"],
                           "gpus": env["gpus"], "cpu_count": env["cpu_count"], "torch": env["torch"],
@@ -327,7 +292,7 @@ class Agent:
                           "nodes": [n.name for n in self.my_nodes]})
         st, me, n = self.store, self.o.node_rank, self.placement.nnodes
         measured: dict = {"rtt_s": {}, "goodput_bps": {}}
-        if self.o.measure and n > 1 and self.iface is not None:
+        if self.o.overrides.measure_links is not False and n > 1 and self.iface is not None:
             with measure.Probes(self.iface.ipv4) as probes:
                 st.set_json(f"probe/{me}", probes.endpoint())
                 st.wait_keys([f"probe/{i}" for i in range(n)], "every host's probe listeners")
@@ -350,8 +315,8 @@ class Agent:
                 "--rdzv-endpoint", f"{self.rdzv_host}:{self.rdzv_port}", "--rdzv-id", rdzv_id,
                 # keep_alive_interval: each keep-alive rewrites the rendezvous state (~1 KB) over the shaped link,
                 # every 5 s by default; with no restarts it only matters for a re-rendezvous that never comes.
-                "--rdzv-conf", f"is_host={'true' if o.node_rank == 0 else 'false'},join_timeout={int(o.join_timeout_s)},"
-                               "keep_alive_interval=30",
+                "--rdzv-conf", (f"is_host={'true' if o.node_rank == 0 else 'false'},"
+                                f"join_timeout={int(o.join_timeout_s)},keep_alive_interval=30"),
                 "--nnodes", str(self.placement.nnodes), "--node-rank", str(o.node_rank),
                 "--nproc-per-node", str(len(self.my_nodes)), "--max-restarts", "0",
                 # torchrun asks the rendezvous store whether nodes wait to join at every monitor interval: a
@@ -362,23 +327,17 @@ class Agent:
         argv += ["-m", "distro_bench.train.worker", "--scenario", str(self.run_dir / "scenario.yaml"), "--optimizer", run_name,
                  "--out", str(out), "--seed", str(seed)]
         if os.geteuid() == 0:
-            from distro_bench.net.ns import NetnsRef
-
             argv = NetnsRef.current().wrap(argv, drop_caps=DROPPED_CAPS)
         return argv
 
     def _worker_env(self) -> dict[str, str]:
-        from distro_bench.run.runner import choose_dist_backend, collective_timeout_s
-
         o, k = self.o, len(self.my_nodes)
-        timeout = o.collective_timeout_s or collective_timeout_s(self.scenario)
+        timeout = o.overrides.collective_timeout_s or collective_timeout_s(self.scenario)
         env = {ENV_PLACEMENT: self.placement.encode(), ENV_NODE_RANK: str(o.node_rank),
                "DISTRO_BENCH_TIMEOUT_S": f"{timeout:.0f}", "DISTRO_BENCH_DIST_BACKEND": choose_dist_backend(self.scenario),
                "DISTRO_BENCH_THREADS": os.environ.get("DISTRO_BENCH_THREADS", str(max(1, (os.cpu_count() or 1) // k))),
                "PYTHONUNBUFFERED": "1", "PYTHONPATH": _pythonpath()}
         if self.iface is not None:
-            from distro_bench.net.emulation import worker_env
-
             env.update(worker_env(self.iface.name))
             if k > 1:
                 # One interface, several workers: its counters are the host's, not a worker's; wire bytes
@@ -387,12 +346,10 @@ class Agent:
         return env
 
     def _train_one(self, run_name: str, seed: int) -> None:
-        from distro_bench.run.runner import worker_dir
-
+        """The launch of one optimizer and seed (run/lifecycle.py train_all): every host's torchrun, in step."""
         o, st = self.o, self.store
         tag = f"{seed}/{run_name}"
-        seeds = self.scenario.train.seed_list()
-        out = worker_dir(self.run_dir, run_name, seed, len(seeds))
+        out = self.life.worker_dir(run_name, seed)
         out.mkdir(parents=True, exist_ok=True)
         st.barrier(f"start/{tag}")
         self.note(f"host {o.node_rank}: {run_name} seed {seed}: torchrun with {len(self.my_nodes)} worker(s)")
@@ -401,7 +358,8 @@ class Agent:
         with open(log_path, "ab") as log:
             self.torchrun = subprocess.Popen(self._torchrun_argv(run_name, seed, out), env={**os.environ,
                                              **self._worker_env()}, stdout=log, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_pdeathsig)
+                                             stdin=subprocess.DEVNULL, start_new_session=True,
+                                             preexec_fn=_pdeathsig)  # noqa: PLW1509 (one prctl call, no locks)
         rc = None
         last_watch = time.monotonic()
         try:
@@ -433,8 +391,6 @@ class Agent:
     def _blame_peer(self) -> None:
         """Our workers failed: when a peer host died, that is the cause (its workers' sockets closing is what
         failed ours). Wait long enough for its heartbeat to go stale (node 0 decides); PeerLost if it did."""
-        from distro_bench.multihost.store import LOST_AFTER_S
-
         # Node 0 decides within LOST_AFTER_S + 2 WATCH_S; the others wait longer, so that they hear its
         # verdict (a peer's failure) instead of giving up first with their own workers' consequent errors.
         deadline = time.monotonic() + LOST_AFTER_S + (2 if self.o.node_rank == 0 else 4) * WATCH_S
@@ -452,10 +408,6 @@ class Agent:
 
     def _iface_counters(self) -> tuple[int, int] | None:
         if self.iface is None:
-            return None
-        try:
-            from distro_bench.train.worker import WireCounter
-        except ImportError:
             return None
         return WireCounter(self.iface.name).read()
 
@@ -517,12 +469,9 @@ class Agent:
                 return
             time.sleep(0.2)
 
-    def _finalize(self, state: str, reason: str | None) -> None:
+    def _finalize(self) -> None:
         """Node 0: every host's description, the partial records of the others, summary and report."""
-        from distro_bench.results.rundir import atomic_write_json
-        from distro_bench.run import environment
-        from distro_bench.run.runner import _write_prediction, _write_report, finalize
-
+        life = self.life
         st, n = self.store, self.placement.nnodes
         hosts = []
         down = {}
@@ -542,9 +491,9 @@ class Agent:
             except Exception as e:
                 h = {"node_rank": i, "state": "unknown", "failure": str(e)}
             hosts.append(h)
-        if state != "complete":
+        if life.state != "complete":
             # Records the others handed over before the failure.
-            for key_tag in self._tags():
+            for key_tag in (f"{seed}/{name}" for seed, name in life.runs()):
                 for i in range(1, n):
                     try:
                         if st.has(f"files/{key_tag}/{i}") and not self.shared_of(i):
@@ -557,20 +506,15 @@ class Agent:
                "backend_reason": f"{n} hosts, torchrun c10d rendezvous at {self.rdzv_host}:{self.rdzv_port}",
                "network": self._network(hosts), "hosts": hosts, "placement": self.placement.encode(),
                "failed_host": failed}
-        atomic_write_json(self.run_dir / "environment.json", env)
-        if failed and reason and f"host {failed['node_rank']}" not in reason:
-            reason = f"host {failed['node_rank']} {failed['kind']}: {failed.get('message')}; here: {reason}"
+        life.write_environment(env)
+        if failed and life.reason and f"host {failed['node_rank']}" not in life.reason:
+            life.reason = f"host {failed['node_rank']} {failed['kind']}: {failed.get('message')}; here: {life.reason}"
         try:
-            _write_prediction(self.run_dir, self.scenario, env["network"], _Quiet())
-        except Exception:
-            pass
-        finalize(self.run_dir, self.scenario, BACKEND, state, reason, self.started)
-        (self.run_dir / TOKEN_FILE).unlink(missing_ok=True)
-        if self.o.write_report:
-            _write_report(self.run_dir, _Quiet(self.note))
-
-    def _tags(self) -> list[str]:
-        return [f"{seed}/{name}" for seed in self.scenario.train.seed_list() for name in self.scenario.optimizers]
+            life.write_prediction(env["network"])
+        except Exception as e:  # the run's records matter more than the model's figures
+            self.note(f"host 0: no prediction for this run: {type(e).__name__}: {e}")
+        (self.run_dir / TOKEN_FILE).unlink(missing_ok=True)  # the others are done with the folder
+        life.finish(write_report=self.o.overrides.write_report)
 
     def _network(self, hosts: list[dict]) -> dict:
         """environment.json's `network`, shaped like the netns backend's (one entry per scenario node)."""
@@ -598,8 +542,6 @@ class Agent:
 
 def _torchrun_failed(what: str, node_rank: int, rc: int, log_path: Path) -> WorkerFailed:
     """The failure of one host's torchrun in one line with its cause; the log tail without C++ frames."""
-    from distro_bench.multihost.failure import cause, without_cpp_frames
-
     try:
         text = log_path.read_text(errors="replace")
     except OSError:
@@ -610,17 +552,7 @@ def _torchrun_failed(what: str, node_rank: int, rc: int, log_path: Path) -> Work
                         + (f" ({why})" if why else "") + f"; log: {log_path}", log_tail="" if why else tail)
 
 
-class _Quiet:
-    def __init__(self, note=lambda text: None):
-        self._note = note
-
-    def note(self, text):
-        self._note(text)
-
-
 def run_node(opts: NodeOptions, note=lambda text: None) -> NodeResult:
     """One host's part of a multi-host run; SIGTERM takes the Ctrl-C path (shaping removed, records kept)."""
-    from distro_bench.run.runner import _sigterm_as_interrupt
-
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         return Agent(opts, note).run()

@@ -1,67 +1,42 @@
-"""One benchmark run: scenario -> backend -> workers -> metrics -> run folder (and report).
+"""One benchmark run on one host: scenario -> backend -> workers -> metrics -> run folder (and report).
 
-The runner owns the run folder and the worker processes' lifetimes: workers that fail, hang or are
-interrupted are stopped, what they recorded is kept, and the folder says how the run ended.
+The run folder's lifecycle (open, describe, the seed x optimizer loop, how it ended, finish) is
+run/lifecycle.py's, shared with the multi-host agent; this module is the single-host launch: a backend up,
+one worker process per scenario node, watched until it finishes, fails, hangs or is interrupted. Workers that
+fail, hang or are interrupted are stopped and what they recorded is kept.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
-import yaml
-
-from distro_bench.backends import Backend, BackendOptions
-from distro_bench.errors import HarnessError, Interrupted, RunFolderWriteError, WorkerFailed
-from distro_bench.results import metrics
-from distro_bench.results.rundir import (
-    SCHEMA_VERSION,
-    atomic_write_json,
-    atomic_write_parquet,
-    atomic_write_text,
-    new_run_dir,
-    write_status,
-)
+from distro_bench.backends import Backend
+from distro_bench.errors import HarnessError, WorkerFailed
+from distro_bench.net.linktest import measure_nodes
+from distro_bench.net.netchange import ChangeScheduler
 from distro_bench.results.summary import Summary
 from distro_bench.run import environment, preflight
+from distro_bench.run.lifecycle import (
+    ProgressSink,
+    RunLifecycle,
+    SilentProgress,
+    choose_dist_backend,
+    collective_timeout_s,
+    worker_dir,
+)
+from distro_bench.run.overrides import Overrides
 from distro_bench.run.progress import AcrossRanks
-from distro_bench.scenario.model import Scenario, dump_for_run, scenario_from_dict
+from distro_bench.scenario.model import Scenario
+from distro_bench.scenario.timeline import compile_timeline
+from distro_bench.scenario.units import format_duration
+from distro_bench.train.worker import heartbeat_age, read_heartbeat
 
-
-class ProgressSink(Protocol):
-    def note(self, text: str) -> None: ...
-    def start(self, optimizer: str, total_steps: int | None) -> None: ...
-    def step(self, optimizer: str, record: dict) -> None: ...
-    def finish(self, optimizer: str) -> None: ...
-
-
-class SilentProgress:
-    def note(self, text): pass
-    def start(self, optimizer, total_steps): pass
-    def step(self, optimizer, record): pass
-    def finish(self, optimizer): pass
-
-
-@dataclass
-class RunOptions:
-    backend: str = "auto"
-    out: Path = Path("results")
-    backend_options: BackendOptions = field(default_factory=BackendOptions)
-    write_report: bool = True
-    # Overrides for the derived limits (tests and impatient users): seconds a collective may block,
-    # and seconds without any worker progress before the coordinator declares a hang.
-    collective_timeout_s: float | None = None
-    watchdog_s: float | None = None
-    # Measure every node's link once after setup (distro_bench/net/linktest.py measure_nodes); None: the
-    # scenario's network.measure_links.
-    measure_links: bool | None = None
+# RunOptions was the runner's own options type; every run option is now one Overrides (run/overrides.py).
+RunOptions = Overrides
 
 
 @dataclass
@@ -69,49 +44,6 @@ class RunResult:
     run_dir: Path
     state: str  # complete | incomplete | failed
     summary: Summary  # summary.json, typed; `summary["optimizers"]` style access still works
-
-
-def collective_timeout_s(scenario: Scenario) -> float:
-    """Long enough for the baseline's full fp32 gradient exchange over the slowest link, four times over."""
-    from distro_bench.train.model import ModelConfig, parameter_count
-
-    params = parameter_count(ModelConfig(**scenario.resolved_model()))  # arithmetic: no model built to size it
-    rates = [r for n in scenario.nodes() if n.link for r in (n.link.up, n.link.down) if r]
-    delay = max((n.link.delay + n.link.jitter for n in scenario.nodes() if n.link), default=0.0)
-    transfer = 2 * params * 4 * 8 / min(rates) if rates else 0.0
-    return 120.0 + 4 * transfer + 200 * delay
-
-
-def choose_dist_backend(scenario: Scenario) -> str:
-    """NCCL only when every worker has a GPU of its own; otherwise gloo (CPU, or GPUs shared)."""
-    from distro_bench.net.host import gpus as host_gpus
-
-    gpus = len(host_gpus(use_torch=True))
-    nodes = scenario.nodes()
-    devices = [n.hardware.device for n in nodes]
-    if gpus == 0 or any(d == "cpu" for d in devices):
-        return "gloo"
-    explicit = [d for d in devices if d.startswith("cuda:")]
-    if len(set(explicit)) < len(explicit) or len(nodes) > gpus:
-        return "gloo"
-    return "nccl"
-
-
-@contextmanager
-def _sigterm_as_interrupt():
-    """SIGTERM (a CI timeout, `kill`) takes the same clean path as Ctrl-C."""
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 class _Follower:
@@ -147,16 +79,12 @@ STOPPED_AFTER_S = 30.0
 
 def _stopped_ranks(out: Path, ranks, silent_s: float) -> dict[int, float]:
     """rank -> seconds its heartbeat has been silent, for the ranks silent longer than `silent_s`."""
-    from distro_bench.train.worker import heartbeat_age
-
     ages = {r: heartbeat_age(out / f"rank{r}.hb") for r in ranks}
     return {r: a for r, a in ages.items() if a is not None and a > silent_s}
 
 
 def _stopped_error(run_name: str, out: Path, nodes, handles, rank: int, silent: float,
                    then: str | None = None) -> WorkerFailed:
-    from distro_bench.train.worker import read_heartbeat
-
     b = read_heartbeat(out / f"rank{rank}.hb")
     where = f"at step {b[0]}, {b[1]}" if b else "before its first step"
     msg = (f"{run_name}: rank {rank} ({nodes[rank].name}) stopped responding: its heartbeat has been silent for "
@@ -170,8 +98,6 @@ def _stopped_error(run_name: str, out: Path, nodes, handles, rank: int, silent: 
 def _hang_report(out: Path, nodes, stall_s: float) -> tuple[int, str]:
     """(suspect rank, message) from the heartbeats: a rank whose heartbeat stopped (a stopped process) first,
     then one not blocked in a collective."""
-    from distro_bench.train.worker import heartbeat_age, read_heartbeat
-
     beats = {n.rank: read_heartbeat(out / f"rank{n.rank}.hb") for n in nodes}
     ages = {r: heartbeat_age(out / f"rank{r}.hb") for r in beats}
 
@@ -186,16 +112,8 @@ def _hang_report(out: Path, nodes, stall_s: float) -> tuple[int, str]:
     return suspect, f"no progress for {stall_s:.0f}s ({where})"
 
 
-def worker_dir(run_dir: Path, run_name: str, seed: int, repeats: int) -> Path:
-    """workers/<optimizer>/ for one seed (the layout before repeats), workers/<optimizer>/seed<S>/ for several."""
-    base = run_dir / "workers" / run_name
-    return base / f"seed{seed}" if repeats > 1 else base
-
-
 def _outage_error(e: WorkerFailed, cause: dict, run_name: str, timeout: float) -> WorkerFailed:
     """A worker that failed during (or just after) an outage: name the link and the time."""
-    from distro_bench.scenario.units import format_duration
-
     return WorkerFailed(
         f"{run_name}: link {cause['link']!r} of {' and '.join(cause['nodes'])} went down at "
         f"{cause['start_s']:.1f}s for "
@@ -205,7 +123,7 @@ def _outage_error(e: WorkerFailed, cause: dict, run_name: str, timeout: float) -
 
 
 def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: str, sink: ProgressSink,
-               options: RunOptions, seed: int | None = None, events: list[dict] | None = None) -> None:
+               options: Overrides, seed: int | None = None, events: list[dict] | None = None) -> None:
     nodes = scenario.nodes()
     seeds = scenario.train.seed_list()
     seed = seeds[0] if seed is None else seed
@@ -298,9 +216,6 @@ def _start_scheduler(backend: Backend, scenario: Scenario, out: Path, run_name: 
                      sink: ProgressSink, timeout: float):
     """The network-change scheduler of this optimizer/seed run (distro_bench/net/netchange.py), or None when the
     scenario changes nothing."""
-    from distro_bench.net.netchange import ChangeScheduler
-    from distro_bench.scenario.timeline import compile_timeline
-
     timeline = compile_timeline(scenario)
     if not timeline:
         return None
@@ -317,131 +232,44 @@ def _start_scheduler(backend: Backend, scenario: Scenario, out: Path, run_name: 
     return scheduler
 
 
-def finalize(run_dir: Path, scenario: Scenario, backend_name: str, state: str, reason: str | None,
-             started: str, events: list[dict] | None = None) -> dict:
-    """Write status.json first, then aggregate whatever the workers recorded into metrics.parquet and
-    summary.json/csv. A file the disk refuses turns the status to failed with the cause (and the run's own
-    failure, if any) and raises RunFolderWriteError saying both."""
-    try:
-        write_status(run_dir, state, reason)
-        if events:
-            from distro_bench.results.events import write_events
-
-            write_events(run_dir, events)
-        return _write_results(run_dir, scenario, backend_name, state, reason, started)
-    except RunFolderWriteError as e:
-        if state == "complete":
-            why = f"{e} (training completed; its results could not all be stored)"
-        else:
-            why = f"{e}; the run had {'failed' if state == 'failed' else 'stopped'}: {reason}"
-        try:
-            write_status(run_dir, "failed", why)
-        except OSError:
-            pass  # nothing more can be written; the message below still says what happened
-        raise RunFolderWriteError(why) from None
-
-
-def _write_results(run_dir: Path, scenario: Scenario, backend_name: str, state: str, reason: str | None,
-                   started: str) -> dict:
-    df, events = metrics.read_worker_records(run_dir / "workers")
-    starts = [e for e in events if e.get("type") == "start"]
-    probes = [e["probe_allgather_s"] for e in starts if e.get("probe_allgather_s") is not None]
-    explicit, how = comparison_target_of(scenario)
-    target = metrics.comparison_target(df, explicit, how)
-    summary = {
-        "schema_version": SCHEMA_VERSION,
-        "run": {"scenario": scenario.name, "backend": backend_name, "state": state, "reason": reason,
-                "budget": scenario.budget().as_dict(), "seeds": scenario.train.seed_list(),
-                "started": started, "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-                "world_size": scenario.world_size,
-                "corpus_sha256": sorted({e["corpus_sha256"] for e in starts if "corpus_sha256" in e}),
-                # mean over ranks and optimizers of the workers' calibration gathers (worker.latency_probe)
-                "probe_allgather_s": sum(probes) / len(probes) if probes else None},
-        "baseline": scenario.baseline,
-        "target": target,
-        "optimizers": metrics.summarize(df, events, scenario.baseline, target["val_loss"]) if len(df) else {},
-    }
-    from distro_bench.results.cost import add_costs
-
-    add_costs(summary, scenario.costs.model_dump(), [str(e.get("device", "")) for e in starts])  # issue 29
-    atomic_write_parquet(run_dir / "metrics.parquet", df)
-    atomic_write_json(run_dir / "summary.json", summary)
-    atomic_write_text(run_dir / "summary.csv", metrics.summary_frame(summary["optimizers"]).to_csv(index=False))
-    return summary
-
-
-def comparison_target_of(scenario: Scenario) -> tuple[float | None, str | None]:
-    """The target loss the scenario names for time-to-target, if any (checks.target_val_loss, else a target budget's)."""
-    if scenario.checks.target_val_loss is not None:
-        return scenario.checks.target_val_loss, "checks.target_val_loss in the scenario"
-    if scenario.train.target_val_loss is not None:
-        return scenario.train.target_val_loss, "train.target_val_loss in the scenario (the budget)"
-    return None, None
-
-
-def run_scenario(scenario: Scenario, options: RunOptions, sink: ProgressSink | None = None) -> RunResult:
+def run_scenario(scenario: Scenario, options: Overrides, sink: ProgressSink | None = None) -> RunResult:
+    """Train every optimizer of `scenario` (with `options`' scenario overrides applied) into a new run folder
+    under `options.out`."""
     sink = sink or SilentProgress()
+    scenario = options.apply(scenario)
+    backend_options = options.backend_options(scenario)
     # Every missing piece (binaries, modules, kernel, root) in one error, before anything is created.
-    backend_cls, why = preflight.select_and_check(options.backend, scenario, options.backend_options)
+    backend_cls, why = preflight.select_and_check(options.backend, scenario, backend_options)
     sink.note(f"backend: {why}")
-    plan = backend_cls.preflight(scenario, options.backend_options)  # a capability error stops us before the run folder
-    run_dir = new_run_dir(options.out, scenario.name)
-    started = datetime.now(UTC).isoformat(timespec="seconds")
-    text, follows_traces = dump_for_run(scenario, run_dir)
-    atomic_write_text(run_dir / "scenario.yaml", text)
-    if follows_traces:  # the scheduler follows the copies the workers' scenario.yaml names, not the originals
-        scenario = scenario_from_dict(yaml.safe_load(text), source=str(run_dir / "scenario.yaml"), base_dir=run_dir)
-    write_status(run_dir, "running", None)
+    plan = backend_cls.preflight(scenario, backend_options)  # a capability error stops us before the run folder
+    life = RunLifecycle(scenario, backend_cls.name, sink)
+    run_dir = life.open(options.out)
+    scenario = life.scenario  # a scenario that follows traces: the run folder's copies
     env = {**environment.collect(), "backend": backend_cls.name, "backend_reason": why}
-    atomic_write_json(run_dir / "environment.json", env)
-    state, reason = "failed", None
-    failure: HarnessError | None = None
-    events: list[dict] = []
+    life.write_environment(env)
     try:
-        with _sigterm_as_interrupt():
-            with backend_cls(scenario, run_dir, options.backend_options, plan) as backend:
-                env["network"] = backend.describe()
-                atomic_write_json(run_dir / "environment.json", env)
-                measure = scenario.network.measure_links if options.measure_links is None else options.measure_links
-                if measure:
-                    measure_links(backend, env["network"], sink)
-                else:
-                    env["network"]["link_measurement"] = {
-                        "measured": False, "why": "turned off (--no-measure-links or network.measure_links: false)"}
-                atomic_write_json(run_dir / "environment.json", env)
-                _write_prediction(run_dir, scenario, env["network"], sink)
-                # Seed by seed, every optimizer of a seed in turn: an interrupted run keeps whole comparisons.
-                for seed in scenario.train.seed_list():
-                    for run_name in scenario.optimizers:
-                        _train_one(backend, scenario, run_dir, run_name, sink, options, seed, events)
-        state = "complete"
-    except KeyboardInterrupt:
-        state, reason = "incomplete", "interrupted (Ctrl-C or SIGTERM)"
-        raise Interrupted(f"interrupted; partial results kept in {run_dir}") from None
-    except HarnessError as e:
-        reason, failure = str(e), e
-        raise
-    except Exception as e:
-        reason = f"{type(e).__name__}: {e}"
-        raise
+        with life.guard(), backend_cls(scenario, run_dir, backend_options, plan) as backend:
+            env["network"] = backend.describe()
+            life.write_environment(env)
+            if options.measure(scenario):
+                measure_links(backend, env["network"], sink)
+            else:
+                env["network"]["link_measurement"] = {
+                    "measured": False, "why": "turned off (--no-measure-links or network.measure_links: false)"}
+            life.write_environment(env)
+            life.write_prediction(env["network"])
+            # _train_one looked up at each call: tests replace it
+            life.train_all(lambda name, seed: _train_one(backend, scenario, run_dir, name, sink, options, seed,
+                                                         life.events))
     finally:
-        try:
-            # events: every optimizer's and seed's, also after a failure or interrupt
-            summary = finalize(run_dir, scenario, backend_cls.name, state, reason, started, events=events)
-        except RunFolderWriteError as e:
-            if isinstance(failure, WorkerFailed):  # keep the worker's log tail beside the combined cause
-                raise WorkerFailed(str(e), rank=failure.rank, log_tail=failure.log_tail) from None
-            raise
-        if options.write_report:
-            _write_report(run_dir, sink)
-    return RunResult(run_dir=run_dir, state=state, summary=Summary.model_validate(summary))
+        # events: every optimizer's and seed's, also after a failure or interrupt
+        summary = life.finish(write_report=options.write_report)
+    return RunResult(run_dir=run_dir, state=life.state, summary=Summary.model_validate(summary))
 
 
 def measure_links(backend: Backend, network: dict, sink: ProgressSink) -> None:
     """Each node's measured goodput up and down and RTT to the far end, into network.nodes[i].measured, and
     how it was measured into network.link_measurement. Never fails the run: an error is recorded instead."""
-    from distro_bench.net.linktest import measure_nodes
-
     probe = backend.link_probe()
     if probe is None:
         network["link_measurement"] = {"measured": False, "why": f"the {backend.name} backend has no link probe"}
@@ -460,32 +288,3 @@ def measure_links(backend: Backend, network: dict, sink: ProgressSink) -> None:
             node["measured"] = measured[node["name"]]
     network["link_measurement"] = {"measured": True, "took_s": round(time.monotonic() - t0, 2),
                                    "far_end": far_addr}
-
-
-def _write_prediction(run_dir: Path, scenario: Scenario, network: dict, sink: ProgressSink) -> None:
-    """The projection model's figures for this very run, so the report can set them beside the measurement."""
-    from distro_bench.train.projection import UNSHAPED_BPS, max_hop_delay, project
-
-    emulated = network.get("network_emulated", False)
-    nodes = scenario.nodes()
-    if not emulated:  # loopback: the links the scenario names were not there
-        nodes = [n.model_copy(update={"link": None}) for n in nodes]
-    try:
-        projections = project(scenario, nodes=nodes)
-    except NotImplementedError as e:  # a strategy without a byte model must not stop a measurement
-        sink.note(f"no prediction for this run: {e}")
-        return
-    atomic_write_json(run_dir / "prediction.json", {
-        "network_emulated": emulated, "unshaped_bps": UNSHAPED_BPS,
-        "world_size": len(nodes), "max_hop_delay_s": max_hop_delay(nodes),
-        "optimizers": {p.optimizer: p.as_dict() for p in projections},
-    })
-
-
-def _write_report(run_dir: Path, sink: ProgressSink) -> None:
-    from distro_bench.report import write_run_report
-
-    try:
-        write_run_report(run_dir)
-    except Exception as e:  # a report failure must not lose the run's data
-        sink.note(f"report not written: {type(e).__name__}: {e}")

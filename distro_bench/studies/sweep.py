@@ -12,21 +12,28 @@ leaves AdamW unchanged) is not trained again: its result is reused, and sweep.js
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from distro_bench.errors import CapabilityError, InputError, Interrupted, ScenarioError
-from distro_bench.results.rundir import atomic_write_json, atomic_write_text
-from distro_bench.scenario.model import Scenario, scenario_from_dict
+from distro_bench.errors import CapabilityError, InputError, Interrupted
+from distro_bench.report import analysis
+from distro_bench.report.verdict import total_bytes
+from distro_bench.results.rundir import atomic_write_json, atomic_write_text, new_run_dir
+from distro_bench.run.lifecycle import ProgressSink
+from distro_bench.run.overrides import Overrides
+from distro_bench.run.runner import run_scenario
+from distro_bench.scenario.model import Scenario, dump_scenario, load_scenario, scenario_from_dict
+from distro_bench.studies.sweep_grid import Axis, Point, base_dict, point_scenario, validate_grid
+from distro_bench.studies.sweep_grid import parse_sets as parse_sets  # re-exported: the CLI imports it from here
+from distro_bench.studies.sweep_report import write_sweep_report
 
 # Figures of each optimizer's summary that a sweep records per point (absent keys stay absent: old runners).
 POINT_KEYS = ["seeds", "steps", "step_time_s_mean", "comm_s_mean", "final_loss", "final_val_loss",
@@ -34,169 +41,6 @@ POINT_KEYS = ["seeds", "steps", "step_time_s_mean", "comm_s_mean", "final_loss",
               "tokens_to_target", "time_to_common_target_s", "steps_to_common_target", "reduction_vs_baseline", "wall_time_s", "payload_tx_bytes_per_step",
               "payload_rx_bytes_per_step", "wire_tx_bytes_per_step", "wire_rx_bytes_per_step", "reduction_basis",
               "final_tune_loss", "ci95"]
-RATE_FIELDS = ("up", "down")
-
-
-# ---- the grid ---------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Axis:
-    """One `--set PATH=V1,V2,...`: the values as typed (for labels) and as parsed (for the scenario)."""
-
-    path: str
-    texts: tuple[str, ...]
-    values: tuple[Any, ...]
-
-    @property
-    def optimizer(self) -> str | None:
-        """The optimizer this axis tunes (`optimizers.<name>.<field>`), else None."""
-        parts = self.path.split(".")
-        return parts[1] if parts[0] == "optimizers" and len(parts) >= 3 else None
-
-    @property
-    def is_rate(self) -> bool:
-        parts = self.path.split(".")
-        return parts[0] == "links" and len(parts) == 3 and parts[2] in RATE_FIELDS
-
-
-def parse_value(text: str) -> Any:
-    """'3e-3' -> 0.003, '8' -> 8, 'true' -> True, '10Mbit' -> '10Mbit' (units are the scenario's to check)."""
-    t = text.strip()
-    for cast in (int, float):
-        try:
-            return cast(t)
-        except ValueError:
-            pass
-    try:
-        v = yaml.safe_load(t)
-    except yaml.YAMLError:
-        return t
-    return v if isinstance(v, (bool, type(None))) else t
-
-
-_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_][A-Za-z0-9_.-]*)*$")
-
-
-def parse_set(text: str) -> Axis:
-    """`optimizers.distro.lr=1e-3,3e-3,1e-2` -> Axis; InputError naming the flag when malformed."""
-    path, sep, rest = text.partition("=")
-    path = path.strip()
-    if not sep or not path:
-        raise InputError(f"--set {text!r}: write PATH=VALUE[,VALUE...], e.g. optimizers.distro.lr=1e-3,3e-3")
-    if not _PATH_RE.match(path) or ".." in path:
-        raise InputError(f"--set {text!r}: {path!r} is not a dotted field path like optimizers.distro.lr")
-    texts = tuple(v.strip() for v in rest.split(","))
-    if not rest.strip() or any(not v for v in texts):
-        raise InputError(f"--set {path}: empty value in {rest!r}; write values separated by commas")
-    if len(set(texts)) != len(texts):
-        raise InputError(f"--set {path}: a value is repeated in {rest!r}")
-    return Axis(path, texts, tuple(parse_value(v) for v in texts))
-
-
-def parse_sets(texts: list[str]) -> list[Axis]:
-    axes = [parse_set(t) for t in texts]
-    paths = [a.path for a in axes]
-    dup = sorted({p for p in paths if paths.count(p) > 1})
-    if dup:
-        raise InputError(f"--set: {', '.join(dup)} given more than once; list all its values in one --set")
-    if not axes:
-        raise InputError("--set: give at least one PATH=VALUES to sweep")
-    return axes
-
-
-@dataclass(frozen=True)
-class Point:
-    index: int
-    values: dict[str, Any]  # path -> parsed value
-    texts: dict[str, str]  # path -> as typed
-
-    @property
-    def label(self) -> str:
-        return ", ".join(f"{p}={t}" for p, t in self.texts.items())
-
-    @property
-    def folder_name(self) -> str:
-        short = "_".join(f"{'.'.join(p.split('.')[-2:])}-{t}" for p, t in self.texts.items())
-        return f"{self.index:02d}_" + re.sub(r"[^A-Za-z0-9_.+-]", "", short)[:80]
-
-
-def grid(axes: list[Axis]) -> list[Point]:
-    combos = itertools.product(*[list(zip(a.values, a.texts)) for a in axes])
-    return [Point(i, {a.path: v for a, (v, _) in zip(axes, c)}, {a.path: t for a, (_, t) in zip(axes, c)})
-            for i, c in enumerate(combos)]
-
-
-def base_dict(scenario: Scenario) -> dict:
-    """The scenario as a plain document that re-validates to the same scenario (the corpus path made absolute)."""
-    data = scenario.model_dump(mode="json", exclude_none=True)
-    data["data"]["corpus"] = scenario.corpus_path()
-    return data
-
-
-BUDGETS = ("steps", "time_budget", "tokens")  # train.<one of these> is the budget: setting one replaces the others
-
-
-def _set_path(doc: dict, path: str, value: Any, scenario: Scenario) -> None:
-    parts = path.split(".")
-    if parts[0] == "train" and len(parts) == 2 and parts[1] in BUDGETS and isinstance(doc.get("train"), dict):
-        for other in BUDGETS:
-            if other != parts[1]:
-                doc["train"].pop(other, None)
-        if parts[1] == "steps" and isinstance(value, int) and isinstance(doc["train"].get("eval_every"), int):
-            doc["train"]["eval_every"] = min(doc["train"]["eval_every"], value)  # as `run --steps` does
-    if parts[0] == "optimizers" and len(parts) >= 2 and parts[1] not in scenario.optimizers:
-        raise InputError(f"--set {path}: {parts[1]!r} is not an optimizer of {scenario.name} "
-                         f"({', '.join(scenario.optimizers)})")
-    node = doc
-    for i, key in enumerate(parts[:-1]):
-        nxt = node.get(key)
-        if nxt is None:
-            nxt = {}
-            # links.<preset> / hardware.<preset> not spelled out in the scenario: start from the preset
-            if i == 1 and parts[0] in ("links", "hardware"):
-                from distro_bench.scenario import presets
-
-                if key in (presets.LINKS if parts[0] == "links" else presets.HARDWARE):
-                    nxt = {"preset": key}
-            node[key] = nxt
-        elif not isinstance(nxt, dict):
-            raise InputError(f"--set {path}: {'.'.join(parts[:i + 1])} is a value ({nxt!r}), not a section with fields")
-        node = nxt
-    node[parts[-1]] = value
-
-
-def point_scenario(scenario: Scenario, point: Point, fixed: dict[str, Any] | None = None) -> Scenario:
-    """The scenario with `fixed` settings (the same at every point: a budget, the seeds) and the point's values,
-    validated: ScenarioError naming the --set that broke it."""
-    doc = base_dict(scenario)
-    for path, value in [*(fixed or {}).items(), *point.values.items()]:
-        _set_path(doc, path, value, scenario)
-    try:
-        return scenario_from_dict(doc, source=f"--set {point.label}", base_dir=scenario._base_dir)
-    except ScenarioError as e:
-        raise ScenarioError(e.source, e.problems) from None
-
-
-def validate_grid(scenario: Scenario, axes: list[Axis], fixed: dict[str, Any] | None = None) -> list[tuple[Point, Scenario]]:
-    """Every point as a validated scenario, or one error that names each bad path/value once."""
-    problems: list[str] = []
-    out = []
-    for p in grid(axes):
-        try:
-            out.append((p, point_scenario(scenario, p, fixed)))
-        except ScenarioError as e:
-            problems += [f"{x} (with --set {p.label})" for x in e.problems]
-        except InputError as e:
-            raise InputError(str(e)) from None
-    if problems:
-        # one message per distinct problem: the same bad value appears in many points
-        seen: dict[str, str] = {}
-        for x in problems:
-            seen.setdefault(x.split(" (with --set")[0], x)
-        raise ScenarioError("sweep", list(seen.values()))
-    return out
-
-
 # ---- running ----------------------------------------------------------------------------------------
 
 @dataclass
@@ -240,12 +84,49 @@ def _figures(summary: dict, name: str) -> dict:
 
 def new_sweep_dir(out: Path, scenario_name: str) -> Path:
     """results/<scenario>-sweep-<YYYYmmdd-HHMMSS>, never an existing folder (as run folders are made)."""
-    from distro_bench.results.rundir import new_run_dir
-
     return new_run_dir(out, f"{scenario_name}-sweep")
 
 
 RunFn = Callable[[Scenario, Path], Any]  # (scenario, out folder) -> RunResult (run_dir, state, summary)
+TUNE_SEEDS = 3  # seeds per grid point when picking: one seed's luck is not a setting's merit
+
+
+def fixed_settings(scenario: Scenario, axes: list[Axis], overrides: Overrides, pick_best: bool) -> dict[str, Any]:
+    """The settings every point shares, from the run options (dotted path -> value): the one budget, and the
+    seeds (`repeat`; TUNE_SEEDS when picking, unless given)."""
+    budgets = overrides.budgets()
+    if len(budgets) > 1:
+        raise InputError(f"give one budget, not {' and '.join('--' + k.replace('_', '-') for k in budgets)}")
+    fixed: dict[str, Any] = {f"train.{k}": v for k, v in budgets.items()}
+    repeat = TUNE_SEEDS if overrides.repeat is None and pick_best else overrides.repeat
+    if repeat is not None:
+        fixed["train.seeds"] = list(range(scenario.train.seed, scenario.train.seed + repeat))
+    clash = [a.path for a in axes if a.path in fixed]
+    if clash:
+        raise InputError(f"--set {clash[0]}: also given by an option; sweep it or fix it, not both")
+    return fixed
+
+
+def sweep(scenario: Scenario, axes: list[Axis], overrides: Overrides | None = None, *, pick_best: bool = False,
+          reuse: bool = True, on_point: Callable[[Point, int, str], None] | None = None,
+          point_progress: Callable[[], AbstractContextManager[ProgressSink | None]] | None = None) -> SweepResult:
+    """`run_sweep` with the runner and one Overrides: its budget and repeat set at every point (`fixed`), its
+    optimizers subset and seed applied to the scenario, the rest (backend, link emulation, limits) how each
+    point runs, into a sweep folder under `overrides.out`. `point_progress` makes each point's progress sink."""
+    overrides = overrides or Overrides()
+    scenario = replace(overrides, steps=None, time_budget=None, tokens=None, repeat=None).apply(scenario)
+    fixed = fixed_settings(scenario, axes, overrides, pick_best)
+    make_progress = point_progress or (lambda: nullcontext(None))
+    point_options = overrides.run_only()  # each point's scenario already has the budget and seeds
+
+    def run_point(scen: Scenario, folder: Path) -> Any:
+        with make_progress() as progress:
+            return run_scenario(scen, replace(point_options, out=folder), progress)
+
+    # looked up at call time: tests replace run_sweep
+    return run_sweep(scenario, axes, out=overrides.out, run=run_point, pick_best=pick_best, reuse=reuse,
+                     on_point=on_point, fixed=fixed)
+
 
 
 def run_sweep(scenario: Scenario, axes: list[Axis], *, out: Path = Path("results"), run: RunFn,
@@ -328,8 +209,6 @@ def run_sweep(scenario: Scenario, axes: list[Axis], *, out: Path = Path("results
             if res.best and res.best["overlay"]:
                 write_best(res, scenario)
         _write_index(sweep_dir, meta, results, state, res.best)
-        from distro_bench.studies.sweep_report import write_sweep_report
-
         try:
             res.files, res.crossing = write_sweep_report(res, scenario)
         except Exception as e:  # the points' data is kept even if a plot fails
@@ -346,8 +225,6 @@ def _seed_curves(run_dir: Path, name: str) -> list:
     """Per seed of one optimizer in a run folder: its per-step frame (step, val_loss, elapsed_s)."""
     import pandas as pd
 
-    from distro_bench.report import analysis
-
     try:
         df = pd.read_parquet(run_dir / "metrics.parquet")
     except Exception:  # a point that failed before writing metrics
@@ -355,10 +232,7 @@ def _seed_curves(run_dir: Path, name: str) -> list:
     df = df[df["optimizer"] == name]
     if not len(df):
         return []
-    if "seed" in df.columns and df["seed"].notna().any():
-        groups = [g for _, g in df.groupby("seed")]
-    else:
-        groups = [df]
+    groups = [g for _, g in df.groupby("seed")] if "seed" in df.columns and df["seed"].notna().any() else [df]
     return [c.dropna(subset=["val_loss"]) for c in (analysis.per_step(g) for g in groups)]
 
 
@@ -405,8 +279,6 @@ def common_target(results: list[PointResult]) -> dict | None:
 
 
 def _reductions(figs: dict[str, dict], baseline: str) -> None:
-    from distro_bench.report.verdict import total_bytes
-
     base = figs.get(baseline)
     if not base:
         return
@@ -421,8 +293,6 @@ def _reductions(figs: dict[str, dict], baseline: str) -> None:
 
 def load_sweep(path: Path | str) -> tuple[SweepResult, Scenario]:
     """A sweep folder as run_sweep left it (InputError when it is not one)."""
-    from distro_bench.scenario.model import load_scenario
-
     path = Path(path)
     try:
         data = json.loads((path / "sweep.json").read_text())
@@ -444,8 +314,6 @@ def rewrite(path: Path | str) -> SweepResult:
     meta = {k: data[k] for k in ("scenario", "started", "axes") if k in data}
     meta["common_target"] = res.target = common_target(res.points)
     _write_index(res.sweep_dir, meta, res.points, res.state, res.best)
-    from distro_bench.studies.sweep_report import write_sweep_report
-
     res.files, res.crossing = write_sweep_report(res, scenario)
     return res
 
@@ -568,8 +436,6 @@ def write_best(res: SweepResult, scenario: Scenario) -> None:
     doc["train"]["seed"] = seeds[0]
     best["final_seeds"] = seeds
     scen = scenario_from_dict(doc, source="best-scenario.yaml", base_dir=scenario._base_dir)
-    from distro_bench.scenario.model import dump_scenario
-
     atomic_write_text(res.sweep_dir / "best-scenario.yaml",
                       f"# {scenario.name} with each method at its best setting from {res.sweep_dir.name}, on seeds "
                       f"{', '.join(map(str, seeds))}: none of them was used to pick it\n" + dump_scenario(scen))

@@ -110,25 +110,29 @@ def test_node_zero_claims_its_run_folder_for_clean(tmp_path, monkeypatch):
     from distro_bench.multihost.agent import Agent, NodeOptions
     from distro_bench.multihost.store import AgentStore
     from distro_bench.net import owner
+    from distro_bench.run.lifecycle import RunLifecycle
+    from distro_bench.run.overrides import Overrides
     from distro_bench.scenario.model import load_scenario
     from distro_bench.scenario.placement import from_scenario
 
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(tiny_scenario_dict()))
-    agent = Agent(NodeOptions(scenario=path, rdzv="127.0.0.1:1", node_rank=0, nnodes=1, out=tmp_path / "out"))
+    agent = Agent(NodeOptions(scenario=path, rdzv="127.0.0.1:1", node_rank=0, nnodes=1,
+                              overrides=Overrides(out=tmp_path / "out")))
     agent.scenario = load_scenario(path)
     agent.placement = from_scenario(agent.scenario, 1, None)
+    agent.life = RunLifecycle(agent.scenario, "multihost", host=0)
     try:
         agent.store = AgentStore("127.0.0.1", free_port(), 0, 1, timeout_s=5)
     except HarnessError as e:
         pytest.skip(f"no local TCPStore here: {e}")
     agent._open_run_folder()
     try:
-        claim = (owner.runtime_dir() / f"{agent.claim_id}.owner").read_text().splitlines()
-        assert owner.owner_alive(agent.claim_id) and claim[1] == str(agent.run_dir.resolve())
+        claim = (owner.runtime_dir() / f"{agent.life.claim_id}.owner").read_text().splitlines()
+        assert owner.owner_alive(agent.life.claim_id) and claim[1] == str(agent.run_dir.resolve())
         assert json.loads((agent.run_dir / "status.json").read_text())["state"] == "running"
         # Killed here (a pid that is gone): `clean` ends the folder's status.
-        (owner.runtime_dir() / f"{agent.claim_id}.owner").write_text(f"{2**22 + 7} 1\n{claim[1]}\n")
+        (owner.runtime_dir() / f"{agent.life.claim_id}.owner").write_text(f"{2**22 + 7} 1\n{claim[1]}\n")
         from distro_bench.backends import mark_abandoned_runs
 
         fixed, problems = mark_abandoned_runs()
@@ -136,8 +140,9 @@ def test_node_zero_claims_its_run_folder_for_clean(tmp_path, monkeypatch):
         status = json.loads((agent.run_dir / "status.json").read_text())
         assert status["state"] == "failed" and "ended without finishing" in status["reason"]
     finally:
-        agent._release()
-    assert not (owner.runtime_dir() / f"{agent.claim_id}.owner").exists()
+        claim_id = agent.life.claim_id
+        agent.life.release()
+    assert not (owner.runtime_dir() / f"{claim_id}.owner").exists()
 
 
 @pytest.mark.parametrize("link", [
@@ -150,13 +155,15 @@ def test_a_changing_link_is_refused_before_anything_changes(tmp_path, link):
 
     from distro_bench.errors import InputError
     from distro_bench.multihost.agent import Agent, NodeOptions
+    from distro_bench.run.overrides import Overrides
 
     (tmp_path / "up.trace").write_text("\n".join(str(i) for i in range(1, 101)) + "\n")
     d = tiny_scenario_dict(workers=[{"count": 2, "hardware": "host", "link": "wan"}])
     d["links"] = {"wan": link}
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(d))
-    agent = Agent(NodeOptions(scenario=path, rdzv="127.0.0.1:1", node_rank=0, nnodes=1, out=tmp_path / "out"))
+    agent = Agent(NodeOptions(scenario=path, rdzv="127.0.0.1:1", node_rank=0, nnodes=1,
+                              overrides=Overrides(out=tmp_path / "out")))
     with pytest.raises(InputError, match=r"links wan: multi-host runs .* do not follow a schedule or trace"):
         agent.prepare()
     assert not (tmp_path / "out").exists()

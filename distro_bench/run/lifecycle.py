@@ -1,0 +1,333 @@
+"""A run's lifecycle, the same for `distro-bench run` (run/runner.py) and a multi-host run (multihost/agent.py):
+
+    open      a new run folder under --out, claimed (net/owner.py: `clean` ends its status if we are killed),
+              scenario.yaml (traces copied in) and status.json "running"
+    describe  environment.json and prediction.json (the projection model's figures for this very run)
+    train     seed by seed, every optimizer of a seed in turn, through a launch callback (how the workers are
+              started differs: the runner starts them through a backend, the agent under torchrun)
+    guard     how it ended: complete, incomplete (Ctrl-C, SIGTERM: Interrupted) or failed with the reason
+    finish    status.json first, then metrics.parquet and summary.json/csv from whatever the workers recorded,
+              then the report; the claim released
+
+Hosts other than node-rank 0 of a multi-host run `join` node 0's folder: they train and guard, node 0 opens and
+finishes. The derived limits both launchers give their workers (collective timeout, dist backend) live here too.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
+
+import yaml
+
+from distro_bench.errors import HarnessError, Interrupted, RunFolderWriteError, WorkerFailed
+from distro_bench.net import owner
+from distro_bench.net.host import gpus as host_gpus
+from distro_bench.net.naming import new_run_id
+from distro_bench.report import write_run_report
+from distro_bench.results import metrics
+from distro_bench.results.cost import add_costs
+from distro_bench.results.events import write_events
+from distro_bench.results.rundir import (
+    SCHEMA_VERSION,
+    atomic_write_json,
+    atomic_write_parquet,
+    atomic_write_text,
+    new_run_dir,
+    write_status,
+)
+from distro_bench.scenario.model import Scenario, dump_for_run, scenario_from_dict
+from distro_bench.train.model import ModelConfig, parameter_count
+from distro_bench.train.projection import UNSHAPED_BPS, max_hop_delay, project
+
+
+class ProgressSink(Protocol):
+    def note(self, text: str) -> None: ...
+    def start(self, optimizer: str, total_steps: int | None) -> None: ...
+    def step(self, optimizer: str, record: dict) -> None: ...
+    def finish(self, optimizer: str) -> None: ...
+
+
+class SilentProgress:
+    def note(self, text): pass
+    def start(self, optimizer, total_steps): pass
+    def step(self, optimizer, record): pass
+    def finish(self, optimizer): pass
+
+
+class NoteProgress(SilentProgress):
+    """Notes to a callback, no progress bars (the multi-host agent prints its notes on stderr)."""
+
+    def __init__(self, note: Callable[[str], None]):
+        self._note = note
+
+    def note(self, text):
+        self._note(text)
+
+
+# (optimizer, seed) -> None: trains one optimizer on one seed on every worker, raising on failure.
+Launch = Callable[[str, int], None]
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI timeout, `kill`) takes the same clean path as Ctrl-C."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+# ---- what both launchers give their workers ------------------------------------------------------------
+
+def collective_timeout_s(scenario: Scenario) -> float:
+    """Long enough for the baseline's full fp32 gradient exchange over the slowest link, four times over."""
+    params = parameter_count(ModelConfig(**scenario.resolved_model()))  # arithmetic: no model built to size it
+    rates = [r for n in scenario.nodes() if n.link for r in (n.link.up, n.link.down) if r]
+    delay = max((n.link.delay + n.link.jitter for n in scenario.nodes() if n.link), default=0.0)
+    transfer = 2 * params * 4 * 8 / min(rates) if rates else 0.0
+    return 120.0 + 4 * transfer + 200 * delay
+
+
+def choose_dist_backend(scenario: Scenario) -> str:
+    """NCCL only when every worker has a GPU of its own; otherwise gloo (CPU, or GPUs shared)."""
+    gpus = len(host_gpus(use_torch=True))
+    nodes = scenario.nodes()
+    devices = [n.hardware.device for n in nodes]
+    if gpus == 0 or any(d == "cpu" for d in devices):
+        return "gloo"
+    explicit = [d for d in devices if d.startswith("cuda:")]
+    if len(set(explicit)) < len(explicit) or len(nodes) > gpus:
+        return "gloo"
+    return "nccl"
+
+
+def worker_dir(run_dir: Path, run_name: str, seed: int, repeats: int) -> Path:
+    """workers/<optimizer>/ for one seed (the layout before repeats), workers/<optimizer>/seed<S>/ for several."""
+    base = run_dir / "workers" / run_name
+    return base / f"seed{seed}" if repeats > 1 else base
+
+
+# ---- the lifecycle ------------------------------------------------------------------------------------------
+
+class RunLifecycle:
+    """One run folder from opening to its final status. `host`: the node-rank of a multi-host run (named in
+    the reasons), None for a single-host run."""
+
+    def __init__(self, scenario: Scenario, backend_name: str, sink: ProgressSink | None = None,
+                 host: int | None = None):
+        self.scenario = scenario
+        self.backend_name = backend_name
+        self.sink: ProgressSink = sink or SilentProgress()
+        self.host = host
+        self.run_dir: Path | None = None
+        self.started = _now()
+        self.events: list[dict] = []  # network changes (net/netchange.py) of every optimizer and seed
+        self.state: str = "failed"  # complete | incomplete | failed
+        self.reason: str | None = None
+        self.failure: BaseException | None = None
+        self.claim_id: str | None = None
+
+    # ---- open ---------------------------------------------------------------------------------------------
+    def open(self, out: Path) -> Path:
+        """A new run folder under `out`, claimed, with scenario.yaml and status "running". A scenario that
+        follows traces is reloaded from the folder's copy (the workers read that one)."""
+        self.run_dir = run_dir = new_run_dir(out, self.scenario.name)
+        self.started = _now()
+        self._claim()
+        text, follows_traces = dump_for_run(self.scenario, run_dir)
+        atomic_write_text(run_dir / "scenario.yaml", text)
+        if follows_traces:
+            self.scenario = scenario_from_dict(yaml.safe_load(text), source=str(run_dir / "scenario.yaml"),
+                                               base_dir=run_dir)
+        write_status(run_dir, "running", None)
+        return run_dir
+
+    def join(self, run_dir: Path) -> None:
+        """Train into a folder another process opened and finishes (node-rank 0's, for the other hosts)."""
+        self.run_dir = run_dir
+
+    def _claim(self) -> None:
+        self.claim_id = new_run_id()
+        try:
+            owner.claim(self.claim_id, self.run_dir)
+        except OSError:  # no runtime folder: the run goes on, only `clean` cannot end a killed one's status
+            self.claim_id = None
+
+    def release(self) -> None:
+        if self.claim_id:
+            try:
+                owner.release(self.claim_id)
+            except OSError:
+                pass
+            self.claim_id = None
+
+    # ---- describe -----------------------------------------------------------------------------------------
+    def write_environment(self, env: dict) -> None:
+        atomic_write_json(self._dir() / "environment.json", env)
+
+    def write_prediction(self, network: dict) -> None:
+        """The projection model's figures for this very run, so the report can set them beside the measurement."""
+        emulated = network.get("network_emulated", False)
+        nodes = self.scenario.nodes()
+        if not emulated:  # loopback: the links the scenario names were not there
+            nodes = [n.model_copy(update={"link": None}) for n in nodes]
+        try:
+            projections = project(self.scenario, nodes=nodes)
+        except NotImplementedError as e:  # a strategy without a byte model must not stop a measurement
+            self.sink.note(f"no prediction for this run: {e}")
+            return
+        atomic_write_json(self._dir() / "prediction.json", {
+            "network_emulated": emulated, "unshaped_bps": UNSHAPED_BPS,
+            "world_size": len(nodes), "max_hop_delay_s": max_hop_delay(nodes),
+            "optimizers": {p.optimizer: p.as_dict() for p in projections},
+        })
+
+    # ---- train --------------------------------------------------------------------------------------------
+    def runs(self) -> list[tuple[int, str]]:
+        """(seed, optimizer) in training order: seed by seed, so an interrupted run keeps whole comparisons."""
+        return [(seed, name) for seed in self.scenario.train.seed_list() for name in self.scenario.optimizers]
+
+    def worker_dir(self, optimizer: str, seed: int) -> Path:
+        return worker_dir(self._dir(), optimizer, seed, len(self.scenario.train.seed_list()))
+
+    def train_all(self, launch: Launch) -> None:
+        for seed, name in self.runs():
+            launch(name, seed)
+
+    @contextmanager
+    def guard(self, on_failure: Callable[[BaseException], None] | None = None) -> Iterator[None]:
+        """Around everything between open and finish: records how the run ended in `state`/`reason`
+        (`on_failure` may refine the reason, e.g. with the host that failed), turns SIGTERM into Ctrl-C, and
+        Ctrl-C into Interrupted (exit 130). Failures propagate."""
+        here = f" on host {self.host}" if self.host is not None else ""
+        prefix = f"host {self.host}: " if self.host is not None else ""
+        try:
+            with sigterm_as_interrupt():
+                yield
+            self.state = "complete"
+        except KeyboardInterrupt as e:
+            self.state, self.reason, self.failure = "incomplete", f"interrupted{here} (Ctrl-C or SIGTERM)", e
+            if on_failure:
+                on_failure(e)
+            raise Interrupted(f"interrupted; partial results kept in {self.run_dir}") from None
+        except HarnessError as e:
+            self.reason, self.failure = prefix + str(e), e
+            if on_failure:
+                on_failure(e)
+            raise
+        except Exception as e:
+            self.reason, self.failure = f"{prefix}{type(e).__name__}: {e}", e
+            if on_failure:
+                on_failure(e)
+            raise
+
+    # ---- finish -------------------------------------------------------------------------------------------
+    def status_now(self) -> None:
+        """status.json says how the run ended before a teardown that may fail (never raises)."""
+        try:
+            write_status(self._dir(), self.state, self.reason)
+        except OSError as e:
+            self.sink.note(f"status.json not written: {e}")
+
+    def finish(self, write_report: bool = True) -> dict:
+        """Status first, then metrics and summary (`finalize`), then the report; the claim released. A folder
+        the disk refuses raises RunFolderWriteError (WorkerFailed, with the worker's log tail, when a worker
+        failure was the run's end)."""
+        try:
+            summary = finalize(self._dir(), self.scenario, self.backend_name, self.state, self.reason, self.started,
+                               events=self.events)
+        except RunFolderWriteError as e:
+            if isinstance(self.failure, WorkerFailed):  # keep the worker's log tail beside the combined cause
+                raise WorkerFailed(str(e), rank=self.failure.rank, log_tail=self.failure.log_tail) from None
+            raise
+        finally:
+            self.release()
+        if write_report:
+            self.write_report()
+        return summary
+
+    def write_report(self) -> None:
+        try:
+            write_run_report(self._dir())
+        except Exception as e:  # a report failure must not lose the run's data
+            self.sink.note(f"report not written: {type(e).__name__}: {e}")
+
+    def _dir(self) -> Path:
+        if self.run_dir is None:
+            raise RuntimeError("the run folder is not open")
+        return self.run_dir
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def finalize(run_dir: Path, scenario: Scenario, backend_name: str, state: str, reason: str | None,
+             started: str, events: list[dict] | None = None) -> dict:
+    """Write status.json first, then aggregate whatever the workers recorded into metrics.parquet and
+    summary.json/csv. A file the disk refuses turns the status to failed with the cause (and the run's own
+    failure, if any) and raises RunFolderWriteError saying both."""
+    try:
+        write_status(run_dir, state, reason)
+        if events:
+            write_events(run_dir, events)
+        return _write_results(run_dir, scenario, backend_name, state, reason, started)
+    except RunFolderWriteError as e:
+        if state == "complete":
+            why = f"{e} (training completed; its results could not all be stored)"
+        else:
+            why = f"{e}; the run had {'failed' if state == 'failed' else 'stopped'}: {reason}"
+        try:
+            write_status(run_dir, "failed", why)
+        except OSError:
+            pass  # nothing more can be written; the message below still says what happened
+        raise RunFolderWriteError(why) from None
+
+
+def _write_results(run_dir: Path, scenario: Scenario, backend_name: str, state: str, reason: str | None,
+                   started: str) -> dict:
+    df, events = metrics.read_worker_records(run_dir / "workers")
+    starts = [e for e in events if e.get("type") == "start"]
+    probes = [e["probe_allgather_s"] for e in starts if e.get("probe_allgather_s") is not None]
+    explicit, how = comparison_target_of(scenario)
+    target = metrics.comparison_target(df, explicit, how)
+    summary = {
+        "schema_version": SCHEMA_VERSION,
+        "run": {"scenario": scenario.name, "backend": backend_name, "state": state, "reason": reason,
+                "budget": scenario.budget().as_dict(), "seeds": scenario.train.seed_list(),
+                "started": started, "finished": _now(),
+                "world_size": scenario.world_size,
+                "corpus_sha256": sorted({e["corpus_sha256"] for e in starts if "corpus_sha256" in e}),
+                # mean over ranks and optimizers of the workers' calibration gathers (worker.latency_probe)
+                "probe_allgather_s": sum(probes) / len(probes) if probes else None},
+        "baseline": scenario.baseline,
+        "target": target,
+        "optimizers": metrics.summarize(df, events, scenario.baseline, target["val_loss"]) if len(df) else {},
+    }
+    add_costs(summary, scenario.costs.model_dump(), [str(e.get("device", "")) for e in starts])  # issue 29
+    atomic_write_parquet(run_dir / "metrics.parquet", df)
+    atomic_write_json(run_dir / "summary.json", summary)
+    atomic_write_text(run_dir / "summary.csv", metrics.summary_frame(summary["optimizers"]).to_csv(index=False))
+    return summary
+
+
+def comparison_target_of(scenario: Scenario) -> tuple[float | None, str | None]:
+    """The target loss the scenario names for time-to-target, if any (checks.target_val_loss, else a target budget's)."""
+    if scenario.checks.target_val_loss is not None:
+        return scenario.checks.target_val_loss, "checks.target_val_loss in the scenario"
+    if scenario.train.target_val_loss is not None:
+        return scenario.train.target_val_loss, "train.target_val_loss in the scenario (the budget)"
+    return None, None
