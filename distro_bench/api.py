@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from distro_bench.report.check import CheckReport
-    from distro_bench.run.runner import ProgressSink, RunResult
+    from distro_bench.run.lifecycle import ProgressSink
+    from distro_bench.run.overrides import Overrides
+    from distro_bench.run.runner import RunResult
     from distro_bench.scenario.model import Scenario
     from distro_bench.studies.projection_study import ProjectionStudy
 
@@ -49,30 +51,32 @@ def schema() -> dict:
 
 # ---- running --------------------------------------------------------------------------------------
 
-def run(scenario: str | Path | Scenario, *, backend: str = "auto", optimizers: list[str] | None = None,
-        steps: int | None = None, seed: int | None = None, out: str | Path = "results",
-        time_budget: str | float | None = None, tokens: str | int | None = None,
+def run(scenario: str | Path | Scenario, overrides: Overrides | None = None, *, backend: str = "auto",
+        optimizers: list[str] | None = None, steps: int | None = None, seed: int | None = None,
+        out: str | Path = "results", time_budget: str | float | None = None, tokens: str | int | None = None,
         target_val_loss: float | None = None, repeat: int | None = None,
         link_engine: str | None = None, allow_unemulated: bool | None = None, image: str | None = None,
         progress: ProgressSink | None = None, write_report: bool = True,
         measure_links: bool | None = None) -> RunResult:
     """Train every optimizer of the scenario on emulated links into a new run folder under `out`.
 
-    A budget given here (`steps`, `time_budget` like "300s", `tokens` like "2M", `target_val_loss`) replaces the
-    scenario's; `repeat` runs each optimizer K times with seeds seed..seed+K-1.
+    The run options are one `distro_bench.run.overrides.Overrides`; the keyword arguments build one (give
+    either, not both). A budget given (`steps`, `time_budget` like "300s", `tokens` like "2M",
+    `target_val_loss`) replaces the scenario's; `repeat` runs each optimizer K times with seeds seed..seed+K-1.
     `link_engine`, `allow_unemulated` and `measure_links` default to the scenario's `network` section.
     Returns the run folder, its state and the typed summary
     (`result.summary.optimizers[name].step_time_s_mean`, ...)."""
-    from distro_bench.backends import BackendOptions
-    from distro_bench.run.runner import RunOptions, run_scenario
+    from distro_bench.run.overrides import Overrides
+    from distro_bench.run.runner import run_scenario
 
-    s = _scenario(scenario).with_overrides(steps=steps, seed=seed, optimizers=optimizers, time_budget=time_budget,
-                                           tokens=tokens, target_val_loss=target_val_loss, repeat=repeat)
-    opts = RunOptions(backend=backend, out=Path(out), write_report=write_report, measure_links=measure_links,
-                      backend_options=BackendOptions(
-        link_engine=link_engine or s.network.link_engine,
-        allow_unemulated=s.network.allow_unemulated if allow_unemulated is None else allow_unemulated, image=image))
-    return run_scenario(s, opts, progress)
+    given = Overrides(backend=backend, optimizers=tuple(optimizers) if optimizers else None, steps=steps, seed=seed,
+                      out=Path(out), time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss,
+                      repeat=repeat, link_engine=link_engine, allow_unemulated=allow_unemulated, image=image,
+                      write_report=write_report, measure_links=measure_links)
+    if overrides is not None and given != Overrides():
+        raise InputError(f"run: give the options as `overrides` or as keyword arguments, not both "
+                         f"({', '.join(given.given())} given beside overrides)")
+    return run_scenario(_scenario(scenario), overrides or given, progress)
 
 
 # ---- reading run folders --------------------------------------------------------------------------

@@ -125,17 +125,19 @@ def run(
 ) -> None:
     """Train every optimizer of SCENARIO on emulated links and write a run folder (its path is the last line)."""
     from distro_bench import api
+    from distro_bench.run.overrides import Overrides
     from distro_bench.run.progress import make_progress
 
     _allow_trace_outside(allow_trace_outside)
 
     with cli_errors():
+        overrides = Overrides(backend=value(backend) or "auto", optimizers=optimizer or None, steps=steps, seed=seed,
+                              time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss, repeat=repeat,
+                              out=out, link_engine=value(link_engine), allow_unemulated=allow_unemulated, image=image,
+                              measure_links=measure_links)
         # With --json, stdout carries only the JSON document: progress goes to stderr as plain lines.
         with make_progress(interactive=False if as_json else None) as progress:
-            result = api.run(scenario, backend=value(backend), optimizers=optimizer or None, steps=steps, seed=seed,
-                             time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss, repeat=repeat,
-                             out=out, link_engine=value(link_engine), allow_unemulated=allow_unemulated, image=image,
-                             progress=progress, measure_links=measure_links)
+            result = api.run(scenario, overrides, progress=progress)
     if as_json:
         print_json({"run_dir": str(result.run_dir), "state": result.state, "summary": result.summary.to_dict()})
         return
