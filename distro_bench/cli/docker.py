@@ -7,7 +7,8 @@ from rich.markup import escape
 
 from distro_bench.run.console import cli_errors, console
 
-image_app = typer.Typer(help="The worker image the docker backend runs.", no_args_is_help=True)
+image_app = typer.Typer(help="The worker image the docker backend runs (and the node image of `export k8s`).",
+                        no_args_is_help=True)
 
 
 @image_app.command("build")
@@ -16,12 +17,16 @@ def image_build(
                                              "downloaded on this host; the build runs without network"),
     base: str = typer.Option(None, help="base image (default: a CUDA/PyTorch image; with --offline the local "
                                         "Debian base distro-bench-base:bookworm)"),
-    tag: str = typer.Option(None, help="image tag (default: distro-bench-worker:<harness version>)"),
+    tag: str = typer.Option(None, help="image tag (default: distro-bench-worker:<harness version>, with --node "
+                                       "distro-bench-node:<harness version>)"),
+    node: bool = typer.Option(False, "--node", help="also build the node image of `export k8s` on the worker image: "
+                                                    "the distro-bench command, tc, the CLI's deps"),
     force: bool = typer.Option(False, help="build even when an image with the same build key exists"),
     no_cache: bool = typer.Option(False, "--no-cache", help="rebuild every layer (implies --force)"),
 ) -> None:
     """Build the worker image (wheelhouse, then `docker build`, with progress); skipped when up to date."""
     from distro_bench.backends.docker.image import build_image
+    from distro_bench.backends.docker.node_image import build_node_image
 
     with cli_errors(), console.status("preparing", spinner="dots") as status:
         def progress(line: str) -> None:
@@ -34,7 +39,8 @@ def image_build(
             else:
                 status.update(escape(line.strip()[:100]))
 
-        r = build_image(offline=offline, base=base, tag=tag, force=force, no_cache=no_cache, progress=progress)
+        build = build_node_image if node else build_image
+        r = build(offline=offline, base=base, tag=tag, force=force, no_cache=no_cache, progress=progress)
     what = "up to date" if r.cached else "built"
     console.print(f"[green]{r.tag}[/] {what}: {r.id[7:19]}, {r.size_bytes / 1e6:.0f} MB, base {r.base}, {r.seconds:.1f}s")
 

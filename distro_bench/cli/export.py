@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -14,7 +14,7 @@ from distro_bench.run.console import cli_errors, console, print_json
 RECIPES = ("slurm", "k8s")
 
 
-class Tracker(str, Enum):
+class Tracker(StrEnum):
     mlflow = "mlflow"
     tensorboard = "tensorboard"
 
@@ -31,7 +31,14 @@ def export(
                                                               "else one per scenario node)"),
     iface: str = typer.Option("eth0", "--iface", help="recipe: interface each host shapes"),
     port: int = typer.Option(29400, "--port", min=1, max=65534, help="recipe: rendezvous port (the agents' store: +1)"),
-    image: str = typer.Option(None, "--image", help="k8s: container image (default: distro-bench-worker:<version>)"),
+    placement: str = typer.Option(None, "--placement", help="recipe: scenario ranks per host, e.g. '0,1;2,3' (default: "
+                                                            "the scenario's workers[].host, else in order); every "
+                                                            "agent is started with the placement written"),
+    image: str = typer.Option(None, "--image", help="k8s: the node image (default: distro-bench-node:<version>, "
+                                                    "built by `distro-bench image build --node`)"),
+    results_claim: str = typer.Option(None, "--results-claim", help="k8s: an existing PersistentVolumeClaim "
+                                                                    "(ReadWriteMany) for the run folder (default: "
+                                                                    "the manifest declares <job>-results)"),
     gpus_per_node: int = typer.Option(0, "--gpus-per-node", min=0, help="recipe: GPUs to request per host"),
     time_limit: str = typer.Option("01:00:00", "--time-limit", help="slurm: the job's time limit"),
     as_json: bool = JSON_OPTION,
@@ -41,13 +48,15 @@ def export(
 
     A tracker gets one run per optimizer with its parameters, per-step metrics and the report attached
     (optional extras: pip install 'distro-bench[mlflow]' or '[tensorboard]'). `slurm` writes an sbatch
-    script, `k8s` an indexed Job and a headless Service (docs/scaling-out.md)."""
+    script (submit it from its folder), `k8s` an indexed Job, a headless Service, the scenario as a ConfigMap and
+    a claim for the results (docs/scaling-out.md)."""
     from distro_bench import api
     from distro_bench.errors import InputError
 
     with cli_errors():
         if str(run_dir) in RECIPES and scenario is not None:
-            path = _recipe(str(run_dir), scenario, dest, nnodes, iface, port, image, gpus_per_node, time_limit)
+            path = _recipe(str(run_dir), scenario, dest, nnodes, placement, iface, port, image, results_claim,
+                           gpus_per_node, time_limit)
             if as_json:
                 print_json({"recipe": str(run_dir), "path": str(path)})
             else:
@@ -67,14 +76,16 @@ def export(
     console.print(str(result.dest), markup=False, soft_wrap=True)
 
 
-def _recipe(kind: str, scenario_path: Path, dest: str | None, nnodes: int | None, iface: str, port: int,
-            image: str | None, gpus: int, time_limit: str) -> Path:
-    from distro_bench import __version__
-    from distro_bench.export.recipes import RecipeSettings, default_nnodes, write
+def _recipe(kind: str, scenario_path: Path, dest: str | None, nnodes: int | None, placement: str | None, iface: str,
+            port: int, image: str | None, results_claim: str | None, gpus: int, time_limit: str) -> Path:
+    from distro_bench.backends.docker.node_image import default_node_tag
+    from distro_bench.export.recipes import RecipeSettings, write
     from distro_bench.scenario.model import load_scenario
+    from distro_bench.scenario.placement import from_scenario
 
     s = load_scenario(scenario_path)
-    settings = RecipeSettings(nnodes=default_nnodes(s, nnodes), iface=iface, port=port, gpus_per_node=gpus,
-                              image=image or f"distro-bench-worker:{__version__}", time_limit=time_limit,
+    p = from_scenario(s, nnodes, placement)
+    settings = RecipeSettings(nnodes=p.nnodes, placement=p.encode(), iface=iface, port=port, gpus_per_node=gpus,
+                              image=image or default_node_tag(), time_limit=time_limit, results_claim=results_claim,
                               i_know=kind == "k8s")  # a pod's eth0 always carries its default route
     return write(kind, scenario_path, Path(dest) if dest else None, settings, s)

@@ -1,16 +1,11 @@
 """Multi-host pieces that need no root or network: placement, the worker's rank under torchrun, the
-interface refusals, and the Slurm/Kubernetes recipes (the manifest validated against models of the kinds used)."""
+interface refusals (the Slurm/Kubernetes recipes: test_multihost_recipes.py)."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
-import yaml
-from pydantic import ValidationError
 
 from distro_bench.errors import InputError
-from distro_bench.export.recipes import RecipeSettings, k8s_manifest, sbatch_script, validate_manifest
 from distro_bench.multihost import iface as iface_mod
 from distro_bench.scenario.model import scenario_from_dict
 from distro_bench.scenario.placement import Placement, from_scenario, parse_flag, scenario_rank
@@ -68,14 +63,14 @@ def test_worker_rank_follows_the_placement_not_torchruns_order():
 
 
 def test_worker_ranks_under_torchrun(monkeypatch):
-    from distro_bench.train.worker import _ranks
+    from distro_bench.train.distributed import worker_ranks
 
     for k, v in {"DISTRO_BENCH_PLACEMENT": "1;0", "DISTRO_BENCH_NODE_RANK": "0", "LOCAL_RANK": "0", "RANK": "1",
                  "WORLD_SIZE": "2"}.items():
         monkeypatch.setenv(k, v)
-    assert _ranks() == (1, 2, 0)
+    assert worker_ranks() == (1, 2, 0)
     monkeypatch.delenv("DISTRO_BENCH_PLACEMENT")
-    assert _ranks() == (1, 2, 0)
+    assert worker_ranks() == (1, 2, 0)
 
 
 # ---- the interface --------------------------------------------------------------------------------
@@ -112,63 +107,6 @@ def test_ssh_session_is_found_by_its_local_address(monkeypatch):
     assert iface_mod.ssh_session_on("eth1", env) == "from 192.168.1.5:50000 to 10.0.0.2:22"
     assert iface_mod.ssh_session_on("eth2", env) is None
     assert iface_mod.ssh_session_on("eth1", {}) is None
-
-
-# ---- recipes ----------------------------------------------------------------------------------------
-
-def ci_smoke():
-    from distro_bench.scenario.model import load_scenario
-
-    return load_scenario(REPO / "scenarios" / "ci-smoke.yaml")
-
-
-def test_sbatch_script_starts_one_agent_per_node_with_the_first_host_as_rendezvous():
-    text = sbatch_script(ci_smoke(), "scenarios/ci-smoke.yaml", RecipeSettings(nnodes=2, iface="ib0"))
-    assert text.startswith("#!/bin/bash\n") and "#SBATCH --nodes=2" in text and "#SBATCH --ntasks-per-node=1" in text
-    assert 'HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in text
-    assert '--rdzv "$HEAD:$PORT" --node-rank "$SLURM_NODEID"' in text and "IFACE=${DISTRO_BENCH_IFACE:-ib0}" in text
-
-
-def test_k8s_manifest_validates():
-    text = k8s_manifest(ci_smoke(), "scenarios/ci-smoke.yaml", RecipeSettings(nnodes=4, i_know=True))
-    job, svc = sorted(validate_manifest(text), key=lambda o: o.kind)
-    assert job.spec.completions == 4 and job.spec.template.spec.restartPolicy == "Never"
-    agent = job.spec.template.spec.containers[0]
-    assert agent.securityContext.capabilities.add == ["NET_ADMIN"] and not agent.securityContext.privileged
-    assert job.spec.template.spec.initContainers[0].securityContext.privileged is True
-    assert svc.spec.clusterIP == "None"
-
-
-@pytest.mark.parametrize("break_it, match", [
-    (lambda docs: docs[1]["spec"]["template"]["spec"].update(restartPolicy="Always"), "restartPolicy"),
-    (lambda docs: docs[1]["spec"].pop("completions"), "Indexed Job needs spec.completions"),
-    (lambda docs: docs[0]["spec"].update(clusterIP="10.0.0.1"), "headless"),
-    (lambda docs: docs[0]["spec"]["selector"].update({"distro-bench/job": "other"}), "does not select"),
-    (lambda docs: docs[1]["spec"]["template"]["spec"].update(subdomain="other"), "subdomain"),
-    (lambda docs: docs[1]["spec"]["template"]["spec"]["containers"][0].update(imagePullPolicy="Sometimes"),
-     "imagePullPolicy"),
-    (lambda docs: docs[1]["spec"]["template"]["spec"]["containers"][0]["ports"][0].update(containerPort=70000),
-     "containerPort"),
-])
-def test_k8s_model_rejects_broken_manifests(break_it, match):
-    text = k8s_manifest(ci_smoke(), "scenarios/ci-smoke.yaml", RecipeSettings(nnodes=2, i_know=True))
-    docs = copy.deepcopy([d for d in yaml.safe_load_all(text) if d])
-    break_it(docs)
-    with pytest.raises((ValidationError, ValueError), match=match):
-        validate_manifest(yaml.safe_dump_all(docs))
-
-
-def test_export_cli_writes_recipes_and_keeps_tracker_export(cli, tmp_path):
-    r = cli("export", "slurm", REPO / "scenarios" / "ci-smoke.yaml", "--nnodes", "2", "--dest", tmp_path)
-    assert r.exit_code == 0, r.output
-    assert (tmp_path / "ci-smoke.sbatch").read_text().count("#SBATCH --nodes=2") == 1
-    r = cli("export", "k8s", REPO / "scenarios" / "ci-smoke.yaml", "--dest", tmp_path / "m.yaml")
-    assert r.exit_code == 0, r.output
-    assert len(validate_manifest((tmp_path / "m.yaml").read_text())) == 2
-    r = cli("export", tmp_path)  # a run folder without --to: a clear error, exit 2
-    assert r.exit_code == 2 and "--to mlflow|tensorboard is required" in r.output
-    r = cli("export", "slurm", REPO / "scenarios" / "ci-smoke.yaml", "--nnodes", "3")
-    assert r.exit_code == 2 and "--nnodes: 3 hosts cannot share" in r.output
 
 
 def test_node_cli_refuses_a_bad_rendezvous_before_touching_anything(cli):
