@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from distro_bench.backends.requirements import Needs, Requirement
 from distro_bench.net import owner
 from distro_bench.scenario.model import Scenario
 
@@ -110,6 +111,12 @@ class Backend(ABC):
     @abstractmethod
     def probe(cls, scenario: Scenario | None = None) -> tuple[bool, str]:
         """(usable here for this scenario, why or why not) without creating anything."""
+
+    @classmethod
+    def requirements(cls, needs: Needs) -> list[Requirement]:
+        """What this backend needs of the host for a scenario that asks `needs`, beyond what every run needs
+        (distro_bench/backends/requirements.py); distro_bench/run/preflight.py checks them all at once."""
+        return []
 
     @classmethod
     def preflight(cls, scenario: Scenario, options: BackendOptions) -> NetworkPlan | None:

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from distro_bench.backends.base import Backend, WorkerHandle, start_process
+from distro_bench.backends.requirements import Needs, Requirement, Unsupported
 
 
 class LocalBackend(Backend):
@@ -14,6 +15,15 @@ class LocalBackend(Backend):
     @classmethod
     def probe(cls, scenario=None):
         return True, "always available (loopback, network not emulated)"
+
+    @classmethod
+    def requirements(cls, needs: Needs) -> list[Requirement]:
+        if not needs.traces:
+            return []
+        # A trace is all a trace scenario measures; loopback cannot shape, so the run would measure nothing of it.
+        return [Unsupported(what="shaped links (the netns or docker backend)", fix="--backend netns (as root)",
+                            needed_for=f"the bandwidth trace of link {', '.join(repr(x) for x in needs.traces)} "
+                                       "(the local backend runs on loopback and cannot shape)", emulation=True)]
 
     def master_addr(self) -> str:
         return "127.0.0.1"

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from distro_bench.backends.base import Backend, BackendOptions, WorkerHandle, start_process
+from distro_bench.backends.requirements import Needs, Requirement, emulation_requirements
 from distro_bench.errors import HarnessError
 from distro_bench.net import host as net_probe
 from distro_bench.net.emulation import Emulation, Endpoints, describe_plan, worker_env
@@ -51,6 +52,12 @@ class NetnsBackend(Backend):
             return False, "the kernel has no tbf qdisc for rate shaping"
         extra = "netem" if caps.netem else ("no netem; userspace delay line" if caps.userspace_engine else "no netem")
         return True, f"root, network namespaces, tbf ({extra})"
+
+    @classmethod
+    def requirements(cls, needs: Needs) -> list[Requirement]:
+        # Root, pyroute2, namespaces + veth, `tc` (it reads back every qdisc), tbf for rates, a link engine
+        # for delay; workers start through distro_bench/net/enter.py (setns, capabilities dropped).
+        return emulation_requirements(needs, "the netns backend", namespaces=True)
 
     @classmethod
     def preflight(cls, scenario: Scenario, options: BackendOptions) -> NetworkPlan:

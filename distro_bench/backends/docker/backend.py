@@ -43,6 +43,7 @@ from distro_bench.backends.base import Backend, BackendOptions, WorkerHandle
 from distro_bench.backends.docker.leftovers import IFACE, LABEL_OWNER, LABEL_RUN, remove_labelled
 from distro_bench.backends.docker.placement import SHM_SIZE, Placement, device_requests, host_gpu_count, place
 from distro_bench.backends.docker.worker import ContainerWorker
+from distro_bench.backends.requirements import DockerEngine, Needs, PythonModule, Requirement, emulation_requirements
 from distro_bench.errors import CapabilityError, HarnessError
 from distro_bench.scenario.model import Node, Scenario
 
@@ -98,6 +99,16 @@ class DockerBackend(Backend):
         if scenario is not None and _needs_shaping(scenario) and os.geteuid() != 0:
             return False, "shaping containers' links from the host needs root (tc in their namespaces)"
         return True, f"engine {version} reachable, image {status.tag} matches harness {status.version}"
+
+    @classmethod
+    def requirements(cls, needs: Needs) -> list[Requirement]:
+        # Shaped links are shaped from the host: root, pyroute2 (the host-side veth is found over netlink)
+        # and `tc` for rates; the containers' namespaces are Docker's.
+        own: list[Requirement] = [PythonModule(module="docker", needed_for="the docker backend", install="docker-sdk"),
+                                  DockerEngine(needed_for="the docker backend")]
+        if not (needs.shaped or needs.impaired):
+            return own
+        return own + emulation_requirements(needs, "shaping containers' links from the host", namespaces=False)
 
     @classmethod
     def preflight(cls, scenario: Scenario, options: BackendOptions):
