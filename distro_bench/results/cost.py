@@ -154,7 +154,7 @@ def side(summary: dict, name: str) -> CostSide | None:
         vals = [getattr(c, key) for c in per.values()]
         return None if any(v is None for v in vals) else sum(vals) / len(vals)
 
-    return CostSide(usd=mean("usd"), egress_usd=mean("egress_usd"), gpu_usd=mean("gpu_usd"), hours=mean("hours"),
+    return CostSide(usd=mean("usd"), egress_usd=mean("egress_usd"), gpu_usd=mean("gpu_usd"), hours=sum(c.hours for c in per.values()) / len(per),
                     capped=any(c.capped for c in per.values()), seeds=per)
 
 

@@ -75,7 +75,8 @@ def crossing(c: pd.DataFrame, target: float) -> Crossing | None:
         return Crossing(float(r["elapsed_s"]), float(r["tokens"]), float(r["steps"]), exact=False)
     a, b = ev.iloc[i - 1], ev.iloc[i]
     f = (a["val_loss"] - target) / (a["val_loss"] - b["val_loss"])  # a > target >= b, so 0 < f <= 1
-    return Crossing(*(float(a[k] + f * (b[k] - a[k])) for k in ("elapsed_s", "tokens", "steps")), exact=True)
+    time_s, tokens, steps = (float(a[k] + f * (b[k] - a[k])) for k in ("elapsed_s", "tokens", "steps"))
+    return Crossing(time_s, tokens, steps, exact=True)
 
 
 def value_at(c: pd.DataFrame, x: str, at: float) -> float | None:
@@ -147,8 +148,9 @@ def fairness(curves: dict[str, dict[int | None, pd.DataFrame]], target: float | 
         mine = {n: per[seed] for n, per in curves.items() if seed in per and len(per[seed])}
         if not mine:
             continue
-        equal_time = min(end_of(c, "elapsed_s") for c in mine.values())
-        equal_steps = min(end_of(c, "steps") for c in mine.values())
+        # every curve here has rows (`mine`), so each has an end
+        equal_time = min(float(c["elapsed_s"].iloc[-1]) for c in mine.values())
+        equal_steps = min(float(c["steps"].iloc[-1]) for c in mine.values())
         spacings = [g for g in (eval_spacing(c) for c in mine.values()) if g]
         grid = max(spacings) if len(mine) > 1 and spacings else None
         for name, c in mine.items():

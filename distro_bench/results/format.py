@@ -6,11 +6,12 @@ import math
 
 
 def _bad(v) -> bool:
+    # Callers test `v is None or _bad(v)`: the type checker then knows v is a number after it.
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def fmt_seconds(v: float | None) -> str:
-    if _bad(v):
+    if v is None or _bad(v):
         return "n/a"
     if v == 0:
         return "0 s"
@@ -23,7 +24,7 @@ def fmt_seconds(v: float | None) -> str:
 
 def fmt_bytes(v: float | None) -> str:
     """Decimal units, as rates and the DESIGN's MB/step are: 4260 -> `4.26 kB`."""
-    if _bad(v):
+    if v is None or _bad(v):
         return "n/a"
     for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(v) >= scale:
@@ -33,7 +34,7 @@ def fmt_bytes(v: float | None) -> str:
 
 def fmt_times(v: float | None) -> str:
     """A ratio: `565x`, `8.0x`, `0.93x`."""
-    if _bad(v):
+    if v is None or _bad(v):
         return "n/a"
     if v >= 100:
         return f"{v:,.0f}x"
@@ -45,7 +46,7 @@ def fmt_num(v: float | None, spec: str = ".4g") -> str:
 
 
 def fmt_rate(bps: float | None) -> str:
-    if _bad(bps):
+    if bps is None or _bad(bps):
         return "n/a"
     for unit, scale in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
         if bps >= scale:

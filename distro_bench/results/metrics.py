@@ -60,7 +60,8 @@ def read_worker_records(folder: Path) -> tuple[pd.DataFrame, list[dict]]:
 
     A truncated last line (a worker killed mid-write) is skipped, not fatal.
     """
-    steps, events = [], []
+    steps: list[dict] = []
+    events: list[dict] = []
     for path in sorted(Path(folder).rglob("rank*.jsonl")):
         for line in path.read_text().splitlines():
             try:
@@ -151,7 +152,7 @@ def summarize_optimizer(df: pd.DataFrame, end_checksums: dict[int, str], ends: l
         "collectives_per_step": _per_step(steady, "collectives", ends, "final_sync_collectives"),
         "ring_bytes_per_step": ring,
         # framing and protocol bytes on top of what the ring algorithm must move, both directions
-        "wire_overhead": (wire_tx + wire_rx) / (2 * ring) - 1 if wire_known and ring else None,
+        "wire_overhead": (wire_tx + wire_rx) / (2 * ring) - 1 if wire_tx is not None and wire_rx is not None and ring else None,
         "first_val_loss": float(val.iloc[0]) if len(val) else None,
         "wall_time_s": wall,
         "tokens_per_s": float(df["tokens"].sum() / wall) if wall and not math.isnan(wall) else None,
@@ -198,7 +199,12 @@ def _aggregate(per_seed: list[dict]) -> dict:
                 out[k] = None
                 ci[k] = None
                 continue
-            m, lo, hi = t_interval(nums)
+            iv = t_interval(nums)
+            if iv is None:  # every seed's figure is NaN or inf: no mean either
+                out[k] = None
+                ci[k] = None
+                continue
+            m, lo, hi = iv
             out[k] = int(nums[0]) if all(v == nums[0] for v in nums) and isinstance(nums[0], int) else m
             ci[k] = [lo, hi] if n >= 2 else None
     out["ci95"] = ci
@@ -241,9 +247,9 @@ def summarize(df: pd.DataFrame, events: list[dict], baseline: str, target: float
         for p in per.values():
             for seed, s in p.items():
                 b = per[baseline].get(seed)
-                base = sum(b[k] or 0 for k in keys) if b else sum(base_all) / len(base_all)
-                mine = sum(s[k] or 0 for k in keys)
-                s["reduction_vs_baseline"] = base / mine if mine else None
+                base_bytes = sum(b[k] or 0 for k in keys) if b else sum(base_all) / len(base_all)
+                mine_bytes = sum(s[k] or 0 for k in keys)
+                s["reduction_vs_baseline"] = base_bytes / mine_bytes if mine_bytes else None
                 s["reduction_basis"] = "wire" if wire else "payload"
     out = {}
     for name, p in per.items():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import numpy as np
 
@@ -26,7 +27,8 @@ def t_critical(df: float) -> float:
     return _T95[int(df) - 1] if df <= 30 else 1.96
 
 
-def finite(v) -> bool:
+def finite(v: object) -> TypeGuard[float]:
+    """A real, finite number (not a bool); the type checker then knows `v` as a number."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 

@@ -125,11 +125,12 @@ class Summary(_Record):
     def verdicts(self) -> list[str]:
         """One line per optimizer against the baseline, e.g.
         `distro: 8.0x faster steps, 565x fewer wire bytes, val loss +0.59 vs adamw`."""
-        base = self.optimizers.get(self.baseline or "")
+        baseline = self.baseline or ""
+        base = self.optimizers.get(baseline)
         if base is None:
             return []
-        return [verdict_line(name, s, self.baseline, base) for name, s in self.optimizers.items()
-                if name != self.baseline]
+        return [verdict_line(name, s, baseline, base) for name, s in self.optimizers.items()
+                if name != baseline]
 
 
 def verdict_line(name: str, s: OptimizerSummary, base_name: str, base: OptimizerSummary) -> str:

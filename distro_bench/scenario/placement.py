@@ -85,12 +85,13 @@ def from_scenario(scenario: Scenario, nnodes: int | None = None, flag: str | Non
         if unplaced:
             raise InputError(f"workers[{unplaced[0]}].host: give every worker group a host, or none "
                              f"(groups {unplaced} have none)")
-        n = max(g.host for g in scenario.workers) + 1
+        placed = [(g.host, g.count) for g in scenario.workers if g.host is not None]  # every group, here
+        n = max(host for host, _ in placed) + 1
         hosts: list[list[int]] = [[] for _ in range(n)]
         rank = 0
-        for g in scenario.workers:
-            hosts[g.host].extend(range(rank, rank + g.count))
-            rank += g.count
+        for host, count in placed:
+            hosts[host].extend(range(rank, rank + count))
+            rank += count
         empty = [i for i, h in enumerate(hosts) if not h]
         if empty:
             raise InputError(f"workers[].host: hosts {empty} run no worker group; number hosts 0..{n - 1} without gaps")

@@ -130,12 +130,12 @@ def matrix_problems(spec: RegionsSpec, used: dict[str, list[str]]) -> list[str]:
     table, _ = _table(spec)
     jitter, loss = _mirrored(spec.jitter, spec.symmetric), _mirrored(spec.loss, spec.symmetric)
     for (a, b), j in sorted(jitter.items()):
-        d = table.get(a, {}).get(b, table.get(b, {}).get(a) if spec.symmetric else None)
-        if d is not None and j > d:
+        delay = table.get(a, {}).get(b, table.get(b, {}).get(a) if spec.symmetric else None)
+        if delay is not None and j > delay:
             problems.append(f"regions.jitter.{a}.{b}: {format_duration(j)} exceeds the pair's delay "
-                            f"{format_duration(d)}; an in-order path cannot deliver a frame before it was sent")
-    for what, tab in (("jitter", jitter), ("loss", loss)):
-        for a, b in sorted(tab):
+                            f"{format_duration(delay)}; an in-order path cannot deliver a frame before it was sent")
+    for what, pairs in (("jitter", jitter), ("loss", loss)):
+        for a, b in sorted(pairs):
             if not (b in table.get(a, {}) or (spec.symmetric and a in table.get(b, {}))):
                 problems.append(f"regions.{what}.{a}.{b}: no delay is given for {a} -> {b}; "
                                 f"give regions.delays.{a}.{b} too")

@@ -62,7 +62,8 @@ class Change:
 
     def describe(self) -> str:
         if self.kind == "outage":
-            return f"{self.node} link {self.link_name or ''} down for {format_duration(self.duration_s)}".replace("  ", " ")
+            down_s = self.duration_s or 0.0  # an outage always has its duration
+            return f"{self.node} link {self.link_name or ''} down for {format_duration(down_s)}".replace("  ", " ")
         if self.kind == "compute":
             return f"{self.node} compute_scale {self.previous.get('compute_scale')} -> {self.fields['compute_scale']}"
         return f"{self.node} " + ", ".join(f"{f} {self.previous.get(f, '')} -> {v}" for f, v in self.fields.items())
@@ -100,17 +101,17 @@ class Timeline:
         return {c.rank for c in self.changes if c.kind == "outage"}
 
     def longest_outage_s(self) -> float:
-        return max((c.duration_s for c in self.changes if c.kind == "outage"), default=0.0)
+        return max((c.duration_s for c in self.changes if c.kind == "outage" and c.duration_s is not None), default=0.0)
 
 
 def _link_changes(rank: int, node: str, link_name: str | None, link: LinkSpec) -> list[Change]:
-    out, cur = [], link
+    out: list[Change] = []
+    cur = link
     for entry in link.schedule:
-        trig = {"at_s": entry.at, "at_step": entry.at_step}
         if entry.outage is not None:
             out.append(Change(rank=rank, node=node, kind="outage", directions=("up", "down"), link=cur,
                               link_name=link_name, duration_s=entry.outage, fields={"down": format_duration(entry.outage)},
-                              **trig))
+                              at_s=entry.at, at_step=entry.at_step))
             continue
         names = entry.changed()
         update = {f: getattr(entry, f) for f in names}
@@ -118,7 +119,8 @@ def _link_changes(rank: int, node: str, link_name: str | None, link: LinkSpec) -
         dirs = tuple(d for d in ("up", "down") if any(d in FIELD_DIRECTIONS[f] for f in names))
         out.append(Change(rank=rank, node=node, kind="schedule", directions=dirs, link=nxt, link_name=link_name,
                           fields={f: format_field(f, update[f]) for f in names},
-                          previous={f: format_field(f, getattr(cur, f)) for f in names}, **trig))
+                          previous={f: format_field(f, getattr(cur, f)) for f in names}, at_s=entry.at,
+                          at_step=entry.at_step))
         cur = nxt
     return out
 

@@ -136,7 +136,7 @@ def load_trace(path: str | Path) -> Trace:
 
 
 def _load_mahimahi(path: Path, lines) -> Trace:
-    times = []
+    times: list[int] = []
     for no, ln in lines:
         try:
             ms = int(ln) if len(ln) <= 20 else None  # 20 digits: past any period we accept
@@ -158,7 +158,7 @@ def _load_mahimahi(path: Path, lines) -> Trace:
 
 
 def _load_csv(path: Path, lines) -> Trace:
-    steps = []
+    steps: list[tuple[float, float]] = []
     for k, (no, ln) in enumerate(lines):
         parts = [p.strip() for p in ln.split(",")]
         if k == 0 and parts and not _is_number(parts[0]):

@@ -100,9 +100,10 @@ def parse_percent(value: object) -> float:
     """'0.1%' -> 0.001. A bare 0 is accepted; other bare numbers are ambiguous (fraction or percent?)."""
     if value == 0 or value == "0":
         return 0.0
-    if not isinstance(value, str) or not _PERCENT_RE.match(value.strip()):
+    m = _PERCENT_RE.match(value.strip()) if isinstance(value, str) else None
+    if m is None:
         raise ValueError(f"invalid percentage {value!r}; write it with a % sign, e.g. '0.1%'")
-    pct = float(_PERCENT_RE.match(value.strip()).group("num"))
+    pct = float(m.group("num"))
     if pct > 100:
         raise ValueError(f"percentage {value!r} is above 100%")
     return pct / 100.0

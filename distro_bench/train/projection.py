@@ -164,9 +164,10 @@ def resolve_options(cfg, nodes: list[Node], shapes: dict[str, tuple[int, ...]],
 def compute_seconds(params: int, tokens: int, nodes: list[Node], mfu: float = DEFAULT_MFU) -> float | None:
     flops = 6 * params * tokens
     tflops = [n.hardware.tflops for n in nodes]
-    if any(t is None for t in tflops):
+    known = [t for t in tflops if t is not None]
+    if len(known) < len(tflops):
         return None
-    return max(flops / (t * 1e12 * mfu) for t in tflops)
+    return max(flops / (t * 1e12 * mfu) for t in known)
 
 
 def max_hop_delay(nodes: list[Node]) -> float:

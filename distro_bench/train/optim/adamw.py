@@ -21,7 +21,9 @@ _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 def _buckets(numels: list[int], element_size: int, bucket_bytes: float) -> list[list[int]]:
     """Group parameter indices into consecutive buckets of at most `bucket_bytes` (at least one each)."""
-    out, cur, size = [], [], 0
+    out: list[list[int]] = []
+    cur: list[int] = []
+    size = 0
     for i, n in enumerate(numels):
         if cur and size + n * element_size > bucket_bytes:
             out.append(cur)
@@ -77,7 +79,7 @@ def adamw_step(opt: torch.optim.AdamW, cfg: InnerAdamWOptions, tensors: list[tor
     opt.step()
 
 
-class AdamW(Strategy):
+class AdamW(Strategy[AdamWConfig]):
     Config = AdamWConfig
     clips_gradients = True  # after the all-reduce (the averaged gradient), so the worker does not
     sends_dense_gradients = True

@@ -14,12 +14,15 @@ from abc import ABC, abstractmethod
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import ClassVar, Generic, Literal, TypeVar
 
 import torch
 
 from distro_bench.scenario.optimizers import StrategyConfig
 from distro_bench.train.comm import Comm
+
+# The option model a strategy takes: each strategy class names its own (`class DisTrO(Strategy[DisTrOConfig])`).
+ConfigT = TypeVar("ConfigT", bound=StrategyConfig)
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,7 @@ class PhaseTimer:
         return out
 
 
-class Strategy(ABC):
+class Strategy(ABC, Generic[ConfigT]):
     """One optimizer strategy. Built once per worker; `step` runs after backward and before the next batch.
 
     A strategy moves gradients only through `comm` (so bytes and time are counted there), times its own
@@ -92,7 +95,7 @@ class Strategy(ABC):
     # as the DisTrO report treats its baseline (bf16 gradients received from every peer).
     sends_dense_gradients: ClassVar[bool] = False
 
-    def __init__(self, cfg: StrategyConfig, params: list[tuple[str, torch.nn.Parameter]], comm: Comm, total_steps: int):
+    def __init__(self, cfg: ConfigT, params: list[tuple[str, torch.nn.Parameter]], comm: Comm, total_steps: int):
         self.cfg = cfg
         self.params = params
         self.comm = comm
@@ -115,31 +118,31 @@ class Strategy(ABC):
         return None
 
     @classmethod
-    def predict_collectives(cls, cfg: StrategyConfig, shapes: dict[str, tuple[int, ...]], world_size: int) -> list[Collective]:
+    def predict_collectives(cls, cfg: ConfigT, shapes: dict[str, tuple[int, ...]], world_size: int) -> list[Collective]:
         """The collectives of one step in issue order (per-step methods; periodic ones define `predict_period`)."""
         raise NotImplementedError(f"{cls.__name__} does not predict its collectives")
 
     @classmethod
-    def predict_period(cls, cfg: StrategyConfig, shapes: dict[str, tuple[int, ...]], world_size: int) -> Period:
+    def predict_period(cls, cfg: ConfigT, shapes: dict[str, tuple[int, ...]], world_size: int) -> Period:
         """The steady state's collectives per period (for projections); a per-step method's period is one step."""
         return Period(1, cls.predict_collectives(cfg, shapes, world_size))
 
     @classmethod
-    def predict_step(cls, cfg: StrategyConfig, shapes: dict[str, tuple[int, ...]], world_size: int, step: int,
+    def predict_step(cls, cfg: ConfigT, shapes: dict[str, tuple[int, ...]], world_size: int, step: int,
                      total_steps: int) -> list[Collective]:
         """The collectives `step(step)` issues: a period's at its last step (step + 1 a multiple of H), else none."""
         period = cls.predict_period(cfg, shapes, world_size)
         return period.collectives if (step + 1) % period.steps == 0 else []
 
     @classmethod
-    def predict_finish(cls, cfg: StrategyConfig, shapes: dict[str, tuple[int, ...]], world_size: int,
+    def predict_finish(cls, cfg: ConfigT, shapes: dict[str, tuple[int, ...]], world_size: int,
                        steps_done: int) -> list[Collective]:
         """The collectives `finish()` issues after `steps_done` steps: a period's when local steps are pending."""
         period = cls.predict_period(cfg, shapes, world_size)
         return period.collectives if period.steps > 1 and steps_done % period.steps else []
 
     @classmethod
-    def predict_payload_bytes(cls, cfg: StrategyConfig, shapes: dict[str, tuple[int, ...]], world_size: int) -> tuple[float, float]:
+    def predict_payload_bytes(cls, cfg: ConfigT, shapes: dict[str, tuple[int, ...]], world_size: int) -> tuple[float, float]:
         """(tx, rx) payload bytes per worker per step in the steady state, averaged over a period."""
         period = cls.predict_period(cfg, shapes, world_size)
         tx, rx = payload_of(period.collectives, world_size)

@@ -26,7 +26,7 @@ from distro_bench.train.optim.base import Collective, Period, PhaseTimer, StepRe
 _STATES = (("params", 0), ("exp_avg", 1), ("exp_avg_sq", 2))
 
 
-class DESLOC(Strategy):
+class DESLOC(Strategy[DESLOCConfig]):
     Config = DESLOCConfig
     clips_gradients = True  # the local AdamW step clips this worker's gradient
 

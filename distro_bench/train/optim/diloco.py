@@ -15,6 +15,7 @@ The pseudo-gradient travels as
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 
@@ -50,8 +51,8 @@ def decode_int8(buf: torch.Tensor, numels: list[int]) -> list[torch.Tensor]:
     return out
 
 
-class DiLoCo(LocalSteps):
-    Config = DiLoCoConfig
+class DiLoCo(LocalSteps[DiLoCoConfig]):
+    Config: ClassVar[type[DiLoCoConfig]] = DiLoCoConfig
 
     def __init__(self, cfg: DiLoCoConfig, params, comm, total_steps):
         super().__init__(cfg, params, comm, total_steps)

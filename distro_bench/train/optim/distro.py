@@ -45,10 +45,12 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import Literal
 
 import torch
 
-from distro_bench.scenario.optimizers import DisTrOConfig
+from distro_bench.scenario.optimizers import DisTrOConfig, IndexCodec
+from distro_bench.train.comm import Exchange, PendingGather
 from distro_bench.train.optim import codec
 from distro_bench.train.optim.base import Collective, PhaseTimer, Strategy
 from distro_bench.train.optim.buffers import kept_zeros
@@ -71,7 +73,7 @@ class Group:
         return self.chunk[0] * self.chunk[1]
 
 
-def plan(shapes: list[tuple[int, ...]], chunk: int, topk: int, index: str = "auto") -> list[Group]:
+def plan(shapes: list[tuple[int, ...]], chunk: int, topk: int, index: IndexCodec = "auto") -> list[Group]:
     """Groups in order of first appearance, members in parameter order: the same on every rank."""
     by_chunk: dict[tuple[int, int], list[tuple[int, TensorLayout]]] = {}
     offsets: dict[tuple[int, int], int] = {}
@@ -103,7 +105,7 @@ def payload_tx_bytes(groups: list[Group], values: codec.ValueCodec, bucket: bool
     return total
 
 
-def resolved_exchange(cfg: DisTrOConfig, world_size: int) -> str:
+def resolved_exchange(cfg: DisTrOConfig, world_size: int) -> Exchange:
     """`ring` or `direct`. `auto` should be resolved against the scenario's links before training
     (distro_bench/train/projection.py resolve_options); left unresolved it takes the choice the projection model makes
     on any star of equal links: direct from three workers on (one round instead of N-1, same bytes per link),
@@ -113,7 +115,7 @@ def resolved_exchange(cfg: DisTrOConfig, world_size: int) -> str:
     return "direct" if world_size > 2 else "ring"
 
 
-class DisTrO(Strategy):
+class DisTrO(Strategy[DisTrOConfig]):
     Config = DisTrOConfig
 
     def __init__(self, cfg: DisTrOConfig, params, comm, total_steps):
@@ -121,7 +123,7 @@ class DisTrO(Strategy):
         self.tensors = [p for _, p in params]
         self.groups = plan([tuple(p.shape) for p in self.tensors], cfg.chunk, cfg.topk, cfg.index)
         self.exchange = resolved_exchange(cfg, comm.world_size)
-        self._pending: tuple[object, float] | None = None  # overlap: (the gather in flight, its step's lr)
+        self._pending: tuple[list[PendingGather], float] | None = None  # overlap: (the gather in flight, its step's lr)
         # overlap eager: the agreed parameters, kept while the model holds this worker's guess on top of them
         self._agreed = [p.detach().clone() for p in self.tensors] if cfg.overlap == "eager" else None
         self._guessing = False
@@ -156,7 +158,7 @@ class DisTrO(Strategy):
             self._sent = [self._select(gi, lr) for gi in range(len(self.groups))]
             buffers = self._pack_bucket() if self.cfg.bucket else self._pack_per_tensor()
         if not self.cfg.overlap:
-            kw = {} if self.exchange == "ring" else {"exchange": self.exchange}
+            kw: dict[str, Exchange] = {} if self.exchange == "ring" else {"exchange": self.exchange}
             self._apply_all([self.comm.all_gather(b, **kw) for b in buffers], lr, timer)
             return
         pending = [self.comm.all_gather_async(b, exchange=self.exchange) for b in buffers]
@@ -198,6 +200,7 @@ class DisTrO(Strategy):
     # trains exactly as `overlap: false` does.
 
     def _guess(self, buffers: list[torch.Tensor], lr: float, timer: PhaseTimer) -> None:
+        assert self._agreed is not None  # overlap: eager keeps them
         with timer.phase("apply"):
             torch._foreach_copy_(self._agreed, self.tensors)
         self._apply_all([[b] for b in buffers], lr, timer)  # this worker's buffers as a gather of one
@@ -205,6 +208,7 @@ class DisTrO(Strategy):
 
     def _drop_guess(self) -> None:
         if self._guessing:
+            assert self._agreed is not None  # a guess is made only with overlap: eager
             torch._foreach_copy_(self.tensors, self._agreed)
             self._guessing = False
 
@@ -293,6 +297,7 @@ class DisTrO(Strategy):
         """Zero the momentum of padded tensors' padding (error feedback leaves some there), so a padded
         tensor's momentum is exactly that of its real elements, as in the reference. Two extra transforms
         of those tensors' chunks only."""
+        assert self.delta is not None  # stateful runs only: the momentum is what is cleaned
         g, dct = self.groups[gi], self.dct[self.groups[gi].chunk]
         for lay in g.layouts:
             if lay.padded:
@@ -321,9 +326,10 @@ class DisTrO(Strategy):
         # Dense: scatter-adds one worker at a time, in rank order; each adds to distinct coefficients, so
         # the sums do not depend on scheduling (CPU threads, CUDA atomics) and every rank gets the same bits.
         total = self._chunks[gi].zero_()
-        if self._count[gi] is None:  # kept between steps, as every multi-MB work buffer here
-            self._count[gi] = torch.empty_like(total)
-        count = self._count[gi].zero_()
+        count = self._count[gi]
+        if count is None:  # kept between steps, as every multi-MB work buffer here
+            count = self._count[gi] = torch.empty_like(total)
+        count.zero_()
         ones = torch.ones_like(per_worker[0][1]).view(-1)
         for i, v in per_worker:
             pos = self._positions(gi, i).view(-1)
@@ -395,7 +401,8 @@ class DisTrO(Strategy):
     def predict_collectives(cls, cfg: DisTrOConfig, shapes, world_size):
         """One all-gather of the packed buffer (bucket), or indices then values per tensor, as `step` issues them."""
         groups = plan(list(shapes.values()), cfg.chunk, cfg.topk, cfg.index)
-        kind = "all_gather_direct" if resolved_exchange(cfg, world_size) == "direct" else "all_gather"
+        kind: Literal["all_gather", "all_gather_direct"] = (
+            "all_gather_direct" if resolved_exchange(cfg, world_size) == "direct" else "all_gather")
         if cfg.bucket:
             return [Collective(kind, payload_tx_bytes(groups, cfg.values, True))]
         per_tensor = {}

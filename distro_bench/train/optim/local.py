@@ -10,14 +10,19 @@ its state across syncs (as OpenDiLoCo does). `finish` syncs the local steps a ru
 from __future__ import annotations
 
 from abc import abstractmethod
+from typing import TypeVar
 
 import torch
 
 from distro_bench.train.optim.adamw import adamw_step, build_adamw
+from distro_bench.scenario.optimizers import DiLoCoConfig, SparseLoCoConfig
 from distro_bench.train.optim.base import PhaseTimer, StepResult, Strategy
 
+# The options of a local-steps method: an inner AdamW and `inner_steps`.
+LocalConfigT = TypeVar("LocalConfigT", DiLoCoConfig, SparseLoCoConfig)
 
-class LocalSteps(Strategy):
+
+class LocalSteps(Strategy[LocalConfigT]):
     clips_gradients = True  # the inner AdamW step clips the local gradient (adamw_step)
 
     def __init__(self, cfg, params, comm, total_steps):

@@ -20,7 +20,8 @@ from distro_bench.train.optim.diloco import DiLoCo
 
 def split_params(cfg: MuLoCoConfig, params) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """(Muon's, AdamW's): Muon takes 2-D tensors except those named in `adamw_params`."""
-    muon, adamw = [], []
+    muon: list[torch.Tensor] = []
+    adamw: list[torch.Tensor] = []
     for name, p in params:
         (muon if p.ndim == 2 and name.split(".")[0] not in cfg.adamw_params else adamw).append(p)
     return muon, adamw
@@ -28,6 +29,7 @@ def split_params(cfg: MuLoCoConfig, params) -> tuple[list[torch.Tensor], list[to
 
 class MuLoCo(DiLoCo):
     Config = MuLoCoConfig
+    cfg: MuLoCoConfig
 
     def __init__(self, cfg: MuLoCoConfig, params, comm, total_steps):
         super().__init__(cfg, params, comm, total_steps)

@@ -44,7 +44,7 @@ class _Done:
         self.tensor = tensor
 
     def get_future(self) -> torch.futures.Future:
-        fut = torch.futures.Future()
+        fut: torch.futures.Future[list[torch.Tensor]] = torch.futures.Future()
         fut.set_result([self.tensor])
         return fut
 
@@ -74,7 +74,7 @@ def counted(comm: Comm):
     """The hook modules call `dist.all_reduce`; for the duration, their `dist` is ours."""
     shim = CountedDist(comm)
     saved = psgd.dist, default_hooks.dist
-    psgd.dist = default_hooks.dist = shim
+    psgd.dist = default_hooks.dist = shim  # type: ignore[assignment]  # the counting stand-in for torch.distributed
     try:
         yield shim
     finally:
@@ -113,7 +113,7 @@ def _compressed(shape: tuple[int, ...], rank: int, min_rate: float) -> tuple[int
     return (n * r, m * r) if (n + m) * r * min_rate < n * m else None
 
 
-class PowerSGD(Strategy):
+class PowerSGD(Strategy[PowerSGDConfig]):
     Config = PowerSGDConfig
     clips_gradients = True  # AdamW clips the averaged (decompressed) gradient, as it does for AdamW
 
@@ -142,7 +142,7 @@ class PowerSGD(Strategy):
                          for j in members]
                 start, comm_before = time.perf_counter(), shim.seconds
                 bucket = _Bucket(i, len(self.buckets), grads)
-                out = psgd.powerSGD_hook(self.state, bucket).wait()
+                out = psgd.powerSGD_hook(self.state, bucket).wait()  # type: ignore[arg-type]  # a GradBucket look-alike
                 pos = 0
                 for j in members:
                     p = self.tensors[j]

@@ -99,7 +99,7 @@ def unpack_2bit(buf: torch.Tensor, count: int) -> torch.Tensor:
     return ((buf[:, None] >> shifts) & 3).reshape(-1)[:count].long()
 
 
-class SparseLoCo(LocalSteps):
+class SparseLoCo(LocalSteps[SparseLoCoConfig]):
     Config = SparseLoCoConfig
 
     def __init__(self, cfg: SparseLoCoConfig, params, comm, total_steps):
@@ -116,9 +116,10 @@ class SparseLoCo(LocalSteps):
             flat.mul_(self.cfg.error_decay)
             flat[: d.numel()].add_(d.reshape(-1))
 
-    def _select(self) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]:
-        """Per tensor: (indices (chunks, k), decoded values (chunks, k), codes or None); error feedback applied."""
-        out = []
+    def _select(self) -> list[tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]]:
+        """Per tensor: (indices (chunks, k), decoded values (chunks, k), (codes, table) or None); error feedback
+        applied."""
+        out: list[tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]] = []
         self.last_sent = []
         for s, e in zip(self.slices, self.error):
             idx = e.abs().topk(s.k, dim=1, sorted=False).indices

@@ -23,7 +23,7 @@ from distro_bench.train.optim.adamw import _buckets, adamw_step, average_fp32, a
 from distro_bench.train.optim.base import Collective, PhaseTimer, StepResult, Strategy
 
 
-class SPARTA(Strategy):
+class SPARTA(Strategy[SPARTAConfig]):
     Config = SPARTAConfig
     clips_gradients = True  # the local AdamW step clips this worker's gradient
 

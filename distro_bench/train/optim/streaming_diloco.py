@@ -40,7 +40,7 @@ def fragments_of(names: list[str], count: int) -> list[list[int]]:
     return out
 
 
-class StreamingDiLoCo(Strategy):
+class StreamingDiLoCo(Strategy[StreamingDiLoCoConfig]):
     Config = StreamingDiLoCoConfig
     clips_gradients = True  # the inner AdamW step clips the local gradient
 
