@@ -51,7 +51,7 @@ from distro_bench.run.lifecycle import (
 from distro_bench.run.overrides import Overrides
 from distro_bench.scenario.model import load_scenario
 from distro_bench.scenario.placement import ENV_NODE_RANK, ENV_PLACEMENT, Placement, from_scenario
-from distro_bench.train.worker import WireCounter
+from distro_bench.train.liveness import WireCounter
 
 BACKEND = "multihost"
 TOKEN_FILE = ".multihost-token"

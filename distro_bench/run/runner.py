@@ -33,7 +33,7 @@ from distro_bench.run.progress import AcrossRanks
 from distro_bench.scenario.model import Scenario
 from distro_bench.scenario.timeline import compile_timeline
 from distro_bench.scenario.units import format_duration
-from distro_bench.train.worker import heartbeat_age, read_heartbeat
+from distro_bench.train.liveness import heartbeat_age, read_heartbeat
 
 # RunOptions was the runner's own options type; every run option is now one Overrides (run/overrides.py).
 RunOptions = Overrides
