@@ -25,8 +25,7 @@ def image_build(
     no_cache: bool = typer.Option(False, "--no-cache", help="rebuild every layer (implies --force)"),
 ) -> None:
     """Build the worker image (wheelhouse, then `docker build`, with progress); skipped when up to date."""
-    from distro_bench.backends.docker.image import build_image
-    from distro_bench.backends.docker.node_image import build_node_image
+    from distro_bench import api
 
     with cli_errors(), console.status("preparing", spinner="dots") as status:
         def progress(line: str) -> None:
@@ -39,8 +38,8 @@ def image_build(
             else:
                 status.update(escape(line.strip()[:100]))
 
-        build = build_node_image if node else build_image
-        r = build(offline=offline, base=base, tag=tag, force=force, no_cache=no_cache, progress=progress)
+        r = api.build_image(offline=offline, base=base, tag=tag, node=node, force=force, no_cache=no_cache,
+                            progress=progress)
     what = "up to date" if r.cached else "built"
     console.print(f"[green]{r.tag}[/] {what}: {r.id[7:19]}, {r.size_bytes / 1e6:.0f} MB, base {r.base}, {r.seconds:.1f}s")
 

@@ -55,8 +55,9 @@ def export(
 
     with cli_errors():
         if str(run_dir) in RECIPES and scenario is not None:
-            path = _recipe(str(run_dir), scenario, dest, nnodes, placement, iface, port, image, results_claim,
-                           gpus_per_node, time_limit)
+            path = api.export_recipe(str(run_dir), scenario, dest=dest, nnodes=nnodes, placement=placement,  # type: ignore[arg-type]
+                                     iface=iface, port=port, image=image, results_claim=results_claim,
+                                     gpus_per_node=gpus_per_node, time_limit=time_limit)
             if as_json:
                 print_json({"recipe": str(run_dir), "path": str(path)})
             else:
@@ -75,17 +76,3 @@ def export(
         console.print(f"{name}: {ref}", markup=False, soft_wrap=True)
     console.print(str(result.dest), markup=False, soft_wrap=True)
 
-
-def _recipe(kind: str, scenario_path: Path, dest: str | None, nnodes: int | None, placement: str | None, iface: str,
-            port: int, image: str | None, results_claim: str | None, gpus: int, time_limit: str) -> Path:
-    from distro_bench.backends.docker.node_image import default_node_tag
-    from distro_bench.export.recipes import RecipeSettings, write
-    from distro_bench.scenario.model import load_scenario
-    from distro_bench.scenario.placement import from_scenario
-
-    s = load_scenario(scenario_path)
-    p = from_scenario(s, nnodes, placement)
-    settings = RecipeSettings(nnodes=p.nnodes, placement=p.encode(), iface=iface, port=port, gpus_per_node=gpus,
-                              image=image or default_node_tag(), time_limit=time_limit, results_claim=results_claim,
-                              i_know=kind == "k8s")  # a pod's eth0 always carries its default route
-    return write(kind, scenario_path, Path(dest) if dest else None, settings, s)

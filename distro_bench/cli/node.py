@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from distro_bench.cli.options import JSON_OPTION
+from distro_bench.cli.summary import print_summary
 from distro_bench.run.console import cli_errors, console, err_console, print_json
 
 
@@ -46,24 +47,19 @@ def node(
     """Run this host's part of SCENARIO across hosts: shape --iface with the links of the nodes placed here,
     start their workers under torchrun (c10d rendezvous at --rdzv), remove the shaping on exit, Ctrl-C or
     failure. Node-rank 0 writes the run folder (its path is the last line printed)."""
-    from distro_bench.multihost.agent import NodeOptions, run_node
+    from distro_bench import api
     from distro_bench.run.overrides import Overrides
 
     with cli_errors():
         overrides = Overrides(optimizers=optimizer or None, steps=steps, out=out, allow_unemulated=allow_unemulated,
                               measure_links=measure, collective_timeout_s=collective_timeout)
-        opts = NodeOptions(scenario=scenario, rdzv=rdzv, node_rank=node_rank, nnodes=nnodes, iface=iface,
-                           i_know=i_know, shaping=shaping, placement=placement, store_port=store_port,
-                           join_timeout_s=timeout, ship_records=ship_records, overrides=overrides)
-        result = run_node(opts, note=lambda text: err_console.print(text, markup=False))
+        result = api.node(scenario, rdzv=rdzv, node_rank=node_rank, nnodes=nnodes, iface=iface, i_know=i_know,
+                          shaping=shaping, placement=placement, store_port=store_port, join_timeout_s=timeout,
+                          ship_records=ship_records, overrides=overrides,
+                          note=lambda text: err_console.print(text, markup=False))
     if as_json:
-        print_json({"node_rank": result.node_rank, "run_dir": str(result.run_dir), "state": result.state,
-                    "host": result.host})
+        print_json(result.to_dict())
         return
-    if result.node_rank == 0:
-        from distro_bench.cli.app import print_summary
-        from distro_bench.results.rundir import load_run
-        from distro_bench.results.summary import Summary
-
-        print_summary(Summary.model_validate(load_run(result.run_dir).summary))
+    if result.summary is not None:
+        print_summary(result.summary)
     console.print(str(result.run_dir), markup=False, soft_wrap=True)

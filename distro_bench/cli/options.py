@@ -37,3 +37,15 @@ def version_callback(show: bool) -> None:
 
         typer.echo(f"distro-bench {__version__}")
         raise typer.Exit()
+
+
+TRACE_OUTSIDE_HELP = "read trace files outside the scenario's folder (refused by default: the harness often runs as root)"
+
+
+def allow_trace_outside(allow: bool) -> None:
+    if allow:  # the scenario loader reads it (distro_bench/scenario/model.py ALLOW_TRACE_OUTSIDE_ENV)
+        import os
+
+        from distro_bench.scenario.model import ALLOW_TRACE_OUTSIDE_ENV
+
+        os.environ[ALLOW_TRACE_OUTSIDE_ENV] = "1"

@@ -39,10 +39,6 @@ def project(
                       markup=False, soft_wrap=True)
         raise typer.Exit(2)
     with cli_errors():
-        if out is not None:
-            from distro_bench.results.rundir import ensure_out_dir
-
-            ensure_out_dir(out, "write the projection")
         st = api.project(scenario, model=model, workers=workers or None, optimizers=optimizer or None, mfu=mfu,
                          out=out, plots=plots)
     if as_json:
@@ -83,10 +79,11 @@ def _published(as_json: bool) -> None:
     """The published operating points table (docs/projection.md "Published operating points")."""
     from rich.table import Table
 
-    from distro_bench.studies.published import COLUMNS, evaluate_all, table_rows
+    from distro_bench import api
+    from distro_bench.studies.published import COLUMNS, table_rows
 
     with cli_errors():
-        results = evaluate_all()
+        results = api.published()
     if as_json:
         print_json([{"id": r.point.id, "published": r.point.published, "unit": r.point.unit, "source": r.point.source,
                      "confirmed": r.point.confirmed, "ours": r.ours, "ratio": r.ratio, "within_15pct": r.within,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -10,8 +11,11 @@ from rich.markup import escape
 from distro_bench.cli.options import JSON_OPTION
 from distro_bench.run.console import TABLE_STYLE, cli_errors, console, err_console, print_json, print_table
 
+if TYPE_CHECKING:
+    from distro_bench.api import Run
 
-def _notes(run) -> None:
+
+def _notes(run: Run) -> None:
     for note in filter(None, [run.state_note(), *run.notes]):
         err_console.print(f"[yellow]note:[/] {escape(note)}")
 
@@ -26,10 +30,6 @@ def report(
     from distro_bench import api
 
     with cli_errors():
-        if out is not None:
-            from distro_bench.results.rundir import ensure_out_dir
-
-            ensure_out_dir(out, "write the report")
         if len(run_dirs) == 1:
             run = api.load_run(run_dirs[0])
             _notes(run)
@@ -45,7 +45,7 @@ def report(
     if run is not None:  # a run whose network changed: what each optimizer lost to it (wrapped at 80 columns)
         from distro_bench.report.events_section import loss_sentences
 
-        for line in loss_sentences(run._loaded.events):
+        for line in loss_sentences(run.events):
             console.print(line, markup=False)
     console.print(f"Markdown: {files.markdown}", markup=False, soft_wrap=True)
     console.print(str(files.html), markup=False, soft_wrap=True)

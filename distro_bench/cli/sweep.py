@@ -35,17 +35,15 @@ def sweep(
     reuse: bool = typer.Option(True, help="reuse an optimizer's result when a point leaves its settings unchanged"),
 ) -> None:
     """Run SCENARIO over a grid of settings into one sweep folder (its path is the last line)."""
+    from distro_bench import api
     from distro_bench.errors import InputError
     from distro_bench.run.overrides import Overrides
     from distro_bench.run.progress import RichProgress
-    from distro_bench.scenario.model import load_scenario
-    from distro_bench.studies import sweep as sweep_mod
 
     with cli_errors():
         if pick not in (None, "best"):
             raise InputError(f"--pick: {pick!r} is not a choice; the one choice is 'best'")
-        s = load_scenario(scenario)
-        axes = sweep_mod.parse_sets(set_)
+        s = api.validate(scenario)
         # --allow-unemulated adds to the scenario's network.allow_unemulated; it never turns it off here
         overrides = Overrides(backend=backend, out=out, steps=steps, time_budget=time_budget, tokens=tokens,
                               repeat=repeat, link_engine=link_engine, allow_unemulated=allow_unemulated or None,
@@ -55,12 +53,12 @@ def sweep(
             console.print(f"[bold][{point.index + 1}/{total}][/] {escape(point.label)}: {escape(what)}")
 
         # Ctrl-C: run_sweep keeps and summarises the finished points, then raises Interrupted (exit 130)
-        result = sweep_mod.sweep(s, axes, overrides, pick_best=pick == "best", reuse=reuse, on_point=on_point,
-                                 point_progress=RichProgress)
+        result = api.sweep(s, set_, overrides, pick_best=pick == "best", reuse=reuse, on_point=on_point,
+                           point_progress=RichProgress)
         from distro_bench.studies.sweep import table_frame
 
         frame = table_frame(result.points)
-        cols = [c for c in ["point", *[a.path for a in axes], "optimizer", "final_tune_loss", "final_val_loss", "time_to_target_s",
+        cols = [c for c in ["point", *[a.path for a in result.axes], "optimizer", "final_tune_loss", "final_val_loss", "time_to_target_s",
                             "step_time_s_mean", "state"] if c in frame.columns]
         console.print(frame[cols].to_string(index=False), markup=False)
         if result.best and result.best.get("by"):
