@@ -24,16 +24,8 @@ from pathlib import Path
 import torch
 
 from distro_bench.scenario.model import Scenario, load_scenario
-
-# What the coordinator, the multi-host agent and the tests read from the worker, where it lives now.
-from distro_bench.train.distributed import PROBE_CALLS, latency_probe, worker_ranks
-from distro_bench.train.liveness import WireCounter, die_with_parent, heartbeat_age, read_heartbeat
-from distro_bench.train.loop import TrainLoop, max_rss_bytes
-
-_ranks = worker_ranks  # the name tests/unit's torchrun-rank test imports
-
-__all__ = ["PROBE_CALLS", "WireCounter", "heartbeat_age", "latency_probe", "main", "max_rss_bytes",
-           "read_heartbeat", "train"]
+from distro_bench.train.liveness import die_with_parent
+from distro_bench.train.loop import TrainLoop
 
 
 def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = None) -> None:

@@ -54,7 +54,7 @@ def test_projection_follows_the_ring_and_direct_closed_forms(bench, base, n):
 
 
 def test_max_rss_bytes_is_this_process_peak():
-    from distro_bench.train.worker import max_rss_bytes
+    from distro_bench.train.loop import max_rss_bytes
 
     status = Path("/proc/self/status").read_text()
     hwm = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) * 1024

@@ -24,7 +24,7 @@ CALLS = 3
 
 
 def _probe_worker(rank: int, world: int, port: int, out: str) -> None:
-    from distro_bench.train.worker import latency_probe
+    from distro_bench.train.distributed import latency_probe
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
     torch.set_num_threads(1)

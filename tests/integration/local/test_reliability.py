@@ -150,7 +150,7 @@ def test_hung_worker_is_caught_by_the_watchdog(tmp_path, backend):
     stopped = []
 
     def hang_rank_1():
-        from distro_bench.train.worker import read_heartbeat
+        from distro_bench.train.liveness import read_heartbeat
 
         _wait_for_steps(out, 1, 3)
         pid = _worker_pids(str(out))[1]
