@@ -2,7 +2,8 @@
 """Write the parts of the docs that come from code, so they cannot drift from it:
 
 - docs/commands.md: every command's usage, help and options, from the Typer app (what --help prints);
-- the command table in README.md and the summary keys and metric columns in docs/run-folder.md,
+- the command table in README.md, the summary keys and metric columns in docs/run-folder.md, and the
+  Python API reference in docs/python-api.md (distro_bench.api's signatures, docstrings and result types),
   between `<!-- BEGIN GENERATED: name -->` and `<!-- END GENERATED: name -->` markers.
 
     python scripts/gen_docs.py           rewrite them
@@ -12,6 +13,8 @@
 from __future__ import annotations
 
 import argparse
+import ast
+import inspect
 import re
 import sys
 from pathlib import Path
@@ -126,12 +129,130 @@ def render_event_columns() -> str:
                      + [f"| `{c}` | {t} | {_cell(notes.get(c, ''))} |" for c, t in events.EVENT_COLUMNS.items()])
 
 
+# ---- docs/python-api.md: from distro_bench/api.py ------------------------------------------------------
+
+SIGNATURE_WIDTH = 100  # wider signatures get one parameter a line
+
+
+def _annotation(a: object) -> str:
+    return a if isinstance(a, str) else inspect.formatannotation(a)
+
+
+def _signature(name: str, fn) -> str:
+    """`def name(...) -> R` as written (annotations stay the source's strings: api.py defers them)."""
+    sig = inspect.signature(fn)
+    parts: list[str] = []
+    star = False
+    for p in sig.parameters.values():
+        if p.kind is p.KEYWORD_ONLY and not star:
+            parts.append("*")
+            star = True
+        text = p.name + (f": {_annotation(p.annotation)}" if p.annotation is not p.empty else "")
+        if p.default is not p.empty:
+            text += f" = {p.default!r}"
+        parts.append(text)
+    ret = f" -> {_annotation(sig.return_annotation)}" if sig.return_annotation is not sig.empty else ""
+    one_line = f"def {name}({', '.join(parts)}){ret}"
+    if len(one_line) <= SIGNATURE_WIDTH:
+        return one_line
+    return f"def {name}(\n" + "".join(f"    {x},\n" for x in parts) + f"){ret}"
+
+
+def _doc(obj) -> str:
+    return inspect.cleandoc(obj.__doc__ or "")
+
+
+def _type_names(annotation: str) -> list[str]:
+    return re.findall(r"\b[A-Z]\w*", annotation)
+
+
+def _api_type_modules(api_source: str) -> dict[str, str]:
+    """Type name -> module, from api.py's own classes and its `if TYPE_CHECKING:` imports."""
+    tree = ast.parse(api_source)
+    found = {n.name: "distro_bench.api" for n in tree.body if isinstance(n, ast.ClassDef)}
+    for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for imp in node.body:
+                if isinstance(imp, ast.ImportFrom) and imp.module and imp.module.startswith("distro_bench"):
+                    found.update({a.asname or a.name: imp.module for a in imp.names})
+    return found
+
+
+def _class_node(module: str, name: str) -> tuple[ast.ClassDef, list[str]] | None:
+    path = REPO / Path(*module.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    if not path.is_file():
+        return None
+    source = path.read_text()
+    cls = next((n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == name), None)
+    return (cls, source.splitlines()) if cls else None
+
+
+def _render_type(name: str, module: str) -> list[str]:
+    """A result type from its source (no import: some live beside torch): docstring, fields, properties, methods."""
+    found = _class_node(module, name)
+    if found is None:
+        return []
+    cls, lines = found
+    out = [f"### `{name}`", "", f"`{module}.{name}`" + (f": {_clean(ast.get_docstring(cls))}" if ast.get_docstring(cls) else ""), ""]
+    rows, props, methods = [], [], []
+    for n in cls.body:
+        if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and not n.target.id.startswith("_"):
+            comment = lines[n.lineno - 1].partition("  # ")[2].strip()
+            rows.append(f"| `{n.target.id}` | `{_cell(ast.unparse(n.annotation))}` | {_cell(comment)} |")
+        elif isinstance(n, ast.FunctionDef) and not n.name.startswith("_"):
+            decorators = {ast.unparse(d) for d in n.decorator_list}
+            (props if decorators & {"property", "cached_property"} else methods).append(n.name)
+    if rows:
+        out += ["| field | type | meaning |", "|---|---|---|", *rows, ""]
+    extra = ([f"properties: {', '.join(f'`{p}`' for p in props)}"] if props else []) + \
+            ([f"methods: {', '.join(f'`{m}()`' for m in methods)}"] if methods else [])
+    if extra:
+        out += ["; ".join(extra), ""]
+    return out
+
+
+def render_python_api() -> str:
+    """Every function of distro_bench.api (signature, docstring, the CLI commands that call it), then the types
+    they return."""
+    from distro_bench import api
+
+    source = (REPO / "distro_bench" / "api.py").read_text()
+    modules = _api_type_modules(source)
+    commands: dict[str, list[str]] = {}
+    for command, names in api.COMMANDS.items():
+        for n in names:
+            commands.setdefault(n, []).append(command)
+    functions = sorted((n for n in api.__all__ if inspect.isfunction(getattr(api, n))),
+                       key=lambda n: getattr(api, n).__code__.co_firstlineno)  # as api.py orders them
+    lines = ["| function | returns | CLI |", "|---|---|---|"]
+    for n in functions:
+        ret = _annotation(inspect.signature(getattr(api, n)).return_annotation)
+        cli = ", ".join(f"`{c}`" for c in commands.get(n, [])) or "-"
+        lines.append(f"| [`{n}`](#{n}) | `{_cell(ret)}` | {cli} |")
+    lines.append("")
+    for n in functions:
+        fn = getattr(api, n)
+        lines += [f"### `{n}`", "", "```python", _signature(n, fn), "```", "", _doc(fn), ""]
+    lines += ["## Result types", "",
+              "What the functions above take and return (fields and their comments from the source).", ""]
+    used: list[str] = []
+    for n in functions:
+        sig = inspect.signature(getattr(api, n))
+        for a in [sig.return_annotation, *(p.annotation for p in sig.parameters.values())]:
+            used += [t for t in _type_names(_annotation(a)) if t in modules and t not in used]
+    for t in used:
+        lines += _render_type(t, modules[t])
+    return "\n".join(lines).rstrip()
+
+
 # file -> {block name -> renderer}; a renderer for the name "" owns the whole file
 TARGETS = {
     "docs/commands.md": {"": render_commands},
     "README.md": {"commands": render_command_table},
     "docs/run-folder.md": {"summary-keys": render_summary_keys, "metric-columns": render_metric_columns,
                            "event-columns": render_event_columns},
+    "docs/python-api.md": {"api": render_python_api},
 }
 
 
