@@ -95,6 +95,7 @@ def _judge(values: list[float], threshold: float, higher_is_better: bool) -> tup
     """(mean, interval, margin, status, note) for paired per-seed values whose mean must be shown >= (or <=)
     the threshold: the whole 95% interval on the good side (one value: the value itself)."""
     iv = stats.t_interval(values)
+    assert iv is not None, "_judge takes finite values only"  # both callers filter them
     n = iv.n
     edge = iv.lo if higher_is_better else iv.hi  # the end of the interval nearest the threshold's wrong side
     margin = (edge - threshold) if higher_is_better else (threshold - edge)
@@ -186,7 +187,7 @@ def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_g
                                 "; ".join(filter(None, [f"{basis} bytes, tx + rx", note])), ci, margin, len(reds)))
         if max_loss_gap is None:
             add(CheckResult(f"val loss gap vs {base}", cand, None, "not set", SKIP, "no threshold set"))
-        elif s is None or base_summary is None:
+        elif s is None or base_summary is None or base is None:  # no baseline name: no baseline summary either
             add(CheckResult(f"val loss gap vs {base}", cand, None, f"<= {max_loss_gap:g}", FAIL,
                             f"no summary for {cand if s is None else base}: it recorded no step"))
         else:

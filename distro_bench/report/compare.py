@@ -112,16 +112,17 @@ def build_document(runs: list[LoadedRun], plots_dir: Path) -> Document:
                                           "section gives the impact)."))
 
     run_rows = []
+    emulated: dict[object, str] = {True: "yes", False: "NO"}
     for lab, r in zip(labels, runs):
         env, net = r.data.environment, r.data.environment.get("network") or {}
         run_rows.append([lab, r.data.name, r.data.summary.get("run", {}).get("backend") or env.get("backend", "?"),
-                         {True: "yes", False: "NO"}.get(net.get("network_emulated"), "unknown"), r.state,
+                         emulated.get(net.get("network_emulated"), "unknown"), r.state,
                          str(env.get("git_commit") or "?")[:12], str(env.get("host", "?")), str(env.get("torch", "?"))])
 
     stats = {(lab, o): samples(r, o, basis) for lab, r in zip(labels, runs) for o in r.optimizers}
     rows = []
     for opt in optimizers:
-        ref_label = next((lab for lab in labels if (lab, opt) in stats), None)
+        ref_label = next((lab for lab in labels if (lab, opt) in stats), "")  # "": no run has it (none is shown)
         for lab, r in zip(labels, runs):
             if (lab, opt) not in stats:
                 continue

@@ -6,7 +6,7 @@ import json
 import math
 
 from distro_bench.report import analysis
-from distro_bench.report.document import Bullets, Para, Table
+from distro_bench.report.document import Block, Bullets, Para, Table
 from distro_bench.report.load import LoadedRun
 
 
@@ -309,7 +309,7 @@ def compute_rows(run: LoadedRun) -> list[list[str]]:
             else:
                 how = f"stretched: each step's compute slept to {1 / float(scale):.2f}x this host's time"
             gpu_profile = (spec or {}).get("tflops") and (spec or {}).get("device", "auto") != "cpu"
-            if gpu_profile and device.startswith("cpu"):
+            if gpu_profile and spec and device.startswith("cpu"):
                 how += f"; the profile's {spec['tflops']} TFLOPS GPU was NOT present: the compute ran on the CPU"
             key = (asked, ran, how)
             who = g.get("name") or f"node{rank}"
@@ -324,7 +324,7 @@ def emulation_blocks(run: LoadedRun) -> list:
         return [Para("The run folder does not record what the backend emulated (no `network` in environment.json).")]
     emulated = net.get("network_emulated")
     engine = net.get("link_engine")
-    blocks = [Para(f"Backend: {net.get('backend', 'unknown')}. Network emulated: "
+    blocks: list[Block] = [Para(f"Backend: {net.get('backend', 'unknown')}. Network emulated: "
                    + {True: "yes", False: "no", None: "unknown"}.get(emulated, str(emulated))
                    + (f"; link engine for delay, jitter and loss: {engine}" if engine else "")
                    + (f" ({net['link_engine_reason']})" if net.get("link_engine_reason") else "") + ".")]
@@ -371,7 +371,8 @@ def _measurement_words(net: dict) -> str:
     nodes = [n for n in net.get("nodes") or [] if isinstance(n, dict) and isinstance(n.get("measured"), dict)]
     m = nodes[0]["measured"] if nodes else {}
     dirs = [n["measured"].get(d) for n in nodes for d in _DIRS]
-    spans = sorted({float(x["seconds"]) for x in dirs if isinstance(x, dict) and x.get("seconds")}) or [m.get("seconds")]
+    spans: list[float | None] = [*sorted({float(x["seconds"]) for x in dirs if isinstance(x, dict) and x.get("seconds")})]
+    spans = spans or [m.get("seconds")]
     span = fmt(spans[0]) if len(spans) == 1 else f"{fmt(spans[0])}-{fmt(spans[-1])}"
     words = (f"Measured: rate is TCP goodput ({m.get('tool', 'unknown tool')}) over {span} s per direction (slower "
              f"links longer), all {m.get('concurrent_nodes', len(nodes))} node(s) at once, in {fmt(info.get('took_s'))} s "

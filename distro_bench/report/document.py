@@ -42,10 +42,14 @@ class Figure:
     caption: str
 
 
+# What a section holds, in order.
+Block = Para | Bullets | Table | Figure
+
+
 @dataclass
 class Section:
     title: str
-    blocks: list = field(default_factory=list)
+    blocks: list = field(default_factory=list)  # of Block; plain `list`, so a list[Figure] is one too
 
 
 @dataclass

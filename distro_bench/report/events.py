@@ -380,7 +380,8 @@ def analyze(events: pd.DataFrame, metrics: pd.DataFrame, optimizers: list[str] |
         if name not in union:
             continue
         mine = [s for s in result.summaries if s.optimizer == name]
-        largest = max((s for s in mine if s.lost is not None), key=lambda s: s.lost.mean, default=None)
+        largest = max((s for s in mine if s.lost is not None), key=lambda s: s.lost.mean if s.lost is not None else -math.inf,
+                      default=None)
         result.losses.append(OptimizerLoss(
             optimizer=name, changes=len(mine), lost=Estimate.of([u[0] for u in union[name]]),
             lost_pct=Estimate.of([u[1] for u in union[name]]), largest=largest))

@@ -133,7 +133,7 @@ def loss_sentences(analysis: EventsAnalysis) -> list[str]:
                        "against.")
             continue
         big, one = lo.largest, lo.changes == 1 and lo.largest is not None
-        what = f"{big.label} at {_at(big.at_s)}" if one else f"{lo.changes} network events"
+        what = f"{big.label} at {_at(big.at_s)}" if one and big is not None else f"{lo.changes} network events"
         pct = "" if lo.lost_pct is None else _pct(lo.lost_pct)
         seeds = f"; means of {lo.lost.n} seeds" if lo.lost.n > 1 else ""
         noise = " (within noise)" if lo.lost.n > 1 and lo.lost.lo <= 0 <= lo.lost.hi else ""

@@ -7,7 +7,7 @@ from pathlib import Path
 from distro_bench.report import describe, markdown, plots, verdict
 from distro_bench.report import html as html_render
 from distro_bench.report.check import measured_text, run_checks
-from distro_bench.report.document import Banner, Document, Para, Section, Table
+from distro_bench.report.document import Banner, Block, Document, Para, Section, Table
 from distro_bench.report.events_section import events_section
 from distro_bench.report.load import LoadedRun, load_for_report
 from distro_bench.report.prediction import prediction_section
@@ -125,7 +125,7 @@ def build_document(run: LoadedRun, plots_dir: Path) -> Document:
     subtitle = (f"Run {run.data.name}; backend {s.get('backend') or run.data.environment.get('backend', 'unknown')}; "
                 f"state {run.state}; {s.get('world_size') or '?'} workers; started {s.get('started', 'unknown')}.")
     figures = plots.run_plots(run, plots_dir)
-    summary_blocks = [describe.summary_table(run)]
+    summary_blocks: list[Block] = [describe.summary_table(run)]
     summary_blocks += [Para(t) for t in _reduction_sentences(run)]
     summary_blocks.append(Para("Bytes are per worker per step, step 0 excluded; the step time is the slowest worker's; "
                                "final loss is the training loss over the last 10% of steps, final val loss the "

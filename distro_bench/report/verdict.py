@@ -41,7 +41,7 @@ class Estimate:
         return self.mean is not None and not math.isnan(self.mean)
 
     def text(self, unit: str = "", digits: int = 3) -> str:
-        if not self.known:
+        if self.mean is None or not self.known:
             return "n/a"
         if self.half is None or self.half == 0:
             return self.prefix + _num(self.mean, digits) + unit
@@ -53,7 +53,7 @@ class Estimate:
 
     def within(self, lo: float, hi: float) -> Estimate:
         """This estimate with its interval cut to [lo, hi] (shown as [a, b] once cut)."""
-        if not self.known or not self.half or (self.mean - self.half >= lo and self.mean + self.half <= hi):
+        if self.mean is None or not self.known or not self.half or (self.mean - self.half >= lo and self.mean + self.half <= hi):
             return self
         return Estimate(self.mean, self.half, (max(lo, self.mean - self.half), min(hi, self.mean + self.half)),
                         self.prefix)
@@ -174,7 +174,7 @@ def _paired_or_diff(p: Interval | None, a: Estimate, b: Estimate) -> Estimate:
 def _diff(a: Estimate, b: Estimate) -> Estimate:
     """a - b for a folder without per-seed figures: the half-widths add in quadrature (the two sides treated
     as independent, which overstates the noise of paired seeds; distro_bench/results/stats.py)."""
-    if not (a.known and b.known):
+    if a.mean is None or b.mean is None or not (a.known and b.known):
         return Estimate(None)
     half = None
     if a.half is not None or b.half is not None:
@@ -261,7 +261,7 @@ def verdicts(summary: dict) -> list[Verdict]:
     opts = summary.get("optimizers") or {}
     base_name = summary.get("baseline")
     base = opts.get(base_name)
-    if base is None:
+    if base is None or base_name is None:
         return []
     target = summary.get("target") or {}
     t_val = target.get("val_loss") if isinstance(target, dict) else None
@@ -345,7 +345,8 @@ def _money(x: float) -> str:
 
 def cost_label(v: Verdict) -> str:
     """'cost to target $, CPU-h': the units live in the label so each side stays as narrow as a step time."""
-    priced = v.cost is not None and v.cost.usd is not None and v.base_cost.usd is not None
+    priced = (v.cost is not None and v.cost.usd is not None and v.base_cost is not None
+              and v.base_cost.usd is not None)
     return f"cost to target {'$, ' if priced else ''}{v.cost_unit}"
 
 
@@ -382,7 +383,7 @@ def cost_comparison(v: Verdict) -> str:
 
 def _lower_higher(d: Estimate) -> str:
     """'0.41 ± 0.05 lower' / '0.59 higher'; an interval that spans zero is called within noise."""
-    if not d.known:
+    if d.mean is None or not d.known:
         return "n/a"
     mag = Estimate(abs(d.mean), d.half)
     word = "lower" if d.mean < 0 else "higher" if d.mean > 0 else "the same"
@@ -522,7 +523,8 @@ def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
     out.append((f"{basis} bytes/step (tx+rx)", fmt_bytes(mine_b) if known else "", fmt_bytes(base_b) if known else "",
                 bw or "n/a"))
     # Per step hides what a budget costs: at equal time the quicker method takes more steps.
-    if known and v.steps.known and v.base_steps.known and v.steps.mean and v.base_steps.mean:
+    if mine_b is not None and base_b is not None and v.steps.mean and v.base_steps.mean and v.steps.known \
+            and v.base_steps.known:
         mine_t, base_t = mine_b * v.steps.mean, base_b * v.base_steps.mean
         r = base_t / mine_t if mine_t else None
         out.append((f"{basis} bytes, whole run", fmt_bytes(mine_t), fmt_bytes(base_t),

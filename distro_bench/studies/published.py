@@ -68,6 +68,13 @@ class _Context:
     period_steps: dict[str, int]  # run name -> steps per synchronisation
 
 
+def _named(name: str | None) -> str:
+    """The optimizer, baseline or scenario of a point with a measure (points.yaml gives them all there)."""
+    if name is None:
+        raise KeyError("a published point with a measure names its scenario, optimizer and baseline")
+    return name
+
+
 def _paper_bytes(ctx: _Context, name: str) -> float:
     from distro_bench.train.projection import paper_accounting
 
@@ -80,14 +87,14 @@ def _per_sync_tx(ctx: _Context, name: str) -> float:
 
 MEASURES: dict[str, Callable[[_Context, PublishedPoint], float]] = {
     # the DisTrO report's accounting: bytes received from the N-1 peers per step (the baseline as bf16)
-    "paper_bytes": lambda c, p: _paper_bytes(c, p.optimizer),
-    "paper_ratio": lambda c, p: _paper_bytes(c, p.baseline) / _paper_bytes(c, p.optimizer),
+    "paper_bytes": lambda c, p: _paper_bytes(c, _named(p.optimizer)),
+    "paper_ratio": lambda c, p: _paper_bytes(c, _named(p.baseline)) / _paper_bytes(c, _named(p.optimizer)),
     # bytes each worker sends per step, baseline / this method (a sync every H steps counts as 1/H a step)
     "sent_reduction": lambda c, p: c.projections[p.baseline].payload_tx_bytes / c.projections[p.optimizer].payload_tx_bytes,
     # a dense fp32 copy of the parameters / what one worker sends per synchronisation
-    "compression_vs_fp32": lambda c, p: 4 * c.projections[p.optimizer].params / _per_sync_tx(c, p.optimizer),
+    "compression_vs_fp32": lambda c, p: 4 * c.projections[p.optimizer].params / _per_sync_tx(c, _named(p.optimizer)),
     # communication seconds of one synchronisation
-    "comm_s_per_sync": lambda c, p: c.projections[p.optimizer].comm_s * c.period_steps[p.optimizer],
+    "comm_s_per_sync": lambda c, p: c.projections[p.optimizer].comm_s * c.period_steps[_named(p.optimizer)],
     # compute / (compute + communication) over a period
     "compute_utilisation": lambda c, p: c.projections[p.optimizer].compute_s / c.projections[p.optimizer].step_s,
 }
@@ -118,7 +125,7 @@ def evaluate(point: PublishedPoint, base: Path = POINTS_FILE.parent) -> PointRes
     from distro_bench.train.optim import STRATEGIES
     from distro_bench.train.projection import analytic_shapes, nodes_like, project
 
-    s = load_scenario(base / point.scenario)
+    s = load_scenario(base / _named(point.scenario))
     shapes = analytic_shapes(s.resolved_model(), n_kv_heads=point.n_kv_heads)
     nodes = nodes_like(s, point.workers or s.world_size)
     names = [n for n in (point.optimizer, point.baseline) if n]

@@ -197,7 +197,7 @@ def crossing_plot(res: SweepResult, axis: Axis, scenario: Scenario, out: Path) -
         pts = sorted(measured[name].items())
         ax.plot([p[0] / 1e6 for p in pts], [p[1] for p in pts], label=f"{name} (measured)", **series_style(j))
     info: dict = {"metric": key, "measured": {}, "predicted": {}}
-    baseline = next((n for n in names if n == scenario.baseline), names[0] if names else None)
+    baseline = next((n for n in names if n == scenario.baseline), names[0] if names else "")  # "": no curves
     rates_all = sorted({r for m in measured.values() for r in m})
     for name in names:
         if name == baseline:
