@@ -258,11 +258,35 @@ class StreamingDiLoCoConfig(DiLoCoConfig):
         """The step phase at which `fragment` syncs: after steps where (step + 1) mod H equals this."""
         return fragment * self.inner_steps // self.fragments
 
+class NoLoCoConfig(InnerAdamWOptions):
+    """NoLoCo (Kolehmainen et al., Gensyn, arXiv 2506.10911): `inner_steps` local AdamW steps, then no
+    all-reduce: the workers split into random groups of `group_size` (a permutation drawn from a generator
+    seeded alike on every rank) and each averages only within its group, through an outer momentum step
+    that also pulls its outer weights toward the group's mean. Defaults: the authors' NoLoCo runs
+    (github.com/jkolehm/noloco, configs noloco_mean_*: H 50, pairs, outer lr 0.7, momentum 0.5)."""
+
+    type: Literal["noloco"] = "noloco"
+    inner_steps: int = Field(default=50, ge=1)  # H: local steps between gossip rounds
+    outer_lr: float = Field(default=0.7, gt=0, le=10)  # beta: on the group's mean outer gradient
+    outer_momentum: float = Field(default=0.5, ge=0, lt=1)  # alpha
+    # gamma: the pull toward the group's mean outer weights; null: outer_lr, as the authors' code has it
+    # (then only the local weights travel, one model's bytes; else the outer weights too, two)
+    gamma: float | None = Field(default=None, ge=0, le=10)
+    group_size: int = Field(default=2, ge=2, le=64)  # workers averaging together; the world must split evenly
+    seed: int = Field(default=0, ge=0)  # of the group generator, the same on every rank
+    bucket_mb: float = Field(default=25.0, gt=0)  # exchange buckets, and the final full average's
+
+    def sent_copies(self) -> int:
+        """Model-sized fp32 tensors a worker sends each peer per round: the local weights, plus the outer
+        weights where gamma differs from outer_lr."""
+        return 1 if self.gamma is None else 2
+
+
 # One scenario entry under `optimizers:`: the option model its `type` names (the scenario loader defaults
 # `type` to the entry's name, so `adamw: {lr: 3e-3}` needs none; distro_bench/scenario/model.py).
 OptimizerConfig = Annotated[
     AdamWConfig | DisTrOConfig | DiLoCoConfig | SparseLoCoConfig | PowerSGDConfig | MuLoCoConfig | SPARTAConfig
-    | DESLOCConfig | StreamingDiLoCoConfig,
+    | DESLOCConfig | StreamingDiLoCoConfig | NoLoCoConfig,
     Field(discriminator="type"),
 ]
 
@@ -277,6 +301,7 @@ OPTIONS: dict[str, type[StrategyConfig]] = {
     "sparta": SPARTAConfig,
     "desloc": DESLOCConfig,
     "streaming-diloco": StreamingDiLoCoConfig,
+    "noloco": NoLoCoConfig,
 }
 
 

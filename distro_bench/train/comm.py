@@ -7,6 +7,7 @@ Payload accounting (per worker, per call), as DESIGN.md defines it:
 - the same gather with `exchange="direct"` (this rank sends its buffer to each peer itself, batched
   point-to-point): tx (N-1)*s, what this rank really hands to the network, rx (N-1)*s. Both move the same
   bytes per worker on the wire ((N-1)*s each way); only the ring's tx counts a contribution, not copies.
+- a point-to-point exchange of s bytes with k peers (`exchange`, NoLoCo's gossip): tx k*s, rx k*s.
 `ring_bytes` is what a ring algorithm (gloo's, NCCL's) moves per worker in each direction for the same
 calls: 2(N-1)/N * B for an all-reduce, (N-1)*s for an all-gather (either exchange). Wire counters are
 compared with it. Counting happens on the real buffers handed to torch.distributed, never estimated
@@ -110,6 +111,25 @@ class Comm:
             raise ValueError(f"exchange {exchange!r}: valid are 'ring', 'direct'")
         self._stats.seconds += time.perf_counter() - start
         return PendingGather(self, out, works)
+
+    def exchange(self, tensor: torch.Tensor, peers: list[int]) -> list[torch.Tensor]:
+        """Point-to-point (gossip): send `tensor` to each of `peers` (ranks of this group) and receive each one's
+        equally shaped tensor, in `peers` order; every send and receive posted at once (one round). Counted as
+        tx = rx = bytes x len(peers): no all-reduce, only this worker's own links (NoLoCo)."""
+        n = _nbytes(tensor) * len(peers)
+        self._stats.tx_bytes += n
+        self._stats.rx_bytes += n
+        self._stats.ring_bytes += n  # what the wire carries each way, as for a direct gather
+        out = [torch.empty_like(tensor) for _ in peers]
+        if not peers:
+            return out
+        tensor = tensor.contiguous()
+        ops = []
+        for peer, buf in zip(peers, out):
+            g_peer = dist.get_global_rank(self.group, peer) if self.group is not None else peer
+            ops += [dist.P2POp(dist.isend, tensor, g_peer, self.group), dist.P2POp(dist.irecv, buf, g_peer, self.group)]
+        self._timed(tensor, lambda: [w.wait() for w in dist.batch_isend_irecv(ops)])
+        return out
 
     def take(self) -> CommStats:
         """Counters since the last call, then reset: one call per training step."""

@@ -13,6 +13,8 @@ Bytes come from the real parameter shapes and each strategy's own accounting of 
   round: the slowest pair's round trip (the same rendezvous) + (N-1) * s through each worker's uplink
   and into its downlink, at the slower of the two + the host's cost of one round. A ring gather moves the
   same bytes per link; direct saves the N-2 extra round trips.
+- Gossip exchanges (NoLoCo): each worker sends its buffer to its random group's other members at once, one
+  round, timed as a direct gather to those peers only (the slowest pair's round trip + the bytes it sends).
 - Wire bytes = payload x the TCP/IPv4/Ethernet framing of full-size segments (1514 bytes on the wire
   per 1448 bytes of payload, MTU 1500 with TCP timestamps).
 - Compute = 6 x parameters x tokens per worker per step / (the profile's TFLOPS x MFU); a step is the
@@ -120,6 +122,15 @@ def direct_time(nbytes: int, nodes: list[Node]) -> tuple[int, float, float]:
     return 1, rtt, max(bits / min(up, down) for up, down, _ in links)
 
 
+def exchange_time(nbytes: int, nodes: list[Node]) -> tuple[int, float, float]:
+    """(rounds, latency s, transfer s) of a gossip exchange (NoLoCo): every worker sends `nbytes` in all to its
+    group's peers at once, one round. The groups are random, so the slowest pair bounds it, as for a direct gather."""
+    n = len(nodes)
+    links = [_access(x) for x in nodes]
+    rtt = max(2 * (links[i][2] + links[j][2]) for i in range(n) for j in range(n) if i != j)
+    return 1, rtt, max(nbytes * WIRE_FACTOR * 8 / min(up, down) for up, down, _ in links)
+
+
 def collective_time(c: Collective, nodes: list[Node]) -> tuple[int, float, float]:
     """(rounds, latency seconds, transfer seconds) of one collective (a ring, or a direct gather) over these
     nodes' links."""
@@ -128,6 +139,8 @@ def collective_time(c: Collective, nodes: list[Node]) -> tuple[int, float, float
         return 0, 0.0, 0.0
     if c.kind == "all_gather_direct":
         return direct_time(c.nbytes, nodes)
+    if c.kind == "exchange":
+        return exchange_time(c.nbytes, nodes)
     if c.kind == "all_reduce":
         rounds, chunk = 2 * (n - 1), c.nbytes / n
     else:

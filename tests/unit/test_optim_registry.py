@@ -20,7 +20,7 @@ def test_every_option_model_has_a_strategy_and_a_schema():
         assert get_strategy(name).Config is model
         schema = model.model_json_schema()
         assert schema["properties"]["type"]["const"] == name and "lr" in schema["required"]
-    with pytest.raises(InputError, match="known: adamw, desloc, diloco, distro, muloco, powersgd, sparseloco, sparta, streaming-diloco"):
+    with pytest.raises(InputError, match="known: adamw, desloc, diloco, distro, muloco, noloco, powersgd, sparseloco, sparta, streaming-diloco"):
         get_strategy("sgd")
 
 
@@ -33,6 +33,7 @@ def test_every_option_model_has_a_strategy_and_a_schema():
     ({"muloco": {"lr": 1e-3, "muon_adjust_lr": "none"}}, "optimizers.muloco.muon_adjust_lr"),
     ({"desloc": {"lr": 1e-3, "variance_period": 0}}, "optimizers.desloc.variance_period"),
     ({"streaming-diloco": {"lr": 1e-3, "inner_steps": 4, "fragments": 5}}, "fragments (5) is more than inner_steps (4)"),
+    ({"noloco": {"lr": 1e-3, "group_size": 1}}, "optimizers.noloco.group_size"),
 ])
 def test_bad_method_options_name_the_field(options, problem):
     with pytest.raises(ScenarioError) as e:

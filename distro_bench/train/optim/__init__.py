@@ -28,6 +28,7 @@ STRATEGY_PATHS: dict[str, str] = {
     "sparta": "distro_bench.train.optim.sparta:SPARTA",
     "desloc": "distro_bench.train.optim.desloc:DESLOC",
     "streaming-diloco": "distro_bench.train.optim.streaming_diloco:StreamingDiLoCo",
+    "noloco": "distro_bench.train.optim.noloco:NoLoCo",
 }
 
 

@@ -28,9 +28,10 @@ ConfigT = TypeVar("ConfigT", bound=StrategyConfig)
 @dataclass(frozen=True)
 class Collective:
     """One collective a strategy issues per step: its kind and this worker's buffer size in bytes
-    (all-reduce: the whole buffer; all-gather: this worker's own contribution)."""
+    (all-reduce: the whole buffer; all-gather: this worker's own contribution; exchange, point-to-point with
+    its group's peers: everything this worker sends, which is also what it receives)."""
 
-    kind: Literal["all_reduce", "all_gather", "all_gather_direct"]
+    kind: Literal["all_reduce", "all_gather", "all_gather_direct", "exchange"]
     nbytes: int
 
 
@@ -56,7 +57,7 @@ def payload_of(collectives: list[Collective], world_size: int) -> tuple[int, int
     """(tx, rx) payload bytes of these collectives for one worker, as distro_bench/train/comm.py counts them: a direct
     gather hands its buffer to each of the N-1 peers itself, so its tx is (N-1) copies, not the ring's one."""
     tx = sum(c.nbytes * (world_size - 1) if c.kind == "all_gather_direct" else c.nbytes for c in collectives)
-    rx = sum(c.nbytes if c.kind == "all_reduce" else c.nbytes * (world_size - 1) for c in collectives)
+    rx = sum(c.nbytes if c.kind in ("all_reduce", "exchange") else c.nbytes * (world_size - 1) for c in collectives)
     return tx, (rx if world_size > 1 else 0)
 
 
