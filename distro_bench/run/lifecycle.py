@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import yaml
 
@@ -304,7 +304,7 @@ def _write_results(run_dir: Path, scenario: Scenario, backend_name: str, state: 
     probes = [e["probe_allgather_s"] for e in starts if e.get("probe_allgather_s") is not None]
     explicit, how = comparison_target_of(scenario)
     target = metrics.comparison_target(df, explicit, how)
-    summary = {
+    summary: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "run": {"scenario": scenario.name, "backend": backend_name, "state": state, "reason": reason,
                 "budget": scenario.budget().as_dict(), "seeds": scenario.train.seed_list(),

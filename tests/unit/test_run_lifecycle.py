@@ -1,0 +1,128 @@
+"""One Overrides type for the run options and one run lifecycle for the runner and the multi-host agent
+(distro_bench/run/overrides.py, distro_bench/run/lifecycle.py; issue 28). No training here."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from distro_bench.errors import InputError, Interrupted, WorkerFailed
+from distro_bench.run.lifecycle import RunLifecycle
+from distro_bench.run.overrides import Overrides
+from distro_bench.scenario.model import scenario_from_dict
+from tests.helpers import REPO, tiny_scenario_dict
+
+
+@pytest.fixture
+def claims(tmp_path, monkeypatch):
+    d = tmp_path / "claims"
+    d.mkdir()
+    monkeypatch.setattr("distro_bench.net.owner.runtime_dir", lambda: d)
+    return d
+
+
+# ---- Overrides ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad, field", [({"steps": 0}, "steps"), ({"repeat": 101}, "repeat"), ({"seed": -1}, "seed"),
+                                        ({"link_engine": "fast"}, "link_engine"),
+                                        ({"collective_timeout_s": 1}, "collective_timeout_s")])
+def test_overrides_refuse_a_bad_value_naming_it(bad, field):
+    with pytest.raises(InputError, match=f"run options: {field}: "):
+        Overrides(**bad)
+
+
+def test_overrides_are_frozen_and_normalised():
+    o = Overrides(optimizers=["adamw"], out="somewhere")
+    assert o.optimizers == ("adamw",) and o.out == Path("somewhere")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        o.steps = 3  # type: ignore[misc]
+    assert Overrides(optimizers=[]).optimizers is None
+
+
+def test_overrides_leave_the_scenario_alone_unless_they_change_it():
+    s = scenario_from_dict(tiny_scenario_dict())
+    assert Overrides(backend="local", out=Path("x")).apply(s) is s
+    changed = Overrides(steps=3, repeat=2, optimizers=("adamw",)).apply(s)
+    assert changed.train.steps == 3 and len(changed.train.seed_list()) == 2 and list(changed.optimizers) == ["adamw"]
+    run_only = Overrides(steps=3, repeat=2, backend="netns").run_only(out=Path("p"))
+    assert not run_only.changes_scenario() and run_only.backend == "netns" and run_only.out == Path("p")
+
+
+def test_overrides_fill_the_backend_options_from_the_scenarios_network():
+    d = tiny_scenario_dict()
+    d["network"] = {"link_engine": "userspace", "allow_unemulated": True}
+    s = scenario_from_dict(d)
+    assert Overrides().backend_options(s).link_engine == "userspace"
+    assert Overrides().backend_options(s).allow_unemulated is True
+    b = Overrides(link_engine="tc", allow_unemulated=False, image="img").backend_options(s)
+    assert (b.link_engine, b.allow_unemulated, b.image) == ("tc", False, "img")
+
+
+def test_api_run_takes_overrides_or_keywords_not_both():
+    from distro_bench import api
+
+    with pytest.raises(InputError, match=r"not both .*steps"):
+        api.run(scenario_from_dict(tiny_scenario_dict()), Overrides(backend="local"), steps=3)
+
+
+# ---- the lifecycle --------------------------------------------------------------------------------------
+
+def test_open_claims_the_folder_and_says_running(tmp_path, claims):
+    life = RunLifecycle(scenario_from_dict(tiny_scenario_dict()), "local")
+    run_dir = life.open(tmp_path / "out")
+    assert json.loads((run_dir / "status.json").read_text()) == {"state": "running", "reason": None}
+    assert (run_dir / "scenario.yaml").is_file()
+    claim = (claims / f"{life.claim_id}.owner").read_text().splitlines()
+    assert claim[1] == str(run_dir.resolve())
+    life.release()
+    assert not list(claims.iterdir())
+
+
+def test_training_goes_seed_by_seed_through_the_launch(tmp_path, claims):
+    s = Overrides(repeat=2).apply(scenario_from_dict(tiny_scenario_dict()))
+    life = RunLifecycle(s, "local")
+    life.open(tmp_path)
+    calls = []
+    with life.guard():
+        life.train_all(lambda name, seed: calls.append((seed, name)))
+    assert life.state == "complete" and life.reason is None
+    seeds = s.train.seed_list()
+    assert calls == [(seed, name) for seed in seeds for name in s.optimizers]
+    assert life.worker_dir("adamw", seeds[1]) == life.run_dir / "workers" / "adamw" / f"seed{seeds[1]}"
+    life.release()
+
+
+@pytest.mark.parametrize("host, reason", [(None, "interrupted (Ctrl-C or SIGTERM)"),
+                                          (1, "interrupted on host 1 (Ctrl-C or SIGTERM)")])
+def test_ctrl_c_is_interrupted_and_the_run_incomplete(tmp_path, claims, host, reason):
+    life = RunLifecycle(scenario_from_dict(tiny_scenario_dict()), "local", host=host)
+    life.open(tmp_path)
+    heard = []
+    with pytest.raises(Interrupted, match="partial results kept in"), life.guard(on_failure=heard.append):
+        raise KeyboardInterrupt
+    assert (life.state, life.reason) == ("incomplete", reason) and isinstance(heard[0], KeyboardInterrupt)
+    life.release()
+
+
+def test_a_failure_is_the_status_reason_and_finish_writes_status_then_summary(tmp_path, claims):
+    life = RunLifecycle(scenario_from_dict(tiny_scenario_dict()), "local", host=2)
+    run_dir = life.open(tmp_path)
+    (run_dir / "workers").mkdir()
+    with pytest.raises(WorkerFailed), life.guard():
+        raise WorkerFailed("adamw: worker rank 1 exited with code 1", rank=1)
+    assert life.state == "failed" and life.reason == "host 2: adamw: worker rank 1 exited with code 1"
+    summary = life.finish(write_report=False)
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status == {"state": "failed", "reason": life.reason} and summary["run"]["state"] == "failed"
+    assert json.loads((run_dir / "summary.json").read_text())["run"]["reason"] == life.reason
+    assert life.claim_id is None and not list(claims.iterdir())
+
+
+def test_the_agent_uses_the_lifecycle_not_the_runners_helpers():
+    tree = ast.parse((REPO / "distro_bench" / "multihost" / "agent.py").read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "distro_bench.run.runner" not in imported and "distro_bench.run.lifecycle" in imported
