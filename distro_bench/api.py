@@ -15,7 +15,7 @@ module's signatures and docstrings (scripts/gen_docs.py).
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -291,7 +291,7 @@ def report(run: str | Path, out: str | Path | None = None) -> ReportFiles:
     return ReportFiles(paths[0], paths[1], list(paths[2:]))
 
 
-def compare(runs: list[str | Path], out: str | Path | None = None) -> ReportFiles:
+def compare(runs: Sequence[str | Path], out: str | Path | None = None) -> ReportFiles:
     """One comparison report of several run folders (default folder results/compare-<time>/)."""
     from distro_bench.report import write_comparison
     from distro_bench.report.compare import default_out
@@ -508,13 +508,13 @@ class ScheduleReport:
                 "windows_outside": self.windows_outside, "passed": self.passed}
 
 
-def links_schedule(scenario: str | Path | Scenario, *, node: int = 0, direction: Literal["up", "down"] = "up",
+def links_schedule(scenario: str | Path | Scenario, *, node: int = 0, direction: str = "up",
                    seconds: float = 5.0, link_engine: str | None = None,
                    tolerance: str | tuple[float, float] = (0.90, 1.02),
                    allow_unemulated: bool = False) -> ScheduleReport:
     """Play the links' schedules and traces (as a run does, from t=0) and measure one node's rate per second
-    against them, for the schedule's length (its last change plus `seconds`, at least 10 s, or a trace's
-    period). Fails when a settled window falls outside `tolerance` of the asked rate or a change came more
+    against them, `direction` "up" or "down", for the schedule's length (its last change plus `seconds`, at
+    least 10 s, or a trace's period). Fails when a settled window falls outside `tolerance` of the asked rate or a change came more
     than 200 ms late. Needs root."""
     from distro_bench.backends.netns import NetnsBackend
     from distro_bench.net.schedtest import measure_schedule

@@ -51,8 +51,9 @@ def node(
     from distro_bench.run.overrides import Overrides
 
     with cli_errors():
-        overrides = Overrides(optimizers=optimizer or None, steps=steps, out=out, allow_unemulated=allow_unemulated,
-                              measure_links=measure, collective_timeout_s=collective_timeout)
+        overrides = Overrides(optimizers=tuple(optimizer) if optimizer else None, steps=steps, out=out,
+                              allow_unemulated=allow_unemulated, measure_links=measure,
+                              collective_timeout_s=collective_timeout)
         result = api.node(scenario, rdzv=rdzv, node_rank=node_rank, nnodes=nnodes, iface=iface, i_know=i_know,
                           shaping=shaping, placement=placement, store_port=store_port, join_timeout_s=timeout,
                           ship_records=ship_records, overrides=overrides,

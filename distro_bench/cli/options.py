@@ -14,9 +14,9 @@ from distro_bench.scenario.model import LinkEngineName
 # backends costs start-up time every command would pay.
 BACKEND_NAMES = ("auto", "local", "netns", "docker")
 
-Backend = Enum("Backend", {n: n for n in BACKEND_NAMES}, type=str)
+Backend = Enum("Backend", {n: n for n in BACKEND_NAMES}, type=str)  # type: ignore[misc]  # members from a tuple
 Backend.__doc__ = "auto picks the most faithful backend this host can run"
-LinkEngine = Enum("LinkEngine", {n: n for n in get_args(LinkEngineName)}, type=str)
+LinkEngine = Enum("LinkEngine", {n: n for n in get_args(LinkEngineName)}, type=str)  # type: ignore[misc]  # from a Literal
 LinkEngine.__doc__ = "how delay, jitter and loss are emulated"
 
 BACKEND_HELP = "auto picks the most faithful one available (docker, then netns, then local)"

@@ -87,12 +87,12 @@ def check(
         print_table(t, [(f"{r[4]} {r[0]}" + (f" ({r[1]})" if r[1] != "-" else ""),
                          list(zip(CHECK_COLUMNS[2:4], r[2:4]))) for r in rows])
         # Notes below the table: a long sentence in a cell would push the table past 80 columns.
-        for r in result.results:
-            if r.note:
+        for c in result.results:
+            if c.note:
                 # Wrapped (not soft-wrapped) so a margin and interval still fit 80 columns in a log.
-                console.print(f"  {r.status} {r.check}" + (f" ({r.optimizer})" if r.optimizer else "") + f": {r.note}",
+                console.print(f"  {c.status} {c.check}" + (f" ({c.optimizer})" if c.optimizer else "") + f": {c.note}",
                               markup=False)
-        failed = sum(r.status == FAIL for r in result.results)
+        failed = sum(c.status == FAIL for c in result.results)
         console.print("[green]all checks passed[/]" if not failed else f"[bold red]{failed} check(s) failed[/]")
     if not result.passed:
         raise typer.Exit(1)

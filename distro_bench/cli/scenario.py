@@ -76,7 +76,7 @@ def _region_lines(s: Scenario) -> list[str]:
     from distro_bench.scenario.regions import describe_lines
 
     m = region_matrix(s)
-    return describe_lines(m, [n.region for n in s.nodes()]) if m is not None else []
+    return describe_lines(m, [n.region for n in s.nodes() if n.region is not None]) if m is not None else []
 
 
 def _timeline_lines(s: Scenario) -> list[str]:
@@ -126,7 +126,7 @@ def _regions_json(s: Scenario) -> list[dict[str, Any]] | None:
     from distro_bench.scenario.regions import describe_json
 
     m = region_matrix(s)
-    return describe_json(m, [n.region for n in s.nodes()]) if m is not None else None
+    return describe_json(m, [n.region for n in s.nodes() if n.region is not None]) if m is not None else None
 
 
 def schema(

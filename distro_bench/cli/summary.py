@@ -16,7 +16,7 @@ def _basis(summary: Summary) -> str:
     """The byte basis of the table: wire where every optimizer measured it (as reduction_vs_baseline)."""
     known = {s.reduction_basis for s in summary.optimizers.values()} - {None}
     if len(known) == 1:
-        return known.pop()
+        return str(known.pop())
     return "wire" if all(s.wire_tx_bytes_per_step is not None for s in summary.optimizers.values()) else "payload"
 
 
