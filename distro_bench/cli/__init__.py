@@ -1,4 +1,4 @@
-"""The `distro-bench` command line: a package of thin commands (options -> harness library -> Rich output)."""
+"""The `distro-bench` command line: a package of thin commands (options -> distro_bench.api -> Rich output)."""
 
 from distro_bench.cli.app import app
 

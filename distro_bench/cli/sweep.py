@@ -1,4 +1,4 @@
-"""`distro-bench sweep`: a thin wrapper over distro_bench.studies.sweep (the grid, the runs, the table, the pick)."""
+"""`distro-bench sweep`: options -> distro_bench.api.sweep (the grid, the runs, the pick) -> the table and the pick."""
 
 from __future__ import annotations
 
