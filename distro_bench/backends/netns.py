@@ -17,11 +17,13 @@ from pathlib import Path
 from distro_bench.backends.base import Backend, BackendOptions, WorkerHandle, start_process
 from distro_bench.backends.requirements import Needs, Requirement, emulation_requirements
 from distro_bench.errors import HarnessError
+from distro_bench.net import cleanup, naming
 from distro_bench.net import host as net_probe
 from distro_bench.net.emulation import Emulation, Endpoints, describe_plan, worker_env
 from distro_bench.net.engines import NetworkPlan, plan_links
 from distro_bench.net.linktest import LinkTarget
 from distro_bench.net.ns import NetnsRef
+from distro_bench.net.owner import owner_alive
 from distro_bench.net.topology import NODE_IFACE, Star, StarSpec
 from distro_bench.scenario.model import Scenario, region_matrix
 
@@ -71,12 +73,9 @@ class NetnsBackend(Backend):
     def clean_leftovers(cls, include_live: bool = False) -> tuple[list[str], list[str]]:
         """Namespaces named dbench-* (distro_bench/net/naming.py) whose run is over, with their veths,
         bridges, qdiscs and delay lines."""
-        from distro_bench.net import naming
-        from distro_bench.net.cleanup import delete_namespaces, list_namespaces
-        from distro_bench.net.owner import owner_alive
-
-        names = [n for n in list_namespaces() if include_live or not owner_alive(naming.run_id_of(n))]
-        return [f"namespace {n}" for n in names], delete_namespaces(names)
+        # through the module, not a name bound at import: a test wraps cleanup.list_namespaces
+        names = [n for n in cleanup.list_namespaces() if include_live or not owner_alive(naming.run_id_of(n))]
+        return [f"namespace {n}" for n in names], cleanup.delete_namespaces(names)
 
     # ---- lifecycle ---------------------------------------------------------------------
     def setup(self) -> None:

@@ -18,10 +18,11 @@ import json
 from dataclasses import replace
 
 from distro_bench.errors import CapabilityError, InputError
+from distro_bench.multihost.iface import FOREIGN_ROOT_KINDS, interfaces
 from distro_bench.net.emulation import Emulation, Endpoints
 from distro_bench.net.engines import NetworkPlan, NodeLinkPlan, plan_links
 from distro_bench.net.ns import NetCommandError, NetnsRef, run_in
-from distro_bench.net.shaping import read_qdiscs
+from distro_bench.net.shaping import apply_plans, check_qdiscs, read_qdiscs
 from distro_bench.scenario.model import Node
 
 IFB = "dbench-ifb"
@@ -64,8 +65,6 @@ def _ingress_problems(iface: str, ifb: str) -> list[str]:
 
 def foreign_qdiscs(iface: str) -> list[str]:
     """Shaping on `iface` that is not ours to replace: a shaping root qdisc or an ingress qdisc."""
-    from distro_bench.multihost.iface import FOREIGN_ROOT_KINDS
-
     out = []
     for q in read_qdiscs(HERE, iface):
         if q.get("root") and q.get("kind") in FOREIGN_ROOT_KINDS:
@@ -89,8 +88,6 @@ def _link(action: str, **kw) -> None:
 
 
 def ifb_exists(ifb: str = IFB) -> bool:
-    from distro_bench.multihost.iface import interfaces
-
     return ifb in interfaces()
 
 
@@ -169,8 +166,6 @@ class HostShaping:
             self.emulation.apply()
             self.applied = dict(self.emulation.applied[self.node.rank])
         elif self.shapes_up:
-            from distro_bench.net.shaping import apply_plans
-
             self.applied = {"up": apply_plans(HERE, {self.iface: self.node.up.tc})[self.iface], "down": None}
         else:
             self.applied = {"up": None, "down": None}
@@ -180,8 +175,6 @@ class HostShaping:
         return self.applied
 
     def verify(self) -> list[str]:
-        from distro_bench.net.shaping import check_qdiscs
-
         problems = check_qdiscs(self.iface, self.node.up.tc, read_qdiscs(HERE, self.iface))
         if self.shapes_down:
             problems += _ingress_problems(self.iface, self.ifb)

@@ -16,6 +16,8 @@ import signal
 import sys
 import time
 
+from distro_bench.multihost.hostshaping import IFB, remove
+
 
 def wait_for_exit(pid: int) -> None:
     try:
@@ -45,8 +47,6 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))  # the agent cleans up itself
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     wait_for_exit(a.pid)
-    from distro_bench.multihost.hostshaping import IFB, remove
-
     problems = remove(a.iface, a.ifb or IFB, root=a.root)
     for line in problems:
         print(f"janitor: {line}", file=sys.stderr)

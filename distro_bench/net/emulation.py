@@ -26,11 +26,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from distro_bench.errors import CapabilityError
-from distro_bench.net.engines import NetworkPlan
+from distro_bench.net.delayline import DelayLine, stop_all
+from distro_bench.net.engines import NetworkPlan, direction_plan
 from distro_bench.net.link import Direction, Impairment
 from distro_bench.net.ns import NetnsRef
 from distro_bench.net.shaping import apply_plan, apply_plans, blackhole, change_plan, check_qdiscs, read_qdiscs
+from distro_bench.net.tcpprobe import unreachable
 
 DIRECTIONS = ("up", "down")
 
@@ -69,8 +70,6 @@ def check_reachable(probes: Sequence[tuple[str, NetnsRef, NetnsRef, str]], timeo
     that got no answer. Catches a bridge that silently drops (the iptables FORWARD trap) or a hop that does
     not forward, before a worker hangs on its first collective. Pure Python (distro_bench/net/tcpprobe.py): no
     `ping` binary, so a missing tool can never read as a firewall problem."""
-    from distro_bench.net.tcpprobe import unreachable
-
     return unreachable({label: (client, server, addr) for label, client, server, addr in probes}, timeout_s=timeout_s)
 
 
@@ -121,10 +120,6 @@ class Emulation:
         lines = [p for p in self.plan.nodes if p.needs_delay_line]
         if not lines:
             return
-        try:
-            from distro_bench.net.delayline import DelayLine
-        except ImportError as e:  # planning said it was there; say so plainly if it vanished
-            raise CapabilityError(f"userspace link engine: distro_bench.net.delayline cannot be imported ({e})") from None
         for p in lines:
             e = self.endpoints[p.rank]
             if e.delay_line_ns is None:
@@ -159,8 +154,6 @@ class Emulation:
         forwarder reports, or None), `applied_at` (epoch seconds once both were read back) and
         `pending` (True while the node is in an outage: the change is recorded and takes effect when
         the link returns). ShapingError / HarnessError when the read-back differs."""
-        from distro_bench.net.engines import direction_plan
-
         if direction not in DIRECTIONS:
             raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
         node = self._node_plan(rank)
@@ -223,8 +216,6 @@ class Emulation:
     def stop(self) -> list[str]:
         """Stop every delay line (their final stats go beside their logs); the problems, never raised,
         so a teardown always goes on. The qdiscs go with their interfaces."""
-        from distro_bench.net.delayline import stop_all
-
         return stop_all(self.delay_lines) if self.delay_lines else []
 
     # ---- describe ------------------------------------------------------------------------------------

@@ -20,6 +20,10 @@ import sys
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
+from distro_bench.net import naming, owner
+from distro_bench.net import ns as net_ns  # called through the module: tests wrap its functions
+from distro_bench.net.ns import NetCommandError
+
 # Arguments that make each qdisc valid on its own at the root (tbf, for one, refuses to exist without a rate).
 QDISC_TRIALS: dict[str, list[str]] = {
     "pfifo": [],
@@ -141,9 +145,6 @@ def modules() -> dict[str, str | None]:
 
 def probe_qdiscs() -> tuple[bool, str | None, tuple[str, ...]]:
     """(namespaces work, why not, qdisc kinds the kernel accepts), tried on a veth in a throwaway namespace."""
-    from distro_bench.net import naming, owner
-    from distro_bench.net.ns import NetCommandError, add_veth, configure_link, create_netns, delete_netns, run_in
-
     run_id = naming.new_run_id()
     name = f"{naming.run_prefix(run_id)}probe"
     try:  # claimed like a run's namespaces, so `clean` leaves a live doctor's or preflight's probe alone
@@ -151,32 +152,30 @@ def probe_qdiscs() -> tuple[bool, str | None, tuple[str, ...]]:
     except OSError:
         pass  # no runtime folder: the probe still works, it is only unprotected for its second
     try:
-        ns = create_netns(name)
+        ns = net_ns.create_netns(name)
     except (NetCommandError, ImportError) as e:
-        delete_netns(name)
+        net_ns.delete_netns(name)
         _release(run_id)
         return False, str(e), ()
     try:
-        add_veth("t0", ns, "t1", ns)
-        configure_link(ns, "t0", no_ipv6_ll=False)
+        net_ns.add_veth("t0", ns, "t1", ns)
+        net_ns.configure_link(ns, "t0", no_ipv6_ll=False)
         ok = []
         if shutil.which("tc"):
             for kind, args in QDISC_TRIALS.items():
-                run_in(ns, ["tc", "qdisc", "del", "dev", "t0", "root"], check=False)
-                if run_in(ns, ["tc", "qdisc", "add", "dev", "t0", "root", "handle", "1:", kind, *args],
+                net_ns.run_in(ns, ["tc", "qdisc", "del", "dev", "t0", "root"], check=False)
+                if net_ns.run_in(ns, ["tc", "qdisc", "add", "dev", "t0", "root", "handle", "1:", kind, *args],
                           check=False).returncode == 0:
                     ok.append(kind)
         return True, None, tuple(ok)
     except NetCommandError as e:
         return False, str(e), ()
     finally:
-        delete_netns(name)
+        net_ns.delete_netns(name)
         _release(run_id)
 
 
 def _release(run_id: str) -> None:
-    from distro_bench.net import owner
-
     try:
         owner.release(run_id)
     except OSError:

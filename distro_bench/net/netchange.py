@@ -21,7 +21,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from distro_bench.net.engines import directions
 from distro_bench.scenario.timeline import FIELD_DIRECTIONS, Change, Timeline, TraceFollow
+from distro_bench.scenario.trace import load_trace
 from distro_bench.scenario.units import format_duration, format_percent, format_rate
 
 POLL_S = 0.02
@@ -200,8 +202,6 @@ class ChangeScheduler:
         if c.kind == "outage":
             self._start_outage(c, scheduled_s)
             return
-        from distro_bench.net.engines import directions
-
         specs = dict(zip(("up", "down"), directions(c.link)))
         results = {}
         for d in c.directions:
@@ -267,8 +267,6 @@ class ChangeScheduler:
 
     # ---- traces ------------------------------------------------------------------------------------------------
     def _start_traces(self) -> None:
-        from distro_bench.scenario.trace import load_trace
-
         if self.emulation is None:  # nothing to shape (preflight refuses this unless --allow-unemulated)
             self._traces = []
             return

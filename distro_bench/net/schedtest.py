@@ -19,7 +19,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from distro_bench.net.netchange import ChangeScheduler
 from distro_bench.net.ns import NetnsRef, entered
+from distro_bench.net.tcpprobe import Listener, _socket
+from distro_bench.scenario.trace import load_trace
 
 
 @dataclass
@@ -73,8 +76,6 @@ def _tx_bytes(ns: NetnsRef, iface: str) -> int:
 def expected_series(timeline, rank: int, direction: str, base_bps: int | None, seconds: float,
                     window_s: float) -> list[float]:
     """The rate the timeline asks of one node direction, averaged over each window (traces included)."""
-    from distro_bench.scenario.trace import load_trace
-
     n = int(seconds / window_s)
     trace = next((t for t in timeline.traces if t.rank == rank and t.direction == direction), None)
     if trace is not None:
@@ -102,9 +103,6 @@ def expected_series(timeline, rank: int, direction: str, base_bps: int | None, s
 def measure_schedule(backend, timeline, *, rank: int = 0, direction: str = "up", seconds: float = 90.0,
                      window_s: float = 1.0) -> ScheduleMeasurement:
     """Saturate `rank`'s `direction` for `seconds` while its schedule plays; see the module docstring."""
-    from distro_bench.net.netchange import ChangeScheduler
-    from distro_bench.net.tcpprobe import Listener, _socket
-
     em = backend.emulation
     node_ns = em.endpoints[rank].up_ns
     far_ns, far_addr = backend.far_end()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from distro_bench.net import naming
 from distro_bench.net.cleanup import delete_namespaces, list_namespaces
+from distro_bench.net.emulation import check_reachable
 from distro_bench.net.ns import NetnsRef, add_bridge, add_veth, configure_link, create_netns, offloads_off, sysctl_set
 
 SUBNET = "10.77.0"
@@ -150,7 +151,5 @@ class Star:
     def check_reachable(self, timeout_s: float = 5.0) -> list[str]:
         """A TCP handshake from every node to the far end, all at once; the nodes that got no answer. Catches
         a bridge whose traffic is silently dropped (the iptables FORWARD trap) before a worker hangs."""
-        from distro_bench.net.emulation import check_reachable
-
         return check_reachable([(n.ns, NetnsRef.named(n.ns), self.switch_ref, self.spec.switch_addr)
                                 for n in self.spec.nodes], timeout_s)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from distro_bench.results import fair
+
 BREAKDOWN = ["compute", "compress", "communicate", "apply", "wait for slowest", "other"]
 
 
@@ -19,8 +21,6 @@ def per_step(df: pd.DataFrame) -> pd.DataFrame:
     """One row per step of one optimizer: mean loss over ranks, validation loss, the step's end in training
     seconds since the optimizer's first step (distro_bench/results/fair.py's clock: evaluations left out where recorded),
     and the slowest rank's time. Over repeats, each column is the mean over the seeds that ran the step."""
-    from distro_bench.results import fair
-
     cols = ["step", "loss", "val_loss", "elapsed_s", "step_time_s"]
     if not len(df):
         return pd.DataFrame(columns=cols)
@@ -82,8 +82,6 @@ def time_to_target(steps_by_opt: dict[str, pd.DataFrame], target: float | None =
     every optimizer reaches. Without validation losses for all, a 5-step running mean of training loss.
     Per-step frames (`per_step`) in; over repeats they are the seeds' mean curves, while summary.json's
     `time_to_target_s` is the mean of each seed's own crossing."""
-    from distro_bench.results import fair
-
     frames = {k: v for k, v in steps_by_opt.items() if len(v)}
     if not frames:
         return None

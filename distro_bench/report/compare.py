@@ -13,6 +13,8 @@ from distro_bench.report import analysis, markdown
 from distro_bench.report import html as html_render
 from distro_bench.report.describe import fmt, fmt_reduction
 from distro_bench.report.document import Banner, Bullets, Document, Figure, Para, Section, Table
+from distro_bench.report.events import against_unchanged
+from distro_bench.report.events_section import fmt_secs
 from distro_bench.report.load import LoadedRun, load_for_report
 from distro_bench.report.stats import Sample, describe_change
 from distro_bench.report.style import bar_style, human_bytes, new_figure, note_on_axes, save
@@ -175,9 +177,6 @@ def build_document(runs: list[LoadedRun], plots_dir: Path) -> Document:
 def _events_sections(runs: list[LoadedRun], labels: list[str]) -> list[Section]:
     """Issue 18: each run whose network changed against the first run in the list without changes: the
     seconds the events cost at equal steps, and the validation loss at equal time."""
-    from distro_bench.report.events import against_unchanged
-    from distro_bench.report.events_section import fmt_secs
-
     plain = next(((lab, r) for lab, r in zip(labels, runs) if r.events.empty), None)
     if plain is None:
         return []

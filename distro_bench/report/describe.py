@@ -8,6 +8,9 @@ import math
 from distro_bench.report import analysis
 from distro_bench.report.document import Block, Bullets, Para, Table
 from distro_bench.report.load import LoadedRun
+from distro_bench.scenario.model import LinkSpec
+from distro_bench.scenario.units import format_duration, format_percent, format_rate
+from distro_bench.train.model_config import ModelConfig, parameter_count
 
 
 def fmt(v, spec: str = ".3g", none: str = "n/a") -> str:
@@ -27,8 +30,6 @@ def _link_words(spec: dict | None) -> str:
     if not spec:
         return "unshaped"
     try:
-        from distro_bench.scenario.model import LinkSpec
-
         return LinkSpec(**spec).describe()
     except Exception:  # an older or hand-edited folder: show what is stored
         return ", ".join(f"{k} {v}" for k, v in spec.items() if k != "preset")
@@ -48,8 +49,6 @@ def _hardware_words(name: str, spec: dict | None) -> str:
 
 def _param_count(model: dict) -> int | None:
     try:
-        from distro_bench.train.model import ModelConfig, parameter_count
-
         keys = ("dim", "n_layers", "n_heads", "ffn_dim", "vocab_size", "max_seq_len")
         return parameter_count(ModelConfig(**{k: model[k] for k in keys if k in model}))
     except Exception:
@@ -149,8 +148,6 @@ def _configured(spec: dict | None) -> dict[str, dict]:
     if not spec:
         return {d: {} for d in _DIRS}
     try:
-        from distro_bench.scenario.model import LinkSpec
-
         link = LinkSpec(**spec)
         common = {"delay_s": link.delay, "jitter_s": link.jitter, "loss": link.loss}
         return {"up": {"rate_bps": link.up, **common}, "down": {"rate_bps": link.down, **common}}
@@ -190,8 +187,6 @@ def _value(key: str, v) -> str:
         return "-"
     if isinstance(v, str):
         return v
-    from distro_bench.scenario.units import format_duration, format_percent, format_rate
-
     try:
         if key == "rate_bps":
             return format_rate(int(v)) if v else "unlimited"

@@ -37,8 +37,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from distro_bench.results.events import MARKED_KINDS, read_events
-from distro_bench.results.fair import split_seeds, t_interval
+from distro_bench.report.analysis import per_step
+from distro_bench.results import fair
+from distro_bench.results.events import EVENTS_FILE, MARKED_KINDS, events_frame, read_events
+from distro_bench.results.fair import evaluations, split_seeds, t_interval, value_at
+from distro_bench.scenario.units import parse_rate
 
 WINDOW_KINDS = ("schedule", "outage", "compute")  # changes that get an impact row (restores end windows)
 
@@ -231,8 +234,6 @@ def _group_label(rows: pd.DataFrame, with_node: bool) -> str:
 def step_spans(df: pd.DataFrame) -> pd.DataFrame:
     """One optimizer/seed's steps: step, start (earliest rank's t_start), dur (slowest rank's step_time_s),
     end, and `elapsed` (the training clock of the plots, distro_bench/results/fair.py's) at the step's end."""
-    from distro_bench.results import fair
-
     g = df.groupby("step")
     out = pd.DataFrame({"start": g["t_start"].min(), "dur": g["step_time_s"].max()})
     out["end"] = out["start"] + out["dur"]
@@ -409,8 +410,6 @@ def _summarise(impacts: list[Impact]) -> list[ImpactSummary]:
 def analyze_run(run) -> EventsAnalysis:
     """`analyze` for a loaded run folder (distro_bench.report.load.LoadedRun); a damaged events.parquet gives an
     empty analysis with a note (the rest of the report still stands)."""
-    from distro_bench.results.events import EVENTS_FILE, events_frame
-
     try:
         events = read_events(run.data.path)
     except (OSError, ValueError) as e:  # pyarrow's errors are ValueError / OSError subclasses
@@ -455,8 +454,6 @@ def marks(analysis: EventsAnalysis, metrics: pd.DataFrame) -> dict[str, list[Mar
 
 def trace_rates(analysis: EventsAnalysis, metrics: pd.DataFrame, optimizer: str) -> dict[str, pd.DataFrame]:
     """"node up" -> frame (x on the training clock, rate bit/s) of one optimizer's first seed's trace rows."""
-    from distro_bench.scenario.units import parse_rate
-
     t = analysis.trace
     t = t[t["optimizer"] == optimizer]
     if not len(t):
@@ -508,9 +505,6 @@ class AgainstUnchanged:
 def against_unchanged(with_events: pd.DataFrame, without: pd.DataFrame, optimizers: list[str]) -> list[AgainstUnchanged]:
     """Per optimizer both metrics frames have: the time the events cost at equal steps and the validation
     loss at equal time."""
-    from distro_bench.report.analysis import per_step
-    from distro_bench.results.fair import evaluations, value_at
-
     out = []
     for name in optimizers:
         a = per_step(with_events[with_events["optimizer"] == name])

@@ -9,7 +9,10 @@ import math
 
 import pandas as pd
 
+from distro_bench.report.document import Para, Section, Table
 from distro_bench.report.events import Estimate, EventsAnalysis, row_label, text_of
+from distro_bench.results.format import fmt_rate, fmt_seconds
+from distro_bench.scenario.units import parse_rate
 
 MAX_TABLE_ROWS = 40
 
@@ -19,8 +22,6 @@ def _ms(v: float | None) -> str:
 
 
 def fmt_secs(v: float) -> str:
-    from distro_bench.results.format import fmt_seconds
-
     return fmt_seconds(float(f"{v:.3g}"))  # rounded first: 0.99996 is "1 s", not "1e+03 ms"
 
 
@@ -92,9 +93,6 @@ def events_table(analysis: EventsAnalysis) -> tuple[list[str], list[list[str]], 
 
 def trace_lines(analysis: EventsAnalysis) -> list[str]:
     """One sentence per link that followed a trace (its rows would flood the table)."""
-    from distro_bench.results.format import fmt_rate
-    from distro_bench.scenario.units import parse_rate
-
     out = []
     t = analysis.trace
     for (node, direction), g in t.groupby(["node", "direction"], sort=True, dropna=False):
@@ -167,8 +165,6 @@ WINDOWS_NOTE = ("Mean step time (slowest worker) in three windows per event: dur
 
 def events_section(run):
     """The report's "Network events" section, or None for a run without events."""
-    from distro_bench.report.document import Para, Section, Table
-
     analysis = run.events
     if analysis.empty:
         return Section("Network events", [Para(n) for n in analysis.notes]) if analysis.notes else None

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+import yaml
+
 from distro_bench.errors import InputError
+from distro_bench.report.events import analyze_run
+from distro_bench.results import metrics
 from distro_bench.results.rundir import SCHEMA_VERSION, RunData, load_run
 
 _STATE_NOTES = {
@@ -48,8 +53,6 @@ class LoadedRun:
     @cached_property
     def events(self):
         """events.parquet joined to the steps (distro_bench/report/events.py); empty for a run without changes."""
-        from distro_bench.report.events import analyze_run
-
         return analyze_run(self)
 
     def state_note(self) -> str | None:
@@ -72,12 +75,6 @@ def load_for_report(path: str | Path) -> LoadedRun:
 
 
 def _rebuild(path: Path) -> LoadedRun:
-    import json
-
-    import yaml
-
-    from distro_bench.results import metrics
-
     try:
         scenario = yaml.safe_load((path / "scenario.yaml").read_text()) or {}
     except (OSError, yaml.YAMLError) as e:

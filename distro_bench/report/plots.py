@@ -10,6 +10,7 @@ import pandas as pd
 
 from distro_bench.report import analysis
 from distro_bench.report.document import Figure
+from distro_bench.report.events import marks, trace_rates
 from distro_bench.report.load import LoadedRun
 from distro_bench.report.stats import t_critical
 from distro_bench.report.style import SEGMENTS, bar_style, human_bytes, new_figure, note_on_axes, save, series_style
@@ -75,8 +76,6 @@ def _event_marks(ax, run: LoadedRun, order: list[str]) -> int:
     ev = run.events
     if ev.empty or not ev.changes:
         return 0
-    from distro_bench.report.events import marks
-
     placed = marks(ev, run.data.metrics)
     xs = [m.x0 for ms in placed.values() for m in ms] + [m.x1 for ms in placed.values() for m in ms if m.x1]
     lo, hi = ax.get_xlim()
@@ -107,8 +106,6 @@ def _trace_line(ax, run: LoadedRun, order: list[str]) -> bool:
     ev = run.events
     if ev.empty or not len(ev.trace):
         return False
-    from distro_bench.report.events import trace_rates
-
     for name in order:
         rates = trace_rates(ev, run.data.metrics, name)
         if rates:

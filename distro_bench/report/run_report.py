@@ -12,6 +12,7 @@ from distro_bench.report.events_section import events_section
 from distro_bench.report.load import LoadedRun, load_for_report
 from distro_bench.report.prediction import prediction_section
 from distro_bench.results.rundir import atomic_write_text
+from distro_bench.scenario.presets import HARDWARE
 
 
 def _banners(run: LoadedRun) -> list[Banner]:
@@ -36,8 +37,6 @@ def _banners(run: LoadedRun) -> list[Banner]:
 def _hardware_banners(run: LoadedRun) -> list[Banner]:
     """A profile that asks for a GPU the host lacks (this host's CPU stood in, step times are its own, not the
     profile's), and a host busy with other work when the run started (its step times include contention)."""
-    from distro_bench.scenario.presets import HARDWARE
-
     out = []
     hardware = run.data.scenario.get("hardware") or {}
     devices = {st.get("device") for st in describe.worker_starts(run).values()}

@@ -14,7 +14,8 @@ import textwrap
 from dataclasses import dataclass, field
 
 from distro_bench.results import cost as _cost
-from distro_bench.results.stats import Interval, paired_difference, ratio_interval
+from distro_bench.results.format import fmt_bytes
+from distro_bench.results.stats import Interval, paired_difference, ratio_interval, t_interval
 
 WIDTH = 80  # the block `run` prints fits an 80-column terminal or log
 
@@ -238,8 +239,6 @@ def _missed(s: dict) -> int:
 
 
 def _capped_estimate(s: dict) -> Estimate | None:
-    from distro_bench.results.stats import t_interval
-
     if not _missed(s):
         return None
     iv = t_interval(_capped_times(s).values())
@@ -515,8 +514,6 @@ def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
                     _lower_higher(diff)))
     bw = _bytes_words(v)
     # The short labels keep the CLI's block within 80 columns; the report's text says what each figure is.
-    from distro_bench.results.format import fmt_bytes
-
     basis = v.bytes_basis or "payload"
     mine_b, base_b = v.bytes_per_step, v.base_bytes_per_step
     known = mine_b is not None and base_b is not None
@@ -634,8 +631,6 @@ RANKING_COLUMNS = ["#", "optimizer", "to target", "reached", "val loss, equal ti
 
 
 def ranking_rows(ranked: list[Ranked]) -> list[list[str]]:
-    from distro_bench.results.format import fmt_bytes
-
     return [[str(r.rank), r.optimizer, r.time_to_target.text(" s"), r.reached or "-", r.loss_equal_time.text(),
              fmt_bytes(r.bytes_per_step) if r.bytes_per_step is not None else "n/a", r.steps.text(digits=3)]
             for r in ranked]

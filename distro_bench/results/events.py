@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from distro_bench.results.rundir import atomic_write_parquet
+
 EVENTS_FILE = "events.parquet"
 
 EVENT_COLUMNS: dict[str, str] = {
@@ -49,8 +51,6 @@ def events_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
 
 def write_events(run_dir: Path, rows: Iterable[Mapping]) -> Path:
     """Write (replace) RUN/events.parquet atomically."""
-    from distro_bench.results.rundir import atomic_write_parquet
-
     path = Path(run_dir) / EVENTS_FILE
     atomic_write_parquet(path, events_frame(rows))
     return path

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from distro_bench.results import fair
+from distro_bench.results.fair import t_interval
+
 METRIC_COLUMNS: dict[str, str] = {
     "optimizer": "string", "rank": "int64", "step": "int64",
     "seed": "Int64",  # the repeat's seed (null in run folders written before repeats)
@@ -172,8 +175,6 @@ def _seed_of(e: dict) -> int | None:
 def _aggregate(per_seed: list[dict]) -> dict:
     """One optimizer's summary over its seeds: numeric figures become the mean, with a 95% Student-t
     interval in `ci95` (each key's [lo, hi]; null with one seed); labels are kept where the seeds agree."""
-    from distro_bench.results.fair import t_interval
-
     out: dict = {}
     ci: dict = {}
     n = len(per_seed)
@@ -215,8 +216,6 @@ def summarize(df: pd.DataFrame, events: list[dict], baseline: str, target: float
     """Per-optimizer summaries: each seed summarised on its own (with time to `target` and loss at equal
     time and steps, from distro_bench/results/fair.py), then averaged over seeds with 95% intervals; `reduction_vs_baseline`
     pairs each seed with the baseline's same seed (wire bytes where every optimizer has them)."""
-    from distro_bench.results import fair
-
     if "seed" not in df.columns:  # a frame from before repeats
         df = df.assign(seed=pd.array([None] * len(df), dtype="Int64"))
     curves = {str(name): {seed: fair.curve(r) for seed, r in fair.split_seeds(rows)}
@@ -262,8 +261,6 @@ def summarize(df: pd.DataFrame, events: list[dict], baseline: str, target: float
 
 def comparison_target(df: pd.DataFrame, explicit: float | None = None, how: str | None = None) -> dict:
     """The top-level `target` of a summary: the loss time-to-target is measured against, and why that one."""
-    from distro_bench.results import fair
-
     if explicit is not None:
         return {"val_loss": float(explicit), "how": how or "set in the scenario"}
     if not len(df):

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from distro_bench.results.format import fmt_times as _times
+from distro_bench.results.stats import paired_difference, ratio_interval
 
 Number = int | float
 
@@ -137,8 +138,6 @@ def verdict_line(name: str, s: OptimizerSummary, base_name: str, base: Optimizer
     """The run's last line: the same figures as the verdict block (report/verdict.py), paired over seeds
     (distro_bench/results/stats.py): step speed-up, bytes, and the val loss gap at equal time (final loss for a folder
     without it), with its 95% half-width over three or more seeds."""
-    from distro_bench.results.stats import paired_difference, ratio_interval
-
     def seeds(o: OptimizerSummary, key: str) -> dict:
         return {k: v.get(key) for k, v in (o.per_seed or {}).items()}
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import distro_bench
+from distro_bench.net import host
 
 
 def _git(*args: str) -> str | None:
@@ -21,8 +22,6 @@ def _git(*args: str) -> str | None:
 
 def collect() -> dict:
     import torch
-
-    from distro_bench.net import host
 
     commit = _git("rev-parse", "HEAD")
     dirty = _git("status", "--porcelain", "--untracked-files=no")

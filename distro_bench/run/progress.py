@@ -11,7 +11,11 @@ import sys
 import time
 from typing import TextIO
 
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
 from distro_bench.results.format import fmt_bytes, fmt_seconds
+from distro_bench.run.console import console as default_console
 
 STARTING = "starting workers"
 
@@ -55,10 +59,6 @@ class RichProgress:
     dominates the first seconds, so an estimate would mislead; until the first step the bar says so."""
 
     def __init__(self, console=None):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        from distro_bench.run.console import console as default_console
-
         self.progress = Progress(
             TextColumn("[bold]{task.description:<12}"), BarColumn(bar_width=24), MofNCompleteColumn(),
             TextColumn("{task.fields[status]}"), TextColumn("loss {task.fields[loss]}"),
@@ -76,8 +76,6 @@ class RichProgress:
         self.progress.stop()
 
     def note(self, text: str) -> None:
-        from rich.markup import escape
-
         self.progress.console.print(f"[dim]{escape(text)}[/]")
 
     def start(self, optimizer: str, total_steps: int | None) -> None:
@@ -155,7 +153,5 @@ class PlainProgress:
 def make_progress(interactive: bool | None = None):
     """Rich bars when stdout is a terminal, else plain lines on stderr."""
     if interactive is None:
-        from distro_bench.run.console import console
-
-        interactive = console.is_terminal
+        interactive = default_console.is_terminal
     return RichProgress() if interactive else PlainProgress()

@@ -18,6 +18,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from distro_bench.errors import InputError
+
 PREFIX = "hf:"
 DEFAULT_SPLIT = "train"
 DEFAULT_FIELD = "text"
@@ -93,8 +95,6 @@ def _stream_text(c: HFCorpus, max_bytes: int) -> bytes:
 
 def load(corpus: str, max_bytes: int = MAX_BYTES) -> bytes:
     """The corpus's bytes, from the cache when this spec (and, for a local folder, its files) was read before."""
-    from distro_bench.errors import InputError
-
     c = parse(corpus)
     key = c.spec() + f"|{max_bytes}"
     if c.is_local:

@@ -196,8 +196,6 @@ def pair_paths(regions: list[str | None], matrix: RegionMatrix | None) -> list[t
 
 def describe_lines(matrix: RegionMatrix, used: list[str]) -> list[str]:
     """`validate`'s lines for the regions in use: each pair once (both ways when they differ), with its RTT."""
-    from distro_bench.scenario.units import format_percent
-
     lines = ["regions (one-way delay between them):"]
     if matrix.intra_s:
         lines.append(f"  within a region: {format_duration(matrix.intra_s)}")

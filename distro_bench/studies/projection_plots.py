@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from distro_bench.report.style import new_figure, save, series_style
+from distro_bench.train.projection import nodes_like, nodes_with_rate, project
 
 if TYPE_CHECKING:
     from distro_bench.scenario.model import Scenario
@@ -20,8 +21,6 @@ def _time(p) -> float:
 def step_time_vs_workers(scenario: Scenario, model: dict, counts: list[int], out: Path, mfu: float) -> Path:
     # The projection model builds the model's parameter shapes (torch): imported only when a plot is made,
     # so report/ stays importable without torch.
-    from distro_bench.train.projection import nodes_like, project
-
     fig, axes = new_figure()
     ax = axes[0][0]
     series: dict[str, list[float]] = {}
@@ -42,8 +41,6 @@ def step_time_vs_workers(scenario: Scenario, model: dict, counts: list[int], out
 def step_time_vs_bandwidth(scenario: Scenario, model: dict, workers: int, out: Path, mfu: float) -> tuple[Path, dict]:
     """Also returns, per pair of optimizers, the symmetric rate (bit/s) where their step times cross."""
     rates = np.logspace(6, 10.5, 40)
-    from distro_bench.train.projection import nodes_like, nodes_with_rate, project
-
     base = nodes_like(scenario, workers)
     series: dict[str, list[float]] = {}
     for r in rates:

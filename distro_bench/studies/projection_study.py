@@ -13,7 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from distro_bench.errors import InputError
+from distro_bench.scenario import presets
 from distro_bench.scenario.model import Scenario
+from distro_bench.studies.projection_plots import step_time_vs_bandwidth, step_time_vs_workers
+from distro_bench.train.projection import PAPER, nodes_like, paper_accounting, project
 
 
 @dataclass
@@ -45,9 +48,6 @@ def default_out(scenario: Scenario, root: Path = Path("results")) -> Path:
 
 def study(s: Scenario, *, model: str | None = None, workers: list[int] | None = None, mfu: float = 0.4,
           out: Path | None = None, plots: bool = True) -> ProjectionStudy:
-    from distro_bench.scenario import presets
-    from distro_bench.train.projection import PAPER, nodes_like, paper_accounting, project
-
     if model and model not in presets.MODELS:
         raise InputError(f"--model: unknown preset {model!r}; known: {', '.join(presets.MODELS)}")
     if not 0 < mfu <= 1:
@@ -74,8 +74,6 @@ def study(s: Scenario, *, model: str | None = None, workers: list[int] | None = 
     st.out = Path(out) if out is not None else default_out(s)
     st.out.mkdir(parents=True, exist_ok=True)
     if plots:
-        from distro_bench.studies.projection_plots import step_time_vs_bandwidth, step_time_vs_workers
-
         workers_plot = step_time_vs_workers(s, model_cfg, sorted(set(counts) | {2, 4, 8, 16, 32, 64}), st.out, mfu)
         bw_plot, st.crossings_bps = step_time_vs_bandwidth(s, model_cfg, counts[-1], st.out, mfu)
         st.plots = [workers_plot, bw_plot]

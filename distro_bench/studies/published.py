@@ -19,6 +19,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from distro_bench.errors import InputError
+from distro_bench.scenario.model import load_scenario
+from distro_bench.train.optim import STRATEGIES
+from distro_bench.train.projection import analytic_shapes, nodes_like, paper_accounting, project
 
 POINTS_FILE = Path(__file__).resolve().parents[2] / "scenarios" / "published" / "points.yaml"
 TOLERANCE = 0.15  # the issue's bar: ours within 15% of the published figure
@@ -76,8 +79,6 @@ def _named(name: str | None) -> str:
 
 
 def _paper_bytes(ctx: _Context, name: str) -> float:
-    from distro_bench.train.projection import paper_accounting
-
     return paper_accounting(ctx.projections[name], ctx.kinds[name])["paper_style"]
 
 
@@ -121,10 +122,6 @@ def evaluate(point: PublishedPoint, base: Path = POINTS_FILE.parent) -> PointRes
     """Our figure for one published point (None where the point has no measure)."""
     if point.measure is None:
         return PointResult(point, None)
-    from distro_bench.scenario.model import load_scenario
-    from distro_bench.train.optim import STRATEGIES
-    from distro_bench.train.projection import analytic_shapes, nodes_like, project
-
     s = load_scenario(base / _named(point.scenario))
     shapes = analytic_shapes(s.resolved_model(), n_kv_heads=point.n_kv_heads)
     nodes = nodes_like(s, point.workers or s.world_size)

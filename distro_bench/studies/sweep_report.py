@@ -16,11 +16,15 @@ from distro_bench.report import markdown
 from distro_bench.report.describe import fmt, fmt_reduction
 from distro_bench.report.document import Banner, Bullets, Document, Figure, Para, Section, Table
 from distro_bench.report.style import new_figure, note_on_axes, save, series_style
-from distro_bench.results.rundir import atomic_write_text
+from distro_bench.results.rundir import atomic_write_json, atomic_write_text
+from distro_bench.scenario.units import parse_rate
+from distro_bench.studies.sweep_grid import Point, point_scenario
+from distro_bench.train.projection import project
 
 if TYPE_CHECKING:
     from distro_bench.scenario.model import Scenario
-    from distro_bench.studies.sweep import Axis, SweepResult
+    from distro_bench.studies.sweep import SweepResult
+    from distro_bench.studies.sweep_grid import Axis
 
 
 def _pm(figs: dict, key: str, spec: str = ".4g") -> str:
@@ -61,8 +65,6 @@ def _numeric(axis: Axis) -> bool:
 
 
 def _rate_bps(text: str) -> float | None:
-    from distro_bench.scenario.units import parse_rate
-
     try:
         return float(parse_rate(text))
     except Exception:
@@ -147,9 +149,6 @@ def _measured_by_rate(res: SweepResult, axis: Axis, key: str) -> dict[str, dict[
 def _predicted(res: SweepResult, axis: Axis, scenario: Scenario, rates: np.ndarray, key: str) -> dict[str, list[float]]:
     """The projection's communication time at each rate, plus each optimizer's measured non-communication
     time (this host's compute); times mean steps to target when the metric is time to target."""
-    from distro_bench.studies.sweep import Point, point_scenario
-    from distro_bench.train.projection import project
-
     rest: dict[str, list[float]] = {}
     steps: dict[str, list[float]] = {}
     for r in res.points:
@@ -296,7 +295,5 @@ def write_sweep_report(res: SweepResult, scenario: Scenario) -> tuple[list[Path]
     atomic_write_text(md, markdown.render(doc, md))
     atomic_write_text(html, html_render.render(doc))
     if crossing:
-        from distro_bench.results.rundir import atomic_write_json
-
         atomic_write_json(res.sweep_dir / "crossing.json", crossing)
     return [md, html, *[f.path for f in figures]], crossing

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from distro_bench.errors import InputError
+from distro_bench.scenario import hfcorpus
 
 TEXT_SUFFIXES = {".txt", ".md", ".rst", ".py", ".json", ".yaml", ".yml", ".csv", ".tex", ".html"}
 
@@ -22,8 +23,6 @@ TEXT_SUFFIXES = {".txt", ".md", ".rst", ".py", ".json", ".yaml", ".yml", ".csv",
 def load_corpus(corpus: str) -> bytes:
     """`builtin:pydoc` (CPython's reference text, ~465 KB), a text file, a folder of text files, or
     `hf:<dataset>[:<split>[:<field>]]` through the optional `datasets` library (distro_bench/scenario/hfcorpus.py)."""
-    from distro_bench.scenario import hfcorpus
-
     if hfcorpus.is_hf(corpus):
         return hfcorpus.load(corpus)
     if corpus == "builtin:pydoc":

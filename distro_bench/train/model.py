@@ -1,42 +1,20 @@
 """A small Llama-style decoder: RMSNorm, rotary position embeddings, SwiGLU MLP, PyTorch SDPA attention.
 
-Reads top to bottom: config, norm, rotary, attention, MLP, block, model. Shapes follow Llama 2
-(untied embeddings, no biases) so parameter counts line up with published models of the same size.
+Reads top to bottom: norm, rotary, attention, MLP, block, model. Shapes follow Llama 2
+(untied embeddings, no biases) so parameter counts line up with published models of the same size. Its config
+and parameter count are in train/model_config.py, torch-free, so reports can size a model without loading torch.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-
-@dataclass(frozen=True, kw_only=True)
-class ModelConfig:
-    dim: int
-    n_layers: int
-    n_heads: int
-    ffn_dim: int  # SwiGLU hidden size (Llama uses ~8/3 * dim, rounded)
-    vocab_size: int = 256  # byte-level tokens: nothing to download
-    max_seq_len: int = 512
-    rope_theta: float = 10000.0
-    norm_eps: float = 1e-5
-
-    @property
-    def head_dim(self) -> int:
-        return self.dim // self.n_heads
-
-
-def parameter_count(cfg: ModelConfig) -> int:
-    """Transformer(cfg)'s parameter count, by arithmetic (no weights, no modules: instant at any size).
-    Per block: two RMSNorms, wq/wk/wv/wo and SwiGLU's w1/w3/w2; around them the embedding, the final
-    norm and the untied output projection."""
-    d, f, v = cfg.dim, cfg.ffn_dim, cfg.vocab_size
-    block = 2 * d + 4 * d * d + 3 * d * f
-    return v * d + cfg.n_layers * block + d + d * v
+from distro_bench.train.model_config import ModelConfig
+from distro_bench.train.model_config import parameter_count as parameter_count  # re-exported for callers of this module
 
 
 class RMSNorm(nn.Module):

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from distro_bench.scenario.model import Node, Scenario
+from distro_bench.scenario.model import LinkSpec, Node, Scenario
 from distro_bench.train.model import ModelConfig
 from distro_bench.train.optim import STRATEGIES, Collective, get_strategy
 
@@ -241,8 +241,6 @@ def nodes_like(scenario: Scenario, count: int) -> list[Node]:
 
 def nodes_with_rate(nodes: list[Node], up_bps: float, down_bps: float) -> list[Node]:
     """The same nodes with every link's rates replaced (delay, jitter and loss kept)."""
-    from distro_bench.scenario.model import LinkSpec
-
     out = []
     for n in nodes:
         link = (n.link or LinkSpec()).model_copy(update={"up": int(up_bps), "down": int(down_bps)})

@@ -11,7 +11,8 @@ import yaml
 
 from distro_bench.errors import InputError, Interrupted, ScenarioError
 from distro_bench.scenario.model import load_scenario
-from distro_bench.studies.sweep import grid, parse_set, parse_sets, point_scenario, run_sweep, validate_grid
+from distro_bench.studies.sweep import run_sweep
+from distro_bench.studies.sweep_grid import grid, parse_set, parse_sets, point_scenario, validate_grid
 from tests.unit.runfolders import make_run
 
 ROOT = Path(__file__).resolve().parents[2]

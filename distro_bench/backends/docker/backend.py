@@ -40,11 +40,17 @@ from pathlib import Path
 from typing import Any
 
 from distro_bench.backends.base import Backend, BackendOptions, WorkerHandle
+from distro_bench.backends.docker import image
 from distro_bench.backends.docker.leftovers import IFACE, LABEL_OWNER, LABEL_RUN, remove_labelled
 from distro_bench.backends.docker.placement import SHM_SIZE, Placement, device_requests, host_gpu_count, place
 from distro_bench.backends.docker.worker import ContainerWorker
 from distro_bench.backends.requirements import DockerEngine, Needs, PythonModule, Requirement, emulation_requirements
 from distro_bench.errors import CapabilityError, HarnessError
+from distro_bench.net import host as net_probe
+from distro_bench.net.emulation import Emulation, Endpoints, check_reachable, describe_plan, worker_env
+from distro_bench.net.engines import plan_links
+from distro_bench.net.ns import NetnsRef, offloads_off, peer_ifname
+from distro_bench.net.splice import NODE_SIDE, SWITCH_SIDE, splice, undo
 from distro_bench.scenario.model import Node, Scenario
 
 LABEL_RANK = "distro-bench.rank"
@@ -80,8 +86,6 @@ class DockerBackend(Backend):
     # ---- capability ------------------------------------------------------------------
     @classmethod
     def probe(cls, scenario: Scenario | None = None) -> tuple[bool, str]:
-        from distro_bench.backends.docker import image
-
         try:
             dc = image.client(timeout=3.0)
         except CapabilityError as e:
@@ -114,9 +118,6 @@ class DockerBackend(Backend):
     def preflight(cls, scenario: Scenario, options: BackendOptions):
         """The link plan (netem, or the userspace delay line spliced into each container's eth0), or
         CapabilityError naming what cannot be emulated; creates nothing."""
-        from distro_bench.net import host as net_probe
-        from distro_bench.net.engines import plan_links
-
         if _needs_shaping(scenario) and os.geteuid() != 0:
             raise CapabilityError("the docker backend shapes links from the host and needs root for it "
                                   "(or run a scenario without shaped links)")
@@ -131,8 +132,6 @@ class DockerBackend(Backend):
     @classmethod
     def clean_leftovers(cls, include_live: bool = False) -> tuple[list[str], list[str]]:
         """Everything labelled `distro-bench=1` whose run is over. No engine: nothing to do."""
-        from distro_bench.backends.docker import image
-
         try:
             client = image.client(timeout=5.0)
         except CapabilityError:
@@ -144,8 +143,6 @@ class DockerBackend(Backend):
 
     # ---- lifecycle ---------------------------------------------------------------------
     def setup(self) -> None:
-        from distro_bench.backends.docker import image
-
         if self.plan is None:
             self.plan = self.preflight(self.scenario, self.options)
         self.client = image.client()
@@ -223,8 +220,6 @@ class DockerBackend(Backend):
             self.addresses.append(c.attrs["NetworkSettings"]["Networks"][self.network.name]["IPAddress"])
 
     def _ns(self, rank: int):
-        from distro_bench.net.ns import NetnsRef
-
         return NetnsRef(path=f"/proc/{self.pids[rank]}/ns/net", label=f"container {self.containers[rank].name}")
 
     def _find_host_veths(self) -> None:
@@ -234,9 +229,6 @@ class DockerBackend(Backend):
 
     def _splice(self) -> None:
         """A delay-line hop in each container whose plan needs one (see the module docstring)."""
-        from distro_bench.net.ns import NetnsRef, offloads_off
-        from distro_bench.net.splice import splice
-
         assert self.plan is not None
         for rank in sorted(self.plan.delay_line_ranks):
             self.splices[rank] = splice(self._ns(rank), IFACE)
@@ -246,10 +238,6 @@ class DockerBackend(Backend):
     def _emulate(self) -> None:
         """tc on each container's eth0 (uplink) and on its host-side veth (downlink), read back; the
         delay lines in the spliced containers, a->b the uplink."""
-        from distro_bench.net.emulation import Emulation, Endpoints
-        from distro_bench.net.ns import NetnsRef
-        from distro_bench.net.splice import NODE_SIDE, SWITCH_SIDE
-
         assert self.plan is not None
         if not _needs_shaping(self.scenario):
             return  # nothing to apply: the containers keep Docker's own qdiscs
@@ -263,8 +251,6 @@ class DockerBackend(Backend):
     def _check_reachable(self) -> None:
         """A TCP handshake to the next node from each spliced node at once (the workers' path, through both delay
         lines): a hop that does not forward fails here, not as a worker hung on its first collective."""
-        from distro_bench.net.emulation import check_reachable
-
         if not self.splices or len(self.containers) < 2:
             return
         n = len(self.containers)
@@ -274,8 +260,6 @@ class DockerBackend(Backend):
             raise HarnessError("no TCP handshake through the delay line: " + ", ".join(failed))
 
     def _stop_delay_lines(self) -> list[str]:
-        from distro_bench.net.splice import undo
-
         problems = self.emulation.stop() if self.emulation else []
         # Give Docker back the eth0 it created, so the engine's own cleanup finds it.
         for rank in list(self.splices):
@@ -303,8 +287,6 @@ class DockerBackend(Backend):
         return self.addresses[0]
 
     def worker_env(self, rank: int) -> dict[str, str]:
-        from distro_bench.net.emulation import worker_env
-
         return {**worker_env(IFACE), "HOME": "/tmp"}
 
     def start_worker(self, rank: int, argv: list[str], env: dict[str, str], log_path: Path) -> WorkerHandle:
@@ -324,8 +306,6 @@ class DockerBackend(Backend):
                                exec_id=ex["Id"], pid_file=pid_file)
 
     def describe(self) -> dict:
-        from distro_bench.net.emulation import describe_plan
-
         plan = describe_plan(self.plan)
         nodes = []
         plans = {p.rank: p for p in self.plan.nodes} if self.plan else {}
@@ -367,6 +347,4 @@ def _needs_shaping(scenario: Scenario) -> bool:
 
 def host_veth(ns) -> str:
     """The host-side peer of eth0 in namespace `ns`: the host interface whose index is eth0's iflink."""
-    from distro_bench.net.ns import NetnsRef, peer_ifname
-
     return peer_ifname(ns, IFACE, NetnsRef.current())

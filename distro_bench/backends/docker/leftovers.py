@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import os
 
+from distro_bench.net.ns import NetnsRef
+from distro_bench.net.owner import owner_alive
+from distro_bench.net.splice import undo
+
 LABEL_OWNER = "distro-bench"  # "1" on every container and network the backend creates
 LABEL_RUN = "distro-bench.run"
 IFACE = "eth0"
@@ -15,8 +19,6 @@ def remove_labelled(client, run_id: str | None = None, *, include_live: bool = T
     not those of a run whose owner still lives): (removed, problems). Never raises, so a teardown
     always gets as far as it can."""
     import docker
-
-    from distro_bench.net.owner import owner_alive
 
     def dead(obj) -> bool:
         return include_live or not owner_alive((obj.attrs.get("Labels") or obj.attrs.get("Config", {}).get("Labels")
@@ -55,9 +57,6 @@ def remove_labelled(client, run_id: str | None = None, *, include_live: bool = T
 def unsplice(container) -> list[str]:
     """Give a running container of ours its own eth0 back if a delay-line hop is still spliced in (a
     killed run); Docker's cleanup needs it (distro_bench/net/splice.py). Needs root; a no-op otherwise."""
-    from distro_bench.net.ns import NetnsRef
-    from distro_bench.net.splice import undo
-
     pid = (container.attrs.get("State") or {}).get("Pid")
     if os.geteuid() != 0 or not pid:
         return []

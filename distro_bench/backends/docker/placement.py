@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distro_bench.errors import CapabilityError
+from distro_bench.net import host
 from distro_bench.scenario.model import Node
 
 SHM_SIZE = "1g"  # torch's DataLoader/gloo use /dev/shm; docker's default of 64 MB is too small
@@ -12,8 +13,6 @@ SHM_SIZE = "1g"  # torch's DataLoader/gloo use /dev/shm; docker's default of 64 
 
 def host_gpu_count() -> int:
     """GPUs on the host as the engine sees them (the driver's list), whatever build of torch is installed here."""
-    from distro_bench.net import host
-
     return len(host.gpus(use_torch=False))
 
 

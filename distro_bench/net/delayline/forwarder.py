@@ -280,9 +280,8 @@ def forward(iface_a: str, iface_b: str, a_to_b: Impairment, b_to_a: Impairment, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from distro_bench.net import delayline
-
-    p = argparse.ArgumentParser(prog="python -m distro_bench.net.delayline", description=delayline.__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m distro_bench.net.delayline",
+                                description="A userspace delay line between two interfaces (distro_bench/net/delayline/).")
     p.add_argument("--a", required=True, help="interface towards the node")
     p.add_argument("--b", required=True, help="interface towards the switch")
     p.add_argument("--a-to-b", required=True, help="Impairment as JSON (uplink)")

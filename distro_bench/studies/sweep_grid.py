@@ -1,0 +1,175 @@
+"""A sweep's grid: the axes (`--set PATH=V1,V2,...`), their points, and each point as a validated scenario.
+
+Below the sweep runner (studies/sweep.py) and its report (studies/sweep_report.py), which both build point scenarios.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from distro_bench.errors import InputError, ScenarioError
+from distro_bench.scenario import presets
+from distro_bench.scenario.model import Scenario, scenario_from_dict
+
+RATE_FIELDS = ("up", "down")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One `--set PATH=V1,V2,...`: the values as typed (for labels) and as parsed (for the scenario)."""
+
+    path: str
+    texts: tuple[str, ...]
+    values: tuple[Any, ...]
+
+    @property
+    def optimizer(self) -> str | None:
+        """The optimizer this axis tunes (`optimizers.<name>.<field>`), else None."""
+        parts = self.path.split(".")
+        return parts[1] if parts[0] == "optimizers" and len(parts) >= 3 else None
+
+    @property
+    def is_rate(self) -> bool:
+        parts = self.path.split(".")
+        return parts[0] == "links" and len(parts) == 3 and parts[2] in RATE_FIELDS
+
+
+def parse_value(text: str) -> Any:
+    """'3e-3' -> 0.003, '8' -> 8, 'true' -> True, '10Mbit' -> '10Mbit' (units are the scenario's to check)."""
+    t = text.strip()
+    for cast in (int, float):
+        try:
+            return cast(t)
+        except ValueError:
+            pass
+    try:
+        v = yaml.safe_load(t)
+    except yaml.YAMLError:
+        return t
+    return v if isinstance(v, (bool, type(None))) else t
+
+
+_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_][A-Za-z0-9_.-]*)*$")
+
+
+def parse_set(text: str) -> Axis:
+    """`optimizers.distro.lr=1e-3,3e-3,1e-2` -> Axis; InputError naming the flag when malformed."""
+    path, sep, rest = text.partition("=")
+    path = path.strip()
+    if not sep or not path:
+        raise InputError(f"--set {text!r}: write PATH=VALUE[,VALUE...], e.g. optimizers.distro.lr=1e-3,3e-3")
+    if not _PATH_RE.match(path) or ".." in path:
+        raise InputError(f"--set {text!r}: {path!r} is not a dotted field path like optimizers.distro.lr")
+    texts = tuple(v.strip() for v in rest.split(","))
+    if not rest.strip() or any(not v for v in texts):
+        raise InputError(f"--set {path}: empty value in {rest!r}; write values separated by commas")
+    if len(set(texts)) != len(texts):
+        raise InputError(f"--set {path}: a value is repeated in {rest!r}")
+    return Axis(path, texts, tuple(parse_value(v) for v in texts))
+
+
+def parse_sets(texts: list[str]) -> list[Axis]:
+    axes = [parse_set(t) for t in texts]
+    paths = [a.path for a in axes]
+    dup = sorted({p for p in paths if paths.count(p) > 1})
+    if dup:
+        raise InputError(f"--set: {', '.join(dup)} given more than once; list all its values in one --set")
+    if not axes:
+        raise InputError("--set: give at least one PATH=VALUES to sweep")
+    return axes
+
+
+@dataclass(frozen=True)
+class Point:
+    index: int
+    values: dict[str, Any]  # path -> parsed value
+    texts: dict[str, str]  # path -> as typed
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{p}={t}" for p, t in self.texts.items())
+
+    @property
+    def folder_name(self) -> str:
+        short = "_".join(f"{'.'.join(p.split('.')[-2:])}-{t}" for p, t in self.texts.items())
+        return f"{self.index:02d}_" + re.sub(r"[^A-Za-z0-9_.+-]", "", short)[:80]
+
+
+def grid(axes: list[Axis]) -> list[Point]:
+    combos = itertools.product(*[list(zip(a.values, a.texts)) for a in axes])
+    return [Point(i, {a.path: v for a, (v, _) in zip(axes, c)}, {a.path: t for a, (_, t) in zip(axes, c)})
+            for i, c in enumerate(combos)]
+
+
+def base_dict(scenario: Scenario) -> dict:
+    """The scenario as a plain document that re-validates to the same scenario (the corpus path made absolute)."""
+    data = scenario.model_dump(mode="json", exclude_none=True)
+    data["data"]["corpus"] = scenario.corpus_path()
+    return data
+
+
+BUDGETS = ("steps", "time_budget", "tokens")  # train.<one of these> is the budget: setting one replaces the others
+
+
+def _set_path(doc: dict, path: str, value: Any, scenario: Scenario) -> None:
+    parts = path.split(".")
+    if parts[0] == "train" and len(parts) == 2 and parts[1] in BUDGETS and isinstance(doc.get("train"), dict):
+        for other in BUDGETS:
+            if other != parts[1]:
+                doc["train"].pop(other, None)
+        if parts[1] == "steps" and isinstance(value, int) and isinstance(doc["train"].get("eval_every"), int):
+            doc["train"]["eval_every"] = min(doc["train"]["eval_every"], value)  # as `run --steps` does
+    if parts[0] == "optimizers" and len(parts) >= 2 and parts[1] not in scenario.optimizers:
+        raise InputError(f"--set {path}: {parts[1]!r} is not an optimizer of {scenario.name} "
+                         f"({', '.join(scenario.optimizers)})")
+    node = doc
+    for i, key in enumerate(parts[:-1]):
+        nxt = node.get(key)
+        if nxt is None:
+            nxt = {}
+            # links.<preset> / hardware.<preset> not spelled out in the scenario: start from the preset
+            if i == 1 and parts[0] in ("links", "hardware") and key in (
+                    presets.LINKS if parts[0] == "links" else presets.HARDWARE):
+                nxt = {"preset": key}
+            node[key] = nxt
+        elif not isinstance(nxt, dict):
+            raise InputError(f"--set {path}: {'.'.join(parts[:i + 1])} is a value ({nxt!r}), not a section with fields")
+        node = nxt
+    node[parts[-1]] = value
+
+
+def point_scenario(scenario: Scenario, point: Point, fixed: dict[str, Any] | None = None) -> Scenario:
+    """The scenario with `fixed` settings (the same at every point: a budget, the seeds) and the point's values,
+    validated: ScenarioError naming the --set that broke it."""
+    doc = base_dict(scenario)
+    for path, value in [*(fixed or {}).items(), *point.values.items()]:
+        _set_path(doc, path, value, scenario)
+    try:
+        return scenario_from_dict(doc, source=f"--set {point.label}", base_dir=scenario._base_dir)
+    except ScenarioError as e:
+        raise ScenarioError(e.source, e.problems) from None
+
+
+def validate_grid(scenario: Scenario, axes: list[Axis], fixed: dict[str, Any] | None = None) -> list[tuple[Point, Scenario]]:
+    """Every point as a validated scenario, or one error that names each bad path/value once."""
+    problems: list[str] = []
+    out = []
+    for p in grid(axes):
+        try:
+            out.append((p, point_scenario(scenario, p, fixed)))
+        except ScenarioError as e:
+            problems += [f"{x} (with --set {p.label})" for x in e.problems]
+        except InputError as e:
+            raise InputError(str(e)) from None
+    if problems:
+        # one message per distinct problem: the same bad value appears in many points
+        seen: dict[str, str] = {}
+        for x in problems:
+            seen.setdefault(x.split(" (with --set")[0], x)
+        raise ScenarioError("sweep", list(seen.values()))
+    return out
