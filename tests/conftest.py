@@ -1,12 +1,16 @@
 """Shared fixtures (a CLI runner, scenarios written to a temp folder) and the markers each folder implies.
 
-Folders and markers (select with -m, e.g. `-m "not slow and not root and not docker"` on a laptop):
-  tests/unit/                 none: fast, no root, no Docker, no multi-process training
-  tests/integration/local/    slow: trains on the local backend (real worker processes on loopback)
+Folders and markers (select with -m, e.g. `-m "not root and not docker"` on a laptop):
+  tests/unit/                 none: no root, no Docker
+  tests/integration/local/    none: real worker processes on the local backend (loopback)
   tests/integration/netns/    root: network namespaces, tc, the delay line
   tests/integration/docker/   docker: a Docker engine and the worker image
-A test that needs more than its folder implies says so itself (`@pytest.mark.slow`, `browser`, `root`),
-and a test parametrized with backend "netns" needs root wherever it lives.
+A test that needs more than its folder implies says so itself (`browser`, `root`), and a test
+parametrized with backend "netns" needs root wherever it lives.
+
+Tiers (docs/testing.md): `slow` marks each test that took over ~10 s in a full run on the shared
+2-core CI host, wherever it lives; `pytest` alone runs the rest (pyproject's addopts `-m "not slow"`),
+`pytest -m slow` the slow tier, and .ci/run both.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typer.testing import CliRunner
 TESTS = Path(__file__).resolve().parent
 FOLDER_MARKS = {
     ("unit",): (),
-    ("integration", "local"): ("slow",),
+    ("integration", "local"): (),
     ("integration", "netns"): ("root",),
     ("integration", "docker"): ("docker",),
 }

@@ -29,6 +29,7 @@ needs_git = pytest.mark.skipif(not _is_checkout(), reason="needs git and a git c
 
 
 @needs_git
+@pytest.mark.slow
 def test_a_revision_is_loaded_apart_and_steps_the_same_gradients():
     """HEAD loaded twice, as two modules of their own: stepped on the same gradients they end at the same
     parameters, which shows both versions see the same work."""

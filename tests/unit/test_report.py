@@ -199,6 +199,7 @@ def _console_lines(stderr: str) -> list[str]:
 
 
 @pytest.mark.browser
+@pytest.mark.slow
 def test_html_report_renders_every_plot_in_chromium(tmp_path):
     from PIL import Image
 

@@ -221,6 +221,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_rtt_between_containers_is_the_sum_of_four_one_way_delays(worker_image, engine, tmp_path, tracked,
                                                                    root_with_delay_line):
     from distro_bench.net.linktest import tcp_rtt
@@ -264,6 +265,7 @@ def test_rtt_between_containers_is_the_sum_of_four_one_way_delays(worker_image, 
     assert b.teardown_problems == []
 
 
+@pytest.mark.slow
 def test_worker_cannot_touch_the_delay_line_or_the_shaping(worker_image, engine, tmp_path, tracked,
                                                            root_with_delay_line):
     b = userspace(delayed("5ms", "5ms"), tmp_path)
@@ -357,6 +359,7 @@ def test_run_end_to_end_with_delay_on_docker(worker_image, engine, write_scenari
     assert delay_lines_of(None) == []
 
 
+@pytest.mark.slow
 def test_clean_after_a_killed_run_gives_docker_its_eth0_back(worker_image, engine, tmp_path, tracked,
                                                              root_with_delay_line):
     from distro_bench.backends.docker import remove_labelled

@@ -51,6 +51,7 @@ def test_change_and_outage_on_containers(worker_image, engine, tmp_path, tracked
     assert b.teardown_problems == []
 
 
+@pytest.mark.slow
 def test_run_survives_a_short_outage_on_docker(worker_image, engine, tmp_path, tracked):
     from distro_bench.results.events import read_events
     from distro_bench.run.runner import RunOptions, run_scenario

@@ -41,6 +41,7 @@ def result(scenario_file, tmp_path_factory):
     return api.run(scenario_file, backend="local", out=tmp_path_factory.mktemp("runs"), steps=5)
 
 
+@pytest.mark.slow
 def test_run_returns_a_typed_summary_equal_to_summary_json(result):
     assert result.state == "complete"
     s = result.summary
@@ -52,6 +53,7 @@ def test_run_returns_a_typed_summary_equal_to_summary_json(result):
     assert s["optimizers"]["adamw"]["step_time_s_mean"] == s.optimizers["adamw"].step_time_s_mean
 
 
+@pytest.mark.slow
 def test_load_run_check_and_report(result, tmp_path):
     run = api.load_run(result.run_dir)
     assert run.state == "complete" and run.optimizers == ["adamw", "distro"]

@@ -16,6 +16,8 @@ from distro_bench.train.optim import get_strategy
 from distro_bench.train.optim.distro import DisTrO
 from tests.helpers import REPO, tiny_scenario_dict
 
+pytestmark = pytest.mark.slow  # the slow tier: DisTrO trained on 3 workers (~17 s)
+
 
 @pytest.fixture(scope="module")
 def distro_run(tmp_path_factory):

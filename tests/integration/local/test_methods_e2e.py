@@ -17,6 +17,8 @@ from distro_bench.train.optim.base import payload_of
 from distro_bench.train.projection import resolve_options
 from tests.helpers import tiny_scenario_dict
 
+pytestmark = pytest.mark.slow  # the slow tier: eight methods trained on 3 workers (~60 s)
+
 STEPS = 5
 OPTIMIZERS = {
     "adamw": {"lr": 3e-3},

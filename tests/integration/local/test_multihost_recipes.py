@@ -11,10 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from distro_bench import api
 from tests.helpers import REPO, free_port, tiny_scenario_dict
+
+pytestmark = pytest.mark.slow  # the slow tier: two agents train under a fake srun
 
 FAKE_SRUN = f"""#!{sys.executable}
 # Fake srun: runs the command once per node, locally, with the per-task Slurm variables.

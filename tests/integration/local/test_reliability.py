@@ -40,7 +40,7 @@ def _netns_usable() -> str | None:
     return None if ok else why
 
 
-@pytest.fixture(params=["local", "netns"])
+@pytest.fixture(params=["local", pytest.param("netns", marks=pytest.mark.slow)])  # netns: 10-45 s each
 def backend(request):
     """Each reliability test on the loopback backend and on real namespaces; afterwards none of ours remain."""
     if request.param == "netns" and (why := _netns_usable()):
@@ -144,6 +144,7 @@ def test_killed_worker_stops_the_run_and_names_the_rank(write_scenario, tmp_path
     assert _worker_pids(str(out)) == {}
 
 
+@pytest.mark.slow
 def test_hung_worker_is_caught_by_the_watchdog(tmp_path, backend):
     s = scenario_from_dict(LONG)
     out = tmp_path / "out"
@@ -181,6 +182,7 @@ def test_hung_worker_is_caught_by_the_watchdog(tmp_path, backend):
     assert json.loads((_run_dir(out) / "status.json").read_text())["state"] == "failed"
 
 
+@pytest.mark.slow
 def test_a_stopped_worker_is_named_not_the_peer_whose_collective_timed_out(tmp_path, backend):
     # SIGSTOP anywhere (here: whenever rank 1 has done 3 steps). Rank 0 then waits in a collective until gloo's
     # timeout ends it with an error; it was blamed, though it was the healthy one. The stopped rank's heartbeat
@@ -229,6 +231,7 @@ def test_a_sigkilled_cli_takes_its_workers_along_and_clean_marks_the_run(write_s
     # the backend fixture checks that no namespace of this run is left
 
 
+@pytest.mark.slow
 def test_two_runs_at_once_do_not_collide(write_scenario, tmp_path, backend):
     scenario = write_scenario(tiny_scenario_dict(workers=[{"count": 2, "link": {"up": "1Gbit", "down": "1Gbit"}}]))
     out = tmp_path / "out"

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from tests.helpers import tiny_scenario_dict
+
+pytestmark = pytest.mark.slow  # the slow tier: a sweep of two trainings and the pick (~40 s)
 
 
 def test_tiny_sweep_end_to_end(cli, write_scenario, tmp_path):

@@ -23,6 +23,7 @@ def run_ids(monkeypatch):
     yield from own_run_ids(monkeypatch, "g")
 
 
+@pytest.mark.slow
 def test_three_regions_each_pair_rtt_within_5_percent(tmp_path, run_ids):
     from distro_bench.backends.netns import NetnsBackend
     from distro_bench.net import linktest

@@ -25,7 +25,7 @@ from distro_bench.net.ns import NetnsRef, run_in
 from distro_bench.net.topology import Star, StarSpec
 from tests.helpers import REPO, free_port, netns_host
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.slow]  # 25-90 s each: agents train across namespaces
 
 CI_SMOKE = REPO / "scenarios" / "ci-smoke.yaml"
 STEPS = 12  # ci-smoke's model, data and optimizers; fewer steps (bytes per step do not depend on them)

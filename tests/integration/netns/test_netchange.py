@@ -91,6 +91,7 @@ def _run(tmp_path, link: dict, timeout_s: float | None = None, **train):
                                       collective_timeout_s=timeout_s))
 
 
+@pytest.mark.slow
 def test_short_outage_is_survived_and_logged(tmp_path):
     from distro_bench.results.events import read_events
 
@@ -119,6 +120,7 @@ def test_short_outage_is_survived_and_logged(tmp_path):
     assert status["state"] == "complete"
 
 
+@pytest.mark.slow
 def test_long_outage_fails_naming_the_link_with_metrics_kept(tmp_path):
     from distro_bench.errors import WorkerFailed
 
@@ -144,6 +146,7 @@ def test_long_outage_fails_naming_the_link_with_metrics_kept(tmp_path):
     assert "outage" in set(read_events(run_dir)["kind"])
 
 
+@pytest.mark.slow
 def test_trace_run_follows_the_trace_and_keeps_it_in_the_run_folder(tmp_path):
     from distro_bench.results.events import read_events
     from distro_bench.run.runner import RunOptions, run_scenario
@@ -167,6 +170,7 @@ def test_trace_run_follows_the_trace_and_keeps_it_in_the_run_folder(tmp_path):
     assert set(tr["detail"].str.extract(r"\(trace (\S+)\)")[0]) == {"dsl-up-alt.csv"}  # the run followed the copy
 
 
+@pytest.mark.slow
 def test_cli_links_schedule_measures_and_refuses_a_link_without_one(cli, write_scenario):
     d = tiny_scenario_dict()
     d["links"] = {"l": {"up": "10Mbit", "down": "50Mbit", "schedule": [{"at": "2s", "up": "2Mbit"}]}}

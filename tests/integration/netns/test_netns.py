@@ -234,6 +234,7 @@ def test_cli_doctor_and_bad_links_input(cli, write_scenario, nothing_left):
     assert r.exit_code == 2 and "--tolerance" in r.output
 
 
+@pytest.mark.slow
 def test_cli_links_measures_two_rates(cli, write_scenario, nothing_left):
     d = tiny_scenario_dict(links={"a": {"up": "4Mbit", "down": "12Mbit"}, "b": {"up": "20Mbit", "down": "8Mbit"}},
                            workers=[{"count": 1, "hardware": "host", "link": "a"},
@@ -256,7 +257,6 @@ def _train(tmp_path: Path, link: dict, *, model: dict | None = None, steps: int 
     return run_scenario(s, RunOptions(backend="netns", out=out, write_report=False))
 
 
-@pytest.mark.slow
 def test_wire_bytes_are_counted_and_close_to_the_ring_volume(tmp_path, nothing_left):
     result = _train(tmp_path, {"up": "50Mbit", "down": "50Mbit"})
     assert result.state == "complete"

@@ -8,7 +8,7 @@ import pytest
 
 from tests.helpers import netns_host, own_run_ids, tiny_scenario_dict
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.slow]  # trains at several rates (~75 s)
 
 
 @pytest.fixture
