@@ -99,7 +99,7 @@ def _missing(extra: str, module: str) -> CapabilityError:
     return CapabilityError(f"export to {extra} needs the {module!r} package: pip install 'distro-bench[{extra}]'")
 
 
-def to_mlflow(run: Run, dest: Path) -> ExportResult:
+def to_mlflow(run: Run, dest: Path | str) -> ExportResult:
     try:
         from mlflow.entities import Metric, Param, RunTag
         from mlflow.tracking import MlflowClient
@@ -140,7 +140,9 @@ def to_mlflow(run: Run, dest: Path) -> ExportResult:
     return result
 
 
-def to_tensorboard(run: Run, dest: Path) -> ExportResult:
+def to_tensorboard(run: Run, dest: Path | str) -> ExportResult:
+    if not isinstance(dest, Path):  # a URI: event files need a folder (`dest / opt` would raise TypeError)
+        raise InputError(f"--dest: tensorboard writes event files to a folder, not to {dest!r}")
     try:
         import tensorboard  # noqa: F401  (torch's writer needs it)
         from torch.utils.tensorboard import SummaryWriter
@@ -173,7 +175,7 @@ def to_tensorboard(run: Run, dest: Path) -> ExportResult:
     return result
 
 
-EXPORTERS: dict[str, tuple[Callable[[Run, Path], ExportResult], str]] = {
+EXPORTERS: dict[str, tuple[Callable[[Run, Path | str], ExportResult], str]] = {
     "mlflow": (to_mlflow, "mlruns"),
     "tensorboard": (to_tensorboard, "tensorboard"),
 }

@@ -192,12 +192,14 @@ class AgentStore:
     # ---- files --------------------------------------------------------------------------------------
     def put_files(self, tag: str, root: Path, paths: list[Path]) -> None:
         """Ship files (paths relative to `root`) under `tag`; the manifest goes last."""
-        manifest = []
+        manifest: list[dict[str, object]] = []
         for rel in paths:
             data = (root / rel).read_bytes()
             chunks = max(1, -(-len(data) // CHUNK))
             for c in range(chunks):
-                self.store.set(f"file/{tag}/{self.node_rank}/{len(manifest)}/{c}", data[c * CHUNK:(c + 1) * CHUNK])
+                chunk = data[c * CHUNK:(c + 1) * CHUNK]
+                # torch's Store.set takes bytes too; its stub says str only
+                self.store.set(f"file/{tag}/{self.node_rank}/{len(manifest)}/{c}", chunk)  # type: ignore[arg-type]
             manifest.append({"path": str(rel), "chunks": chunks})
         self.set_json(f"files/{tag}/{self.node_rank}", manifest)
 

@@ -32,12 +32,15 @@ def directions(link: LinkSpec | None) -> tuple[Direction, Direction]:
     Delay, jitter, loss and duplication are one-way and the same both ways."""
     if link is None:
         return Direction(), Direction()
-    d = {"delay_s": link.delay, "jitter_s": link.jitter, "loss": link.loss, "duplicate": link.duplicate}
-    return Direction(rate_bps=link.up, **d), Direction(rate_bps=link.down, **d)
+    def one_way(rate_bps: int | None) -> Direction:
+        return Direction(rate_bps=rate_bps, delay_s=link.delay, jitter_s=link.jitter, loss=link.loss,
+                         duplicate=link.duplicate)
+
+    return one_way(link.up), one_way(link.down)
 
 
 def _states(link: LinkSpec | None) -> list[LinkSpec | None]:
-    return link.states() if link is not None else [None]
+    return [*link.states()] if link is not None else [None]
 
 
 def direction_plan(spec: Direction, engine: str, *, delay_line: Impairment | None) -> DirectionPlan:
@@ -191,7 +194,7 @@ def plan_links(nodes: Sequence[Node], caps: Capabilities, *, engine: str = "auto
     for pos, n in enumerate(nodes):
         link_label = n.link_name or "inline"
         per_dir = []
-        to_ranks = tuple((nodes[j].rank, *path) for j, *path in pairs[pos])
+        to_ranks = tuple((nodes[j].rank, delay, jitter, loss) for j, delay, jitter, loss in pairs[pos])
         later = [directions(st) for st in _states(n.link)[1:]]
         for k, (dname, spec) in enumerate(zip(("up", "down"), directions(n.link))):
             missing = []

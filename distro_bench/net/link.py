@@ -11,6 +11,7 @@ the fields one by one, so a new impairment is a field here (with its label and u
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass, field, fields
+from typing import Self
 
 from distro_bench.errors import InputError
 from distro_bench.scenario.units import format_duration, format_percent
@@ -91,7 +92,7 @@ class Impairment:
         """The impairment part alone (what the delay line is given)."""
         return Impairment(**{f.name: getattr(self, f.name) for f in fields(Impairment) if f.init})
 
-    def without_impairment(self) -> Impairment:
+    def without_impairment(self) -> Self:
         """The same rate (if any), no delay, jitter, loss or duplication: where another engine does those."""
         return type(self)(**{f.name: getattr(self, f.name) for f in fields(self)
                              if f.init and "label" not in f.metadata})

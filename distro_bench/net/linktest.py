@@ -14,7 +14,9 @@ import math
 import shutil
 import subprocess
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from distro_bench.errors import HarnessError
 from distro_bench.net import tcpprobe
@@ -104,7 +106,8 @@ def start_iperf_server(ns: NetnsRef, addr: str, port: int = IPERF_PORT) -> subpr
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     time.sleep(0.3)
     if proc.poll() is not None:
-        raise HarnessError(f"iperf3 server in {ns} exited: {proc.stderr.read().strip()}")
+        err = proc.stderr.read().strip() if proc.stderr is not None else ""  # a pipe, as asked above
+        raise HarnessError(f"iperf3 server in {ns} exited: {err}")
     return proc
 
 
@@ -209,10 +212,10 @@ def measure(targets: list[LinkTarget], far_end: NetnsRef, far_addr: str, *, seco
             if not (t.emulated_delay and b_emulated):
                 add(Check(t.name, what, expected, None, "s", "SKIP", "delay not emulated", tool="tcp-handshake"))
                 continue
-            got = tcp_rtt(t.ns, server_ns, addr, count=ping_count)
+            rtt = tcp_rtt(t.ns, server_ns, addr, count=ping_count)
             tol = pair_tolerance(expected, jitter) if regional and what != "rtt to switch" else rtt_tolerance(expected, jitter)
-            ok = got is not None and abs(got - expected) <= tol
-            add(Check(t.name, what, expected, got, "s", "PASS" if ok else "FAIL", f"pass: ±{tol * 1e3:.1f} ms",
+            ok = rtt is not None and abs(rtt - expected) <= tol
+            add(Check(t.name, what, expected, rtt, "s", "PASS" if ok else "FAIL", f"pass: ±{tol * 1e3:.1f} ms",
                       tool="tcp-handshake"))
     return checks
 
@@ -245,11 +248,14 @@ QUICK_RTT_COUNT = 5
 QUICK_TOOL = "python-tcp goodput, tcp-handshake RTT"
 
 
-def _concurrently(jobs: dict[str, object]) -> dict[str, object]:
+_Result = TypeVar("_Result")
+
+
+def _concurrently(jobs: Mapping[str, Callable[[], _Result]]) -> dict[str, _Result | Exception]:
     """Run each zero-argument callable in a thread of its own; name -> its result (or the exception it raised)."""
     import threading
 
-    out: dict[str, object] = {}
+    out: dict[str, _Result | Exception] = {}
 
     def call(name, fn):
         try:
@@ -300,24 +306,26 @@ def measure_nodes(targets: list[LinkTarget], far_end: NetnsRef, far_addr: str, *
         # Regions: each pair's path is its own (up + d(i,j) + down, both ways): every pair measured once, all
         # at once (handshakes are tiny), as `pair_rtt_s` {peer: measured} beside `pair_rtt_expected_s`.
         pairs = {(a.name, b.name): (a, b) for i, a in enumerate(targets) for b in targets[i + 1:]}
-        got = _concurrently({f"{a.name}|{b.name}": (lambda a=a, b=b: tcpprobe.rtt(a.ns, b.ns, b.addr, count=rtt_count,
-                                                                                   interval_s=0.05))
-                             for a, b in pairs.values()})
-        for key, res in got.items():
-            a, b = pairs[tuple(key.split("|"))]
+        pair_rtts = _concurrently({f"{a.name}|{b.name}": functools.partial(tcpprobe.rtt, a.ns, b.ns, b.addr,
+                                                                           count=rtt_count, interval_s=0.05)
+                                   for a, b in pairs.values()})
+        for key, res in pair_rtts.items():
+            a_name, b_name = key.split("|")
+            a, b = pairs[(a_name, b_name)]
             for x, y in ((a, b), (b, a)):
                 out[x.name].setdefault("pair_rtt_expected_s", {})[y.name] = pair_rtt(a, b)
                 out[x.name].setdefault("pair_rtt_s", {})[y.name] = None if isinstance(res, Exception) else res.mean_s
-    rtts = _concurrently({t.name: (lambda t=t: tcpprobe.rtt(t.ns, far_end, far_addr, count=rtt_count, interval_s=0.05))
+    rtts = _concurrently({t.name: functools.partial(tcpprobe.rtt, t.ns, far_end, far_addr, count=rtt_count,
+                                                    interval_s=0.05)
                           for t in targets})
-    for name, got in rtts.items():
-        if isinstance(got, Exception):
-            out[name].setdefault("error", f"rtt: {type(got).__name__}: {got}")
+    for name, rtt in rtts.items():
+        if isinstance(rtt, Exception):
+            out[name].setdefault("error", f"rtt: {type(rtt).__name__}: {rtt}")
             continue
-        out[name]["rtt_s"] = got.mean_s
-        out[name]["rtt_lost"] = got.lost
-        if got.mean_s is not None:
+        out[name]["rtt_s"] = rtt.mean_s
+        out[name]["rtt_lost"] = rtt.lost
+        if rtt.mean_s is not None:
             # The star's scenario delay applies each way, so half the RTT to the switch is the one-way delay.
             for d in ("up", "down"):
-                out[name][d]["delay_s"] = got.mean_s / 2
+                out[name][d]["delay_s"] = rtt.mean_s / 2
     return out

@@ -66,7 +66,7 @@ class NetnsRef:
         drop = ",".join(drop_caps)
         if self.path is None and not drop:
             return list(argv)
-        if not drop and argv and argv[0] == "tc" and self.path.startswith(NETNS_DIR + "/"):
+        if not drop and argv and argv[0] == "tc" and self.path is not None and self.path.startswith(NETNS_DIR + "/"):
             # tc enters a named namespace itself (-n): no interpreter start per tc call.
             return [argv[0], "-n", self.path[len(NETNS_DIR) + 1:], *argv[1:]]
         return [sys.executable, "-I", ENTER_SCRIPT, *(["--net", self.path] if self.path else []),
@@ -84,7 +84,7 @@ _libc = None
 def setns(fd: int) -> None:
     """setns(2) into the network namespace open as `fd`, for the calling thread only."""
     if hasattr(os, "setns"):  # Python >= 3.12
-        os.setns(fd, os.CLONE_NEWNET)
+        os.setns(fd, os.CLONE_NEWNET)  # type: ignore[attr-defined]  # new in 3.12, checked above; mypy targets 3.11
         return
     global _libc
     if _libc is None:

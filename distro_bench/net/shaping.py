@@ -175,7 +175,7 @@ def clear(ns: NetnsRef, ifaces: list[str]) -> None:
                check=False)
 
 
-def apply_plans(ns: NetnsRef, plans: dict[str, Direction]) -> dict[str, dict]:
+def apply_plans(ns: NetnsRef, plans: dict[str, QdiscPlan]) -> dict[str, dict]:
     """Install each interface's plan in `ns` (one tc batch), read the tree back and verify it.
 
     Returns, per interface, what environment.json records: the plan, the commands and the read-back
@@ -203,7 +203,7 @@ def apply_plans(ns: NetnsRef, plans: dict[str, Direction]) -> dict[str, dict]:
     return applied
 
 
-def apply_plan(ns: NetnsRef, iface: str, plan: Direction) -> dict:
+def apply_plan(ns: NetnsRef, iface: str, plan: QdiscPlan) -> dict:
     """One interface: see apply_plans."""
     return apply_plans(ns, {iface: plan})[iface]
 

@@ -59,7 +59,8 @@ class SpliceState:
 
     @classmethod
     def from_ip_json(cls, iface: str, addr_json: list[dict], route_json: list[dict], switch_mac: str) -> SpliceState:
-        (link,) = [x for x in addr_json if x.get("ifname") == iface] or [None]
+        named: list[dict | None] = [x for x in addr_json if x.get("ifname") == iface]
+        (link,) = named or [None]
         if link is None:
             raise HarnessError(f"no interface {iface!r} to splice a delay line into")
         if link.get("linkinfo", {}).get("info_kind", "veth") != "veth":
@@ -204,7 +205,7 @@ def _apply(ipr, ns: NetnsRef, t: list[str]) -> None:
                  **({"broadcast": kw["brd"]} if "brd" in kw else {}))
     elif t[:2] == ["route", "add"]:  # route add DST [via G] dev X [scope S] [src P] [metric M]
         kw = dict(zip(t[3::2], t[4::2]))
-        spec = {"oif": index(kw["dev"])}
+        spec: dict[str, int | str] = {"oif": index(kw["dev"])}
         if t[2] != "default":
             spec["dst"] = t[2]
         if "via" in kw:

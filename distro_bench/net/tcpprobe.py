@@ -203,7 +203,7 @@ def _receive(sock: socket.socket, start: float, omit_s: float, out: dict) -> Non
             last_t = now
     except OSError as e:
         out["error"] = str(e)
-    if mark_t is not None and last_t is not None and last_t > mark_t:
+    if mark_t is not None and mark_bytes is not None and last_t is not None and last_t > mark_t:
         out["bytes"], out["span_s"] = total - mark_bytes, last_t - mark_t
 
 

@@ -61,9 +61,10 @@ TABLE_STYLE = {"box": None, "pad_edge": False, "padding": (0, 1), "title_justify
 
 def natural_width(renderable) -> int:
     """Columns the renderable takes when nothing has to wrap."""
-    probe = Console(file=StringIO(), width=10_000, highlight=False, color_system=None)
+    buf = StringIO()
+    probe = Console(file=buf, width=10_000, highlight=False, color_system=None)
     probe.print(renderable)
-    return max((len(line.rstrip()) for line in probe.file.getvalue().splitlines()), default=0)
+    return max((len(line.rstrip()) for line in buf.getvalue().splitlines()), default=0)
 
 
 def print_table(table, records: list[tuple[str, list[tuple[str, str]]]] | None = None, out: Console | None = None) -> None:

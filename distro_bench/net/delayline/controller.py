@@ -143,9 +143,10 @@ class DelayLine:
                     proc.kill()
                     proc.wait(timeout=3)
             self._final_stats = self._read_stats()
-            if self.log_path is not None and self._final_stats:
+            beside = self.stats_path_beside_log  # None without a log
+            if beside is not None and self._final_stats:
                 # Beside the log, so a run folder keeps what the line did (drops, lateness).
-                write_json(self.stats_path_beside_log, self._final_stats)
+                write_json(beside, self._final_stats)
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
@@ -155,7 +156,7 @@ class DelayLine:
                         timeout_s: float = 2.0) -> dict:
         """Give the running forwarder new impairments (None: keep that direction's); returns the
         impairments it reports after applying them (the read-back). HarnessError if it does not confirm."""
-        if not self.running() or self._stats_path is None:
+        if not self.running() or self._stats_path is None or self._proc is None:
             raise HarnessError(f"{self!r} is not running; cannot change its impairment")
         self._control_seq = getattr(self, "_control_seq", 0) + 1
         write_json(self._stats_path.with_name("control.json"), {

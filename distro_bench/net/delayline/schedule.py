@@ -72,7 +72,8 @@ class Schedule:
         if imp.loss and self.rng.random() < imp.loss:
             self.dropped_loss += 1
             return None
-        path = self._dest.get(dest_key(frame, self.header_len)) if self._dest else None
+        key = dest_key(frame, self.header_len) if self._dest else None
+        path = self._dest.get(key) if key is not None else None
         if path is not None and path[2] and self.rng.random() < path[2]:
             self.dropped_loss += 1  # lost between the regions
             return None

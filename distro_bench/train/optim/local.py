@@ -14,8 +14,8 @@ from typing import TypeVar
 
 import torch
 
-from distro_bench.train.optim.adamw import adamw_step, build_adamw
 from distro_bench.scenario.optimizers import DiLoCoConfig, SparseLoCoConfig
+from distro_bench.train.optim.adamw import adamw_step, build_adamw
 from distro_bench.train.optim.base import PhaseTimer, StepResult, Strategy
 
 # The options of a local-steps method: an inner AdamW and `inner_steps`.
