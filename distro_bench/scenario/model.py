@@ -663,6 +663,10 @@ def _reference_problems(s: Scenario) -> list[str]:
         problems.append(f"workers: name {dup!r} is used by more than one group")
     if s.world_size > 64:
         problems.append(f"workers: {s.world_size} workers in all; at most 64 are supported")
+    for name, cfg in s.optimizers.items():  # NoLoCo's gossip groups must tile the world
+        if cfg.type == "noloco" and s.world_size > 1 and s.world_size % cfg.group_size:
+            problems.append(f"optimizers.{name}.group_size: {s.world_size} workers do not split into groups of "
+                            f"{cfg.group_size}")
     if s.model.preset and s.model.preset not in presets.MODELS:
         problems.append(f"model.preset: unknown model {s.model.preset!r}; known: {_known(presets.MODELS)}")
     else:

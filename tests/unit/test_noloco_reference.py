@@ -198,6 +198,9 @@ def test_options_and_world_are_validated():
         NoLoCo.predict_period(CFG, SHAPES, 3)
     with pytest.raises(ValueError, match="group_size"):
         NoLoCoConfig(lr=1e-3, group_size=1)
+    with pytest.raises(InputError, match=r"optimizers\.nl\.group_size: 3 workers do not split into groups of 2"):
+        scenario_from_dict(tiny_scenario_dict(workers=[{"count": 3, "hardware": "host"}],
+                                              optimizers={"adamw": {"lr": 1e-3}, "nl": {"type": "noloco", "lr": 1e-3}}))
     assert NoLoCo.predict_period(CFG, SHAPES, 1).collectives == []  # alone: nobody to gossip with
     d = NoLoCoConfig(lr=1e-3)
     assert (d.inner_steps, d.outer_lr, d.outer_momentum, d.gamma, d.group_size) == (50, 0.7, 0.5, None, 2)

@@ -1,4 +1,4 @@
-"""DiLoCo, SparseLoCo, PowerSGD, DisTrO's eager overlap, MuLoCo, SPARTA, DES-LOC and Streaming DiLoCo through the real worker and runner (local backend, 3 workers): bytes counted
+"""DiLoCo, SparseLoCo, PowerSGD, DisTrO's eager overlap, MuLoCo, SPARTA, DES-LOC, Streaming DiLoCo and NoLoCo through the real worker and runner (local backend, 3 workers): bytes counted
 at every step equal `predict_step`, the final sync's equal `predict_finish`, replicas agree at sync points
 and at the end, and per-method fields reach the step records."""
 
@@ -32,6 +32,8 @@ OPTIMIZERS = {
     "sparta": {"lr": 3e-3, "fraction": 0.01},  # never synced between steps; one full average in finish()
     "desloc": {"lr": 3e-3, "param_period": 2, "momentum_period": 3, "variance_period": 4},
     "streaming-diloco": {"lr": 3e-3, "inner_steps": 2, "fragments": 2},  # block 0 at steps 1, 3; block 1 at 0, 2, 4
+    # 3 workers split only into one group of 3 (pairs: tests/integration/local/test_noloco_e2e.py); phi and theta - phi travel
+    "noloco": {"lr": 3e-3, "inner_steps": 2, "group_size": 3, "gamma": 0.3},
 }
 
 
