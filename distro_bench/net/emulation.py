@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from distro_bench.net.delayline import DelayLine, stop_all
-from distro_bench.net.engines import NetworkPlan, direction_plan
+from distro_bench.net.engines import NetworkPlan, NodeLinkPlan, direction_plan
 from distro_bench.net.link import Direction, Impairment
 from distro_bench.net.ns import NetnsRef
 from distro_bench.net.shaping import apply_plan, apply_plans, blackhole, change_plan, check_qdiscs, read_qdiscs
@@ -90,7 +90,7 @@ class Emulation:
             raise ValueError(f"no endpoints for ranks {missing}")
         self.log_dir = log_dir
         self.applied: dict[int, dict[str, dict]] = {}  # rank -> direction -> what apply_plans recorded
-        self.delay_lines: dict[int, object] = {}  # rank -> distro_bench.net.delayline.DelayLine
+        self.delay_lines: dict[int, DelayLine] = {}  # rank -> its delay line
         self.down: set[int] = set()  # ranks in an outage now
 
     # ---- apply, verify, stop -----------------------------------------------------------------------
@@ -142,7 +142,7 @@ class Emulation:
         return replace(up, per_dest=tuple((self.endpoints[r].addr, *path) for r, *path in p.pair_paths))
 
     # ---- changes at run time (issue 18) -----------------------------------------------------------------
-    def _node_plan(self, rank: int):
+    def _node_plan(self, rank: int) -> NodeLinkPlan:
         for p in self.plan.nodes:
             if p.rank == rank:
                 return p
@@ -159,8 +159,9 @@ class Emulation:
         node = self._node_plan(rank)
         old = node.direction(direction)
         new = direction_plan(spec, self.plan.engine, delay_line=old.delay_line)
-        self.plan = replace(self.plan, nodes=tuple(replace(p, **{direction: new}) if p.rank == rank else p
-                                                   for p in self.plan.nodes))
+        self.plan = replace(self.plan, nodes=tuple(
+            (replace(p, up=new) if direction == "up" else replace(p, down=new)) if p.rank == rank else p
+            for p in self.plan.nodes))
         out: dict = {"tc": None, "delay_line": None, "pending": rank in self.down}
         if rank not in self.down:
             ns, iface = self.endpoints[rank].egress(direction)
@@ -172,7 +173,7 @@ class Emulation:
             key = "a_to_b" if direction == "up" else "b_to_a"
             # An uplink change keeps the node's region delays (they are not part of its access link).
             imp = self.uplink_impairment(replace(node, up=new)) if direction == "up" else new.delay_line
-            got = line.set_impairments(**{key: imp})
+            got = line.set_impairments(a_to_b=imp) if direction == "up" else line.set_impairments(b_to_a=imp)
             out["delay_line"] = got.get(key)
         elif line is not None:
             out["delay_line"] = asdict(line.a_to_b if direction == "up" else line.b_to_a)

@@ -131,7 +131,7 @@ def modules() -> dict[str, str | None]:
     """Import name -> installed version (None when absent), found without importing the module."""
     from importlib import metadata
 
-    out = {}
+    out: dict[str, str | None] = {}
     for mod, dist in MODULES.items():
         if importlib.util.find_spec(mod) is None:
             out[mod] = None

@@ -84,7 +84,8 @@ class ChangeScheduler:
         self.step: int | None = None
         self.outages: list[dict] = []  # {node, link, rank, start (epoch), start_s, until_s, restored}
         self._pending = list(timeline.changes)
-        self._traces = [(t, None, None) for t in timeline.traces]  # (follow, windows, last index)
+        self._follows = list(timeline.traces)  # started by _start_traces into _traces
+        self._traces: list[tuple[TraceFollow, list[int], int]] = []  # (follow, windows, last index)
         self._touched: set[int] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -150,6 +151,11 @@ class ChangeScheduler:
     def t_s(self, now: float | None = None) -> float | None:
         return None if self.origin is None else (now or time.time()) - self.origin
 
+    def _origin_s(self) -> float:
+        """`origin` where it must be known: the schedule ticks, and rows are written, only once it is."""
+        assert self.origin is not None, "the change schedule ran before rank 0's first step"
+        return self.origin
+
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
@@ -162,7 +168,7 @@ class ChangeScheduler:
             self._stop.wait(POLL_S)
 
     def _tick(self) -> None:
-        now_s = self.t_s()
+        now_s = time.time() - self._origin_s()
         for c in list(self._pending):
             due = (c.at_s is not None and now_s >= c.at_s) or (c.at_step is not None and self.step is not None
                                                                 and self.step >= c.at_step)
@@ -183,7 +189,7 @@ class ChangeScheduler:
              detail: str = "") -> None:
         node = c_or_node if isinstance(c_or_node, str) else c_or_node.node
         self.rows.append({
-            "optimizer": self.optimizer, "seed": self.seed, "time": applied_at, "t_s": applied_at - self.origin,
+            "optimizer": self.optimizer, "seed": self.seed, "time": applied_at, "t_s": applied_at - self._origin_s(),
             "scheduled_s": scheduled_s, "step": self.step, "node": node, "direction": direction, "kind": kind,
             "field": field, "requested": requested, "verified": verified, "ok": ok, "until_s": until_s,
             "detail": detail})
@@ -194,7 +200,7 @@ class ChangeScheduler:
         if c.kind == "compute":
             # The worker applies its own schedule by its own clock; this row says when it was due.
             self._row(c, "compute", "", "compute_scale", c.fields["compute_scale"], "", None, scheduled_s,
-                      self.origin + scheduled_s, detail=c.describe())
+                      self._origin_s() + scheduled_s, detail=c.describe())
             return
         if self.emulation is None:
             return
@@ -238,7 +244,8 @@ class ChangeScheduler:
 
     def _start_outage(self, c: Change, scheduled_s: float) -> None:
         start = time.time()
-        until = scheduled_s + c.duration_s
+        down_s = c.duration_s or 0.0  # an outage always has its duration
+        until = scheduled_s + down_s
         try:
             r = self.emulation.outage(c.rank, True)
             ok = all(any(q.get("root") and q.get("kind") == "blackhole" for q in r[d]) for d in ("up", "down"))
@@ -248,9 +255,9 @@ class ChangeScheduler:
         label = c.link_name or "inline"
         self.outages.append({"node": c.node, "link": label, "rank": c.rank, "start": start, "start_s": scheduled_s,
                              "until_s": until, "duration_s": c.duration_s, "restored": False})
-        self._row(c, "outage", "both", "down", format_duration(c.duration_s), verified, ok, scheduled_s, applied_at,
-                  until_s=until, detail=f"{c.node} link {label!r} down for {format_duration(c.duration_s)}")
-        self.notes.append(f"{self.optimizer}: {c.node} link {label!r} down for {format_duration(c.duration_s)} "
+        self._row(c, "outage", "both", "down", format_duration(down_s), verified, ok, scheduled_s, applied_at,
+                  until_s=until, detail=f"{c.node} link {label!r} down for {format_duration(down_s)}")
+        self.notes.append(f"{self.optimizer}: {c.node} link {label!r} down for {format_duration(down_s)} "
                   f"at {self.t_s():.1f}s")
 
     def _restore_outage(self, o: dict) -> None:
@@ -271,7 +278,7 @@ class ChangeScheduler:
             self._traces = []
             return
         started = []
-        for t, _, _ in self._traces:
+        for t in self._follows:
             windows = load_trace(t.path).windows(t.resolution_s)
             self._set_trace_rate(t, windows[0], None, 0.0)  # the link starts at the trace's first rate
             started.append((t, windows, 0))
@@ -294,7 +301,7 @@ class ChangeScheduler:
                              f"(trace {t.path.name})")
 
     def _follow_traces(self, now_s: float) -> None:
-        out = []
+        out: list[tuple[TraceFollow, list[int], int]] = []
         for t, windows, last in self._traces:
             k = int(now_s / t.resolution_s)
             if k != last:

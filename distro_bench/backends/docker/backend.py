@@ -68,16 +68,16 @@ class DockerBackend(Backend):
 
     def __init__(self, scenario: Scenario, run_dir: Path, options: BackendOptions | None = None, plan=None):
         super().__init__(scenario, run_dir, options, plan)
-        self.client = None
-        self.image = None  # distro_bench.backends.docker.image.ImageStatus
-        self.network = None
+        self.client: Any = None  # a docker.DockerClient (docker ships no types)
+        self.image: image.ImageStatus | None = None
+        self.network: Any = None  # a docker network
         self.containers: list = []  # by rank
         self.addresses: list[str] = []
         self.pids: list[int] = []
         self.host_veths: list[str] = []
         self.placements: list[Placement] = []
         self.splices: dict[int, Any] = {}  # rank -> distro_bench.net.splice.SpliceState
-        self.emulation = None  # distro_bench.net.emulation.Emulation, once the links are shaped
+        self.emulation: Emulation | None = None  # once the links are shaped
         self.bringup_s: float | None = None  # network and containers up, seconds
         self.shaping_s: float | None = None  # tc applied and read back on every link, seconds
         self.teardown_problems: list[str] = []
@@ -174,6 +174,7 @@ class DockerBackend(Backend):
         return volumes
 
     def _start_node(self, node: Node):
+        assert self.image is not None  # setup() requires it before any node starts
         p = self.placements[node.rank]
         kwargs: dict[str, Any] = {
             "image": self.image.id, "command": ["sleep", "infinity"], "entrypoint": [], "detach": True, "init": True,
@@ -205,10 +206,10 @@ class DockerBackend(Backend):
                 except docker.errors.APIError as e:
                     errors.append(e)
         if errors:
-            e = errors[0]
+            first = errors[0]
             gpu = any(p.gpus for p in self.placements)
             hint = " (GPU containers need the NVIDIA container toolkit configured for this engine)" if gpu else ""
-            raise CapabilityError(f"docker backend: starting node containers failed: {str(e)[:300]}{hint}")
+            raise CapabilityError(f"docker backend: starting node containers failed: {str(first)[:300]}{hint}")
         self.containers.sort(key=lambda c: int(c.labels[LABEL_RANK]))
         for c in self.containers:
             c.reload()
@@ -241,12 +242,12 @@ class DockerBackend(Backend):
         assert self.plan is not None
         if not _needs_shaping(self.scenario):
             return  # nothing to apply: the containers keep Docker's own qdiscs
-        self.emulation = Emulation(self.plan, [
+        self.emulation = emulation = Emulation(self.plan, [
             Endpoints(rank=r, up_ns=self._ns(r), up_iface=IFACE, down_ns=NetnsRef.current(),
                       down_iface=self.host_veths[r], delay_line_ns=self._ns(r).path if r in self.splices else None,
                       delay_line_ifaces=(NODE_SIDE, SWITCH_SIDE))
             for r in range(len(self.containers))], log_dir=self.run_dir)
-        self.emulation.apply()
+        emulation.apply()
 
     def _check_reachable(self) -> None:
         """A TCP handshake to the next node from each spliced node at once (the workers' path, through both delay

@@ -205,7 +205,7 @@ class Forwarder:
         """Apply the control file (new impairments at run time, issue 18): each direction's schedule keeps
         its queue and random stream and takes the new impairment for frames admitted from now on."""
         try:
-            ctl = json.loads(self.control_path.read_text())
+            ctl = json.loads(self.control_path.read_text())  # type: ignore[union-attr]  # None: caught below
         except (OSError, ValueError, AttributeError) as e:
             print(f"control file unreadable: {e}", flush=True)
             return
