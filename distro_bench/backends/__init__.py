@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 from distro_bench.backends.base import Backend, BackendOptions, WorkerHandle
 from distro_bench.backends.docker import DockerBackend
 from distro_bench.backends.local import LocalBackend
 from distro_bench.backends.netns import NetnsBackend
 from distro_bench.errors import InputError
+from distro_bench.net import owner
+from distro_bench.results.rundir import write_status
 from distro_bench.scenario.model import Scenario
 
 BACKENDS: dict[str, type[Backend]] = {
@@ -61,11 +65,6 @@ def clean_leftovers(include_live: bool = False) -> dict[str, tuple[list[str], li
 def mark_abandoned_runs() -> tuple[list[str], list[str]]:
     """Run folders still saying "running" whose process is gone (a SIGKILLed CLI has no teardown): status
     failed with the reason, and the dead claim dropped. (fixed, problems), as clean_leftovers."""
-    import json
-
-    from distro_bench.net import owner
-    from distro_bench.results.rundir import write_status
-
     fixed, problems = [], []
     for run_id, pid, run_dir in owner.abandoned_runs():
         try:

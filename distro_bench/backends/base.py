@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from distro_bench.backends.requirements import Needs, Requirement
 from distro_bench.net import owner
+from distro_bench.net.naming import new_run_id
 from distro_bench.scenario.model import Scenario
 
 if TYPE_CHECKING:
@@ -96,8 +97,6 @@ class Backend(ABC):
 
     def __init__(self, scenario: Scenario, run_dir: Path, options: BackendOptions | None = None,
                  plan: NetworkPlan | None = None):
-        from distro_bench.net.naming import new_run_id
-
         self.scenario = scenario
         self.run_dir = run_dir
         self.options = options or BackendOptions()
@@ -150,10 +149,10 @@ class Backend(ABC):
         finally:
             owner.release(self.run_id)
 
-    def setup(self) -> None:
+    def setup(self) -> None:  # noqa: B027 - an optional hook: the local backend has nothing to bring up
         """Bring up nodes and links, apply and verify shaping."""
 
-    def teardown(self) -> None:
+    def teardown(self) -> None:  # noqa: B027 - an optional hook, as setup
         """Remove everything setup created; safe to call twice and after a partial setup."""
 
     @abstractmethod

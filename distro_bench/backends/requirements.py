@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from distro_bench.net.engines import directions
 from distro_bench.net.host import BINARIES, HostInfo
 
 if TYPE_CHECKING:
@@ -59,8 +60,6 @@ class Needs:
 
     @classmethod
     def of(cls, scenario: Scenario) -> Needs:
-        from distro_bench.net.engines import directions
-
         shaped = impaired = False
         impaired_links: list[str] = []
         for n in scenario.nodes():

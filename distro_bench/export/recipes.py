@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from distro_bench.errors import InputError
 from distro_bench.scenario import hfcorpus
 from distro_bench.scenario.model import BUILTIN_CORPORA, LinkSpec, Scenario
-from distro_bench.scenario.placement import Placement
+from distro_bench.scenario.placement import Placement, from_scenario
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
@@ -74,8 +74,6 @@ def _dns_name(text: str) -> str:
 
 
 def _placement_of(scenario: Scenario, s: RecipeSettings) -> str:
-    from distro_bench.scenario.placement import from_scenario
-
     return from_scenario(scenario, s.nnodes, s.placement).encode()
 
 
@@ -590,8 +588,6 @@ def k8s_manifest(scenario: Scenario, scenario_path: str, s: RecipeSettings) -> s
 
 
 def default_nnodes(scenario: Scenario, nnodes: int | None, placement: str | None = None) -> int:
-    from distro_bench.scenario.placement import from_scenario
-
     return from_scenario(scenario, nnodes, placement).nnodes
 
 

@@ -31,6 +31,7 @@ from distro_bench.backends.requirements import (
     uses_link_engine,
 )
 from distro_bench.errors import CapabilityError, InputError
+from distro_bench.net import host
 from distro_bench.net.host import HostInfo
 
 __all__ = ["INSTALL", "Needs", "PreflightError", "Problem", "check", "check_options", "engine_problems",
@@ -91,8 +92,6 @@ class PreflightError(CapabilityError):
 
 def host_for(backend: str, needs: Needs) -> HostInfo:
     """The host probe with just the slow parts this backend needs (cached per process)."""
-    from distro_bench.net import host
-
     info = host.probe(docker=backend == "docker", gpus=False)
     if needs.cuda:
         info = dataclasses.replace(info, gpus=host.gpus(use_torch=True))

@@ -32,6 +32,7 @@ from distro_bench.scenario.budget import Budget, format_count, parse_count, reso
 from distro_bench.scenario.optimizers import OPTIONS, OptimizerConfig, option_names
 from distro_bench.scenario.regions import RegionMatrix, RegionsSpec, matrix_problems
 from distro_bench.scenario.regions import resolve as resolve_regions
+from distro_bench.scenario.trace import TraceError, load_trace, read_trace_bytes
 from distro_bench.scenario.units import Duration, Percent, Rate, Size, format_duration, format_percent, format_rate
 
 BUILTIN_CORPORA = ("builtin:pydoc",)
@@ -463,10 +464,7 @@ class Scenario(_Strict):
                 scale = 1.0
             for i in range(group.count):
                 rank = len(nodes)
-                if group.name:
-                    name = group.name if group.count == 1 else f"{group.name}-{i}"
-                else:
-                    name = f"node{rank}"
+                name = (group.name if group.count == 1 else f"{group.name}-{i}") if group.name else f"node{rank}"
                 nodes.append(Node(rank=rank, name=name, hardware_name=hw_name, hardware=hw,
                                   compute_scale=scale, link_name=link_name, link=link, region=group.region))
         return nodes
@@ -733,8 +731,6 @@ ALLOW_TRACE_OUTSIDE_ENV = "DISTRO_BENCH_ALLOW_TRACE_OUTSIDE"
 def _trace_problems(s: Scenario) -> list[str]:
     """Every trace file a link names must lie in the scenario's folder (relative paths are read from it),
     be a regular file within the caps of distro_bench/scenario/trace.py, and parse."""
-    from distro_bench.scenario.trace import TraceError, load_trace
-
     problems = []
     specs = [(f"links.{name}", spec) for name, spec in s.links.items()]
     specs += [(f"workers[{i}].link", g.link) for i, g in enumerate(s.workers) if isinstance(g.link, LinkSpec)]
@@ -870,8 +866,6 @@ def dump_for_run(s: Scenario, run_dir: Path) -> tuple[str, bool]:
     copied to RUN/traces/<link>-<direction>-<file name> (two links' `x.csv` from different folders stay two
     files) and named relative to the run folder, so the folder is self-contained, a container (which mounts
     it) finds them, and reloading the text with base_dir=run_dir gives the scenario the run follows."""
-    from distro_bench.scenario.trace import read_trace_bytes
-
     d = s.resolved_dict()
     links = [(name, link) for name, link in d["links"].items()]
     links += [(f"workers{i}", g["link"]) for i, g in enumerate(d["workers"]) if isinstance(g.get("link"), dict)]

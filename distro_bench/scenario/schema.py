@@ -9,6 +9,13 @@ name, the baseline) and cross-field rules (jitter <= delay) are `distro-bench va
 from __future__ import annotations
 
 import copy
+import re
+
+import yaml
+
+from distro_bench.scenario import presets
+from distro_bench.scenario.model import NAME_PATTERN, Scenario
+from distro_bench.scenario.optimizers import OPTIONS
 
 SCHEMA_ID = "https://distro-bench.dev/scenario.schema.json"
 COMMITTED_PATH = "docs/scenario.schema.json"
@@ -16,8 +23,6 @@ COMMITTED_PATH = "docs/scenario.schema.json"
 
 def _option_schemas() -> tuple[dict, dict]:
     """($defs of every option model, name -> $ref)."""
-    from distro_bench.scenario.optimizers import OPTIONS
-
     defs, refs = {}, {}
     for name, cls in OPTIONS.items():
         sch = cls.model_json_schema(ref_template="#/$defs/{model}")
@@ -30,9 +35,6 @@ def _option_schemas() -> tuple[dict, dict]:
 
 
 def scenario_schema() -> dict:
-    from distro_bench.scenario import presets
-    from distro_bench.scenario.model import NAME_PATTERN, Scenario
-
     sch = copy.deepcopy(Scenario.model_json_schema(ref_template="#/$defs/{model}"))
     defs = sch.setdefault("$defs", {})
     # Preset names are known: complete them (and reject typos) where a spec names a preset.
@@ -63,10 +65,6 @@ def scenario_schema() -> dict:
 def yaml12_load(text: str):
     """Parse YAML as editors do (YAML 1.2 core schema: `3e-3` is a float; PyYAML's 1.1 reads it as a string,
     which the scenario loader converts anyway). Used to check files against the schema the way an editor does."""
-    import re
-
-    import yaml
-
     class Loader(yaml.SafeLoader):
         pass
 
