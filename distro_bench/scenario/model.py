@@ -620,7 +620,10 @@ def _optimizer_problem(e: dict[str, Any]) -> tuple[tuple[Any, ...], str | None]:
 def _pydantic_problems(err: ValidationError, prefix: tuple = ()) -> list[str]:
     problems = []
     for e in err.errors(include_url=False):
-        loc = tuple(p for p in e["loc"] if p not in ("str", "LinkSpec", "HardwareSpec", "function-after[_jitter_fits_delay(), LinkSpec]"))
+        # pydantic names the union member it tried (`str`, `LinkSpec`) inside the location; a user's own top-level
+        # key of that name (`str: ...`) is kept, so an unknown key is always named.
+        loc = e["loc"][:1] + tuple(p for p in e["loc"][1:] if p not in (
+            "str", "LinkSpec", "HardwareSpec", "function-after[_jitter_fits_delay(), LinkSpec]"))
         msg = e["msg"].removeprefix("Value error, ")
         special = None
         if loc and loc[0] == "optimizers":
