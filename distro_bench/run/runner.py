@@ -16,7 +16,7 @@ from pathlib import Path
 
 from distro_bench.backends import Backend
 from distro_bench.errors import HarnessError, WorkerFailed
-from distro_bench.net.linktest import measure_nodes
+from distro_bench.net import linktest
 from distro_bench.net.netchange import ChangeScheduler
 from distro_bench.results.summary import Summary
 from distro_bench.run import environment, preflight
@@ -278,7 +278,7 @@ def measure_links(backend: Backend, network: dict, sink: ProgressSink) -> None:
     sink.note(f"measuring {len(targets)} link(s): goodput up, down and RTT (a few seconds)")
     t0 = time.monotonic()
     try:
-        measured = measure_nodes(targets, far_ns, far_addr)
+        measured = linktest.measure_nodes(targets, far_ns, far_addr)
     except Exception as e:  # the run's training does not depend on it
         network["link_measurement"] = {"measured": False, "why": f"{type(e).__name__}: {e}"}
         sink.note(f"link measurement failed: {type(e).__name__}: {e}")
