@@ -11,6 +11,8 @@ spec turns into happens here, once:
                                             one batch per namespace, read back with `tc -j qdisc show`
     plan.nodes[i].up/.down.delay_line    -> one DelayLine per node between its two interfaces
                                             (distro_bench/net/delayline/), a->b the uplink
+    plan.nodes[i].pair_paths             -> the uplink delay line's paths by destination address, or (tc
+                                            engine) the uplink's htb class per path (`egress_tc`)
 
 A change at run time (link schedules, traces, outages; issue 18) is `change()`: re-plan one node's
 direction with the split planning made (distro_bench/net/engines.py: direction_plan), change that one
@@ -30,7 +32,15 @@ from distro_bench.net.delayline import DelayLine, stop_all
 from distro_bench.net.engines import NetworkPlan, NodeLinkPlan, direction_plan
 from distro_bench.net.link import Direction, Impairment
 from distro_bench.net.ns import NetnsRef
-from distro_bench.net.shaping import apply_plan, apply_plans, blackhole, change_plan, check_qdiscs, read_qdiscs
+from distro_bench.net.shaping import (
+    QdiscPlan,
+    apply_plan,
+    apply_plans,
+    blackhole,
+    change_plan,
+    check_interface,
+    read_qdiscs,
+)
 from distro_bench.net.tcpprobe import unreachable
 
 DIRECTIONS = ("up", "down")
@@ -112,7 +122,7 @@ class Emulation:
         nodes = {p.rank: p for p in self.plan.nodes}
         # One tc batch per namespace: the node side's of every node, then the switch side's together.
         for ns, ifaces in self._egress_by_namespace().items():
-            applied = apply_plans(ns, {iface: nodes[rank].direction(d).tc for iface, (rank, d) in ifaces.items()})
+            applied = apply_plans(ns, {iface: self.egress_tc(nodes[rank], d) for iface, (rank, d) in ifaces.items()})
             for iface, (rank, d) in ifaces.items():
                 self.applied.setdefault(rank, {})[d] = applied[iface]
 
@@ -130,16 +140,27 @@ class Emulation:
             self.delay_lines[p.rank] = line
             line.start()
 
+    def _dest_paths(self, p: NodeLinkPlan) -> tuple[tuple[str, float, float, float], ...]:
+        missing = [r for r, *_ in p.pair_paths if self.endpoints.get(r) is None or self.endpoints[r].addr is None]
+        if missing:
+            raise ValueError(f"rank {p.rank}: region delays to ranks {missing}, whose endpoints have no address")
+        return tuple((str(self.endpoints[r].addr), delay, jitter, loss) for r, delay, jitter, loss in p.pair_paths)
+
+    def egress_tc(self, p: NodeLinkPlan, direction: str) -> QdiscPlan:
+        """What tc does on one egress: the direction's plan, and on an uplink whose region paths have no
+        delay line (the tc engine) those paths by destination address (an htb class per path)."""
+        tc = p.direction(direction).tc
+        if direction != "up" or not p.pair_paths or p.up.delay_line is not None:
+            return tc
+        return replace(tc, per_dest=self._dest_paths(p))
+
     def uplink_impairment(self, p) -> Impairment:
         """The uplink delay line's impairment: the access link's, plus the delay to every other region by
         destination address (the plan knows ranks; the backend's endpoints know their addresses)."""
         up = p.up.delay_line or Impairment()
         if not p.pair_paths:
             return up
-        missing = [r for r, *_ in p.pair_paths if self.endpoints.get(r) is None or self.endpoints[r].addr is None]
-        if missing:
-            raise ValueError(f"rank {p.rank}: region delays to ranks {missing}, whose endpoints have no address")
-        return replace(up, per_dest=tuple((self.endpoints[r].addr, *path) for r, *path in p.pair_paths))
+        return replace(up, per_dest=self._dest_paths(p))
 
     # ---- changes at run time (issue 18) -----------------------------------------------------------------
     def _node_plan(self, rank: int) -> NodeLinkPlan:
@@ -165,7 +186,8 @@ class Emulation:
         out: dict = {"tc": None, "delay_line": None, "pending": rank in self.down}
         if rank not in self.down:
             ns, iface = self.endpoints[rank].egress(direction)
-            applied = change_plan(ns, iface, old.tc, new.tc)
+            applied = change_plan(ns, iface, self.egress_tc(node, direction),
+                                  self.egress_tc(self._node_plan(rank), direction))
             self.applied.setdefault(rank, {})[direction] = applied
             out["tc"] = applied["qdiscs"]
         line = self.delay_lines.get(rank)
@@ -191,7 +213,7 @@ class Emulation:
             if down:
                 out[d] = blackhole(ns, iface)["qdiscs"]
             else:
-                applied = apply_plan(ns, iface, node.direction(d).tc)
+                applied = apply_plan(ns, iface, self.egress_tc(node, d))
                 self.applied.setdefault(rank, {})[d] = applied
                 out[d] = applied["qdiscs"]
         (self.down.add if down else self.down.discard)(rank)
@@ -209,7 +231,8 @@ class Emulation:
                 if rank in self.down:
                     continue  # in an outage: blackholed on purpose
                 mine = [q for q in state if q.get("dev") == iface]
-                problems += [f"[{ns}] {x}" for x in check_qdiscs(iface, nodes[rank].direction(d).tc, mine)]
+                found, _ = check_interface(ns, iface, self.egress_tc(nodes[rank], d), mine)
+                problems += [f"[{ns}] {x}" for x in found]
         problems += [f"delay line of rank {r} is not running" for r, line in self.delay_lines.items()
                      if not line.running()]
         return problems

@@ -4,7 +4,9 @@ Rate is always a kernel token bucket (tbf) on the egress interface. Delay, jitte
 - `tc`: netem in the kernel, as a child of the tbf;
 - `userspace`: the userspace delay line (distro_bench/net/delayline.py) in a link namespace between the
   node and the switch, for kernels without netem.
-`auto` picks tc when the kernel has netem, else userspace. Planning is pure (nodes + capabilities
+`auto` picks tc when the kernel has netem, else userspace; with region delays it prefers userspace (below).
+Region paths (a delay per destination) are done by the uplink's delay line, or with tc by an htb class
+per destination path with a netem child (distro_bench/net/tcclass.py). Planning is pure (nodes + capabilities
 in, plan out) and happens once, at preflight, before anything is created: a scenario this host
 cannot emulate stops here with a CapabilityError naming the link, the missing piece and the way out.
 The plan is what distro_bench/net/emulation.py applies.
@@ -83,7 +85,8 @@ class NodeLinkPlan:
     down: DirectionPlan
     region: str | None = None
     # The path of this node's uplink to each other rank beyond the access links, `((rank, delay_s, jitter_s,
-    # loss), ...)`: between regions (distro_bench/scenario/regions.py), done by the uplink's delay line by destination.
+    # loss), ...)`: between regions (distro_bench/scenario/regions.py), done by destination by the uplink's delay
+    # line, or (tc engine, no delay line) by its htb class per path.
     pair_paths: tuple[tuple[int, float, float, float], ...] = ()
 
     @property
@@ -178,16 +181,19 @@ def plan_links(nodes: Sequence[Node], caps: Capabilities, *, engine: str = "auto
     impaired = any(d.impaired for n in nodes for st in _states(n.link) for d in directions(st))
     pairs = region_pair_paths([n.region for n in nodes], regions)
     chosen, reason = select_engine(engine, caps)
-    if any(pairs):
-        # A delay per destination needs one queue per destination: the delay line has them. tc would need
-        # htb classes with a netem child per destination (not implemented), so auto takes the delay line.
-        if engine == "auto":
-            ok, why = ENGINES["userspace"].available(caps)
-            chosen, reason = ((ENGINES["userspace"], f"auto: userspace (region delays are per destination; {why})")
-                              if ok else (None, why))
-        elif engine == "tc":
-            chosen, reason = None, "the userspace engine (per-destination region delays are done by the delay line)"
-    elif not impaired:
+    if any(pairs) and engine == "auto":
+        # A delay per destination needs one queue per destination: both engines have them (the delay line's
+        # queue per destination, tc's htb class per path). auto keeps the delay line, the engine the 5% per
+        # pair was measured with on this project's hosts (which lack netem); tc where there is no delay line.
+        ok, why = ENGINES["userspace"].available(caps)
+        tc_ok, tc_why = ENGINES["tc"].available(caps)
+        if ok:
+            chosen, reason = ENGINES["userspace"], f"auto: userspace (region delays are per destination; {why})"
+        elif tc_ok:
+            chosen, reason = ENGINES["tc"], f"auto: tc (region delays by htb class per destination; {tc_why})"
+        else:
+            chosen, reason = None, f"either {why} or {tc_why}"
+    elif not impaired and not any(pairs):
         chosen, reason = None, "no link asks for delay, jitter or loss"
     problems: dict[str, list[str]] = {}  # link -> missing pieces, reported once per link
     plans = []
@@ -211,6 +217,9 @@ def plan_links(nodes: Sequence[Node], caps: Capabilities, *, engine: str = "auto
                 missing.append(f"{what} needs {reason}")
             if regional and chosen is None:
                 missing.append(f"the delay from region {n.region} to the other regions needs {reason}")
+            elif regional and chosen is not None and not chosen.uses_delay_line and not caps.has_qdisc("htb"):
+                missing.append(f"the delay from region {n.region} to the other regions needs the htb qdisc "
+                               "(a class per destination)")
             tc = QdiscPlan.of(replace(spec if netem_part else spec.without_impairment(), rate_bps=rate))
             delay_line = replace(spec.impairment, seed=delay_line_seed(seed, n.rank, dname)) if line else None
             if missing:
@@ -220,7 +229,7 @@ def plan_links(nodes: Sequence[Node], caps: Capabilities, *, engine: str = "auto
                         problems[link_label].append(m)
             per_dir.append(DirectionPlan(spec=spec, tc=tc, delay_line=delay_line, not_emulated=tuple(missing)))
         plans.append(NodeLinkPlan(rank=n.rank, name=n.name, link_name=n.link_name, up=per_dir[0], down=per_dir[1],
-                                  region=n.region, pair_paths=to_ranks if per_dir[0].delay_line is not None else ()))
+                                  region=n.region, pair_paths=to_ranks if chosen is not None else ()))
     if problems and not allow_unemulated:
         where = "; ".join(f"link {link!r} ({', '.join(n.name for n in nodes if (n.link_name or 'inline') == link)}): "
                           + "; ".join(ms) for link, ms in problems.items())

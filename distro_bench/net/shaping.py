@@ -14,6 +14,10 @@ The tree: `tbf` at the root for the rate (handle 1:), `netem` as its child (hand
 for delay, jitter and loss; netem alone at the root when there is no rate; nothing when the
 direction is unshaped. tbf rather than htb: one class is all a star access link needs, and this
 tc (iproute2 6.1) prints tbf's rate as JSON but htb classes only as text.
+
+An uplink with region paths (`per_dest`, the tc engine's regions) is the one place a class per destination
+is needed: an htb tree with a netem child per distinct path and u32 filters on the destination address
+(distro_bench/net/tcclass.py has its layout and checks); its classes are read back from tc's text output.
 """
 
 from __future__ import annotations
@@ -23,8 +27,17 @@ import math
 from dataclasses import asdict, dataclass, fields
 
 from distro_bench.errors import HarnessError
-from distro_bench.net.link import Direction
+from distro_bench.net.link import Direction, Impairment
 from distro_bench.net.ns import NetnsRef, run_in
+from distro_bench.net.tcclass import (
+    LINK_CLASS,
+    ROOT_HANDLE,
+    check_classes,
+    parse_htb_classes,
+    parse_u32_dst_filters,
+    path_classes,
+    tree_rate_bps,
+)
 
 # Ethernet frame of a full 1500-byte MTU packet, as tbf counts it (skb->len includes the MAC header).
 FRAME_BYTES = 1514
@@ -68,10 +81,17 @@ class QdiscPlan(Direction):
 
     @property
     def netem_limit_packets(self) -> int:
+        return self.netem_limit_for(self.delay_s + self.jitter_s)
+
+    def netem_limit_for(self, max_delay_s: float) -> int:
         # netem holds every packet in flight during the delay: twice the bandwidth-delay product in frames.
         rate = self.rate_bps or 10**10
-        in_flight = rate / 8 * (self.delay_s + self.jitter_s) / FRAME_BYTES
+        in_flight = rate / 8 * max_delay_s / FRAME_BYTES
         return max(1000, math.ceil(2 * in_flight))
+
+    @property
+    def per_destination(self) -> bool:
+        return bool(self.per_dest)
 
     def to_dict(self) -> dict:
         # reorder and seed steer only the delay line's random draws; netem has its own.
@@ -86,9 +106,50 @@ def _pct(fraction: float) -> str:
     return f"{fraction * 100:.6g}%"
 
 
+def _netem_args(imp: Impairment) -> list[str]:
+    args = []
+    if imp.delay_s or imp.jitter_s:
+        args += ["delay", _us(imp.delay_s)] + ([_us(imp.jitter_s)] if imp.jitter_s else [])
+    if imp.loss:
+        args += ["loss", "random", _pct(imp.loss)]
+    if imp.duplicate:
+        args += ["duplicate", _pct(imp.duplicate)]
+    return args
+
+
+def _class_tree_commands(iface: str, plan: QdiscPlan) -> list[list[str]]:
+    """The htb tree of an uplink with paths per destination (distro_bench/net/tcclass.py)."""
+    leaves = path_classes(plan)
+    rate = tree_rate_bps(plan)
+    burst = str(max(4 * FRAME_BYTES, math.ceil(rate / 8 * 0.005)))  # as the tbf's: 5 ms of the rate
+    # A leaf's guaranteed share; each may borrow up to the whole link (ceil). An explicit quantum keeps htb
+    # from warning (its r2q default gives a quantum far above a frame at these rates).
+    share, quantum = max(8, rate // len(leaves)), str(8 * FRAME_BYTES)
+    dev = ["dev", iface]
+    cmds = [["tc", "qdisc", "replace", *dev, "root", "handle", ROOT_HANDLE, "htb", "default", f"{leaves[0].minor:x}"],
+            ["tc", "class", "replace", *dev, "parent", ROOT_HANDLE, "classid", LINK_CLASS, "htb", "rate", f"{rate}bit",
+             "ceil", f"{rate}bit", "burst", burst, "cburst", burst, "quantum", quantum]]
+    # netem holds the frames in flight plus the access link's queue (the tbf's 100 ms buffer, in frames).
+    queue_frames = math.ceil(plan.limit_bytes / FRAME_BYTES)
+    for leaf in leaves:
+        cmds.append(["tc", "class", "replace", *dev, "parent", LINK_CLASS, "classid", leaf.classid, "htb",
+                     "rate", f"{share}bit", "ceil", f"{rate}bit", "burst", burst, "cburst", burst, "quantum", quantum])
+        if leaf.netem is not None:
+            limit = plan.netem_limit_for(leaf.netem.delay_s + leaf.netem.jitter_s) + queue_frames
+            cmds.append(["tc", "qdisc", "replace", *dev, "parent", leaf.classid, "handle", leaf.handle, "netem",
+                         "limit", str(limit), *_netem_args(leaf.netem)])
+    for leaf in leaves[1:]:
+        for addr in leaf.addrs:
+            cmds.append(["tc", "filter", "add", *dev, "parent", ROOT_HANDLE, "protocol", "ip", "prio", "1", "u32",
+                         "match", "ip", "dst", f"{addr}/32", "flowid", leaf.classid])
+    return cmds
+
+
 def tc_commands(iface: str, plan: Direction) -> list[list[str]]:
     """The tc commands (argument lists) that install `plan` on a fresh interface; [] for an empty plan."""
     plan = QdiscPlan.of(plan)
+    if plan.per_destination:
+        return _class_tree_commands(iface, plan)
     cmds: list[list[str]] = []
     netem_parent = ["root"]
     if plan.rate_bps:
@@ -96,15 +157,8 @@ def tc_commands(iface: str, plan: Direction) -> list[list[str]]:
                      "rate", f"{plan.rate_bps}bit", "burst", str(plan.burst_bytes), "limit", str(plan.limit_bytes)])
         netem_parent = ["parent", "1:1"]
     if plan.netem:
-        netem = ["tc", "qdisc", "replace", "dev", iface, *netem_parent, "handle", NETEM_HANDLE, "netem",
-                 "limit", str(plan.netem_limit_packets)]
-        if plan.delay_s or plan.jitter_s:
-            netem += ["delay", _us(plan.delay_s)] + ([_us(plan.jitter_s)] if plan.jitter_s else [])
-        if plan.loss:
-            netem += ["loss", "random", _pct(plan.loss)]
-        if plan.duplicate:
-            netem += ["duplicate", _pct(plan.duplicate)]
-        cmds.append(netem)
+        cmds.append(["tc", "qdisc", "replace", "dev", iface, *netem_parent, "handle", NETEM_HANDLE, "netem",
+                     "limit", str(plan.netem_limit_packets), *_netem_args(plan)])
     return cmds
 
 
@@ -112,11 +166,59 @@ def _close(a: float, b: float, rel: float, abs_: float) -> bool:
     return abs(a - b) <= max(abs_, rel * abs(b))
 
 
+def _check_netem(where: str, plan: Impairment, netem: dict) -> list[str]:
+    problems = []
+    opts = netem.get("options", {})
+    delay = opts.get("delay", {}) or {}
+    got_delay, got_jitter = float(delay.get("delay", 0.0)), float(delay.get("jitter", 0.0))
+    got_loss = float((opts.get("loss-random") or {}).get("loss", 0.0))
+    got_dup = float((opts.get("duplicate") or {}).get("duplicate", 0.0))
+    if not _close(got_delay, plan.delay_s, 0.01, 2e-6):
+        problems.append(f"{where} netem delay is {got_delay}s, planned {plan.delay_s}s")
+    if not _close(got_jitter, plan.jitter_s, 0.01, 2e-6):
+        problems.append(f"{where} netem jitter is {got_jitter}s, planned {plan.jitter_s}s")
+    if not _close(got_loss, plan.loss, 0.01, 1e-6):
+        problems.append(f"{where} netem loss is {got_loss}, planned {plan.loss}")
+    if not _close(got_dup, plan.duplicate, 0.01, 1e-6):
+        problems.append(f"{where} netem duplicate is {got_dup}, planned {plan.duplicate}")
+    return problems
+
+
+def _check_tree_qdiscs(iface: str, plan: QdiscPlan, mine: list[dict]) -> list[str]:
+    """The qdiscs of an htb tree per destination: htb at the root, one netem per impaired leaf, nothing else."""
+    where = f"{iface}:"
+    root = next((q for q in mine if q.get("root")), None)
+    if root is None or root.get("kind") != "htb" or root.get("handle") != ROOT_HANDLE:
+        return [(f"{where} expected htb {ROOT_HANDLE} at the root (a class per destination), found "
+                f"{root.get('kind') if root else 'no root qdisc'}")]
+    leaves = path_classes(plan)
+    problems = []
+    if int(str(root.get("options", {}).get("default", "0")), 0) != leaves[0].minor:
+        problems.append(f"{where} htb default class is {root.get('options', {}).get('default')}, "
+                        f"planned {leaves[0].classid}")
+    netems = {q.get("parent"): q for q in mine if q.get("kind") == "netem"}
+    for leaf in leaves:
+        got = netems.pop(leaf.classid, None)
+        if leaf.netem is None:
+            if got is not None:
+                problems.append(f"{where} unplanned netem under {leaf.classid}")
+        elif got is None:
+            problems.append(f"{where} expected netem under {leaf.classid}, found none (does this kernel have netem?)")
+        else:
+            problems += _check_netem(f"{where} {leaf.classid}", leaf.netem, got)
+    problems += [f"{where} unplanned netem under {parent}" for parent in netems]
+    problems += [f"{where} unplanned {q.get('kind')} qdisc present" for q in mine if q.get("kind") not in ("htb", "netem")]
+    return problems
+
+
 def check_qdiscs(iface: str, plan: Direction, qdiscs: list[dict]) -> list[str]:
     """Problems (empty when it matches) between `plan` and `tc -j qdisc show` output for the interface.
-    Percentages read back as fractions (iproute2 prints `"loss-random": {"loss": 0.001}` for 0.1%)."""
+    Percentages read back as fractions (iproute2 prints `"loss-random": {"loss": 0.001}` for 0.1%).
+    For a tree per destination, its qdiscs only (check_tree adds its classes and filters)."""
     plan = QdiscPlan.of(plan)
     mine = [q for q in qdiscs if q.get("dev", iface) == iface]
+    if plan.per_destination:
+        return _check_tree_qdiscs(iface, plan, mine)
     root = next((q for q in mine if q.get("root")), None)
     tbf = next((q for q in mine if q.get("kind") == "tbf"), None)
     netem = next((q for q in mine if q.get("kind") == "netem"), None)
@@ -139,19 +241,7 @@ def check_qdiscs(iface: str, plan: Direction, qdiscs: list[dict]) -> list[str]:
         elif (netem.get("parent") != want_parent) if want_parent else not netem.get("root"):
             problems.append(f"{where} netem is attached at {netem.get('parent') or 'root'}, planned {want_parent or 'root'}")
         else:
-            opts = netem.get("options", {})
-            delay = opts.get("delay", {}) or {}
-            got_delay, got_jitter = float(delay.get("delay", 0.0)), float(delay.get("jitter", 0.0))
-            got_loss = float((opts.get("loss-random") or {}).get("loss", 0.0))
-            got_dup = float((opts.get("duplicate") or {}).get("duplicate", 0.0))
-            if not _close(got_delay, plan.delay_s, 0.01, 2e-6):
-                problems.append(f"{where} netem delay is {got_delay}s, planned {plan.delay_s}s")
-            if not _close(got_jitter, plan.jitter_s, 0.01, 2e-6):
-                problems.append(f"{where} netem jitter is {got_jitter}s, planned {plan.jitter_s}s")
-            if not _close(got_loss, plan.loss, 0.01, 1e-6):
-                problems.append(f"{where} netem loss is {got_loss}, planned {plan.loss}")
-            if not _close(got_dup, plan.duplicate, 0.01, 1e-6):
-                problems.append(f"{where} netem duplicate is {got_dup}, planned {plan.duplicate}")
+            problems += _check_netem(where, plan, netem)
     elif netem is not None:
         problems.append(f"{where} unplanned netem qdisc present")
     return problems
@@ -166,6 +256,25 @@ def read_qdiscs(ns: NetnsRef, iface: str | None = None) -> list[dict]:
         for q in qdiscs:
             q.setdefault("dev", iface)
     return qdiscs
+
+
+def read_tree(ns: NetnsRef, iface: str) -> dict:
+    """The classes and destination filters of one interface's htb tree: `{"classes": ..., "filters": ...}`
+    (distro_bench/net/tcclass.py parses them)."""
+    classes = run_in(ns, ["tc", "class", "show", "dev", iface]).stdout
+    out = run_in(ns, ["tc", "-j", "filter", "show", "dev", iface, "parent", ROOT_HANDLE], check=False).stdout.strip()
+    return {"classes": parse_htb_classes(classes), "filters": parse_u32_dst_filters(json.loads(out) if out else [])}
+
+
+def check_interface(ns: NetnsRef, iface: str, plan: Direction, qdiscs: list[dict]) -> tuple[list[str], dict]:
+    """check_qdiscs, and for a tree per destination its classes and filters read back too: (problems, the
+    tree read back, {} for a plain plan)."""
+    plan = QdiscPlan.of(plan)
+    problems = check_qdiscs(iface, plan, qdiscs)
+    if not plan.per_destination:
+        return problems, {}
+    tree = read_tree(ns, iface)
+    return problems + check_classes(iface, plan, tree["classes"], tree["filters"]), tree
 
 
 def clear(ns: NetnsRef, ifaces: list[str]) -> None:
@@ -194,9 +303,10 @@ def apply_plans(ns: NetnsRef, plans: dict[str, QdiscPlan]) -> dict[str, dict]:
     applied, problems = {}, []
     for iface, plan in plans.items():
         mine = [q for q in state if q.get("dev") == iface]
-        problems += check_qdiscs(iface, plan, mine)
+        found, tree = check_interface(ns, iface, plan, mine)
+        problems += found
         applied[iface] = {"netns": str(ns), "iface": iface, "plan": plan.to_dict(),
-                          "tc": [" ".join(c) for c in cmds[iface]], "qdiscs": mine}
+                          "tc": [" ".join(c) for c in cmds[iface]], "qdiscs": mine, **tree}
     if problems or tc_error:
         raise ShapingError(f"[{ns}] shaping not applied as planned: " + "; ".join(problems or ["(read-back matches)"])
                            + (f" (tc said: {tc_error})" if tc_error else ""))
@@ -210,8 +320,8 @@ def apply_plan(ns: NetnsRef, iface: str, plan: QdiscPlan) -> dict:
 
 # ---- changes at run time (distro_bench/net/emulation.py: Emulation.change / outage) -----------------------
 
-def _shape(plan: QdiscPlan) -> tuple[bool, bool]:
-    return bool(plan.rate_bps), bool(plan.netem)
+def _shape(plan: QdiscPlan) -> tuple[bool, bool, bool]:
+    return bool(plan.rate_bps), bool(plan.netem), plan.per_destination
 
 
 def change_plan(ns: NetnsRef, iface: str, old: Direction | None, new: Direction) -> dict:
@@ -220,7 +330,8 @@ def change_plan(ns: NetnsRef, iface: str, old: Direction | None, new: Direction)
     queue is kept, as a line whose speed changes keeps its buffer; otherwise (a rate added or removed,
     coming back from an outage) the tree is rebuilt. Returns what apply_plans returns for it."""
     new = QdiscPlan.of(new)
-    if old is None or _shape(QdiscPlan.of(old)) != _shape(new) or new.empty:
+    # A tree per destination is rebuilt: its classes are not changed in place.
+    if old is None or _shape(QdiscPlan.of(old)) != _shape(new) or new.empty or new.per_destination:
         return apply_plan(ns, iface, new)
     cmds = tc_commands(iface, new)
     proc = run_in(ns, ["tc", "-batch", "-"], input="".join(" ".join(c[1:]) + "\n" for c in cmds), check=False)
