@@ -46,8 +46,8 @@ class Impairment:
     duplicate: float = _fraction("duplicate")
     _: KW_ONLY
     # The path to each destination beyond the access link, by IPv4 address: `((to, delay_s, jitter_s, loss), ...)`,
-    # the path between two regions (distro_bench/scenario/regions.py). Only the delay line does it (a queue order per
-    # destination); jitter and loss here are drawn only for a destination that has them.
+    # the path between two regions (distro_bench/scenario/regions.py). The delay line keeps a queue order per
+    # destination, tc an htb class per path (distro_bench/net/tcclass.py); jitter and loss only where a path has them.
     per_dest: tuple[tuple[str, float, float, float], ...] = field(
         default=(), metadata={"label": "to", "format": _format_dest, "max": "paths"})
     reorder: bool = False  # delay line: False keeps packet order under jitter (an access line); True lets frames pass
