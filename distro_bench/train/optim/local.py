@@ -1,4 +1,4 @@
-"""Local steps with a periodic sync: the DiLoCo family (DiLoCo, SparseLoCo).
+"""Local steps with a periodic sync: the DiLoCo family (DiLoCo, SparseLoCo), and the local steps NoLoCo shares.
 
 Every step is a local AdamW step on this worker's own gradient (no communication). Every `inner_steps`
 steps (H) the worker forms the pseudo-gradient, the parameters at the last sync minus the parameters
@@ -14,31 +14,49 @@ from typing import TypeVar
 
 import torch
 
-from distro_bench.scenario.optimizers import DiLoCoConfig, SparseLoCoConfig
+from distro_bench.scenario.optimizers import DiLoCoConfig, NoLoCoConfig, SparseLoCoConfig
 from distro_bench.train.optim.adamw import adamw_step, build_adamw
 from distro_bench.train.optim.base import PhaseTimer, StepResult, Strategy
 
-# The options of a local-steps method: an inner AdamW and `inner_steps`.
+# The options of a method of local steps between rounds: an inner AdamW and `inner_steps`.
+InnerConfigT = TypeVar("InnerConfigT", DiLoCoConfig, SparseLoCoConfig, NoLoCoConfig)
+# Those of the DiLoCo family, whose rounds sync every replica.
 LocalConfigT = TypeVar("LocalConfigT", DiLoCoConfig, SparseLoCoConfig)
 
 
-class LocalSteps(Strategy[LocalConfigT]):
+class InnerAdamW(Strategy[InnerConfigT]):
+    """Local AdamW steps on this worker's own gradient, a round every `inner_steps` of them (the subclass's)."""
+
     clips_gradients = True  # the inner AdamW step clips the local gradient (adamw_step)
 
     def __init__(self, cfg, params, comm, total_steps):
         super().__init__(cfg, params, comm, total_steps)
         self.tensors = [p for _, p in params]
         self.opt = build_adamw(cfg, self.tensors)
-        # The shared parameters as of the last sync, in fp32: what every replica restarts from.
-        self.anchor = [p.detach().float().clone() for p in self.tensors]
-        self.pending = 0  # local steps since the last sync
+        self.pending = 0  # local steps since the last round
 
-    @torch.no_grad()
-    def step(self, step: int, timer: PhaseTimer) -> StepResult:
+    def local_step(self, step: int, timer: PhaseTimer) -> bool:
+        """One inner AdamW step; True when it is the last of a round's `inner_steps`."""
         with timer.phase("apply"):
             adamw_step(self.opt, self.cfg, self.tensors, step, self.total_steps)
         self.pending += 1
-        if (step + 1) % self.cfg.inner_steps:
+        return (step + 1) % self.cfg.inner_steps == 0
+
+    def end_round(self) -> int:
+        """The local steps the round just ended took; counting starts again."""
+        done, self.pending = self.pending, 0
+        return done
+
+
+class LocalSteps(InnerAdamW[LocalConfigT]):
+    def __init__(self, cfg, params, comm, total_steps):
+        super().__init__(cfg, params, comm, total_steps)
+        # The shared parameters as of the last sync, in fp32: what every replica restarts from.
+        self.anchor = [p.detach().float().clone() for p in self.tensors]
+
+    @torch.no_grad()
+    def step(self, step: int, timer: PhaseTimer) -> StepResult:
+        if not self.local_step(step, timer):
             return StepResult(synced=False)
         return self._sync(timer)
 
@@ -53,8 +71,7 @@ class LocalSteps(Strategy[LocalConfigT]):
         with timer.phase("apply"):
             for p, a in zip(self.tensors, self.anchor):
                 p.copy_(a)
-        done, self.pending = self.pending, 0
-        return StepResult(synced=True, extra={"inner_steps": done, **extra})
+        return StepResult(synced=True, extra={"inner_steps": self.end_round(), **extra})
 
     @abstractmethod
     def sync(self, pseudo: list[torch.Tensor], timer: PhaseTimer) -> dict:

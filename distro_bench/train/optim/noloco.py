@@ -30,8 +30,9 @@ import torch
 
 from distro_bench.errors import InputError
 from distro_bench.scenario.optimizers import NoLoCoConfig
-from distro_bench.train.optim.adamw import _buckets, adamw_step, average_fp32, average_fp32_collectives, build_adamw
-from distro_bench.train.optim.base import Collective, Period, PhaseTimer, StepResult, Strategy
+from distro_bench.train.optim.adamw import _buckets, average_fp32, average_fp32_collectives
+from distro_bench.train.optim.base import Collective, Period, PhaseTimer, StepResult
+from distro_bench.train.optim.local import InnerAdamW
 
 
 def gossip_groups(world_size: int, group_size: int, gen: torch.Generator) -> list[list[int]]:
@@ -47,22 +48,18 @@ def check_world(cfg: NoLoCoConfig, world_size: int) -> None:
                          f"use a world size that is a multiple of it, or another group_size")
 
 
-class NoLoCo(Strategy[NoLoCoConfig]):
+class NoLoCo(InnerAdamW[NoLoCoConfig]):
     Config = NoLoCoConfig
-    clips_gradients = True  # the local AdamW step clips this worker's gradient
 
     def __init__(self, cfg: NoLoCoConfig, params, comm, total_steps):
-        super().__init__(cfg, params, comm, total_steps)
         check_world(cfg, comm.world_size)
-        self.tensors = [p for _, p in params]
-        self.opt = build_adamw(cfg, self.tensors)
+        super().__init__(cfg, params, comm, total_steps)
         self.phi = [p.detach().float().clone() for p in self.tensors]  # this worker's outer weights
         self.delta = [torch.zeros_like(f) for f in self.phi]  # its outer momentum
         self.numels = [p.numel() for p in self.tensors]
         self.buckets = _buckets(self.numels, 4 * cfg.sent_copies(), cfg.bucket_mb * 2**20)
         self.final_buckets = _buckets(self.numels, 4, cfg.bucket_mb * 2**20)
         self.gen = torch.Generator().manual_seed(cfg.seed)
-        self.pending = 0  # local steps since the last gossip round
 
     def _payload(self, bucket: list[int]) -> torch.Tensor:
         """What this worker sends its peers for these tensors: theta (gamma = beta), else phi then theta - phi."""
@@ -104,15 +101,11 @@ class NoLoCo(Strategy[NoLoCoConfig]):
 
     @torch.no_grad()
     def step(self, step: int, timer: PhaseTimer) -> StepResult:
-        with timer.phase("apply"):
-            adamw_step(self.opt, self.cfg, self.tensors, step, self.total_steps)
-        self.pending += 1
-        if (step + 1) % self.cfg.inner_steps:
+        if not self.local_step(step, timer):
             return StepResult(synced=False)
         if self.comm.world_size > 1:
             self._gossip(timer)
-        done, self.pending = self.pending, 0
-        return StepResult(synced=False, extra={"inner_steps": done, "outer_lr": self.cfg.outer_lr})
+        return StepResult(synced=False, extra={"inner_steps": self.end_round(), "outer_lr": self.cfg.outer_lr})
 
     @torch.no_grad()
     def finish(self, timer: PhaseTimer) -> StepResult:
