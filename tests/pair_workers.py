@@ -1,14 +1,19 @@
-"""Two workers in one process for the optimizer reference tests: a two-rank Comm over a threading.Barrier,
-seeded parameters and gradients, and a strategy trained on both ranks. Only plumbing: each test module keeps its
-own reference implementation."""
+"""Workers in one process for the optimizer reference tests: ranks on threads meeting at a threading.Barrier
+(a two-rank Comm here; a test module may bring another), seeded parameters and gradients, and a strategy trained
+on every rank. Only plumbing: each test module keeps its own reference implementation."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
+
+# A rank's Comm, whichever the test brings, and what a rank's work returns.
+C = TypeVar("C")
+R = TypeVar("R")
 
 
 class PairComm:
@@ -53,30 +58,52 @@ def grads(shapes: dict[str, tuple[int, ...]], rank: int, step: int) -> list[torc
     return [torch.randn(s, generator=g) for s in shapes.values()]
 
 
-def run_pair(worker: Callable[[int, PairComm], object]) -> tuple[dict[int, object], dict[int, PairComm]]:
-    """Run worker(rank, comm) for ranks 0 and 1 on two threads; return their results and comms by rank.
+def run_threads(world: int, work: Callable[[int], R], barrier: threading.Barrier) -> dict[int, R]:
+    """Run work(rank) for ranks 0 .. world - 1, each on its own thread; return their results by rank.
 
-    The first exception raised in a worker is re-raised here; it aborts the barrier so that the peer,
-    waiting in a collective, fails too instead of hanging."""
-    shared = {"barrier": threading.Barrier(2)}
-    out, comms, errors = {}, {}, []
+    The first exception raised in a thread is re-raised here; it aborts `barrier` (the one the ranks' collectives
+    meet at) so that the peers, waiting in a collective, fail too instead of hanging."""
+    out: dict[int, R] = {}
+    errors: list[BaseException] = []
 
     def run(rank: int) -> None:
         try:
-            comm = comms[rank] = PairComm(rank, shared)
-            out[rank] = worker(rank, comm)
-        except Exception as e:  # surfaced below, after both threads have ended
+            out[rank] = work(rank)
+        except BaseException as e:  # surfaced below, after every thread has ended (pytest.fail's too)
             errors.append(e)
-            shared["barrier"].abort()
+            barrier.abort()
 
-    threads = [threading.Thread(target=run, args=(r,)) for r in (0, 1)]
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(world)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     if errors:
         raise errors[0]
-    return out, comms
+    return out
+
+
+def pair_comm(rank: int, world: int, shared: dict) -> PairComm:
+    return PairComm(rank, shared)
+
+
+def run_group(worker: Callable[[int, C], R], world: int,
+              comm_factory: Callable[[int, int, dict], C]) -> tuple[dict[int, R], dict[int, C]]:
+    """Run worker(rank, comm) for `world` ranks on threads, each comm `comm_factory(rank, world, shared)` over one
+    `shared` dict whose "barrier" all of them meet at; return their results and comms by rank."""
+    shared: dict = {"barrier": threading.Barrier(world)}
+    comms: dict[int, C] = {}
+
+    def work(rank: int) -> R:
+        comm = comms[rank] = comm_factory(rank, world, shared)
+        return worker(rank, comm)
+
+    return run_threads(world, work, shared["barrier"]), comms
+
+
+def run_pair(worker: Callable[[int, PairComm], object]) -> tuple[dict[int, object], dict[int, PairComm]]:
+    """Run worker(rank, comm) for ranks 0 and 1 on two threads; return their results and comms by rank."""
+    return run_group(worker, 2, pair_comm)
 
 
 @dataclass
@@ -93,13 +120,14 @@ class Trained:
         return [r.synced for r in self.results]
 
 
-def train_pair(strategy, cfg, shapes: dict[str, tuple[int, ...]], steps: int,
-               timer) -> tuple[dict[int, Trained], dict[int, PairComm]]:
-    """Both ranks build `strategy(cfg, named params, comm, total_steps=steps)` from `initial(shapes)` and step it
-    `steps` times on `grads(shapes, rank, step)`, then finish; comm.step labels each collective with its step (or
-    "finish"). `timer` is the module under test's PhaseTimer (this helper imports nothing from harness)."""
+def train_group(strategy, cfg, shapes: dict[str, tuple[int, ...]], steps: int, timer, world: int,
+                comm_factory: Callable[[int, int, dict], C]) -> tuple[dict[int, Trained], dict[int, C]]:
+    """Every rank builds `strategy(cfg, named params, comm, total_steps=steps)` from `initial(shapes)` and steps it
+    `steps` times on `grads(shapes, rank, step)`, then finishes; comm.step labels each collective with its step (or
+    "finish"). `timer` is the module under test's PhaseTimer (this helper imports nothing from distro_bench);
+    `comm_factory` as for run_group."""
 
-    def worker(rank: int, comm: PairComm) -> Trained:
+    def worker(rank: int, comm) -> Trained:
         params = [torch.nn.Parameter(t.clone()) for t in initial(shapes)]
         s = strategy(cfg, list(zip(shapes, params)), comm, total_steps=steps)
         clock = timer(torch.device("cpu"))
@@ -114,4 +142,10 @@ def train_pair(strategy, cfg, shapes: dict[str, tuple[int, ...]], steps: int,
         end = s.finish(clock)
         return Trained(trace, results, end, [p.detach().clone() for p in params])
 
-    return run_pair(worker)
+    return run_group(worker, world, comm_factory)
+
+
+def train_pair(strategy, cfg, shapes: dict[str, tuple[int, ...]], steps: int,
+               timer) -> tuple[dict[int, Trained], dict[int, PairComm]]:
+    """train_group on two ranks, each with a PairComm."""
+    return train_group(strategy, cfg, shapes, steps, timer, 2, pair_comm)

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from distro_bench.train.optim.distro import DisTrO, DisTrOConfig
+from tests.pair_workers import run_threads
 
 REPO = Path(__file__).resolve().parents[2]
 WORLD = 3
@@ -72,30 +73,20 @@ def _run_workers(world: int, make, steps: int = STEPS, grad=None) -> list:
     """Run `make(rank, comm) -> (params, step_fn)` on `world` threads for `steps` steps, each rank its own
     gradients (random, or `grad(rank, param, noise)` where they must depend on the parameters); returns each
     rank's params."""
-    group, out, errors = ThreadGroup(world), [None] * world, []
+    group = ThreadGroup(world)
 
     def body(rank):
-        try:
-            params, step_fn = make(rank, group.comm(rank))
-            data = torch.Generator().manual_seed(100 + rank)
-            for step in range(steps):
-                for p in params:
-                    noise = torch.randn(p.shape, generator=data)
-                    p.grad = noise if grad is None else grad(rank, p, noise)
-                step_fn(step)
-            out[rank] = params
-        except BaseException as e:  # let the other threads out of the barrier, and fail the test
-            errors.append(e)
-            group.barrier.abort()
+        params, step_fn = make(rank, group.comm(rank))
+        data = torch.Generator().manual_seed(100 + rank)
+        for step in range(steps):
+            for p in params:
+                noise = torch.randn(p.shape, generator=data)
+                p.grad = noise if grad is None else grad(rank, p, noise)
+            step_fn(step)
+        return params
 
-    threads = [threading.Thread(target=body, args=(r,)) for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return out
+    out = run_threads(world, body, group.barrier)  # a failing rank lets the others out of the barrier
+    return [out[r] for r in range(world)]
 
 
 def _initial(shapes=SHAPES) -> list[torch.nn.Parameter]:

@@ -12,7 +12,6 @@ takes nothing from distro_bench; the last test checks the projection's timing of
 from __future__ import annotations
 
 import math
-import threading
 
 import pytest
 import torch
@@ -22,7 +21,7 @@ from distro_bench.train.model import ModelConfig, parameter_shapes
 from distro_bench.train.optim.noloco import InputError, NoLoCo, NoLoCoConfig, PhaseTimer
 from distro_bench.train.projection import WIRE_FACTOR, project
 from tests.helpers import tiny_scenario_dict
-from tests.pair_workers import grads, initial
+from tests.pair_workers import grads, initial, train_group
 
 SHAPES = {"w": (12, 10), "v": (9, 4), "norm": (6,)}
 P = sum(math.prod(s) for s in SHAPES.values())
@@ -58,37 +57,8 @@ class GroupComm:
 
 def _train(cfg: NoLoCoConfig, world: int):
     """Each rank's parameters after every step, after finish, its StepResults and its comm log."""
-    shared = {"barrier": threading.Barrier(world)}
-    out, errors = {}, []
-
-    def run(rank: int) -> None:
-        try:
-            comm = GroupComm(rank, world, shared)
-            params = [torch.nn.Parameter(t.clone()) for t in initial(SHAPES)]
-            s = NoLoCo(cfg, list(zip(SHAPES, params)), comm, total_steps=STEPS)
-            clock = PhaseTimer(torch.device("cpu"))
-            trace, results = [], []
-            for step in range(STEPS):
-                for p, g in zip(params, grads(SHAPES, rank, step)):
-                    p.grad = g.clone()
-                comm.step = step
-                results.append(s.step(step, clock))
-                trace.append([p.detach().clone() for p in params])
-            comm.step = "finish"
-            end = s.finish(clock)
-            out[rank] = (trace, [p.detach().clone() for p in params], results, end, comm.calls)
-        except Exception as e:  # surfaced below; abort so the peers do not wait forever
-            errors.append(e)
-            shared["barrier"].abort()
-
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return out
+    trained, comms = train_group(NoLoCo, cfg, SHAPES, STEPS, PhaseTimer, world, GroupComm)
+    return {r: (t.trace, t.final, t.results, t.end, comms[r].calls) for r, t in trained.items()}
 
 
 def _reference(cfg: NoLoCoConfig, world: int):
