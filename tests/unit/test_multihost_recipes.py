@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import stat
 import subprocess
 import sys
 from pathlib import Path, PurePosixPath
@@ -21,6 +20,7 @@ from distro_bench.errors import InputError
 from distro_bench.export.recipes import RecipeSettings, k8s_manifest, sbatch_script, shipped_files, validate_manifest
 from distro_bench.scenario.model import load_scenario
 from distro_bench.scenario.placement import from_scenario
+from tests.fake_slurm import SRUN_IN_TURN, install, install_slurm
 from tests.helpers import REPO
 
 CI_SMOKE = REPO / "scenarios" / "ci-smoke.yaml"
@@ -33,42 +33,18 @@ with open(os.environ["NODE_LOG"], "a") as f:
     f.write(json.dumps({{"argv": sys.argv[1:], "nodeid": os.environ.get("SLURM_NODEID")}}) + "\\n")
 """
 
-FAKE_SRUN = f"""#!{sys.executable}
-# Fake srun: the command once per node, one after the other, with the per-task Slurm variables.
-import os, subprocess, sys
-args = sys.argv[1:]
-nodes = int(os.environ["SLURM_JOB_NUM_NODES"])
-while args and args[0].startswith("--"):
-    if args[0].startswith("--nodes="):
-        nodes = int(args[0].split("=", 1)[1])
-    args = args[1:]
-sys.exit(max(subprocess.run(args, env={{**os.environ, "SLURM_NODEID": str(i)}}).returncode for i in range(nodes)))
-"""
-
-FAKE_SCONTROL = """#!/bin/sh
-[ "$1 $2" = "show hostnames" ] || exit 2
-echo node-a; echo node-b; echo node-c; echo node-d
-"""
-
-
-def _tool(folder: Path, name: str, text: str) -> Path:
-    p = folder / name
-    p.write_text(text)
-    p.chmod(p.stat().st_mode | stat.S_IXUSR)
-    return p
-
 
 def run_sbatch(script: Path, tmp_path: Path, nnodes: int) -> tuple[subprocess.CompletedProcess, list[dict]]:
     """The script as sbatch runs it: from the folder it was submitted in (its own), under fake Slurm tools."""
     bin_dir = tmp_path / "fakebin"
     bin_dir.mkdir(exist_ok=True)
-    _tool(bin_dir, "srun", FAKE_SRUN)
-    _tool(bin_dir, "scontrol", FAKE_SCONTROL)
-    node = _tool(bin_dir, "recording-node", RECORDING_NODE)
+    install_slurm(bin_dir, SRUN_IN_TURN)
+    node = install(bin_dir, "recording-node", RECORDING_NODE)
     log = tmp_path / "node-calls.jsonl"
     log.unlink(missing_ok=True)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "node-[a-d]",
-           "SLURM_JOB_NUM_NODES": str(nnodes), "DISTRO_BENCH": str(node), "NODE_LOG": str(log)}
+           "FAKE_SLURM_HOSTS": "node-a node-b node-c node-d", "SLURM_JOB_NUM_NODES": str(nnodes),
+           "DISTRO_BENCH": str(node), "NODE_LOG": str(log)}
     proc = subprocess.run(["bash", script.name], env=env, cwd=script.parent, capture_output=True, text=True,
                           timeout=60)
     calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []

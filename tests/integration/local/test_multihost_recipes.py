@@ -6,46 +6,17 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
 from distro_bench import api
+from tests.fake_slurm import SRUN_AT_ONCE, install_slurm
 from tests.helpers import REPO, free_port, tiny_scenario_dict
 
 pytestmark = pytest.mark.slow  # the slow tier: two agents train under a fake srun
-
-FAKE_SRUN = f"""#!{sys.executable}
-# Fake srun: runs the command once per node, locally, with the per-task Slurm variables.
-import os, subprocess, sys
-args = sys.argv[1:]
-nodes = int(os.environ["SLURM_JOB_NUM_NODES"])
-while args and args[0].startswith("--"):
-    if args[0].startswith("--nodes="):
-        nodes = int(args[0].split("=", 1)[1])
-    args = args[1:]
-procs = [subprocess.Popen(args, env={{**os.environ, "SLURM_NODEID": str(i), "SLURM_PROCID": str(i),
-                                      "SLURM_LOCALID": "0"}}, start_new_session=True) for i in range(nodes)]
-codes = [p.wait() for p in procs]
-sys.exit(next((c for c in codes if c), 0))
-"""
-
-FAKE_SCONTROL = """#!/bin/sh
-# Fake scontrol: `scontrol show hostnames LIST` prints the fake allocation's hosts, one a line.
-[ "$1 $2" = "show hostnames" ] || exit 2
-for h in $FAKE_SLURM_HOSTS; do echo "$h"; done
-"""
-
-
-def _tool(folder: Path, name: str, text: str) -> None:
-    p = folder / name
-    p.write_text(text)
-    p.chmod(p.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-
 
 def test_sbatch_script_runs_under_a_fake_srun(tmp_path, write_scenario, cli):
     scen = write_scenario(tiny_scenario_dict(links={"dsl": {"up": "10Mbit", "down": "50Mbit"}},
@@ -56,8 +27,7 @@ def test_sbatch_script_runs_under_a_fake_srun(tmp_path, write_scenario, cli):
     assert r.exit_code == 0, r.output
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    _tool(bin_dir, "srun", FAKE_SRUN)
-    _tool(bin_dir, "scontrol", FAKE_SCONTROL)
+    install_slurm(bin_dir, SRUN_AT_ONCE)
     out = tmp_path / "results"
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO),
            "SLURM_JOB_NODELIST": "fake[1-2]", "SLURM_JOB_NUM_NODES": "2", "FAKE_SLURM_HOSTS": "127.0.0.1 127.0.0.2",
