@@ -26,7 +26,7 @@ AUTO_ORDER = ("docker", "netns", "local")
 def select_backend(name: str, scenario: Scenario | None = None) -> tuple[type[Backend], str]:
     """(backend class, why it was chosen). An explicit name that cannot run here is an error that says why."""
     if name == "auto":
-        reasons = []
+        reasons: list[str] = []
         for candidate in AUTO_ORDER:
             cls = BACKENDS.get(candidate)
             if cls is None:

@@ -82,7 +82,7 @@ def run(
     _allow_trace_outside(allow_trace_outside)
 
     with cli_errors():
-        overrides = Overrides(backend=value(backend) or "auto", optimizers=optimizer or None, steps=steps, seed=seed,
+        overrides = Overrides(backend=value(backend) or "auto", optimizers=tuple(optimizer) if optimizer else None, steps=steps, seed=seed,
                               time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss, repeat=repeat,
                               out=out, link_engine=value(link_engine), allow_unemulated=allow_unemulated, image=image,
                               measure_links=measure_links)

@@ -7,8 +7,10 @@ import os
 import sys
 from contextlib import contextmanager
 from io import StringIO
+from typing import Literal, TypedDict
 
 import typer
+from rich.box import Box
 from rich.console import Console
 from rich.markup import escape
 
@@ -56,7 +58,18 @@ def cli_errors():
 
 
 # Tables for any terminal or log: no borders, two spaces between columns, title on the left.
-TABLE_STYLE = {"box": None, "pad_edge": False, "padding": (0, 1), "title_justify": "left", "header_style": "bold"}
+class TableStyle(TypedDict):
+    """The keyword arguments every table of ours passes to rich's Table (typed, so `Table(**TABLE_STYLE)` checks)."""
+
+    box: Box | None
+    pad_edge: bool
+    padding: tuple[int, int]
+    title_justify: Literal["default", "left", "center", "right", "full"]
+    header_style: str
+
+
+TABLE_STYLE: TableStyle = {"box": None, "pad_edge": False, "padding": (0, 1), "title_justify": "left",
+                           "header_style": "bold"}
 
 
 def natural_width(renderable) -> int:

@@ -66,7 +66,10 @@ class _Trigger(_Strict):
 
     @property
     def key(self) -> float:
-        return self.at if self.at is not None else float(self.at_step)
+        if self.at is not None:
+            return self.at
+        assert self.at_step is not None  # the validator above: exactly one of them
+        return float(self.at_step)
 
 
 # A schedule is written by hand or by a script; 10^4 entries is hours at one change a second. A 10^6-entry
@@ -478,7 +481,7 @@ class Scenario(_Strict):
         d["hardware"] = {n.hardware_name: n.hardware.model_dump(mode="json", exclude_none=True) for n in self.nodes()}
         d["data"]["corpus"] = self.corpus_path()
         matrix = region_matrix(self)
-        if matrix is not None:  # the preset expanded: every ordered pair's one-way delay
+        if matrix is not None and self.regions is not None:  # the preset expanded: every pair's one-way delay
             d["regions"] = {"intra": format_duration(matrix.intra_s), "symmetric": self.regions.symmetric, "delays": {
                 a: {b: format_duration(v) for (x, b), v in sorted(matrix.one_way.items()) if x == a}
                 for a in matrix.regions}}

@@ -192,7 +192,7 @@ class MuLoCoConfig(DiLoCoConfig):
     and norms, as the paper and Muon's authors do. The outer step and the pseudo-gradient's wire format are
     DiLoCo's (the paper: compatible with quantised pseudo-gradients and long H)."""
 
-    type: Literal["muloco"] = "muloco"
+    type: Literal["muloco"] = "muloco"  # type: ignore[assignment]  # the discriminator names this subclass
     muon_lr: float | None = Field(default=None, gt=0, le=10)  # None: `lr` (with match_rms_adamw scaling)
     muon_momentum: float = Field(default=0.95, ge=0, lt=1)
     muon_nesterov: bool = True
@@ -244,7 +244,7 @@ class StreamingDiLoCoConfig(DiLoCoConfig):
     emulates the paper's low-bit outer gradients (it used 4-bit E3M0 floats). Overlapping the exchange with
     compute is left out."""
 
-    type: Literal["streaming-diloco"] = "streaming-diloco"
+    type: Literal["streaming-diloco"] = "streaming-diloco"  # type: ignore[assignment]  # as MuLoCo's
     fragments: int = Field(default=2, ge=1, le=1024)  # P
 
     @model_validator(mode="after")
