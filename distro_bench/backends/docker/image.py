@@ -175,19 +175,21 @@ class BuildResult:
     size_bytes: int
 
 
+def host_pin(dist: str) -> str:
+    """`dist==VERSION`, the version installed here: what an offline build pins (its wheelhouse holds what runs here)."""
+    try:
+        # `==2.13.0` also matches a local build such as 2.13.0+cpu, so drop the local part.
+        return f"{dist}=={metadata.version(dist).split('+')[0]}"
+    except metadata.PackageNotFoundError:
+        raise HarnessError(f"--offline pins the host's packages, but {dist} is not installed here") from None
+
+
 def requirements(offline: bool, with_torch: bool) -> list[str]:
     reqs = []
     for dist, floor in WORKER_REQUIREMENTS.items():
         if dist == "torch" and not with_torch:
             continue
-        if offline:
-            try:
-                # `==2.13.0` also matches a local build such as 2.13.0+cpu, so drop the local part.
-                reqs.append(f"{dist}=={metadata.version(dist).split('+')[0]}")
-            except metadata.PackageNotFoundError:
-                raise HarnessError(f"--offline pins the host's packages, but {dist} is not installed here") from None
-        else:
-            reqs.append(f"{dist}{floor}")
+        reqs.append(host_pin(dist) if offline else f"{dist}{floor}")
     return reqs
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import distro_bench
 from distro_bench.backends.docker import image
-from distro_bench.errors import HarnessError, InputError
+from distro_bench.errors import InputError
 
 NODE_REPO = "distro-bench-node"
 LABEL_NODE_KEY = "distro-bench.node-build-key"
@@ -40,13 +40,7 @@ def node_requirements(offline: bool) -> list[str]:
         name = re.split(r"[<>=!~ \[]", spec, maxsplit=1)[0].strip()
         if name.lower() in image.WORKER_REQUIREMENTS:
             continue
-        if offline:
-            try:
-                reqs.append(f"{name}=={metadata.version(name).split('+')[0]}")
-            except metadata.PackageNotFoundError:
-                raise HarnessError(f"--offline pins the host's packages, but {name} is not installed here") from None
-        else:
-            reqs.append(spec)
+        reqs.append(image.host_pin(name) if offline else spec)
     return reqs
 
 
