@@ -103,7 +103,7 @@ def _local_addresses() -> set[str]:
 def is_local_host(host: str) -> bool:
     """Whether HOST names this machine (an address of one of its interfaces, or loopback)."""
     try:
-        addrs = {ai[4][0] for ai in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
+        addrs = {str(ai[4][0]) for ai in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
     except socket.gaierror:
         return False
     return any(a.startswith("127.") or a == "::1" for a in addrs) or bool(addrs & _local_addresses())
@@ -125,13 +125,25 @@ class Agent:
     def __init__(self, opts: NodeOptions, note=lambda text: None):
         self.o = opts
         self.note = note
-        self.shaping = None
+        self.shaping: HostShaping | None = None
         self.janitor: subprocess.Popen | None = None
         self.store: AgentStore | None = None
         self.torchrun: subprocess.Popen | None = None
         self.host: dict = {"node_rank": opts.node_rank, "state": "starting"}
         self.run_dir: Path | None = None
         self.failed_host: dict | None = None
+
+    @property
+    def _live_store(self) -> AgentStore:
+        """The agents' store: started in run() before any step that talks to the other hosts."""
+        assert self.store is not None, "the agents' store starts in run()"
+        return self.store
+
+    @property
+    def _folder(self) -> Path:
+        """The run folder: opened (node 0) or joined in _open_run_folder before any step that writes into it."""
+        assert self.run_dir is not None, "the run folder is opened in _open_run_folder()"
+        return self.run_dir
 
     # ---- checks before anything changes ----------------------------------------------------------
     def prepare(self) -> None:
@@ -146,7 +158,7 @@ class Agent:
         nodes = scenario.nodes()
         # Each host's link is shaped once, statically (hostshaping.py); a schedule or trace would be silently
         # ignored, and a trace's path would not resolve in the run folder the workers read.
-        changing = sorted({n.link_name for n in nodes if n.link is not None and n.link.changes})
+        changing = sorted({n.link_name for n in nodes if n.link_name is not None and n.link is not None and n.link.changes})
         if changing:
             raise InputError(f"links {', '.join(changing)}: multi-host runs shape each host's link once and do not "
                              "follow a schedule or trace; drop them, or run on one host (--backend netns)")
@@ -198,7 +210,7 @@ class Agent:
                 finally:
                     life.release()
             self._say_bye(life.state)
-        return NodeResult(o.node_rank, self.run_dir, life.state, life.reason, self.host)
+        return NodeResult(o.node_rank, self._folder, life.state, life.reason, self.host)  # the guard raised otherwise
 
     def _failed(self, e: BaseException) -> None:
         """How this host's part ended, for the other hosts (the store) and environment.json's `failed_host`."""
@@ -214,18 +226,18 @@ class Agent:
             self.host["state"] = "failed"
             if isinstance(e, HarnessError):
                 self.failed_host = {"node_rank": me, "kind": "failed", "message": life.reason}
-        self.store.report_failure(life.reason)
+        self._live_store.report_failure(life.reason or str(e))  # the guard sets the reason before calling this
 
     def _open_run_folder(self) -> None:
         """Node 0 opens the run folder (run/lifecycle.py: claimed, scenario.yaml, status "running") and names it
         in the store; the others write into it where it is shared (its token is there), else into a local copy."""
-        o, st = self.o, self.store
+        o, st = self.o, self._live_store
         if o.node_rank == 0:
-            self.run_dir = self.life.open(o.overrides.out)
+            self.run_dir = run_dir = self.life.open(o.overrides.out)
             token = secrets.token_hex(8)
-            atomic_write_text(self.run_dir / TOKEN_FILE, token)
-            st.set_json("run", {"name": self.run_dir.name, "path": str(self.run_dir.resolve()), "token": token,
-                                "scenario": (self.run_dir / "scenario.yaml").read_text(),
+            atomic_write_text(run_dir / TOKEN_FILE, token)
+            st.set_json("run", {"name": run_dir.name, "path": str(run_dir.resolve()), "token": token,
+                                "scenario": (run_dir / "scenario.yaml").read_text(),
                                 "placement": self.placement.encode()})
             self.shared = True
         else:
@@ -241,33 +253,35 @@ class Agent:
             except OSError:
                 self.shared = False
             if self.shared:
-                self.run_dir = shared
+                self.run_dir = run_dir = shared
             else:
-                self.run_dir = o.overrides.out / run["name"]
-                self.run_dir.mkdir(parents=True, exist_ok=True)
-                (self.run_dir / "scenario.yaml").write_text(run["scenario"])
-            self.life.join(self.run_dir)
+                self.run_dir = run_dir = o.overrides.out / run["name"]
+                run_dir.mkdir(parents=True, exist_ok=True)
+                (run_dir / "scenario.yaml").write_text(run["scenario"])
+            self.life.join(run_dir)
         self.host["records"] = "shared path" if self.shared else "shipped to node-rank 0 over the agents' store"
 
     def _shape(self) -> None:
         if self.plan is None:
             self.host["shaping"] = None
             return
-        self.shaping = HostShaping(self.plan, self.iface.name, replace_foreign=self.o.i_know)
+        iface = self.iface
+        assert iface is not None, "a shaping plan means shaping, and iface.choose() names the interface for it"
+        self.shaping = shaping = HostShaping(self.plan, iface.name, replace_foreign=self.o.i_know)
         # The janitor first: whatever happens from here on, the shaping does not outlive this process.
         self.janitor = subprocess.Popen(
-            [sys.executable, "-m", "distro_bench.multihost.janitor", "--pid", str(os.getpid()), "--iface", self.iface.name,
-             "--ifb", self.shaping.ifb, "--root"], start_new_session=True, stdin=subprocess.DEVNULL,
+            [sys.executable, "-m", "distro_bench.multihost.janitor", "--pid", str(os.getpid()), "--iface", iface.name,
+             "--ifb", shaping.ifb, "--root"], start_new_session=True, stdin=subprocess.DEVNULL,
             env={**os.environ, "PYTHONPATH": _pythonpath()})
-        applied = self.shaping.apply()
-        self.host["shaping"] = {"iface": self.iface.name, "link": self.plan.nodes[0].link_name,
+        applied = shaping.apply()
+        self.host["shaping"] = {"iface": iface.name, "link": self.plan.nodes[0].link_name,
                                 "link_spec": self.my_nodes[0].link.describe() if self.my_nodes[0].link else "unshaped",
                                 "engine": self.plan.engine, "not_emulated": self.plan.not_emulated,
-                                "applied": applied, "read_back_problems": self.shaping.verify()}
-        self.note(f"host {self.o.node_rank}: shaped {self.iface.name} ({self.host['shaping']['link_spec']})")
+                                "applied": applied, "read_back_problems": shaping.verify()}
+        self.note(f"host {self.o.node_rank}: shaped {iface.name} ({self.host['shaping']['link_spec']})")
 
     def _unshape(self) -> None:
-        problems = []
+        problems: list[str] = []
         if self.janitor is not None:
             self.janitor.terminate()  # we clean up ourselves; it must not race a later agent's shaping
             try:
@@ -290,9 +304,10 @@ class Agent:
                           "iface": self.iface.as_dict() if self.iface else None,
                           "ranks": list(self.placement.ranks_of(self.o.node_rank)),
                           "nodes": [n.name for n in self.my_nodes]})
-        st, me, n = self.store, self.o.node_rank, self.placement.nnodes
+        st, me, n = self._live_store, self.o.node_rank, self.placement.nnodes
         measured: dict = {"rtt_s": {}, "goodput_bps": {}}
         if self.o.overrides.measure_links is not False and n > 1 and self.iface is not None:
+            assert self.iface.ipv4 is not None, "iface.choose() refuses an interface without an IPv4 address"
             with measure.Probes(self.iface.ipv4) as probes:
                 st.set_json(f"probe/{me}", probes.endpoint())
                 st.wait_keys([f"probe/{i}" for i in range(n)], "every host's probe listeners")
@@ -310,7 +325,7 @@ class Agent:
     # ---- one optimizer on every host ------------------------------------------------------------------
     def _torchrun_argv(self, run_name: str, seed: int, out: Path) -> list[str]:
         o = self.o
-        rdzv_id = f"{self.run_dir.name}-{run_name}-{seed}"[-60:]
+        rdzv_id = f"{self._folder.name}-{run_name}-{seed}"[-60:]
         argv = [sys.executable, "-m", "torch.distributed.run", "--rdzv-backend", "c10d",
                 "--rdzv-endpoint", f"{self.rdzv_host}:{self.rdzv_port}", "--rdzv-id", rdzv_id,
                 # keep_alive_interval: each keep-alive rewrites the rendezvous state (~1 KB) over the shaped link,
@@ -323,8 +338,9 @@ class Agent:
                 # round trip over the shaped link (0.1 s by default), counted in the wire bytes. 5 s is plenty.
                 "--monitor-interval", "5"]
         if self.iface is not None:
+            assert self.iface.ipv4 is not None, "iface.choose() refuses an interface without an IPv4 address"
             argv += ["--local-addr", self.iface.ipv4]  # the hostname may resolve to loopback or another network
-        argv += ["-m", "distro_bench.train.worker", "--scenario", str(self.run_dir / "scenario.yaml"), "--optimizer", run_name,
+        argv += ["-m", "distro_bench.train.worker", "--scenario", str(self._folder / "scenario.yaml"), "--optimizer", run_name,
                  "--out", str(out), "--seed", str(seed)]
         if os.geteuid() == 0:
             argv = NetnsRef.current().wrap(argv, drop_caps=DROPPED_CAPS)
@@ -347,7 +363,7 @@ class Agent:
 
     def _train_one(self, run_name: str, seed: int) -> None:
         """The launch of one optimizer and seed (run/lifecycle.py train_all): every host's torchrun, in step."""
-        o, st = self.o, self.store
+        o, st = self.o, self._live_store
         tag = f"{seed}/{run_name}"
         out = self.life.worker_dir(run_name, seed)
         out.mkdir(parents=True, exist_ok=True)
@@ -396,11 +412,11 @@ class Agent:
         deadline = time.monotonic() + LOST_AFTER_S + (2 if self.o.node_rank == 0 else 4) * WATCH_S
         while time.monotonic() < deadline:
             if self.o.node_rank == 0:
-                lost = {i: v for i, v in self.store.peer_status().items() if v[0] == "lost"}
+                lost = {i: v for i, v in self._live_store.peer_status().items() if v[0] == "lost"}
                 if lost:
                     i, (kind, msg) = sorted(lost.items())[0]
-                    self.store.abort(i, kind, msg)
-            a = self.store.aborted()
+                    self._live_store.abort(i, kind, msg)
+            a = self._live_store.aborted()
             if a and a["node_rank"] != self.o.node_rank:
                 raise PeerLost(f"host {a['node_rank']} (node-rank {a['node_rank']}) {a['kind']}: {a['message']}",
                                node_rank=a["node_rank"], kind=a["kind"])
@@ -413,26 +429,27 @@ class Agent:
 
     def _ship(self, tag: str, out: Path, rc) -> None:
         """This host's records of one optimizer: written in place on a shared path, else over the store."""
-        st, me = self.store, self.o.node_rank
+        st, me = self._live_store, self.o.node_rank
         try:
             if me != 0 and not self.shared:
-                files = sorted(p.relative_to(self.run_dir) for p in out.iterdir()
+                files = sorted(p.relative_to(self._folder) for p in out.iterdir()
                                if p.is_file() and p.suffix in (".jsonl", ".log"))
-                st.put_files(tag, self.run_dir, files)
+                st.put_files(tag, self._folder, files)
             st.set_json(f"done/{tag}/{me}", {"rc": rc})
         except Exception as e:  # the store is gone (node 0 ended): nothing more to hand over
             self.note(f"host {me}: could not hand over the records of {tag}: {e}")
 
     def _gather(self, tag: str, out: Path) -> None:
-        st = self.store
+        st = self._live_store
         keys = [f"done/{tag}/{i}" for i in range(1, self.placement.nnodes)]
         st.wait_keys(keys, f"every host's records of {tag}")
         for i in range(1, self.placement.nnodes):
             if not self.shared_of(i):
-                st.take_files(tag, i, self.run_dir)
+                st.take_files(tag, i, self._folder)
 
     def shared_of(self, i: int) -> bool:
-        host = self.store.get_json(f"host/{i}") if self.store.has(f"host/{i}") else {}
+        st = self._live_store
+        host = st.get_json(f"host/{i}") if st.has(f"host/{i}") else {}
         return host.get("records") == "shared path"
 
     def _stop_torchrun(self) -> None:
@@ -452,7 +469,7 @@ class Agent:
 
     # ---- the end ----------------------------------------------------------------------------------------
     def _say_bye(self, state: str) -> None:
-        st = self.store
+        st = self._live_store
         try:
             st.set_json(f"host/{self.o.node_rank}", self.host)
             st.store.set(f"bye/{self.o.node_rank}", state)
@@ -462,7 +479,7 @@ class Agent:
 
     def _wait_byes(self, timeout_s: float = 30.0) -> None:
         """Node 0, before writing the folder: the others' last word (their final state, shaping removed)."""
-        st, deadline = self.store, time.monotonic() + timeout_s
+        st, deadline = self._live_store, time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             down = st.peer_status()
             if all(st.has(f"bye/{i}") or i in down for i in range(1, self.placement.nnodes)):
@@ -472,9 +489,9 @@ class Agent:
     def _finalize(self) -> None:
         """Node 0: every host's description, the partial records of the others, summary and report."""
         life = self.life
-        st, n = self.store, self.placement.nnodes
+        st, n = self._live_store, self.placement.nnodes
         hosts = []
-        down = {}
+        down: dict[int, tuple[str, str]] = {}
         try:
             down = st.peer_status()
         except Exception:
@@ -497,7 +514,7 @@ class Agent:
                 for i in range(1, n):
                     try:
                         if st.has(f"files/{key_tag}/{i}") and not self.shared_of(i):
-                            st.take_files(key_tag, i, self.run_dir)
+                            st.take_files(key_tag, i, self._folder)
                     except Exception:
                         pass
         failed = self.failed_host or next(({"node_rank": h["node_rank"], "kind": h["state"], "message": h.get("failure")}
@@ -513,7 +530,7 @@ class Agent:
             life.write_prediction(env["network"])
         except Exception as e:  # the run's records matter more than the model's figures
             self.note(f"host 0: no prediction for this run: {type(e).__name__}: {e}")
-        (self.run_dir / TOKEN_FILE).unlink(missing_ok=True)  # the others are done with the folder
+        (self._folder / TOKEN_FILE).unlink(missing_ok=True)  # the others are done with the folder
         life.finish(write_report=self.o.overrides.write_report)
 
     def _network(self, hosts: list[dict]) -> dict:

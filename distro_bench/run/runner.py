@@ -13,11 +13,13 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from distro_bench.backends import Backend
 from distro_bench.errors import HarnessError, WorkerFailed
 from distro_bench.net import linktest
 from distro_bench.net.netchange import ChangeScheduler
+from distro_bench.net.ns import NetnsRef
 from distro_bench.results.summary import Summary
 from distro_bench.run import environment, preflight
 from distro_bench.run.lifecycle import (
@@ -170,8 +172,8 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
                 if rc not in (None, 0):
                     # A peer's collective timed out because this one stopped: name the stopped rank first.
                     if stopped := _stopped_ranks(out, [r for r in running if r != h.rank], STOPPED_AFTER_S / 3):
-                        r = max(stopped, key=stopped.get)
-                        raise _stopped_error(run_name, out, nodes, handles, r, stopped[r],
+                        silent = max(stopped, key=lambda rank: stopped[rank])
+                        raise _stopped_error(run_name, out, nodes, handles, silent, stopped[silent],
                                              then=f"rank {h.rank} ({nodes[h.rank].name}) exited with code {rc} "
                                                   f"(log: {h.log_path})")
                     raise WorkerFailed(f"{run_name}: worker rank {h.rank} ({nodes[h.rank].name}) exited with code {rc}; "
@@ -185,8 +187,8 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
             if all(rc == 0 for rc in codes):
                 break
             if stopped := _stopped_ranks(out, running, min(STOPPED_AFTER_S, watchdog)):
-                r = max(stopped, key=stopped.get)
-                raise _stopped_error(run_name, out, nodes, handles, r, stopped[r])
+                silent = max(stopped, key=lambda rank: stopped[rank])
+                raise _stopped_error(run_name, out, nodes, handles, silent, stopped[silent])
             if time.monotonic() - last_progress > watchdog + grace:
                 suspect, detail = _hang_report(out, nodes, watchdog + grace)
                 raise WorkerFailed(f"{run_name}: rank {suspect} ({nodes[suspect].name}) appears hung: {detail}; "
@@ -274,7 +276,9 @@ def measure_links(backend: Backend, network: dict, sink: ProgressSink) -> None:
     if probe is None:
         network["link_measurement"] = {"measured": False, "why": f"the {backend.name} backend has no link probe"}
         return
-    targets, far_ns, far_addr = probe
+    targets, far_end, far_addr = probe
+    # Backend.link_probe types the far end loosely (object); the one backend with a probe gives a NetnsRef.
+    far_ns = cast(NetnsRef, far_end)
     sink.note(f"measuring {len(targets)} link(s): goodput up, down and RTT (a few seconds)")
     t0 = time.monotonic()
     try:

@@ -152,8 +152,8 @@ def run_sweep(scenario: Scenario, axes: list[Axis], *, out: Path = Path("results
     seen: dict[str, tuple[int, dict]] = {}  # optimizer key -> (point index, figures)
     state = "complete"
     interrupted = None
-    meta = {"scenario": scenario.name, "started": datetime.now(UTC).isoformat(timespec="seconds"),
-            "axes": [{"path": a.path, "values": list(a.values), "texts": list(a.texts)} for a in axes]}
+    meta: dict[str, Any] = {"scenario": scenario.name, "started": datetime.now(UTC).isoformat(timespec="seconds"),
+                         "axes": [{"path": a.path, "values": list(a.values), "texts": list(a.texts)} for a in axes]}
     atomic_write_text(sweep_dir / "scenario.yaml", yaml.safe_dump(base_dict(scenario), sort_keys=False))
     try:
         for point, scen in points:
@@ -270,8 +270,8 @@ def common_target(results: list[PointResult]) -> dict | None:
             src = (figs.get("reused_from", r.point.index), name)
             if src not in curves:
                 continue
-            hits = [_cross(c, target) for c in curves[src]]
-            ok = hits and all(h is not None for h in hits)
+            hits = [h for c in curves[src] if (h := _cross(c, target)) is not None]
+            ok = hits and len(hits) == len(curves[src])  # every seed crossed it
             figs["time_to_common_target_s"] = sum(h[0] for h in hits) / len(hits) if ok else None
             figs["steps_to_common_target"] = sum(h[1] for h in hits) / len(hits) if ok else None
     return {"val_loss": target, "how": "the highest best validation loss of any point, optimizer and seed of the "
@@ -335,7 +335,9 @@ def table_frame(results: list[PointResult]):
 
     rows = []
     for r in results:
-        for name, figs in (r.optimizers or {None: {}}).items():
+        # a point without figures (failed before any) still has its row
+        rows_of: list[tuple[str | None, dict]] = list(r.optimizers.items()) or [(None, {})]
+        for name, figs in rows_of:
             row = {"point": r.point.index, **r.point.texts, "optimizer": name, "state": r.state,
                    "run_dir": r.run_dir.name if r.run_dir else None,
                    "reused_from": figs.get("reused_from")}
@@ -380,7 +382,7 @@ def pick(res: SweepResult) -> dict | None:
         if not groups:
             continue
         means = {k: sum(v) / len(v) for k, v in groups.items()}
-        best = min(means, key=means.get)
+        best = min(means, key=lambda k: means[k])
         axis_by_path = {a.path: a for a in res.axes}
         values = {p: axis_by_path[p].values[axis_by_path[p].texts.index(t)] for p, t in zip(own, best)}
         for p, v in values.items():
