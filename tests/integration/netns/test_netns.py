@@ -206,8 +206,7 @@ def test_tc_engine_without_netem_stops_before_the_run_folder(tmp_path, nothing_l
         pytest.skip("this kernel has netem")
     s = _scenario({"up": "10Mbit", "down": "10Mbit", "delay": "5ms"})
     with pytest.raises(CapabilityError) as e:
-        run_scenario(s, RunOptions(backend="netns", out=tmp_path, write_report=False,
-                                   backend_options=BackendOptions(link_engine="tc")))
+        run_scenario(s, RunOptions(backend="netns", out=tmp_path, write_report=False, link_engine="tc"))
     assert "link 'l'" in str(e.value) and "--allow-unemulated" in str(e.value)
     assert list(tmp_path.iterdir()) == []
 
