@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from distro_bench.errors import HarnessError
 
@@ -342,17 +343,24 @@ def features_to_turn_off(features: dict[str, tuple[bool, bool]],
                   if on and changeable and any(fnmatch.fnmatchcase(n, p) for p in pats))
 
 
-def read_features(ns: NetnsRef, iface: str) -> dict[str, tuple[bool, bool]]:
-    """`ethtool -k`: feature name -> (enabled, changeable)."""
+@contextmanager
+def _ethtool(ns: NetnsRef) -> Iterator[Any]:
+    """pyroute2's Ethtool with its netlink socket opened inside `ns` (the socket keeps that namespace), closed after."""
     from pyroute2.ethtool import Ethtool
 
+    with entered(ns):
+        et = Ethtool()
     try:
-        with entered(ns):
-            et = Ethtool()
-        try:
+        yield et
+    finally:
+        et.close()
+
+
+def read_features(ns: NetnsRef, iface: str) -> dict[str, tuple[bool, bool]]:
+    """`ethtool -k`: feature name -> (enabled, changeable)."""
+    try:
+        with _ethtool(ns) as et:
             feats = et.get_features(iface).features
-        finally:
-            et.close()
     except NetCommandError:
         raise
     except Exception as e:
@@ -363,21 +371,15 @@ def read_features(ns: NetnsRef, iface: str) -> dict[str, tuple[bool, bool]]:
 def offloads_off(ns: NetnsRef, iface: str, patterns: Iterable[str] = OFFLOAD_PATTERNS) -> list[str]:
     """`ethtool -K iface <every matching feature> off`, verified by reading back; the features turned
     off. NetCommandError if one stays on."""
-    from pyroute2.ethtool import Ethtool
-
     pats = tuple(patterns)
     off = features_to_turn_off(read_features(ns, iface), pats)
     if off:
         try:
-            with entered(ns):
-                et = Ethtool()
-            try:
+            with _ethtool(ns) as et:
                 f = et.get_features(iface)
                 for name in off:
                     f.features[name].enable = False
                 et.set_features(iface, f)
-            finally:
-                et.close()
         except NetCommandError:
             raise
         except Exception as e:

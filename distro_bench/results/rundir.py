@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -46,17 +48,15 @@ def _temp_beside(path: Path) -> tuple[int, str]:
     return fd, tmp
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write then rename: a reader never sees half a file, a crash never leaves one. A failed write raises
-    RunFolderWriteError ("no space left on device writing <path>"), never a bare OSError."""
+@contextmanager
+def _replacing(path: Path) -> Iterator[tuple[int, str]]:
+    """A temporary file beside `path` (fd, name) that replaces it when the block ends; removed on failure,
+    where an OSError becomes RunFolderWriteError ("no space left on device writing <path>")."""
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = _temp_beside(path)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        yield fd, tmp
         os.replace(tmp, path)
     except BaseException as e:
         if tmp is not None:
@@ -64,6 +64,15 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         if isinstance(e, OSError) and not isinstance(e, RunFolderWriteError):
             raise RunFolderWriteError.of(e, path) from None
         raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write then rename: a reader never sees half a file, a crash never leaves one. A failed write raises
+    RunFolderWriteError ("no space left on device writing <path>"), never a bare OSError."""
+    with _replacing(path) as (fd, _tmp), os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -75,18 +84,9 @@ def atomic_write_json(path: Path, obj) -> None:
 
 
 def atomic_write_parquet(path: Path, df: pd.DataFrame) -> None:
-    tmp = None
-    try:
-        fd, tmp = _temp_beside(path)
-        os.close(fd)
+    with _replacing(path) as (fd, tmp):
+        os.close(fd)  # pyarrow opens the file by name
         df.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException as e:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        if isinstance(e, OSError) and not isinstance(e, RunFolderWriteError):
-            raise RunFolderWriteError.of(e, path) from None
-        raise
 
 
 def write_status(run_dir: Path, state: str, reason: str | None) -> None:
