@@ -21,7 +21,7 @@ from distro_bench.results.stats import Interval, finite, ratio_interval, t_inter
 
 # The per-optimizer keys written into summary.json (means over seeds; null where a seed missed the target,
 # like time_to_target_s), each seed's in per_seed, intervals in ci95. docs/run-folder.md.
-# They are metrics.COST_KEYS, the last of metrics.SUMMARY_KEYS: summary.json's key order and summary.csv's
+# They are metrics.COST_KEYS, in metrics.SUMMARY_KEYS: summary.json's key order and summary.csv's
 # columns include them.
 
 

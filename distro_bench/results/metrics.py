@@ -35,6 +35,7 @@ METRIC_COLUMNS: dict[str, str] = {
 
 COST_KEYS = ["egress_bytes_to_target", "egress_usd_to_target", "gpu_hours_to_target", "gpu_usd_to_target",
              "energy_j_to_target"]
+CHURN_KEYS = ["churn_leaves", "lost_steps", "worker_availability", "goodput_tokens_per_s", "state_handover_bytes"]
 SUMMARY_KEYS = [
     # DESIGN.md contract
     "steps", "step_time_s_mean", "step_time_s_p50", "compute_s_mean", "comm_s_mean",
@@ -52,6 +53,9 @@ SUMMARY_KEYS = [
     "final_tune_loss",
     # issue 29: cost to the target loss (distro_bench/results/cost.py fills them once the run's summary is made)
     *COST_KEYS,
+    # issue 29: churn (scenario `churn:`): leave events, worker-steps computed but lost with a leaver, the share
+    # of worker-steps trained, tokens that reached the model per training second, state handed to returners
+    *CHURN_KEYS,
 ]
 # Keys that are figures of one seed's run (averaged over seeds, with a 95% interval); the rest are labels.
 _NOT_AVERAGED = {"reduction_basis", "replicas_identical", "replicas_diverged_at_step", "param_checksum", "seeds",
@@ -167,6 +171,24 @@ def summarize_optimizer(df: pd.DataFrame, end_checksums: dict[int, str], ends: l
     return {k: _none_if_nan(out.get(k)) for k in SUMMARY_KEYS}
 
 
+def churn_figures(rows: pd.DataFrame, events: list[dict], world: int, steps: int, train_time_s: float | None) -> dict:
+    """One seed's churn figures (CHURN_KEYS) from its step rows and its `start` and `churn` records. Goodput is
+    the tokens that reached the shared model per training second: every trained step's, less those of the
+    local steps a leaver took with it. Without churn the same figures read 0 leaves and full availability.
+    `world`: the run's workers."""
+    leaves = [e for e in events if e.get("type") == "churn" and e.get("event") == "leave"]
+    lost_tokens = sum(int(e.get("lost_tokens") or 0) for e in leaves)
+    tokens = float(rows["tokens"].sum()) - lost_tokens
+    return {
+        "churn_leaves": len(leaves),
+        "lost_steps": sum(int(e.get("lost_steps") or 0) for e in leaves),
+        "worker_availability": len(rows) / (world * steps) if world and steps else None,
+        "goodput_tokens_per_s": tokens / train_time_s if train_time_s else None,
+        "state_handover_bytes": sum(int(e.get("state_bytes") or 0) for e in events
+                                    if e.get("type") == "churn" and e.get("event") == "join"),
+    }
+
+
 def _seed_of(e: dict) -> int | None:
     v = e.get("seed")
     return None if v is None else int(v)
@@ -223,6 +245,9 @@ def summarize(df: pd.DataFrame, events: list[dict], baseline: str, target: float
     if target is None:
         target = fair.default_target([c for per in curves.values() for c in per.values()])
     figures = fair.fairness(curves, target)
+    # start records name no optimizer; every worker of the run writes one
+    world = max((int(e.get("world_size") or 0) for e in events if e.get("type") == "start"),
+                default=int(df["rank"].nunique()) if len(df) else 0)
     per: dict[str, dict[int | None, dict]] = {}
     for name, rows in df.groupby("optimizer", sort=False):
         name = str(name)
@@ -230,7 +255,8 @@ def summarize(df: pd.DataFrame, events: list[dict], baseline: str, target: float
         for seed, seed_rows in fair.split_seeds(rows):
             mine = [e for e in events if e.get("optimizer") == name and _seed_of(e) == seed]
             end_records = [e for e in mine if e.get("type") == "end"]
-            ends = {e["rank"]: e["param_checksum"] for e in end_records}
+            # a worker away at the end (churn) holds its own parameters: not a replica to compare
+            ends = {e["rank"]: e["param_checksum"] for e in end_records if e.get("present", True)}
             s = summarize_optimizer(seed_rows, ends, end_records)
             s["seeds"] = 1
             c = curves[name][seed]
@@ -238,6 +264,7 @@ def summarize(df: pd.DataFrame, events: list[dict], baseline: str, target: float
             lr_steps = [e.get("lr_schedule_steps") for e in mine if e.get("type") == "end" and e.get("rank") == 0]
             s["lr_schedule_steps"] = lr_steps[0] if lr_steps else None
             s.update({k: v for k, v in figures.get(name, {}).get(seed, {}).items() if k in SUMMARY_KEYS})
+            s.update(churn_figures(seed_rows, mine, world, s["steps"], s["train_time_s"]))
             per[name][seed] = s
     if baseline in per:
         wire = all(s["wire_tx_bytes_per_step"] is not None for p in per.values() for s in p.values())

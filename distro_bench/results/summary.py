@@ -89,6 +89,12 @@ class OptimizerSummary(_Record):
     gpu_hours_to_target: float | None = None  # worker-hours (costs.hours_unit says GPU-h or CPU-h)
     gpu_usd_to_target: float | None = None
     energy_j_to_target: float | None = None  # null: not measured (costs.energy_note says why)
+    # issue 29: churn (distro_bench/results/metrics.py churn_figures)
+    churn_leaves: float | None = None
+    lost_steps: float | None = None  # worker-steps computed but lost with a leaver
+    worker_availability: float | None = None  # share of the world's worker-steps trained
+    goodput_tokens_per_s: float | None = None  # tokens that reached the shared model per training second
+    state_handover_bytes: float | None = None  # the shared state sent to workers that came back
     ci95: dict[str, list[float] | None] | None = None
     per_seed: dict[str, dict] | None = None
 

@@ -39,7 +39,7 @@ class AcrossRanks:
     def step(self, optimizer: str, r: dict) -> None:
         got = self.pending.setdefault((optimizer, int(r["step"])), {})
         got[int(r.get("rank", 0))] = r
-        if len(got) < self.ranks:
+        if len(got) < int(r.get("members") or self.ranks):  # with churn, the workers present at that step
             return
         del self.pending[(optimizer, int(r["step"]))]
         recs = [got[k] for k in sorted(got)]

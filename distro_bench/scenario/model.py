@@ -29,6 +29,7 @@ from pydantic import (
 from distro_bench.errors import ScenarioError
 from distro_bench.scenario import hfcorpus, presets
 from distro_bench.scenario.budget import Budget, format_count, parse_count, resolve_budget, resolve_target_cap
+from distro_bench.scenario.churn import ChurnSpec
 from distro_bench.scenario.optimizers import OPTIONS, OptimizerConfig, option_names
 from distro_bench.scenario.regions import RegionMatrix, RegionsSpec, matrix_problems
 from distro_bench.scenario.regions import resolve as resolve_regions
@@ -398,6 +399,8 @@ class Scenario(_Strict):
     costs: CostsSpec = Field(default_factory=CostsSpec)
     # One-way delay per ordered pair of regions (a preset or a table), applied on top of the access links.
     regions: RegionsSpec | None = None
+    # Workers that leave and come back, by schedule or failure rate (distro_bench/scenario/churn.py).
+    churn: ChurnSpec | None = None
 
     _base_dir: Path = PrivateAttr(default=Path("."))
 
@@ -705,6 +708,19 @@ def _reference_problems(s: Scenario) -> list[str]:
         problems.append(f"checks.candidate: {s.checks.candidate!r} is not one of the optimizers ({_known(s.optimizers)})")
     if s.train.steps is not None and s.train.eval_every > s.train.steps:
         problems.append(f"train.eval_every: {s.train.eval_every} is more than train.steps ({s.train.steps})")
+    return problems + _churn_problems(s)
+
+
+def _churn_problems(s: Scenario) -> list[str]:
+    """Churn needs ranks that exist and optimizers that train on over whichever workers are present."""
+    if s.churn is None or not s.churn.active:
+        return []
+    problems = s.churn.problems(s.world_size)
+    able = sorted(n for n, c in OPTIONS.items() if c.follows_membership)
+    for name, cfg in s.optimizers.items():
+        why = cfg.churn_problem()
+        if why:
+            problems.append(f"optimizers.{name}: {why}; with churn: set, use one of {', '.join(able)}")
     return problems
 
 

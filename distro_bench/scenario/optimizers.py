@@ -7,7 +7,7 @@ start in well under a second. Each strategy (distro_bench/train/optim/<name>.py)
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -32,6 +32,13 @@ class StrategyConfig(BaseModel):
     # each rank's own gradient before `strategy.step`, as DeMo's trainer does, unless the strategy clips
     # itself (`clips_gradients`: AdamW clips the averaged gradient after its all-reduce, as DDP would).
     max_grad_norm: float | None = Field(default=None, gt=0)
+    # Whether the method trains on over whichever workers are present when some leave (scenario `churn:`):
+    # every collective over the present ones, the replicated state handed to a worker that comes back.
+    follows_membership: ClassVar[bool] = False
+
+    def churn_problem(self) -> str | None:
+        """Why this configuration cannot run with workers leaving and joining (None: it can)."""
+        return None if self.follows_membership else f"type {self.type} does not follow a changing set of workers"
 
     @field_validator("warmup", mode="before")
     @classmethod
@@ -89,10 +96,17 @@ class AdamWConfig(InnerAdamWOptions):
     type: Literal["adamw"] = "adamw"
     grad_dtype: Literal["fp32", "bf16"] = "fp32"
     bucket_mb: float = Field(default=25.0, gt=0)  # DDP's default bucket_cap_mb
+    follows_membership: ClassVar[bool] = True
 
 
 class DisTrOConfig(StrategyConfig):
     """Defaults are DeMo's (topk 32, chunk 64, decay 0.999, fp32 values), bucketed."""
+
+    follows_membership: ClassVar[bool] = True
+
+    def churn_problem(self) -> str | None:
+        # An overlapped exchange is in flight across the step a worker leaves at: its aggregate would mix groups.
+        return "overlap must be false with churn (an exchange in flight would span a change)" if self.overlap else None
 
     type: Literal["distro"] = "distro"
     topk: int = Field(default=32, ge=1)  # coefficients sent per chunk
@@ -130,6 +144,8 @@ class DiLoCoConfig(InnerAdamWOptions):
     pseudo-gradient (parameters at the last sync - now) is averaged over workers and applied by an outer
     Nesterov SGD step. Published: outer lr 0.7, momentum 0.9, H 100-500, fp32/bf16/int8 pseudo-gradients."""
 
+    follows_membership: ClassVar[bool] = True
+
     type: Literal["diloco"] = "diloco"
     inner_steps: int = Field(default=100, ge=1)  # H: local steps between syncs
     outer_lr: float = Field(default=0.7, gt=0, le=10)
@@ -146,6 +162,8 @@ class SparseLoCoConfig(InnerAdamWOptions):
     decayed error-feedback accumulator (in place of outer momentum), whose `topk` largest entries per chunk
     of `chunk` elements are sent with 2-bit values and all-gathered; the mean of what was sent is applied
     with `outer_lr`. Published: H 15-100, 1-3% of each chunk (64 of 4096 = 1.6%), 2-bit values."""
+
+    follows_membership: ClassVar[bool] = True
 
     type: Literal["sparseloco"] = "sparseloco"
     inner_steps: int = Field(default=15, ge=1)  # H
@@ -210,6 +228,8 @@ class SPARTAConfig(InnerAdamWOptions):
     (indices drawn from a generator seeded alike on every rank). Published: 0.05-0.5% per step (0.1% typical);
     the replicas agree fully only after the final average (`finish`)."""
 
+    follows_membership: ClassVar[bool] = True
+
     type: Literal["sparta"] = "sparta"
     fraction: float = Field(default=0.001, gt=0, le=1)  # p: share of all parameters averaged per step
     seed: int = Field(default=0, ge=0)  # of the index generator, the same on every rank
@@ -243,6 +263,8 @@ class StreamingDiLoCoConfig(DiLoCoConfig):
     p at steps where (step + 1) mod H = p H / P), so a sync sends 1/P of the model. `pseudo_grad: int8`
     emulates the paper's low-bit outer gradients (it used 4-bit E3M0 floats). Overlapping the exchange with
     compute is left out."""
+
+    follows_membership: ClassVar[bool] = False  # fragments in flight across a change: not yet
 
     type: Literal["streaming-diloco"] = "streaming-diloco"  # type: ignore[assignment]  # as MuLoCo's
     fragments: int = Field(default=2, ge=1, le=1024)  # P

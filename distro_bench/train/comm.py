@@ -55,6 +55,13 @@ class Comm:
         self.world_size = dist.get_world_size(group) if self.distributed else 1
         self._stats = CommStats()
 
+    def use(self, group: dist.ProcessGroup | None) -> None:
+        """Collectives over `group` from now on (None: the default group): the workers present while others are
+        away (distro_bench/train/churn.py). Only a member of `group` calls it."""
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.world_size = dist.get_world_size(group)
+
     def _launched(self) -> float:
         if self._stats.first_call_time is None:
             self._stats.first_call_time = time.time()

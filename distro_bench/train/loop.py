@@ -1,6 +1,7 @@
 """The training loop of one worker, in its phases: `setup` builds what a run of one optimizer needs (process
 group, model, data, optimizer, budget, the hardware profile's timeline), `step` runs one optimizer step and
-makes its metric record, `evaluate` adds the validation (and tuning) loss at the schedule every rank shares,
+makes its metric record (`away` stands in for it on a worker that sits the step out, scenario churn,
+and `follow` / `begin_change` carry a change of workers into the next step), `evaluate` adds the validation (and tuning) loss at the schedule every rank shares,
 `decide` holds rank 0's stop decisions for a time or target budget, and `finish` runs the strategy's final
 sync and writes the `end` record. `TrainLoop.run` strings them together.
 
@@ -23,10 +24,12 @@ from typing import Any, TextIO
 import torch
 
 from distro_bench.scenario.budget import Budget, StopPolicy
+from distro_bench.scenario.churn import ChurnPlan
 from distro_bench.scenario.model import DataSpec, Node, Scenario
 from distro_bench.scenario.optimizers import StrategyConfig
 from distro_bench.scenario.timeline import compute_scale_at
 from distro_bench.train import data as data_mod
+from distro_bench.train.churn import Change, Membership, hand_over
 from distro_bench.train.comm import Comm
 from distro_bench.train.distributed import (
     claim_device,
@@ -145,6 +148,9 @@ class TrainLoop:
     probe: list[float] | None = None  # calibration gathers' seconds (distributed.latency_probe)
     progress: Progress = field(default_factory=Progress)
     out: TextIO | None = None  # rank<R>.jsonl while `run` trains
+    membership: Membership | None = None  # who trains at each step, with scenario churn (train/churn.py)
+    detection_s: float = 0.0  # with churn: how long the others wait for a failed worker
+    change: Change | None = None  # the change of workers the next step begins with
 
     @classmethod
     def setup(cls, scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = None) -> TrainLoop:
@@ -156,6 +162,8 @@ class TrainLoop:
         init_process_group(device, rank, world)
         comm = Comm()
         seed = scenario.train.seed if seed is None else seed
+        churn = scenario.churn if scenario.churn is not None and scenario.churn.active else None
+        membership = Membership(ChurnPlan(churn, world, seed), rank, world) if churn is not None else None
         budget = scenario.budget()
         model_cfg = ModelConfig(**scenario.resolved_model())
         # `auto` options (DisTrO's exchange) chosen for these links
@@ -176,7 +184,8 @@ class TrainLoop:
                    cfg=cfg, budget=budget, policy=StopPolicy(budget, scenario.train.eval_every),
                    eval_every=scenario.train.eval_every, model=model, strategy=strategy, clip=clip,
                    params=list(model.parameters()), data=data,
-                   comm=comm, timer=timer, wire=wire, heartbeat=heartbeat, out_dir=out_dir)
+                   comm=comm, timer=timer, wire=wire, heartbeat=heartbeat, out_dir=out_dir,
+                   membership=membership, detection_s=churn.detection if churn is not None else 0.0)
         probe_x, probe_y = (t.to(device) for t in data.val[0])
         loop.probe = latency_probe(device, lambda: loop.calibration_work(probe_x, probe_y))
         loop.progress.next_check = loop.policy.first_check() if budget.needs_decision else None
@@ -198,6 +207,8 @@ class TrainLoop:
             steps = self.train()
             self.finish(steps)
         self.out = None
+        if self.membership is not None:
+            self.membership.close()
         close_process_group()
 
     def emit(self, record: dict[str, Any]) -> None:
@@ -223,14 +234,71 @@ class TrainLoop:
     def train(self) -> int:
         """Steps until the budget is spent; returns how many ran."""
         step = 0
+        m = self.membership
         while self.budget.max_steps is None or step < self.budget.max_steps:
-            record, result = self.step(step)
-            stop = self.between_steps(step, record, result)
-            self.emit(record)
+            if m is not None and not m.present(step):
+                stop = self.away(step)
+            else:
+                record, result = self.step(step)
+                stop = self.between_steps(step, record, result)
+                self.emit(record)
             if stop:
                 break
+            if m is not None:
+                self.follow(m.after_step(step, self.progress.train_time))
             step += 1
         return step + 1
+
+    def away(self, step: int) -> bool:
+        """A step this worker sits out (scenario churn): no compute, nothing sent but its part in rank 0's
+        stop decisions, which every rank takes. Returns whether the run stops after this step."""
+        self.heartbeat.beat(step, "away")
+        last = self.budget.max_steps is not None and step == self.budget.max_steps - 1
+        if last or not self.decision_due(step, (step + 1) % self.eval_every == 0):
+            return last
+        return self.decide(step, None)
+
+    def follow(self, change: Change | None) -> None:
+        """The workers of the next step differ: a leaver says what it loses, the others train over the new
+        group from the next step on (where a worker that comes back first takes over the shared state)."""
+        if change is None:
+            return
+        if self.rank in change.left:
+            lost = self.strategy.unsynced_steps()
+            self.emit({"type": "churn", "event": "leave", "optimizer": self.run_name, "rank": self.rank,
+                       "seed": self.seed, "step": change.step, "train_time_s": self.progress.train_time,
+                       "why": "failure" if change.failure else "scheduled", "lost_steps": lost,
+                       "lost_tokens": lost * self.data.batches.batch_size * self.data.batches.seq_len, "members": len(change.after)})
+        if self.rank in change.after:
+            assert self.membership is not None
+            self.comm.use(self.membership.group(change.step))
+            self.change = change
+
+    def begin_change(self, step: int) -> None:
+        """Inside the first step with new workers: the survivors of a failure wait out its detection, and a
+        worker that comes back takes over the shared state from the donor."""
+        change, self.change = self.change, None
+        if change is None or change.step != step:
+            return
+        if change.failure and self.rank in change.before and self.detection_s > 0:
+            time.sleep(self.detection_s)  # the collective timeout that tells the others a worker is gone
+        if not change.joined:
+            return
+        back = self.rank in change.joined
+        # What crossed this worker's interface while it was away: rank 0's control messages only, if the
+        # emulation is honest (a step's counters start after it)
+        away_tx, away_rx = self.wire.delta() if back and self.wire else (None, None)
+        assert self.membership is not None
+        nbytes, seconds = hand_over(self.strategy.shared_state(), change, self.rank, self.membership.group(step))
+        if back:
+            self.strategy.rejoined()
+        if nbytes:
+            p = self.progress
+            clock = time.perf_counter() - (p.first_start or 0.0) - p.paused  # an away worker's train_time is stale
+            self.emit({"type": "churn", "event": "join" if back else "handover", "optimizer": self.run_name,
+                       "rank": self.rank, "seed": self.seed, "step": step, "train_time_s": clock,
+                       "state_bytes": nbytes, "seconds": seconds, "joined": change.joined,
+                       "members": len(change.after), "away_wire_tx_bytes": away_tx, "away_wire_rx_bytes": away_rx})
 
     def step(self, step: int) -> tuple[dict[str, Any], StepResult]:
         """One optimizer step, timed by phase, and its metric record (losses and checksum filled in later)."""
@@ -240,6 +308,8 @@ class TrainLoop:
         step_start = time.perf_counter()
         if p.first_start is None:
             p.first_start, p.first_epoch = step_start, t_start
+        if self.change is not None:
+            self.begin_change(step)
         lr = self.cfg.lr_at(step, self.strategy.total_steps)
         with self.timer.phase("data"):
             x, y = (t.to(self.device, non_blocking=True) for t in self.data.batches.next())
@@ -276,6 +346,8 @@ class TrainLoop:
             "payload_tx_bytes": c.tx_bytes, "payload_rx_bytes": c.rx_bytes, "collectives": c.calls, "ring_bytes": c.ring_bytes,
             "wire_tx_bytes": wire_tx, "wire_rx_bytes": wire_rx,
             "tokens": x.numel(), "param_checksum": None, "synced": result.synced,
+            # the workers present at this step (with churn fewer than the world): live progress waits for them
+            "members": len(self.membership.members(step)) if self.membership is not None else self.world,
             **result.extra,
         }
         return record, result
@@ -289,8 +361,7 @@ class TrainLoop:
         if evaluated:
             self.evaluate(step, record)
         stop = last
-        decided = not last and self.budget.needs_decision and (
-            step == self.progress.next_check or (self.budget.target_val_loss is not None and evaluated))
+        decided = not last and self.decision_due(step, evaluated)
         if decided:
             stop = self.decide(step, record)
         if stop and not evaluated:
@@ -302,6 +373,12 @@ class TrainLoop:
         self.progress.paused += time.perf_counter() - pause_start
         return stop
 
+    def decision_due(self, step: int, evaluated: bool) -> bool:
+        """Whether rank 0 takes a stop decision after `step` (a pure function of the step, so away workers,
+        which must take part in it, know too)."""
+        return self.budget.needs_decision and (
+            step == self.progress.next_check or (self.budget.target_val_loss is not None and evaluated))
+
     def evaluate(self, step: int, record: dict[str, Any]) -> None:
         """Validation (and tuning) loss on the parameters every replica agrees on (Strategy.consensus)."""
         self.heartbeat.beat(step, "evaluate")
@@ -310,11 +387,12 @@ class TrainLoop:
             if self.data.tune:
                 record["tune_loss"] = mean_loss(self.model, self.data.tune, self.device)
 
-    def decide(self, step: int, record: dict[str, Any]) -> bool:
-        """Rank 0's stop decision, shared with every rank (and recorded by rank 0). Returns whether to stop."""
+    def decide(self, step: int, record: dict[str, Any] | None) -> bool:
+        """Rank 0's stop decision, shared with every rank (and recorded by rank 0). Returns whether to stop.
+        `record` is this step's (None on an away worker, which is never rank 0)."""
         self.heartbeat.beat(step, "decide")
         p = self.progress
-        mine = self.policy.decide(step, p.train_time, record["val_loss"]) if self.rank == 0 else None
+        mine = self.policy.decide(step, p.train_time, record["val_loss"]) if record is not None and self.rank == 0 else None
         decision = share_decision(mine, self.device)
         p.next_check = decision.next_check
         if decision.total_steps:
@@ -339,9 +417,10 @@ class TrainLoop:
     def finish(self, steps: int) -> None:
         """The strategy's final sync, then the end record."""
         # A periodic method syncs what its last local steps left pending (and an overlapped exchange still in
-        # flight is applied), so the end checksums compare.
+        # flight is applied), so the end checksums compare. A worker away at the end takes no part.
+        present = self.membership is None or self.membership.present(steps - 1)
         self.heartbeat.beat(steps, "communicate")
-        final = self.strategy.finish(self.timer)
+        final = self.strategy.finish(self.timer) if present else None
         self.timer.take()
         c = self.comm.take()
         final_wire = self.wire.delta() if self.wire else (None, None)  # the final sync's bytes count like any sync's
@@ -355,5 +434,5 @@ class TrainLoop:
                    "final_sync": final is not None, "final_sync_tx_bytes": c.tx_bytes, "final_sync_rx_bytes": c.rx_bytes,
                    "final_sync_collectives": c.calls, "final_sync_comm_s": c.seconds, "final_sync_ring_bytes": c.ring_bytes,
                    "final_sync_wire_tx_bytes": final_wire[0], "final_sync_wire_rx_bytes": final_wire[1],
-                   "max_rss_bytes": max_rss_bytes()})
+                   "max_rss_bytes": max_rss_bytes(), "present": present})
 

@@ -20,11 +20,11 @@ from tests.helpers import tiny_scenario_dict
 STEP_KEYS = ["type", "optimizer", "rank", "step", "seed", "loss", "val_loss", "tune_loss", "lr", "step_time_s",
              "data_s", "compute_s", "stretch_s", "compress_s", "comm_s", "apply_s", "t_start", "t_ready",
              "train_time_s", "payload_tx_bytes", "payload_rx_bytes", "collectives", "ring_bytes", "wire_tx_bytes",
-             "wire_rx_bytes", "tokens", "param_checksum", "synced"]
+             "wire_rx_bytes", "tokens", "param_checksum", "synced", "members"]
 END_KEYS = ["type", "optimizer", "rank", "seed", "time", "steps", "train_time_s", "lr_schedule_steps",
             "lr_warmup_steps", "options", "param_checksum", "final_sync", "final_sync_tx_bytes",
             "final_sync_rx_bytes", "final_sync_collectives", "final_sync_comm_s", "final_sync_ring_bytes",
-            "final_sync_wire_tx_bytes", "final_sync_wire_rx_bytes", "max_rss_bytes"]
+            "final_sync_wire_tx_bytes", "final_sync_wire_rx_bytes", "max_rss_bytes", "present"]
 START_KEYS = ["type", "rank", "node", "device", "compute_scale", "world_size", "time", "params", "corpus_bytes",
               "corpus_sha256", "probe_allgather_s", "probe_calls_s", "seed", "budget", "max_grad_norm", "clipped_by"]
 

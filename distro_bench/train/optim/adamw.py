@@ -110,6 +110,12 @@ class AdamW(Strategy[AdamWConfig]):
             adamw_step(self.opt, self.cfg, self.tensors, step, self.total_steps)
         return StepResult()
 
+    def shared_state(self) -> list[torch.Tensor]:
+        # Every replica steps on the same averaged gradient, so the moments (and step counts) are alike too.
+        moments = [self.opt.state[p][k] for p in self.tensors if p in self.opt.state
+                   for k in ("step", "exp_avg", "exp_avg_sq")]
+        return [*self.tensors, *moments]
+
     @classmethod
     def predict_collectives(cls, cfg: AdamWConfig, shapes, world_size):
         elem = torch.tensor([], dtype=_DTYPES[cfg.grad_dtype]).element_size()

@@ -113,6 +113,20 @@ class Strategy(ABC, Generic[ConfigT]):
         (DisTrO's `overlap: eager`)."""
         yield
 
+    def shared_state(self) -> list[torch.Tensor]:
+        """What the replicas hold alike, which a worker coming back (scenario churn) takes over from one that
+        stayed, in the same order on every rank: the parameters here; a method adds what it keeps in step on
+        every replica (AdamW's moments, DiLoCo's shared parameters and outer momentum)."""
+        return [p for _, p in self.params]
+
+    def rejoined(self) -> None:
+        """After `shared_state` was overwritten with a peer's: restart from it (a periodic method's round)."""
+
+    def unsynced_steps(self) -> int:
+        """Steps of this worker not yet in the shared model: lost if it leaves now (a periodic method's local
+        steps since its last round; 0 for a method that syncs every step)."""
+        return 0
+
     def finish(self, timer: PhaseTimer) -> StepResult | None:
         """After the last step: a periodic method syncs what its local steps left pending (its collectives
         are counted like a step's); None when nothing was pending."""

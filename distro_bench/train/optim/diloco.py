@@ -63,6 +63,14 @@ class DiLoCo(LocalSteps[DiLoCoConfig]):
             elem = torch.tensor([], dtype=self.dtype).element_size()
             self.buckets = _buckets(self.numels, elem, cfg.bucket_mb * 2**20)
 
+    def shared_state(self) -> list[torch.Tensor]:
+        # The outer momentum follows the averaged pseudo-gradients: alike on every replica. Made before the first
+        # round (zeros: SGD's first step then gives the gradient, as its own initialisation does) so that
+        # donor and joiner hand over the same list.
+        for a in self.anchor:
+            self.outer.state[a].setdefault("momentum_buffer", torch.zeros_like(a))
+        return [*self.anchor, *(self.outer.state[a]["momentum_buffer"] for a in self.anchor)]
+
     def sync(self, pseudo: list[torch.Tensor], timer: PhaseTimer) -> dict:
         world = self.comm.world_size
         if self.cfg.pseudo_grad == "int8":

@@ -54,6 +54,18 @@ class LocalSteps(InnerAdamW[LocalConfigT]):
         # The shared parameters as of the last sync, in fp32: what every replica restarts from.
         self.anchor = [p.detach().float().clone() for p in self.tensors]
 
+    def shared_state(self) -> list[torch.Tensor]:
+        return list(self.anchor)  # the shared parameters of the last round; local ones are this worker's own
+
+    @torch.no_grad()
+    def rejoined(self) -> None:
+        for p, a in zip(self.tensors, self.anchor):
+            p.copy_(a)
+        self.pending = 0  # the steps of the round it left in were lost with it (unsynced_steps)
+
+    def unsynced_steps(self) -> int:
+        return self.pending
+
     @torch.no_grad()
     def step(self, step: int, timer: PhaseTimer) -> StepResult:
         if not self.local_step(step, timer):
