@@ -1,0 +1,99 @@
+"""The churn plan (distro_bench/scenario/churn.py) and the scenario's checks on it: who is away when, the same
+for every optimizer of a seed, at the rate asked, and refused where a run could not do it."""
+
+from __future__ import annotations
+
+import pytest
+
+from distro_bench.errors import ScenarioError
+from distro_bench.scenario.churn import ChurnPlan, ChurnSpec
+from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.train.churn import Change
+from tests.helpers import tiny_scenario_dict
+
+
+def _scenario(churn: dict, workers: int = 4, **optimizers):
+    return scenario_from_dict(tiny_scenario_dict(workers=[{"count": workers, "hardware": "host"}], churn=churn,
+                                                 optimizers=optimizers or {"adamw": {"lr": 3e-3}}))
+
+
+def test_a_scheduled_absence_covers_leave_to_back():
+    plan = ChurnPlan(ChurnSpec(events=[{"worker": 2, "leave": "3s", "back": "5s"}, {"worker": 1, "leave": "4s"}]), 4, 0)
+    assert plan.members(2.99) == {0, 1, 2, 3}
+    assert plan.members(3.0) == {0, 1, 3}
+    assert plan.members(4.5) == {0, 3}
+    assert plan.members(5.0) == {0, 2, 3}  # back at 5 s; worker 1 never returns
+    assert plan.members(1e5) == {0, 2, 3}
+
+
+def test_failures_come_at_the_rate_asked_and_last_the_downtime():
+    rate, downtime, horizon = 6.0, 2.0, 3600.0
+    plan = ChurnPlan(ChurnSpec(failures_per_minute=rate, downtime=f"{downtime}s"), 9, seed=7)
+    absences = plan.absences(horizon)
+    assert {a.rank for a in absences} == set(range(1, 9))  # every worker but the coordinator
+    assert all(a.kind == "failure" and a.end_s - a.start_s == pytest.approx(downtime) for a in absences)
+    # Present for Exp(rate) between failures, away for the downtime: failures per worker-hour = 1 / (1/rate + d).
+    expected = 8 * horizon / (60.0 / rate + downtime)
+    assert abs(len(absences) - expected) < 4 * expected**0.5  # 4 sigma of a Poisson count, seeded: fixed
+    for r in range(1, 9):
+        mine = [a for a in absences if a.rank == r]
+        assert all(b.start_s >= a.end_s for a, b in zip(mine, mine[1:]))  # a worker fails again only once back
+
+
+def test_the_plan_is_the_seeds_alone():
+    spec = ChurnSpec(failures_per_minute=3, downtime="1s")
+    a, b, c = ChurnPlan(spec, 4, 1), ChurnPlan(spec, 4, 1), ChurnPlan(spec, 4, 2)
+    times = [0.5 * i for i in range(400)]
+    assert [a.members(t) for t in times] == [b.members(t) for t in times]  # every optimizer of a seed alike
+    assert [a.members(t) for t in times] != [c.members(t) for t in times]
+    # A worker's failures do not depend on how many workers there are.
+    assert [a.away(2, t) for t in times] == [ChurnPlan(spec, 8, 1).away(2, t) for t in times]
+    # The spec's own seed fixes the draw across run seeds.
+    fixed = ChurnSpec(failures_per_minute=3, downtime="1s", seed=5)
+    assert [ChurnPlan(fixed, 4, 1).members(t) for t in times] == [ChurnPlan(fixed, 4, 2).members(t) for t in times]
+
+
+def test_the_coordinator_never_leaves_and_no_failure_means_no_absence():
+    plan = ChurnPlan(ChurnSpec(failures_per_minute=60, downtime="10s"), 4, 0)
+    assert all(plan.away(0, 0.1 * i) is None for i in range(1000))
+    quiet = ChurnPlan(ChurnSpec(failures_per_minute=0), 4, 0)
+    assert quiet.absences(1e6) == [] and quiet.members(123.0) == {0, 1, 2, 3}
+
+
+def test_a_change_names_who_left_who_came_back_and_the_donor():
+    c = Change(step=10, before=frozenset({0, 1, 3}), after=frozenset({0, 2, 3}), failure=False)
+    assert (c.left, c.joined, c.donor) == ([1], [2], 0)
+    assert Change(5, frozenset({1, 2}), frozenset({1, 2, 3}), False).donor == 1
+
+
+@pytest.mark.parametrize(("churn", "words"), [
+    ({"events": [{"worker": 0, "leave": "1s"}]}, "greater than or equal to 1"),
+    ({"events": [{"worker": 4, "leave": "1s"}]}, "ranks 0-3"),
+    ({"events": [{"worker": 1, "leave": "5s", "back": "2s"}]}, "must be after leave"),
+    ({"failures_per_minute": 2, "downtime": "0s"}, "downtime must be more than 0s"),
+    ({"failures_per_minute": 100}, "less than or equal to 60"),
+    ({"failures_per_minute": -1}, "greater than or equal to 0"),
+    ({"surprise": 1}, "surprise"),
+])
+def test_a_bad_churn_section_names_the_field(churn, words):
+    with pytest.raises(ScenarioError, match="churn") as e:
+        _scenario(churn)
+    assert words in str(e.value)
+
+
+@pytest.mark.parametrize(("options", "words"), [
+    ({"type": "noloco", "lr": 1e-3}, "type noloco does not follow a changing set of workers"),
+    ({"type": "powersgd", "lr": 1e-3}, "type powersgd does not follow"),
+    ({"type": "distro", "lr": 1e-3, "overlap": True}, "overlap must be false with churn"),
+])
+def test_an_optimizer_that_cannot_follow_churn_is_refused_with_the_ones_that_can(options, words):
+    with pytest.raises(ScenarioError) as e:
+        _scenario({"failures_per_minute": 1}, adamw={"lr": 3e-3}, other=options)
+    text = str(e.value)
+    assert "optimizers.other" in text and words in text and "adamw, diloco, distro" in text
+
+
+def test_churn_that_asks_nothing_lets_every_optimizer_run():
+    s = _scenario({"failures_per_minute": 0}, adamw={"lr": 3e-3}, noloco={"lr": 1e-3})
+    assert s.churn is not None and not s.churn.active
+    assert _scenario({"events": [{"worker": 3, "leave": "2s"}]}, adamw={"lr": 3e-3}, diloco={"lr": 1e-3}).churn.active
