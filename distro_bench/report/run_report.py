@@ -7,6 +7,7 @@ from pathlib import Path
 from distro_bench.report import describe, markdown, plots, verdict
 from distro_bench.report import html as html_render
 from distro_bench.report.check import measured_text, run_checks
+from distro_bench.report.churn_section import churn_section
 from distro_bench.report.document import Banner, Block, Document, Para, Section, Table
 from distro_bench.report.events_section import events_section
 from distro_bench.report.load import LoadedRun, load_for_report
@@ -133,7 +134,7 @@ def build_document(run: LoadedRun, plots_dir: Path) -> Document:
         *filter(None, [verdict_section(run)]),
         Section("Scenario", describe.scenario_blocks(run)),
         Section("Summary", summary_blocks),
-        *filter(None, [events_section(run)]),
+        *filter(None, [events_section(run), churn_section(run)]),
         _checks_section(run),
         Section("Plots", figures or [Para("No plots: no training step was recorded.")]),
         *filter(None, [prediction_section(run)]),

@@ -3,6 +3,8 @@ for every optimizer of a seed, at the rate asked, and refused where a run could 
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from distro_bench.errors import ScenarioError
@@ -37,7 +39,7 @@ def test_failures_come_at_the_rate_asked_and_last_the_downtime():
     assert abs(len(absences) - expected) < 4 * expected**0.5  # 4 sigma of a Poisson count, seeded: fixed
     for r in range(1, 9):
         mine = [a for a in absences if a.rank == r]
-        assert all(b.start_s >= a.end_s for a, b in zip(mine, mine[1:]))  # a worker fails again only once back
+        assert all(b.start_s >= a.end_s for a, b in itertools.pairwise(mine))  # a worker fails again only once back
 
 
 def test_the_plan_is_the_seeds_alone():
@@ -97,3 +99,44 @@ def test_churn_that_asks_nothing_lets_every_optimizer_run():
     s = _scenario({"failures_per_minute": 0}, adamw={"lr": 3e-3}, noloco={"lr": 1e-3})
     assert s.churn is not None and not s.churn.active
     assert _scenario({"events": [{"worker": 3, "leave": "2s"}]}, adamw={"lr": 3e-3}, diloco={"lr": 1e-3}).churn.active
+
+
+def _rows(present: dict[int, list[int]], tokens: int = 100):
+    import pandas as pd
+
+    return pd.DataFrame([{"rank": r, "step": s, "tokens": tokens} for r, steps in present.items() for s in steps])
+
+
+def test_goodput_counts_the_tokens_that_reached_the_model_and_availability_the_steps_trained():
+    from distro_bench.results.metrics import churn_figures
+
+    # 3 workers, 10 steps; rank 2 away for steps 4-7 after losing 3 local steps, and handed 1 kB on its return
+    rows = _rows({0: list(range(10)), 1: list(range(10)), 2: [0, 1, 2, 3, 8, 9]})
+    events = [{"type": "churn", "event": "leave", "rank": 2, "lost_steps": 3, "lost_tokens": 300},
+              {"type": "churn", "event": "join", "rank": 2, "state_bytes": 1000},
+              {"type": "churn", "event": "handover", "rank": 0, "state_bytes": 1000}]
+    got = churn_figures(rows, events, world=3, steps=10, train_time_s=2.0)
+    assert got == {"churn_leaves": 1, "lost_steps": 3, "worker_availability": 26 / 30,
+                   "goodput_tokens_per_s": (2600 - 300) / 2.0, "state_handover_bytes": 1000}
+    quiet = churn_figures(_rows({0: list(range(10)), 1: list(range(10))}), [], world=2, steps=10, train_time_s=4.0)
+    assert quiet == {"churn_leaves": 0, "lost_steps": 0, "worker_availability": 1.0, "goodput_tokens_per_s": 500.0,
+                     "state_handover_bytes": 0}
+
+
+def test_the_report_has_a_churn_section_only_for_a_run_with_churn(tmp_path):
+    import yaml
+
+    from distro_bench.report.churn_section import churn_section
+    from distro_bench.report.load import load_for_report
+    from tests.unit.runfolders import make_run
+
+    run = make_run(tmp_path)
+    assert churn_section(load_for_report(run)) is None
+    scen = yaml.safe_load((run / "scenario.yaml").read_text())
+    scen["churn"] = {"failures_per_minute": 2, "downtime": "5s", "detection": "1s"}
+    (run / "scenario.yaml").write_text(yaml.safe_dump(scen))
+    section = churn_section(load_for_report(run))
+    assert section is not None and section.title == "Churn"
+    assert "failures at 2 per worker-minute, each away 5s, detected after 1s" in section.blocks[0].text
+    table = section.blocks[1]
+    assert [r[0] for r in table.rows] == ["adamw", "distro"] and table.rows[0][2] == "100%"

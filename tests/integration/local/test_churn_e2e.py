@@ -42,7 +42,7 @@ def _churn(records: list[dict], event: str, rank: int) -> dict:
 
 @pytest.mark.parametrize("name", ["adamw", "diloco", "distro"])
 def test_away_workers_train_and_send_nothing_and_the_rest_end_as_one_model(churn_run, name):
-    s, result, df, records = churn_run
+    _, result, df, records = churn_run
     assert result.state == "complete"
     rows = df[df["optimizer"] == name]
     recs = records[name]
@@ -69,7 +69,7 @@ def test_away_workers_train_and_send_nothing_and_the_rest_end_as_one_model(churn
 
 
 def test_collectives_run_over_the_workers_present(churn_run):
-    s, result, df, records = churn_run
+    _, _, df, records = churn_run
     rows = df[(df["optimizer"] == "adamw") & (df["step"] > 0)]
     members = {(r["rank"], r["step"]): r["members"] for r in records["adamw"] if r["type"] == "step"}
     for _, row in rows.iterrows():
@@ -78,7 +78,7 @@ def test_collectives_run_over_the_workers_present(churn_run):
 
 
 def test_a_worker_that_comes_back_takes_over_the_shared_state(churn_run):
-    s, result, df, records = churn_run
+    s, _, _, records = churn_run
     shapes = parameter_shapes(ModelConfig(**s.resolved_model()))
     params, tensors = sum(math.prod(v) for v in shapes.values()), len(shapes)
     expected = {"adamw": 4 * (3 * params + tensors),  # parameters, both moments, a step count per tensor
@@ -91,7 +91,7 @@ def test_a_worker_that_comes_back_takes_over_the_shared_state(churn_run):
 
 
 def test_a_periodic_method_loses_its_local_steps_since_the_last_round(churn_run):
-    s, result, df, records = churn_run
+    _, _, _, records = churn_run
     for rank in (2, 3):
         leave = _churn(records["diloco"], "leave", rank)
         assert leave["lost_steps"] == leave["step"] % H  # rounds end after steps H-1, 2H-1, ...
