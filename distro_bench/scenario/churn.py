@@ -114,6 +114,9 @@ class ChurnPlan:
 
     def __init__(self, spec: ChurnSpec, world_size: int, seed: int):
         self.spec, self.world_size = spec, world_size
+        self._events: dict[int, list[ChurnEvent]] = {}  # per rank: asked once per rank and step
+        for e in spec.events:
+            self._events.setdefault(e.worker, []).append(e)
         draw = spec.seed if spec.seed is not None else seed
         rate = spec.failures_per_minute / 60.0
         # One stream per rank, so a worker's failures do not depend on how many workers there are.
@@ -124,9 +127,8 @@ class ChurnPlan:
         """Why `rank` is away at training second `t`, or None when it trains."""
         if rank == 0:
             return None
-        for e in self.spec.events:
-            if e.worker == rank and e.leave <= t and (e.back is None or t < e.back):
-                return "scheduled"
+        if any(e.leave <= t and (e.back is None or t < e.back) for e in self._events.get(rank, ())):
+            return "scheduled"
         f = self._failures.get(rank)
         return "failure" if f is not None and f.away_at(t) else None
 
