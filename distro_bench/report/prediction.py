@@ -86,4 +86,9 @@ def prediction_section(run: LoadedRun) -> Section | None:
     if not rows[0]["emulated"]:
         blocks.append(Para("The network was not emulated, so the prediction assumes unshaped 10 Gbit/s paths; "
                            "only the byte columns are comparable with a real network."))
+    churn = run.data.scenario.get("churn") or {}
+    if churn.get("events") or churn.get("failures_per_minute"):
+        blocks.append(Para("Workers left and came back during this run (see Churn): the prediction is for every "
+                           "worker present, and a step with fewer moves fewer bytes (a gather receives from fewer "
+                           "peers) and makes fewer ring rounds."))
     return Section("Prediction vs measurement", blocks)
