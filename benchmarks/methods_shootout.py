@@ -3,11 +3,14 @@ ranked by time to target loss.
 
     python benchmarks/methods_shootout.py [--scenario scenarios/methods-home-dsl.yaml] [--lrs 1e-3,3e-3,1e-2]
         [--sweep-budget 15s] [--budget 25s] [--seeds 3] [--backend netns] [--out results/shootout]
+        [--only muloco,sparta]                                   # tune only these; the others keep their lr
     python benchmarks/methods_shootout.py --run RUN_DIR          # only the ranking table of a finished run
 
 1. Tuning: for each optimizer, a one-method copy of the scenario is swept over `--lrs` with
    `distro-bench sweep --set optimizers.<name>.lr=... --time-budget <sweep budget> --pick best` (one seed: a
-   short, coarse sweep). Each method gets the lr with the lowest validation loss at the end of that budget.
+   short, coarse sweep). Each method gets the lr with the lowest tuning-split loss (what `--pick best` minimises: held-out
+   text disjoint from the validation split, docs/sweeps.md) at the end of that budget. `--only` tunes only the
+   optimizers it names; the others keep the scenario's lr. Each lr's tuning loss, val loss and steps are printed.
 2. The shoot-out: the scenario with every method at its picked lr, `--budget` seconds of training each,
    `--seeds` seeds (same data order per seed across methods), `distro-bench run`.
 3. The table: methods ranked by time to the run's target (the worst method's best validation loss, so all
@@ -19,6 +22,7 @@ Everything goes through the CLI (no second training path); `--skip-sweep` takes 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import subprocess
@@ -30,6 +34,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from distro_bench.errors import InputError  # after the path insert: runs from a checkout
+
 
 def _cli(args: list[str]) -> Path:
     """Run `python -m distro_bench ARGS`; the folder it names on its last line."""
@@ -39,10 +45,45 @@ def _cli(args: list[str]) -> Path:
     return Path(done.stdout.strip().splitlines()[-1].strip())
 
 
-def tune(doc: dict, lrs: str, budget: str, backend: str, out: Path) -> dict[str, float]:
-    """Each optimizer's best lr over `lrs` at `budget` (one one-method sweep each)."""
+def only_names(doc: dict, only: str | None) -> list[str]:
+    """The optimizers to tune: all of the scenario's, or those `--only` names (each must be one of them)."""
+    names = list(doc["optimizers"])
+    if only is None:
+        return names
+    wanted = [n.strip() for n in only.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in names]
+    if unknown or not wanted:
+        raise InputError(f"--only: {only!r} names no optimizer or unknown ones {unknown}; valid: {', '.join(names)}")
+    return wanted
+
+
+def lr_figures(sweep_dir: Path, name: str) -> str:
+    """Each lr point's tuning-split loss (what --pick best minimises), val loss and steps, from sweep.json."""
+    try:
+        points = json.loads((sweep_dir / "sweep.json").read_text())["points"]
+    except (OSError, ValueError, KeyError):
+        return "no sweep.json"
+    parts = []
+    for pt in points:
+        lr = next(iter(pt.get("texts", {}).values()), "?")
+        figs = (pt.get("optimizers") or {}).get(name) or {}
+        if pt.get("state") != "complete" or not figs:
+            parts.append(f"{lr}: {pt.get('state')} ({pt.get('reason') or 'no figures'})")
+            continue
+        tune_loss, val = figs.get("final_tune_loss"), figs.get("final_val_loss")
+        parts.append(f"{lr}: tune {_num(tune_loss)}, val {_num(val)}, {figs.get('steps')} steps")
+    return "; ".join(parts)
+
+
+def _num(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
+
+
+def tune(doc: dict, lrs: str, budget: str, backend: str, out: Path, names: list[str]) -> dict[str, float]:
+    """Each named optimizer's best lr over `lrs` at `budget` (one one-method sweep each)."""
     picked = {}
-    for name, cfg in doc["optimizers"].items():
+    for name in names:
+        cfg = doc["optimizers"][name]
         one = {**doc, "optimizers": {name: cfg}, "baseline": name}
         one.pop("checks", None)
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=out, delete=False) as f:
@@ -53,6 +94,7 @@ def tune(doc: dict, lrs: str, budget: str, backend: str, out: Path) -> dict[str,
         lr = ((best or {}).get("optimizers", {}).get(name) or {}).get("lr", cfg.get("lr"))
         picked[name] = float(lr)
         print(f"  {name}: lr {picked[name]:g}  ({sweep_dir}; uptime {os.getloadavg()[0]:.2f})", flush=True)
+        print(f"    {lr_figures(sweep_dir, name)}", flush=True)
     return picked
 
 
@@ -102,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backend", default="netns")
     p.add_argument("--out", type=Path, default=Path("results/shootout"))
     p.add_argument("--skip-sweep", action="store_true")
+    p.add_argument("--only", default=None, help="NAME[,NAME...]: tune only these optimizers; the others keep their lr")
     p.add_argument("--run", type=Path, default=None, help="print the table of this finished run and exit")
     args = p.parse_args(argv)
     if args.run:
@@ -110,9 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     doc = yaml.safe_load(Path(args.scenario).read_text())
     print(f"load average {os.getloadavg()}", flush=True)
+    names = only_names(doc, args.only)
     if not args.skip_sweep:
-        print(f"tuning: lr in {args.lrs}, {args.sweep_budget} each, one seed", flush=True)
-        for name, lr in tune(doc, args.lrs, args.sweep_budget, args.backend, args.out).items():
+        print(f"tuning {', '.join(names)}: lr in {args.lrs}, {args.sweep_budget} each, one seed", flush=True)
+        for name, lr in tune(doc, args.lrs, args.sweep_budget, args.backend, args.out, names).items():
             doc["optimizers"][name]["lr"] = lr
     tuned = args.out / "methods-tuned.yaml"
     tuned.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -125,4 +169,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except InputError as e:
+        sys.exit(f"error: {e}")
