@@ -26,6 +26,7 @@ import yaml
 from distro_bench.errors import CapabilityError, InputError, Interrupted
 from distro_bench.report import analysis
 from distro_bench.report.verdict import total_bytes
+from distro_bench.results.metrics import CHURN_KEYS
 from distro_bench.results.rundir import atomic_write_json, atomic_write_text, new_run_dir
 from distro_bench.run.lifecycle import ProgressSink
 from distro_bench.run.overrides import Overrides
@@ -40,7 +41,7 @@ POINT_KEYS = ["seeds", "steps", "step_time_s_mean", "comm_s_mean", "final_loss",
               "val_loss_at_equal_time", "val_loss_at_equal_steps", "time_to_target_s", "steps_to_target",
               "tokens_to_target", "time_to_common_target_s", "steps_to_common_target", "reduction_vs_baseline", "wall_time_s", "payload_tx_bytes_per_step",
               "payload_rx_bytes_per_step", "wire_tx_bytes_per_step", "wire_rx_bytes_per_step", "reduction_basis",
-              "final_tune_loss", "ci95"]
+              "final_tune_loss", "target_reached", *CHURN_KEYS, "ci95"]
 # ---- running ----------------------------------------------------------------------------------------
 
 @dataclass

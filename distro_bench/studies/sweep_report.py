@@ -48,7 +48,8 @@ def table(res: SweepResult) -> Table:
         for name, figs in (r.optimizers or {"-": {}}).items():
             reused = figs.get("reused_from")
             rows.append([str(r.point.index), *[r.point.texts[p] for p in paths], name, fmt(figs.get("seeds"), "d"),
-                         fmt(figs.get("steps"), "d"), _pm(figs, "step_time_s_mean", ".3g"),
+                         # steps: a mean over seeds, fractional when their time budgets ended at different steps
+                         fmt(figs.get("steps"), "d" if isinstance(figs.get("steps"), int) else ".1f"), _pm(figs, "step_time_s_mean", ".3g"),
                          *([_pm(figs, "final_tune_loss")] if tuned else []), _pm(figs, "final_val_loss"),
                          "not reached" if "time_to_common_target_s" in figs and figs["time_to_common_target_s"] is None
                          else fmt(figs.get("time_to_common_target_s"), ".3g"),

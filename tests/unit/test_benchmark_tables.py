@@ -91,3 +91,43 @@ def test_overlap_report_covers_every_overlapped_run_present(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "distro-overlap against distro" in out and "distro-eager against distro" in out
     assert "distro-absent" not in out
+
+
+def _churn_figures(goodput: float, reached: int, time_to_target: float | None) -> dict:
+    return {"seeds": 3, "goodput_tokens_per_s": goodput, "worker_availability": 0.9, "lost_steps": 4.0,
+            "time_to_target_s": time_to_target, "val_loss_at_equal_time": 2.5, "target_reached": reached,
+            "ci95": {"goodput_tokens_per_s": [goodput - 10, goodput + 10], "time_to_target_s": None}}
+
+
+def test_churn_table_rows_by_failure_rate_and_method(tmp_path):
+    import json
+
+    import yaml
+
+    cg = _load("churn_goodput")
+    doc = yaml.safe_load((REPO / "scenarios" / "churn-home-dsl.yaml").read_text())
+    (tmp_path / "scenario.yaml").write_text(yaml.safe_dump(doc))
+    rate = "churn.failures_per_minute"
+    points = [{"index": 0, "values": {rate: 0}, "texts": {rate: "0"}, "state": "complete", "run_dir": "r0",
+               "optimizers": {"adamw": _churn_figures(1000.0, 3, 12.0), "diloco": _churn_figures(2000.0, 3, 8.0)}},
+              {"index": 1, "values": {rate: 6}, "texts": {rate: "6"}, "state": "complete", "run_dir": "r1",
+               "optimizers": {"adamw": _churn_figures(800.0, 1, None)}},
+              {"index": 2, "values": {rate: 12}, "texts": {rate: "12"}, "state": "failed", "run_dir": None,
+               "reason": "worker 2 died", "optimizers": {}}]
+    (tmp_path / "sweep.json").write_text(json.dumps({
+        "scenario": "churn-home-dsl", "state": "complete", "points": points,
+        "axes": [{"path": rate, "texts": ["0", "6", "12"], "values": [0, 6, 12]}]}))
+    lines = cg.sweep_table(tmp_path).splitlines()
+    assert lines[0] == f"target val loss {doc['checks']['target_val_loss']:g}"
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in lines[3:]]
+    assert [r[:2] for r in rows] == [["0", "adamw"], ["0", "diloco"], ["6", "adamw"], ["12", "failed: worker 2 died"]]
+    assert rows[0][2] == "1,000 [990, 1,010]" and rows[0][5] == "12.0" and rows[0][-1] == "3/3"
+    assert rows[2][5] == "not reached" and rows[2][-1] == "1/3"
+
+
+def test_churn_rates_must_be_numbers_at_least_zero():
+    cg = _load("churn_goodput")
+    assert cg.parse_rates("0, 2,6") == [0.0, 2.0, 6.0]
+    for bad in ("", "a,2", "-1"):
+        with pytest.raises(cg.InputError, match="--rates"):
+            cg.parse_rates(bad)
