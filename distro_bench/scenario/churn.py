@@ -108,6 +108,11 @@ class _Failures:
         i = bisect.bisect_right(self.starts, t) - 1
         return i >= 0 and t < self.starts[i] + self.downtime_s
 
+    def failed_between(self, t0: float, t1: float) -> bool:
+        """Whether a failure began in (t0, t1]."""
+        self.upto(t1)
+        return bisect.bisect_right(self.starts, t1) > bisect.bisect_right(self.starts, t0)
+
 
 class ChurnPlan:
     """Who is away when, for one run of `world_size` workers and one seed."""
@@ -134,6 +139,21 @@ class ChurnPlan:
 
     def members(self, t: float) -> frozenset[int]:
         return frozenset(r for r in range(self.world_size) if self.away(r, t) is None)
+
+    def away_since(self, rank: int, t0: float, t1: float) -> Literal["scheduled", "failure"] | None:
+        """Why `rank` must sit out the next step when rank 0 last looked at `t0` and looks again at `t1`: it
+        is away at `t1`, or an absence began in (t0, t1]. The second keeps an absence shorter than a step
+        from falling between two looks, so a method with long steps meets every failure a fast one meets."""
+        now = self.away(rank, t1)
+        if now is not None or rank == 0:
+            return now
+        if any(t0 < e.leave <= t1 for e in self._events.get(rank, ())):
+            return "scheduled"
+        f = self._failures.get(rank)
+        return "failure" if f is not None and f.failed_between(t0, t1) else None
+
+    def members_since(self, t0: float, t1: float) -> frozenset[int]:
+        return frozenset(r for r in range(self.world_size) if self.away_since(r, t0, t1) is None)
 
     def absences(self, horizon_s: float) -> list[Absence]:
         """Every absence that starts before `horizon_s` (for reports and tests)."""

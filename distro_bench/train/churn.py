@@ -64,6 +64,7 @@ class Membership:
         self._posted: deque[tuple[int, torch.Tensor, dist.Work]] = deque()
         self.ctrl = dist.new_group(backend="gloo")  # CPU tensors under NCCL too
         self._groups: dict[frozenset[int], dist.ProcessGroup | None] = {everyone: None}  # None: the default
+        self._looked_s = 0.0  # rank 0: the training second of its last word
 
     def members(self, step: int) -> frozenset[int]:
         return self._members[step]
@@ -79,11 +80,12 @@ class Membership:
         t = torch.zeros(self.world + 1, dtype=torch.int64)
         if self.rank != 0:
             return t
-        now = self.plan.members(train_time_s)
+        since, self._looked_s = self._looked_s, train_time_s
+        now = self.plan.members_since(since, train_time_s)
         for r in now:
             t[r] = 1
         before = self._members.get(step - 1, frozenset())
-        t[self.world] = int(any(self.plan.away(r, train_time_s) == "failure" for r in before - now))
+        t[self.world] = int(any(self.plan.away_since(r, since, train_time_s) == "failure" for r in before - now))
         return t
 
     def after_step(self, step: int, train_time_s: float) -> Change | None:

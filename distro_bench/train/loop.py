@@ -376,8 +376,12 @@ class TrainLoop:
     def decision_due(self, step: int, evaluated: bool) -> bool:
         """Whether rank 0 takes a stop decision after `step` (a pure function of the step, so away workers,
         which must take part in it, know too)."""
+        m = self.membership
+        # A change of workers changes the step time (fewer workers, a state handover): decide again after it,
+        # or a time budget's next look, set from the steps before, may come long past the budget.
+        changed = m is not None and step > 0 and m.members(step) != m.members(step - 1)
         return self.budget.needs_decision and (
-            step == self.progress.next_check or (self.budget.target_val_loss is not None and evaluated))
+            step == self.progress.next_check or changed or (self.budget.target_val_loss is not None and evaluated))
 
     def evaluate(self, step: int, record: dict[str, Any]) -> None:
         """Validation (and tuning) loss on the parameters every replica agrees on (Strategy.consensus)."""

@@ -140,3 +140,34 @@ def test_the_report_has_a_churn_section_only_for_a_run_with_churn(tmp_path):
     assert "failures at 2 per worker-minute, each away 5s, detected after 1s" in section.blocks[0].text
     table = section.blocks[1]
     assert [r[0] for r in table.rows] == ["adamw", "distro"] and table.rows[0][2] == "100%"
+
+
+def test_an_absence_shorter_than_a_step_still_costs_the_next_step():
+    plan = ChurnPlan(ChurnSpec(events=[{"worker": 1, "leave": "2s", "back": "3s"}]), 3, 0)
+    # Rank 0 looks at 1.5 s and again at 4 s (a 2.5 s step): worker 1 was away in between, so it sits out one step.
+    assert plan.members(1.5) == plan.members(4.0) == {0, 1, 2}
+    assert plan.members_since(1.5, 4.0) == {0, 2} and plan.away_since(1, 1.5, 4.0) == "scheduled"
+    assert plan.members_since(4.0, 6.5) == {0, 1, 2}  # and only that one
+    failing = ChurnPlan(ChurnSpec(failures_per_minute=6, downtime="1s"), 2, 0)
+    start = failing.absences(100)[0].start_s
+    assert failing.away_since(1, start - 0.1, start + 5) == "failure"  # back long before the look
+    assert failing.away(1, start + 5) is None
+
+
+def test_a_time_budget_decides_again_after_a_change_of_workers():
+    from types import SimpleNamespace
+
+    from distro_bench.scenario.budget import resolve_budget
+    from distro_bench.train.loop import Progress, TrainLoop
+
+    class Members:  # steps 0-9 everyone, 10-14 without rank 2, then everyone again
+        def members(self, step):
+            return frozenset({0, 1}) if 10 <= step < 15 else frozenset({0, 1, 2})
+
+    budget = resolve_budget(steps=None, time_budget=20.0, tokens=None, target_val_loss=None, tokens_per_step=1,
+                            default_steps=50)
+    loop = SimpleNamespace(membership=Members(), budget=budget, progress=Progress(next_check=40))
+    due = [s for s in range(30) if TrainLoop.decision_due(loop, s, evaluated=False)]
+    assert due == [10, 15]  # the first steps with other workers; otherwise the policy's next look, step 40
+    loop.membership = None
+    assert [s for s in range(41) if TrainLoop.decision_due(loop, s, evaluated=False)] == [40]
