@@ -1,8 +1,8 @@
 """The training loop of one worker, in its phases: `setup` builds what a run of one optimizer needs (process
 group, model, data, optimizer, budget, the hardware profile's timeline), `step` runs one optimizer step and
-makes its metric record (`away` stands in for it on a worker that sits the step out, scenario churn,
-and `follow` / `begin_change` carry a change of workers into the next step), `evaluate` adds the validation (and tuning) loss at the schedule every rank shares,
-`decide` holds rank 0's stop decisions for a time or target budget, and `finish` runs the strategy's final
+makes its metric record (`away` stands in for it on a worker that sits the step out, scenario churn, and
+`follow` / `begin_change` carry a change of workers into the next step), `evaluate` adds the validation (and
+tuning) loss at the schedule every rank shares, `decide` holds rank 0's stop decisions for a time or target budget, and `finish` runs the strategy's final
 sync and writes the `end` record. `TrainLoop.run` strings them together.
 
 Records go to OUT/rank<R>.jsonl, one JSON line each, flushed at once, so a crash loses at most the step in
@@ -268,7 +268,8 @@ class TrainLoop:
             self.emit({"type": "churn", "event": "leave", "optimizer": self.run_name, "rank": self.rank,
                        "seed": self.seed, "step": change.step, "train_time_s": self.progress.train_time,
                        "why": "failure" if change.failure else "scheduled", "lost_steps": lost,
-                       "lost_tokens": lost * self.data.batches.batch_size * self.data.batches.seq_len, "members": len(change.after)})
+                       "lost_tokens": lost * self.data.batches.batch_size * self.data.batches.seq_len,
+                       "members": len(change.after)})
         if self.rank in change.after:
             assert self.membership is not None
             self.comm.use(self.membership.group(change.step))
