@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
 
 from distro_bench.errors import InputError  # after the path insert: runs from a checkout
 from distro_bench.studies.sweep import PointResult, load_sweep

@@ -25,7 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the source tree: harness and the tests' lab
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' lab
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))  # the harness's source
 
 from distro_bench.net.delayline import DelayLine, Impairment
 from tests.delayline_lab import Lab, LabLink

@@ -3,7 +3,7 @@
     python benchmarks/distro_ab.py [--base REV] [--against REV] [--preset small] [--repeats 60] [--world 4]
 
 `--against` (default HEAD) and `--base` (default: this working tree) name git revisions whose
-distro_bench/train/optim/distro.py and dct.py are loaded as modules of their own (the rest of harness comes from this
+harness/distro_bench/train/optim/distro.py and dct.py are loaded as modules of their own (the rest of harness comes from this
 tree). On a shared host the time of DisTrO's memory-bound step moves by 20% from one minute to the next, so
 two separate runs of benchmarks/optimizer_overhead.py cannot show a change of a few percent. Here both
 versions step the same gradients, each on its own copy of the parameters, in a random order every repeat,
@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "harness"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from optimizer_overhead import LoopbackComm, _model_and_step  # noqa: E402
@@ -54,7 +54,7 @@ def distro_class(rev: str | None):
     modules = {}
     with tempfile.TemporaryDirectory(prefix="distro_ab-") as folder:  # only while the modules load
         for name in ("dct", "distro"):
-            text = _git_show(rev, f"distro_bench/train/optim/{name}.py")
+            text = _git_show(rev, f"harness/distro_bench/train/optim/{name}.py")
             text = text.replace("from distro_bench.train.optim.dct import", f"from dct_at_{tag} import")
             path = Path(folder) / f"{name}_at_{tag}.py"
             path.write_text(text)

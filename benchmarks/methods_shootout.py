@@ -32,7 +32,7 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
 
 from distro_bench.errors import InputError  # after the path insert: runs from a checkout
 

@@ -35,7 +35,7 @@ from types import SimpleNamespace
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from distro_reference import ReferenceDeMo
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="torch threads (default: what each of --world workers gets from the runner on this host, "
                         "cores // workers, at least 1: the share as a run sees it)")
     args = p.parse_args(argv)
-    # The runner gives each worker cores // workers threads (distro_bench/run/runner.py). Measuring with torch's
+    # The runner gives each worker cores // workers threads (harness/distro_bench/run/runner.py). Measuring with torch's
     # default (every core) on a host others load inflates the CPU time of both parts with OpenMP's spinning
     # threads, and makes the share depend on the load, not on the code.
     torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // args.world))

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
 
 PLAIN = "distro"
 OVERLAPPED = ["distro-overlap", "distro-eager"]  # `overlap: true` (stale), `overlap: eager`

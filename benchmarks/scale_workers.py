@@ -1,5 +1,5 @@
 """Scale on one box: scenarios/scale-32.yaml at 4, 8, 16 and 32 workers on the netns backend, each
-optimizer's counted bytes per worker per step set beside the projection's (distro_bench/train/projection.py), with
+optimizer's counted bytes per worker per step set beside the projection's (harness/distro_bench/train/projection.py), with
 the step time and the workers' peak resident memory. Prints a table; asserts nothing.
 
     sudo .venv/bin/python benchmarks/scale_workers.py [--workers 4 8 16 32] [--steps 4] [--optimizer NAME ...]

@@ -22,7 +22,7 @@ from pathlib import Path
 import typer
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "harness"))
 PROG = "distro-bench"
 
 
@@ -119,7 +119,7 @@ def render_metric_columns() -> str:
 
 
 def render_event_columns() -> str:
-    """events.parquet's columns with the comment each carries in distro_bench/results/events.py (its documentation)."""
+    """events.parquet's columns with the comment each carries in harness/distro_bench/results/events.py (its documentation)."""
     import inspect
 
     from distro_bench.results import events
@@ -129,7 +129,7 @@ def render_event_columns() -> str:
                      + [f"| `{c}` | {t} | {_cell(notes.get(c, ''))} |" for c, t in events.EVENT_COLUMNS.items()])
 
 
-# ---- docs/python-api.md: from distro_bench/api.py ------------------------------------------------------
+# ---- docs/python-api.md: from harness/distro_bench/api.py ------------------------------------------------------
 
 SIGNATURE_WIDTH = 100  # wider signatures get one parameter a line
 
@@ -179,7 +179,7 @@ def _api_type_modules(api_source: str) -> dict[str, str]:
 
 
 def _class_node(module: str, name: str) -> tuple[ast.ClassDef, list[str]] | None:
-    path = REPO / Path(*module.split("."))
+    path = REPO / "harness" / Path(*module.split("."))
     path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
     if not path.is_file():
         return None
@@ -217,7 +217,7 @@ def render_python_api() -> str:
     they return."""
     from distro_bench import api
 
-    source = (REPO / "distro_bench" / "api.py").read_text()
+    source = (REPO / "harness" / "distro_bench" / "api.py").read_text()
     modules = _api_type_modules(source)
     commands: dict[str, list[str]] = {}
     for command, names in api.COMMANDS.items():

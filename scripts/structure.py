@@ -4,7 +4,7 @@
 - rooms: every top-level module of distro_bench plus every package folder, nested ones included (at most 20);
 - the room-level dependency graph among the top-level rooms (scenario, train, net, ...), printed in layers;
 - module-level import cycles (strongly connected components; `if TYPE_CHECKING:` blocks are ignored): none allowed;
-- imports inside functions: of distro_bench modules only at the CLI/API edge (distro_bench/cli/, distro_bench/api.py)
+- imports inside functions: of distro_bench modules only at the CLI/API edge (harness/distro_bench/cli/, harness/distro_bench/api.py)
   or where LAZY_INTERNAL_ALLOWED names the module with its reason; of third-party libraries only for the heavy or
   optional ones (HEAVY_LIBS) in the modules LAZY_HEAVY_ALLOWED names, which must stay importable without them.
 
@@ -344,7 +344,7 @@ def report(s: Scan) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 on any violation of the rules")
-    parser.add_argument("--package", type=Path, default=REPO / PACKAGE, help="the package folder to scan")
+    parser.add_argument("--package", type=Path, default=REPO / "harness" / PACKAGE, help="the package folder to scan")
     args = parser.parse_args(argv)
     s = scan(args.package)
     print(report(s))

@@ -5,7 +5,7 @@ rig, so it lives with the tests, not in the package.
 Same shape as the backend's: node ns `<prefix>n<i>` (eth0) <-> `a` in link ns `<prefix>l<i>`,
 `b` <-> `p<i>` in `<prefix>sw` on bridge br0. Rate shaping, when asked, is tbf on eth0 egress (up)
 and on p<i> egress (down). Everything lives in namespaces named `<prefix>*` = `dbench-<run id>-*`,
-removed on exit. Like every creator of namespaces it claims its run id (distro_bench/net/owner.py) while it
+removed on exit. Like every creator of namespaces it claims its run id (harness/distro_bench/net/owner.py) while it
 lives, so `distro-bench clean` leaves a running lab alone.
 """
 

@@ -291,7 +291,7 @@ def make_timed_run(root: Path, name: str = "timed", *, step_times: dict[str, lis
                    ranks: int = 2, events: list[dict] | None = None) -> Path:
     """A run folder (make_run's scaffolding) whose steps take exactly `step_times[optimizer]` seconds (a list
     for every seed, or one list per seed), back to back from `timed_start(...)`, and `events` in
-    events.parquet (written by distro_bench/results/events.py). An event's `time` defaults to its run's first step +
+    events.parquet (written by harness/distro_bench/results/events.py). An event's `time` defaults to its run's first step +
     `t_s`, `scheduled_s` to `t_s`, `seed` to 0."""
     from distro_bench.results.events import write_events
 

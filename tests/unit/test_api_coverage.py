@@ -66,4 +66,4 @@ def test_the_api_prints_nothing():
     # printing is the CLI's: the api module has no print, console or typer
     source = inspect.getsource(api)
     for word in ("print(", "console", "typer", "rich"):
-        assert word not in source, f"distro_bench/api.py uses {word!r}"
+        assert word not in source, f"harness/distro_bench/api.py uses {word!r}"

@@ -1,4 +1,4 @@
-"""The churn plan (distro_bench/scenario/churn.py) and the scenario's checks on it: who is away when, the same
+"""The churn plan (harness/distro_bench/scenario/churn.py) and the scenario's checks on it: who is away when, the same
 for every optimizer of a seed, at the rate asked, and refused where a run could not do it."""
 
 from __future__ import annotations

@@ -149,7 +149,7 @@ def test_doctor_json(cli):
 
 def _plain(*args: str, columns: int = 80) -> subprocess.CompletedProcess:
     """The CLI in a child process with stdout a pipe (no TTY), as in a CI log."""
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "COLUMNS": str(columns), "HOME": "/tmp"}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO / "harness"), "COLUMNS": str(columns), "HOME": "/tmp"}
     return subprocess.run([sys.executable, "-m", "distro_bench.cli", *args], capture_output=True, text=True, env=env,
                           cwd=REPO, timeout=300)
 
@@ -177,15 +177,15 @@ def test_project_fits_80_columns_without_a_tty(tmp_path):
 def test_cli_import_is_torch_free():
     code = "import sys, distro_bench.cli; import distro_bench.api; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
-                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=60)
+                         env={"PYTHONPATH": str(REPO / "harness"), "PATH": "/usr/bin:/bin"}, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
 
 
 def test_report_package_import_is_torch_free():
-    mods = ["distro_bench.report." + p.stem for p in (REPO / "distro_bench" / "report").glob("*.py") if p.stem != "__init__"]
+    mods = ["distro_bench.report." + p.stem for p in (REPO / "harness" / "distro_bench" / "report").glob("*.py") if p.stem != "__init__"]
     code = f"import sys; import {', '.join(mods)}; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
-                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=60)
+                         env={"PYTHONPATH": str(REPO / "harness"), "PATH": "/usr/bin:/bin"}, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
 
 

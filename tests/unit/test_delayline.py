@@ -106,7 +106,7 @@ def test_command_runs_the_module_inside_the_namespace():
     up, down = Impairment(0.005, 0.001, 0.01, seed=4), Impairment(0.015)
     line = DelayLine("dbench-x-l0", "a", "b", up, down)
     cmd = line.command(stats_path=Path("/tmp/s.json"))
-    # distro_bench/net/enter.py enters the namespace: no `ip` or `nsenter` binary.
+    # harness/distro_bench/net/enter.py enters the namespace: no `ip` or `nsenter` binary.
     i = cmd.index("--")
     assert cmd[:i] == [sys.executable, "-I", ENTER_SCRIPT, "--net", "/run/netns/dbench-x-l0"]
     assert cmd[i + 1:i + 4] == [sys.executable, "-m", "distro_bench.net.delayline"]

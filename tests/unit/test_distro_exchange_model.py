@@ -81,7 +81,7 @@ def test_exchange_defaults_to_auto_so_four_dsl_workers_exchange_directly():
 
 
 def test_payload_of_counts_a_direct_gathers_tx_as_comm_does():
-    """distro_bench/train/comm.py counts a direct gather's tx as N-1 copies (this rank sends to every peer itself), a
+    """harness/distro_bench/train/comm.py counts a direct gather's tx as N-1 copies (this rank sends to every peer itself), a
     ring gather's as one contribution; payload_of, which every per-step prediction goes through, must agree
     (it counted one copy for both, so `exchange: auto` resolving to direct broke predicted == counted)."""
     assert payload_of([Collective("all_gather_direct", 100)], 3) == (200, 200)

@@ -145,7 +145,7 @@ def test_weight_decay_of_vectors_is_what_sets_demo_apart():
 
 def test_chunking_differs_from_demo_where_no_good_divisor_exists():
     """A prime dimension: DeMo's divisor rule gives chunks of 1 row, DisTrO pads to 2 chunks of 16 (documented
-    in distro_bench/train/optim/dct.py); the reference catches the difference."""
+    in harness/distro_bench/train/optim/dct.py); the reference catches the difference."""
     ref_mod = _reference()
     assert ref_mod.demo_chunk(31, 16) == 1
     shapes = [(31, 16)]

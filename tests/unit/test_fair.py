@@ -1,4 +1,4 @@
-"""The comparison's figures (distro_bench/results/fair.py, metrics.summarize over seeds): each one redone by hand
+"""The comparison's figures (harness/distro_bench/results/fair.py, metrics.summarize over seeds): each one redone by hand
 from a metrics frame built here."""
 
 from __future__ import annotations

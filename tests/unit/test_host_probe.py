@@ -25,7 +25,7 @@ def test_binaries_follow_path(monkeypatch, tmp_path):
     found = host.binaries()
     assert found["tc"] == str(tmp_path / "tc")
     assert found["iperf3"] is None and found["nvidia-smi"] is None
-    # Nothing a run needs is asked of ip, ethtool, nsenter or setpriv (pyroute2, distro_bench/net/enter.py).
+    # Nothing a run needs is asked of ip, ethtool, nsenter or setpriv (pyroute2, harness/distro_bench/net/enter.py).
     assert not {"ip", "ethtool", "nsenter", "setpriv", "ping"} & set(found)
 
 

@@ -1,4 +1,4 @@
-"""The run's quick link measurement (distro_bench/net/linktest.py measure_nodes, distro_bench/run/runner.py measure_links)
+"""The run's quick link measurement (harness/distro_bench/net/linktest.py measure_nodes, harness/distro_bench/run/runner.py measure_links)
 and its place in the report's configured / applied / measured table, with the probes replaced by fakes."""
 
 from __future__ import annotations

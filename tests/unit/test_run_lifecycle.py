@@ -1,5 +1,5 @@
 """One Overrides type for the run options and one run lifecycle for the runner and the multi-host agent
-(distro_bench/run/overrides.py, distro_bench/run/lifecycle.py; issue 28). No training here."""
+(harness/distro_bench/run/overrides.py, harness/distro_bench/run/lifecycle.py; issue 28). No training here."""
 
 from __future__ import annotations
 
@@ -123,6 +123,6 @@ def test_a_failure_is_the_status_reason_and_finish_writes_status_then_summary(tm
 
 
 def test_the_agent_uses_the_lifecycle_not_the_runners_helpers():
-    tree = ast.parse((REPO / "distro_bench" / "multihost" / "agent.py").read_text())
+    tree = ast.parse((REPO / "harness" / "distro_bench" / "multihost" / "agent.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert "distro_bench.run.runner" not in imported and "distro_bench.run.lifecycle" in imported

@@ -40,7 +40,7 @@ LAZY_HEAVY = {
 
 @pytest.fixture(scope="module")
 def scan():
-    return structure.scan(REPO / "distro_bench")
+    return structure.scan(REPO / "harness" / "distro_bench")
 
 
 def _rule(problems: list[str], prefix: str) -> list[str]:

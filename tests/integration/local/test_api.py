@@ -89,5 +89,5 @@ def test_harness_exports_the_api_lazily():
     assert distro_bench.api.run is api.run and distro_bench.api.load_run is api.load_run
     code = "import sys, distro_bench.api; distro_bench.api.load_run; distro_bench.api.Summary; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
-                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=120)
+                         env={"PYTHONPATH": str(REPO / "harness"), "PATH": "/usr/bin:/bin"}, timeout=120)
     assert out.stdout.strip() == "False", out.stderr

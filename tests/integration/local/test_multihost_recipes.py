@@ -29,7 +29,7 @@ def test_sbatch_script_runs_under_a_fake_srun(tmp_path, write_scenario, cli):
     bin_dir.mkdir()
     install_slurm(bin_dir, SRUN_AT_ONCE)
     out = tmp_path / "results"
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO),
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO / "harness"),
            "SLURM_JOB_NODELIST": "fake[1-2]", "SLURM_JOB_NUM_NODES": "2", "FAKE_SLURM_HOSTS": "127.0.0.1 127.0.0.2",
            "DISTRO_BENCH": f"{sys.executable} -m distro_bench.cli", "DISTRO_BENCH_SHAPING": "--no-shaping",
            "DISTRO_BENCH_OUT": str(out), "DISTRO_BENCH_THREADS": "1"}

@@ -57,7 +57,7 @@ def assert_rtt_mean(rtts: list[float], expected_ms: float, stats: list[dict]) ->
 
 def tcp_goodput_bps(lab: Lab, src: int, dst: int, *, seconds: float) -> float | None:
     """One TCP stream's goodput src -> dst (first second left out): iperf3 where installed, an independent
-    meter; else the harness's Python probe (distro_bench/net/tcpprobe.py), so a bare machine runs the test too."""
+    meter; else the harness's Python probe (harness/distro_bench/net/tcpprobe.py), so a bare machine runs the test too."""
     if shutil.which("iperf3") is None:
         src_ns, dst_ns = NetnsRef.named(lab.ns(src)), NetnsRef.named(lab.ns(dst))
         return tcpprobe.tcp_goodput(src_ns, dst_ns, lab.ip(dst), seconds=seconds, reverse=False, omit_s=1.0)

@@ -1,6 +1,6 @@
 """`distro-bench node` across hosts stood in for by network namespaces: each "host" a namespace with its own
 `eth0` on a bridge (two real hosts on a switch), each agent a separate process entered into its host through
-distro_bench/net/enter.py. They rendezvous through torchrun's c10d store, shape their "real" interfaces and
+harness/distro_bench/net/enter.py. They rendezvous through torchrun's c10d store, shape their "real" interfaces and
 produce one run folder, compared with a single-host netns run of the same scenario. Afterwards, passed or
 failed, no namespace, qdisc, ifb or process of ours remains."""
 
@@ -76,7 +76,7 @@ def start_agents(star: Star, scen: Path, outs: list[Path], port: int, *extra: st
         with open(outs[i].parent / f"agent{i}.log", "w") as log:  # the agent writes to its own copy of the file
             procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                           start_new_session=True, cwd=REPO,
-                                          env={**os.environ, "PYTHONPATH": str(REPO), "DISTRO_BENCH_THREADS": "1"}))
+                                          env={**os.environ, "PYTHONPATH": str(REPO / "harness"), "DISTRO_BENCH_THREADS": "1"}))
     return procs
 
 

@@ -1,5 +1,5 @@
 """16 workers on the netns backend (scenarios/scale-32.yaml resized): the bytes each worker counted per step
-against the projection's (distro_bench/train/projection.py), through the same code as benchmarks/scale_workers.py, and
+against the projection's (harness/distro_bench/train/projection.py), through the same code as benchmarks/scale_workers.py, and
 no namespace left behind. The 32-worker case runs in the benchmark only (CI time).
 
 Tolerances, from 4, 8 and 16 workers measured here (docs/projection.md, "Scale on one box"):

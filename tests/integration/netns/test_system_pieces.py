@@ -192,7 +192,7 @@ def test_links_measures_goodput_with_iperf3_absent(cli, write_scenario, monkeypa
 
 
 def test_splice_and_undo_over_netlink_keep_address_mac_routes_and_give_eth0_back(namespaces):
-    """The docker splice (distro_bench/net/splice.py) on a container-like namespace, without `ip`: eth0's
+    """The docker splice (harness/distro_bench/net/splice.py) on a container-like namespace, without `ip`: eth0's
     address, MAC and routes move to a new veth, the old one becomes `b` (own MAC, no ARP, no address),
     offloads are off on all three; undo gives the original interface back as eth0 with its MAC."""
     from distro_bench.net.ns import iproute, ipv4_addresses, links

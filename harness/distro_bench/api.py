@@ -1,0 +1,624 @@
+"""The public Python API: everything the CLI does, as functions with typed results.
+
+    import distro_bench.api as db
+    r = db.run("scenarios/ci-smoke.yaml", backend="local")
+    r.summary.optimizers["distro"].reduction_vs_baseline      # typed: distro_bench.results.summary.Summary
+    db.check(r.run_dir, min_reduction=100).passed
+
+Every command of the CLI (harness/distro_bench/cli/) parses its options, calls one of these (COMMANDS says which), and
+prints the result; nothing here prints. Errors are distro_bench.errors types (InputError and ScenarioError: bad
+input; CapabilityError: the host cannot do it; WorkerFailed: a worker died). Importing this module imports no
+torch; the functions that train or project load it when called. docs/python-api.md is generated from this
+module's signatures and docstrings (scripts/gen_docs.py).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from distro_bench.errors import InputError
+from distro_bench.results.summary import Summary
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from distro_bench.backends.docker.image import BuildResult
+    from distro_bench.export.trackers import ExportResult
+    from distro_bench.net.host import HostInfo
+    from distro_bench.net.linktest import Check
+    from distro_bench.report.check import CheckReport
+    from distro_bench.report.events import EventsAnalysis
+    from distro_bench.report.load import LoadedRun
+    from distro_bench.run.lifecycle import ProgressSink
+    from distro_bench.run.overrides import Overrides
+    from distro_bench.run.runner import RunResult
+    from distro_bench.scenario.model import Scenario
+    from distro_bench.studies.projection_study import ProjectionStudy
+    from distro_bench.studies.published import PointResult
+    from distro_bench.studies.sweep import SweepResult
+    from distro_bench.studies.sweep_grid import Point
+
+# CLI command -> the api functions it calls (tests/unit/test_api_coverage.py: every command has an entry, every
+# entry names a function here and the command's module calls it; docs/python-api.md lists the commands).
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "run": ("run",),
+    "validate": ("validate",),
+    "schema": ("schema",),
+    "report": ("load_run", "report", "compare"),
+    "check": ("load_run", "check", "check_to_dict"),
+    "doctor": ("doctor",),
+    "links": ("links", "links_schedule"),
+    "image build": ("build_image",),
+    "clean": ("clean",),
+    "project": ("project", "published"),
+    "export": ("export", "export_recipe"),
+    "sweep": ("sweep",),
+    "node": ("node",),
+}
+
+
+def _scenario(scenario: str | Path | Scenario) -> Scenario:
+    from distro_bench.scenario.model import Scenario, load_scenario
+
+    return scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+
+
+def _out_dir(out: str | Path | None, what: str) -> Path | None:
+    """`out` made and known writable (InputError naming it otherwise), for functions that write into it."""
+    if out is None:
+        return None
+    from distro_bench.results.rundir import ensure_out_dir
+
+    return ensure_out_dir(Path(out), what)
+
+
+# ---- scenarios ------------------------------------------------------------------------------------
+
+def validate(scenario: str | Path) -> Scenario:
+    """Load and check a scenario file; ScenarioError lists every problem found, with its location."""
+    return _scenario(scenario)
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of a scenario file (for editors: units as patterned strings, options per optimizer)."""
+    from distro_bench.scenario.schema import scenario_schema
+
+    result: dict[str, Any] = scenario_schema()
+    return result
+
+
+# ---- running --------------------------------------------------------------------------------------
+
+def run(scenario: str | Path | Scenario, overrides: Overrides | None = None, *, backend: str = "auto",
+        optimizers: list[str] | None = None, steps: int | None = None, seed: int | None = None,
+        out: str | Path = "results", time_budget: str | float | None = None, tokens: str | int | None = None,
+        target_val_loss: float | None = None, repeat: int | None = None,
+        link_engine: str | None = None, allow_unemulated: bool | None = None, image: str | None = None,
+        progress: ProgressSink | None = None, write_report: bool = True,
+        measure_links: bool | None = None) -> RunResult:
+    """Train every optimizer of the scenario on emulated links into a new run folder under `out`.
+
+    The run options are one `distro_bench.run.overrides.Overrides`; the keyword arguments build one (give
+    either, not both). A budget given (`steps`, `time_budget` like "300s", `tokens` like "2M",
+    `target_val_loss`) replaces the scenario's; `repeat` runs each optimizer K times with seeds seed..seed+K-1.
+    `link_engine`, `allow_unemulated` and `measure_links` default to the scenario's `network` section.
+    Returns the run folder, its state and the typed summary
+    (`result.summary.optimizers[name].step_time_s_mean`, ...)."""
+    from distro_bench.run.overrides import Overrides
+    from distro_bench.run.runner import run_scenario
+
+    given = Overrides(backend=backend, optimizers=tuple(optimizers) if optimizers else None, steps=steps, seed=seed,
+                      out=Path(out), time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss,
+                      repeat=repeat, link_engine=link_engine, allow_unemulated=allow_unemulated, image=image,
+                      write_report=write_report, measure_links=measure_links)
+    if overrides is not None and given != Overrides():
+        raise InputError(f"run: give the options as `overrides` or as keyword arguments, not both "
+                         f"({', '.join(given.given())} given beside overrides)")
+    return run_scenario(_scenario(scenario), overrides or given, progress)
+
+
+def sweep(scenario: str | Path | Scenario, sets: list[str], overrides: Overrides | None = None, *,
+          pick_best: bool = False, reuse: bool = True, on_point: Callable[[Point, int, str], None] | None = None,
+          point_progress: Callable[[], AbstractContextManager[ProgressSink | None]] | None = None) -> SweepResult:
+    """Run the scenario over a grid of settings into one sweep folder under `overrides.out`.
+
+    `sets` are `PATH=V1,V2,...` (a scenario field by dotted path and the values to try; the grid is every
+    combination). The budget and `repeat` of `overrides` apply at every point (`repeat`
+    defaults to 3 seeds with `pick_best`); the rest says how each point runs. `pick_best` writes best.yaml
+    and best-scenario.yaml (each method's best setting by the held-out tuning split's loss). `point_progress`
+    makes the progress sink of each point's run; `on_point(point, total, what)` hears each point start and
+    end. Ctrl-C keeps the finished points and raises Interrupted."""
+    from distro_bench.studies import sweep as sweeps
+
+    return sweeps.sweep(_scenario(scenario), sweeps.parse_sets(sets), overrides, pick_best=pick_best, reuse=reuse,
+                        on_point=on_point, point_progress=point_progress)
+
+
+@dataclass(frozen=True)
+class NodeRun:
+    """One host's part of a multi-host run: the run folder (node-rank 0's, or this host's local copy), its state,
+    this host's facts, and on node-rank 0 the run's typed summary."""
+
+    node_rank: int
+    run_dir: Path
+    state: str
+    host: dict[str, Any]
+    reason: str | None = None
+    summary: Summary | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node_rank": self.node_rank, "run_dir": str(self.run_dir), "state": self.state, "host": self.host}
+
+
+def node(scenario: str | Path, *, rdzv: str, node_rank: int, nnodes: int | None = None, iface: str | None = None,
+         i_know: bool = False, shaping: bool = True, placement: str | None = None, store_port: int | None = None,
+         join_timeout_s: float = 600.0, ship_records: bool = False, overrides: Overrides | None = None,
+         note: Callable[[str], None] | None = None) -> NodeRun:
+    """Run this host's part of a scenario across hosts (docs/scaling-out.md): shape `iface` with the links of the
+    nodes placed here, start their workers under torchrun (c10d rendezvous at `rdzv`, HOST:PORT), remove the
+    shaping on exit, Ctrl-C or failure. Node-rank 0 writes the run folder. `overrides` are the run options
+    shared with `run` (optimizers, budget, out, allow_unemulated, measure_links, collective_timeout_s,
+    write_report); `note` hears progress lines."""
+    from distro_bench.multihost.agent import NodeOptions, run_node
+    from distro_bench.results.rundir import load_run as load_run_folder
+    from distro_bench.run.overrides import Overrides
+
+    opts = NodeOptions(scenario=Path(scenario), rdzv=rdzv, node_rank=node_rank, nnodes=nnodes, iface=iface,
+                       i_know=i_know, shaping=shaping, placement=placement, store_port=store_port,
+                       join_timeout_s=join_timeout_s, ship_records=ship_records, overrides=overrides or Overrides())
+    r = run_node(opts, note=note or (lambda text: None))
+    written = r.node_rank == 0 and (Path(r.run_dir) / "summary.json").is_file()
+    summary = Summary.model_validate(load_run_folder(r.run_dir).summary) if written else None
+    return NodeRun(node_rank=r.node_rank, run_dir=Path(r.run_dir), state=str(r.state), host=dict(r.host),
+                   reason=r.reason, summary=summary)
+
+
+# ---- reading run folders --------------------------------------------------------------------------
+
+@dataclass
+class Run:
+    """A stored run folder: its resolved scenario, environment, typed summary and per-step metrics."""
+
+    path: Path
+    scenario: dict[str, Any]
+    environment: dict[str, Any]
+    summary: Summary
+    metrics: pd.DataFrame
+    status: dict[str, Any]
+    notes: list[str] = field(default_factory=list)  # what was missing or rebuilt from the workers' records
+    _loaded: LoadedRun | None = field(default=None, repr=False)
+
+    @property
+    def loaded(self) -> LoadedRun:
+        """The folder as the reports read it (distro_bench.report.load.LoadedRun)."""
+        if self._loaded is None:
+            from distro_bench.report.load import load_for_report
+
+            self._loaded = load_for_report(self.path)
+        return self._loaded
+
+    @property
+    def state(self) -> str:
+        return self.loaded.state
+
+    @property
+    def optimizers(self) -> list[str]:
+        return self.loaded.optimizers
+
+    @property
+    def baseline(self) -> str | None:
+        return self.loaded.baseline
+
+    @property
+    def events(self) -> EventsAnalysis:
+        """The network's changes joined to the steps (empty for a run without changes)."""
+        events: EventsAnalysis = self.loaded.events
+        return events
+
+    def state_note(self) -> str | None:
+        return self.loaded.state_note()
+
+
+def load_run(path: str | Path) -> Run:
+    """Read a run folder (one whose harness died before summarising is rebuilt from the workers' records)."""
+    from pydantic import ValidationError
+
+    from distro_bench.report.load import load_for_report
+
+    loaded = load_for_report(path)
+    try:
+        summary = Summary.model_validate(loaded.data.summary)
+    except ValidationError as e:
+        raise InputError(f"{Path(path) / 'summary.json'}: not a distro-bench summary ({e.error_count()} problem(s): "
+                         f"{e.errors(include_url=False)[0]['msg']})") from None
+    d = loaded.data
+    return Run(path=d.path, scenario=d.scenario, environment=d.environment, summary=summary, metrics=d.metrics,
+               status=d.status, notes=list(loaded.notes), _loaded=loaded)
+
+
+def _run(run: str | Path | Run) -> Run:
+    return run if isinstance(run, Run) else load_run(run)
+
+
+def check(run: str | Path | Run, *, min_reduction: float | None = None, max_loss_gap: float | None = None,
+          baseline: str | None = None, candidates: list[str] | None = None,
+          allow_few_seeds: bool = False) -> CheckReport:
+    """The CI gate. Thresholds default to the scenario's `checks`; `.passed` says whether every check passed.
+    The loss gap needs 3 paired seeds unless `allow_few_seeds` (docs/ci-gate.md)."""
+    from distro_bench.report.check import run_checks
+
+    return run_checks(_run(run).loaded, min_reduction=min_reduction, max_loss_gap=max_loss_gap, baseline=baseline,
+                      candidates=candidates, allow_few_seeds=allow_few_seeds)
+
+
+def check_to_dict(report: CheckReport) -> dict[str, Any]:
+    """A check report as JSON-ready data, each result with its threshold as a number (`limit`, and `op`)."""
+    d: dict[str, Any] = report.to_dict()
+    limits = {"reduction": (">=", report.thresholds.get("min_reduction")),
+              "val loss gap": ("<=", report.thresholds.get("max_loss_gap"))}
+    for r in d["results"]:
+        op, limit = next((v for k, v in limits.items() if r["check"].startswith(k)), (None, None))
+        if r["check"] == "replicas identical":
+            op, limit = "==", True
+        elif r["check"] == "run complete":
+            op, limit = "==", "complete"
+        r["op"], r["limit"] = op, limit
+    return d
+
+
+@dataclass
+class ReportFiles:
+    """What `report` and `compare` wrote."""
+
+    markdown: Path
+    html: Path
+    plots: list[Path]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"markdown": str(self.markdown), "html": str(self.html), "plots": [str(p) for p in self.plots]}
+
+
+def report(run: str | Path, out: str | Path | None = None) -> ReportFiles:
+    """report.md, report.html and plots/*.png for one run folder (into `out`, default the folder itself)."""
+    from distro_bench.report import write_run_report
+
+    paths = write_run_report(Path(run), _out_dir(out, "write the report"))
+    return ReportFiles(paths[0], paths[1], list(paths[2:]))
+
+
+def compare(runs: Sequence[str | Path], out: str | Path | None = None) -> ReportFiles:
+    """One comparison report of several run folders (default folder results/compare-<time>/)."""
+    from distro_bench.report import write_comparison
+    from distro_bench.report.compare import default_out
+
+    if len(runs) < 2:
+        raise InputError("compare: give at least two run folders")
+    paths = write_comparison([Path(r) for r in runs], _out_dir(out, "write the report") or default_out())
+    return ReportFiles(paths[0], paths[1], list(paths[2:]))
+
+
+# ---- projection -----------------------------------------------------------------------------------
+
+def project(scenario: str | Path | Scenario, *, model: str | None = None, workers: list[int] | None = None,
+            optimizers: list[str] | None = None, mfu: float = 0.4, out: str | Path | None = None,
+            plots: bool = True) -> ProjectionStudy:
+    """Bytes and step time per optimizer at any worker count and model size, from the projection model.
+    Writes projection.json (and plots) into `out` (default results/project-<scenario>-<time>/) unless
+    `plots=False` and no `out` is given."""
+    from distro_bench.studies.projection_study import study
+
+    out_dir = _out_dir(out, "write the projection")
+    s = _scenario(scenario)
+    if optimizers:
+        s = s.with_overrides(optimizers=optimizers)
+    return study(s, model=model, workers=workers, mfu=mfu, out=out_dir, plots=plots)
+
+
+def published() -> list[PointResult]:
+    """Every published operating point (scenarios/published/) with the projection's figure for it and their
+    ratio (docs/projection.md "Published operating points")."""
+    from distro_bench.studies.published import evaluate_all
+
+    return evaluate_all()
+
+
+# ---- the host and its links -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DoctorReport:
+    """What this host can run: its probed facts, and per backend and link engine the problems that stop a
+    scenario with rates and delay (each a line that says how to fix it; [] = ready)."""
+
+    host: HostInfo
+    readiness: dict[str, dict[str, list[str]]]  # backend -> link engine ("none": it uses none) -> problems
+    backend_auto: str  # what --backend auto would use, and why (or "none (why not)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"host": self.host.to_dict(), "readiness": self.readiness, "backend_auto": self.backend_auto}
+
+
+def doctor() -> DoctorReport:
+    """Probe the host (root, namespaces, qdiscs, the delay line, Docker, GPUs, binaries, Python modules) and say,
+    per backend and link engine, ready or what to fix."""
+    from distro_bench.backends import select_backend
+    from distro_bench.net import host
+    from distro_bench.run.preflight import readiness
+
+    h = host.probe()
+    ready = readiness(h)
+    try:
+        _, auto = select_backend("auto")
+    except Exception as e:  # doctor reports, it does not fail
+        auto = f"none ({e})"
+    return DoctorReport(host=h, readiness=ready, backend_auto=auto)
+
+
+class LinksProgress(Protocol):
+    """What `links` tells as it goes (the CLI prints each)."""
+
+    def measuring(self, tool: str, lo: float, hi: float) -> None:
+        """Before the links come up: the goodput tool and the pass range (fractions of the configured rate)."""
+
+    def network(self, link_engine: str, reason: str, not_emulated: list[str]) -> None:
+        """The links are up: the engine in use, why, and what could not be emulated."""
+
+    def check(self, check: Check) -> None:
+        """One measurement, as soon as it is made."""
+
+
+class _QuietLinks:
+    def measuring(self, tool: str, lo: float, hi: float) -> None:
+        pass
+
+    def network(self, link_engine: str, reason: str, not_emulated: list[str]) -> None:
+        pass
+
+    def check(self, check: Check) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class LinksReport:
+    """Each node's goodput up and down and RTT, measured against the scenario's spec."""
+
+    scenario: str
+    link_engine: str
+    goodput_tool: str
+    checks: list[Check]
+
+    @property
+    def passed(self) -> bool:
+        return not any(c.status == "FAIL" for c in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "link_engine": self.link_engine, "goodput_tool": self.goodput_tool,
+                "passed": self.passed,
+                "checks": [{"node": c.node, "check": c.what, "configured": c.configured, "measured": c.measured,
+                            "unit": c.unit, "ratio": c.ratio, "status": c.status, "criterion": c.note, "tool": c.tool}
+                           for c in self.checks]}
+
+
+def _tolerance(tolerance: str | tuple[float, float]) -> tuple[float, float]:
+    if isinstance(tolerance, str):
+        try:
+            lo, hi = (float(x.strip().rstrip("%")) for x in tolerance.split(","))
+        except ValueError:
+            raise InputError(f"--tolerance {tolerance!r}: write LO,HI as fractions of the rate, e.g. 0.90,1.02") from None
+        if "%" in tolerance:
+            lo, hi = lo / 100, hi / 100
+    else:
+        lo, hi = tolerance
+    if not 0 < lo < hi:
+        raise InputError(f"--tolerance {tolerance!r}: need 0 < LO < HI")
+    return lo, hi
+
+
+@dataclass(frozen=True)
+class _LinkSetup:
+    scenario: Scenario
+    options: Any  # distro_bench.backends.BackendOptions
+    plan: Any  # what NetnsBackend.preflight planned
+    lo: float
+    hi: float
+
+
+def _link_setup(scenario: str | Path | Scenario, link_engine: str | None, allow_unemulated: bool,
+                tolerance: str | tuple[float, float], goodput_tool: str) -> _LinkSetup:
+    """The checks before any namespace exists: the tolerance, the scenario, what netns can emulate here."""
+    from distro_bench.backends.base import BackendOptions
+    from distro_bench.backends.netns import NetnsBackend
+    from distro_bench.run import preflight
+
+    lo, hi = _tolerance(tolerance)
+    s = _scenario(scenario)
+    opts = BackendOptions(link_engine=link_engine or s.network.link_engine,
+                          allow_unemulated=allow_unemulated or s.network.allow_unemulated)
+    preflight.check_options("netns", s, opts)
+    if goodput_tool == "iperf3":
+        h = preflight.host_for("netns", preflight.Needs.of(s))
+        if not h.has_binary("iperf3"):
+            raise preflight.PreflightError([preflight.Problem("`iperf3`", "--goodput-tool iperf3",
+                                                              preflight.INSTALL["iperf3"] + ", or --goodput-tool auto")],
+                                           backend="netns", link_engine=opts.link_engine)
+    return _LinkSetup(s, opts, NetnsBackend.preflight(s, opts), lo, hi)
+
+
+def links(scenario: str | Path | Scenario, *, link_engine: str | None = None,
+          tolerance: str | tuple[float, float] = (0.90, 1.02), seconds: float = 5.0, goodput_tool: str = "auto",
+          allow_unemulated: bool = False, progress: LinksProgress | None = None) -> LinksReport:
+    """Bring the scenario's links up in network namespaces and measure each node's goodput up and down (against
+    a far end on the switch) and RTT (TCP handshakes) where delay is emulated, against the spec. `tolerance`:
+    the goodput pass range LO,HI as fractions of the configured rate ("0.90,1.02", "90%,102%" or a pair);
+    `goodput_tool`: auto (iperf3 where installed, else a Python TCP probe), iperf3 or python. Needs root."""
+    from distro_bench.backends.netns import NetnsBackend
+    from distro_bench.net import linktest
+
+    if goodput_tool not in linktest.GOODPUT_TOOLS:
+        raise InputError(f"--goodput-tool: unknown tool {goodput_tool!r}; one of {', '.join(linktest.GOODPUT_TOOLS)}")
+    setup = _link_setup(scenario, link_engine, allow_unemulated, tolerance, goodput_tool)
+    tell = progress or _QuietLinks()
+    tool = linktest.goodput_tool(goodput_tool)
+    tell.measuring(tool, setup.lo, setup.hi)
+    with tempfile.TemporaryDirectory(prefix="dbench-links-") as tmp:
+        backend = NetnsBackend(setup.scenario, Path(tmp), setup.options, setup.plan)
+        with backend:
+            net = backend.describe()
+            tell.network(net["link_engine"], net["link_engine_reason"], list(net["not_emulated"]))
+            far_ns, far_addr = backend.far_end()
+            checks = linktest.measure(backend.link_targets(), far_ns, far_addr, seconds=seconds,
+                                      goodput_range=(setup.lo, setup.hi), tool=goodput_tool, on_check=tell.check)
+    return LinksReport(scenario=setup.scenario.name, link_engine=net["link_engine"], goodput_tool=tool,
+                       checks=list(checks))
+
+
+MAX_CHANGE_LATENESS_S = 0.2  # a schedule change applied later than this fails `links_schedule`
+
+
+@dataclass(frozen=True)
+class ScheduleReport:
+    """One node's rate per window while the links' schedules and traces play, against the rate asked for."""
+
+    scenario: str
+    node: int
+    direction: str
+    window_s: float
+    asked_bps: list[float]
+    wire_bps: list[float]  # egress frames
+    goodput_bps: list[float]  # receiver payload
+    lateness_s: list[float]  # per applied change: how late it came
+    correlation: float  # Pearson r of wire and asked
+    total_ratio: float  # total wire / total asked
+    windows_outside: int  # settled windows outside the tolerance
+    windows_settled: int  # windows neither holding a change nor right after one
+    tolerance: tuple[float, float]
+
+    @property
+    def passed(self) -> bool:
+        return not self.windows_outside and not any(x > MAX_CHANGE_LATENESS_S for x in self.lateness_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "node": self.node, "direction": self.direction, "window_s": self.window_s,
+                "asked_bps": self.asked_bps, "wire_bps": self.wire_bps, "goodput_bps": self.goodput_bps,
+                "lateness_s": self.lateness_s, "correlation": self.correlation, "total_ratio": self.total_ratio,
+                "windows_outside": self.windows_outside, "passed": self.passed}
+
+
+def links_schedule(scenario: str | Path | Scenario, *, node: int = 0, direction: str = "up",
+                   seconds: float = 5.0, link_engine: str | None = None,
+                   tolerance: str | tuple[float, float] = (0.90, 1.02),
+                   allow_unemulated: bool = False) -> ScheduleReport:
+    """Play the links' schedules and traces (as a run does, from t=0) and measure one node's rate per second
+    against them, `direction` "up" or "down", for the schedule's length (its last change plus `seconds`, at
+    least 10 s, or a trace's period). Fails when a settled window falls outside `tolerance` of the asked rate or a change came more
+    than 200 ms late. Needs root."""
+    from distro_bench.backends.netns import NetnsBackend
+    from distro_bench.net.schedtest import measure_schedule
+    from distro_bench.scenario.timeline import compile_timeline
+    from distro_bench.scenario.trace import load_trace
+
+    setup = _link_setup(scenario, link_engine, allow_unemulated, tolerance, "auto")
+    s = setup.scenario
+    if direction not in ("up", "down"):
+        raise InputError(f"--direction: {direction!r}; one of up, down")
+    if node >= s.world_size:
+        raise InputError(f"--node: {node}; this scenario has ranks 0..{s.world_size - 1}")
+    tl = compile_timeline(s)
+    mine = [c for c in tl.timed if c.rank == node and c.kind == "schedule" and direction in c.directions]
+    trace = next((t for t in tl.traces if t.rank == node and t.direction == direction), None)
+    if not mine and trace is None:
+        raise InputError(f"--schedule: node {node}'s {direction} link has no timed schedule entry or trace to follow")
+    length = load_trace(trace.path).period_s if trace else (mine[-1].at_s or 0.0) + max(seconds, 10.0)
+    with tempfile.TemporaryDirectory(prefix="dbench-links-") as tmp:
+        backend = NetnsBackend(s, Path(tmp), setup.options, setup.plan)
+        with backend:
+            m = measure_schedule(backend, tl, rank=node, direction=direction, seconds=length)
+    ratios = m.ratios()
+    return ScheduleReport(
+        scenario=s.name, node=node, direction=direction, window_s=m.window_s, asked_bps=m.expected_bps,
+        wire_bps=m.wire_bps, goodput_bps=m.goodput_bps, lateness_s=m.lateness_s(), correlation=m.correlation(),
+        total_ratio=m.total_ratio(), windows_outside=sum(not setup.lo <= r[1] <= setup.hi for r in ratios),
+        windows_settled=len(ratios), tolerance=(setup.lo, setup.hi))
+
+
+# ---- containers and housekeeping ------------------------------------------------------------------
+
+def build_image(*, offline: bool = False, base: str | None = None, tag: str | None = None, node: bool = False,
+                force: bool = False, no_cache: bool = False, progress: Callable[[str], None] | None = None) -> BuildResult:
+    """Build the docker backend's worker image (a wheelhouse, then `docker build`), or find it up to date by
+    its build key; with `node`, also the node image of `export k8s` on top of it (the distro-bench command, tc,
+    the CLI's deps). `offline`: the debootstrap base and a host-side wheelhouse, no network during the build;
+    `force` builds even when up to date; `no_cache` rebuilds every layer. `progress` hears each output line
+    (steps unindented, the build's own lines indented)."""
+    from distro_bench.backends.docker.image import build_image as build_worker
+    from distro_bench.backends.docker.node_image import build_node_image
+
+    build = build_node_image if node else build_worker
+    if progress is None:
+        return build(offline=offline, base=base, tag=tag, force=force, no_cache=no_cache)
+    return build(offline=offline, base=base, tag=tag, force=force, no_cache=no_cache, progress=progress)
+
+
+@dataclass
+class CleanResult:
+    """What `clean` removed and what it could not, per backend."""
+
+    removed: dict[str, list[str]]  # backend -> what was removed
+    problems: dict[str, list[str]]  # backend -> what could not be
+
+    @property
+    def ok(self) -> bool:
+        return not any(self.problems.values())
+
+
+def clean(force: bool = False) -> CleanResult:
+    """Remove what finished or killed runs left behind (containers, networks, namespaces); runs still going
+    are left alone unless `force`."""
+    from distro_bench.backends import clean_leftovers
+
+    results = clean_leftovers(include_live=force)
+    return CleanResult(removed={k: list(r) for k, (r, _) in results.items()},
+                       problems={k: list(p) for k, (_, p) in results.items()})
+
+
+# ---- export ---------------------------------------------------------------------------------------
+
+def export(run: str | Path | Run, to: Literal["mlflow", "tensorboard"], dest: str | Path | None = None) -> ExportResult:
+    """Copy a run into an experiment tracker: one tracker run per optimizer with its parameters, per-step
+    metrics and the report attached. MLflow writes a local file store (or to `dest` given as a tracking URI),
+    TensorBoard event files (one folder per optimizer). Default `dest`: RUN/mlruns or RUN/tensorboard."""
+    from distro_bench.export.trackers import export_run
+
+    return export_run(_run(run), to, dest)
+
+
+def export_recipe(kind: Literal["slurm", "k8s"], scenario: str | Path, *, dest: str | Path | None = None,
+                  nnodes: int | None = None, placement: str | None = None, iface: str = "eth0", port: int = 29400,
+                  image: str | None = None, results_claim: str | None = None, gpus_per_node: int = 0,
+                  time_limit: str = "01:00:00") -> Path:
+    """Write the launch recipe of a multi-host run of the scenario (docs/scaling-out.md): `slurm` an sbatch
+    script, `k8s` an indexed Job, a headless Service, the scenario as a ConfigMap and a claim for the results
+    (`results_claim`: an existing one instead). `nnodes` and `placement` ("0,1;2,3": scenario ranks per host)
+    default to the scenario's workers[].host, else one host per scenario node; `port` is the rendezvous port
+    (the agents' store: +1); `image` defaults to the node image (`distro-bench image build --node`). Returns
+    the file written (default ./<scenario>.sbatch or ./<scenario>.k8s.yaml)."""
+    from distro_bench.backends.docker.node_image import default_node_tag
+    from distro_bench.export.recipes import RecipeSettings, write
+    from distro_bench.scenario.placement import from_scenario
+
+    s = _scenario(scenario)
+    p = from_scenario(s, nnodes, placement)
+    settings = RecipeSettings(nnodes=p.nnodes, placement=p.encode(), iface=iface, port=port, gpus_per_node=gpus_per_node,
+                              image=image or default_node_tag(), time_limit=time_limit, results_claim=results_claim,
+                              i_know=kind == "k8s")  # a pod's eth0 always carries its default route
+    return write(kind, Path(scenario), Path(dest) if dest else None, settings, s)
+
+
+__all__ = ["COMMANDS", "CleanResult", "DoctorReport", "LinksProgress", "LinksReport", "NodeRun", "ReportFiles", "Run",
+           "ScheduleReport", "Summary", "build_image", "check", "check_to_dict", "clean", "compare", "doctor", "export",
+           "export_recipe", "links", "links_schedule", "load_run", "node", "project", "published", "report", "run",
+           "schema", "sweep", "validate"]

@@ -1,0 +1,145 @@
+"""`distro-bench validate` (a scenario checked and shown resolved) and `distro-bench schema` (its JSON Schema):
+options -> distro_bench.api -> Rich output. Registered in harness/distro_bench/cli/app.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from distro_bench.cli.options import JSON_OPTION, TRACE_OUTSIDE_HELP
+from distro_bench.cli.options import allow_trace_outside as permit_trace_outside
+from distro_bench.run.console import (
+    TABLE_STYLE,
+    cli_errors,
+    console,
+    err_console,
+    print_json,
+    print_table,
+    table_records,
+)
+
+if TYPE_CHECKING:
+    from distro_bench.scenario.model import LinkSpec, Scenario
+
+
+def validate(
+    scenario: Path = typer.Argument(..., help="scenario YAML file"),
+    allow_trace_outside: bool = typer.Option(False, "--allow-trace-outside", help=TRACE_OUTSIDE_HELP),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Check SCENARIO and show it resolved (presets expanded, units normalised); exit 2 on any problem,
+    all problems listed at once."""
+    from distro_bench import api
+    from distro_bench.errors import ScenarioError
+
+    permit_trace_outside(allow_trace_outside)
+
+    if as_json:
+        try:
+            s = api.validate(scenario)
+        except ScenarioError as e:
+            print_json({"valid": False, "source": e.source, "problems": e.problems})
+            raise typer.Exit(e.exit_code) from None
+        print_json(_scenario_json(s))
+        return
+    with cli_errors():
+        s = api.validate(scenario)
+    from rich.table import Table
+
+    from distro_bench.results.format import fmt_num
+
+    cols = ["rank", "node", "hardware", "speed", "link", "up/down delay loss"]
+    rows = [[str(n.rank), n.name, n.hardware_name, f"{fmt_num(n.compute_scale, '.2f')}x", n.link_name or "-",
+             _link_cell(n.link)] for n in s.nodes()]
+    b = s.budget().as_dict()
+    t = Table(title=f"{s.name}: {s.world_size} workers, model {s.model.preset or 'custom'}, budget {b['kind']} {b['value']:g}",
+              **TABLE_STYLE)
+    for c in cols:
+        t.add_column(c, no_wrap=True)
+    for r in rows:
+        t.add_row(*r)
+    print_table(t, table_records(cols, rows, key=1))
+    console.print(f"optimizers: {', '.join(f'{k} ({v.type})' for k, v in s.optimizer_configs().items())}; "
+                  f"baseline: {s.baseline}", markup=False)
+    for line in _timeline_lines(s):
+        console.print(line, markup=False, soft_wrap=True)
+    for line in _region_lines(s):
+        console.print(line, markup=False, soft_wrap=True)
+    console.print(f"[green]{scenario} is valid[/]")
+
+
+def _region_lines(s: Scenario) -> list[str]:
+    """The delay between the regions the workers are in (geo-distributed scenarios; harness/distro_bench/scenario/regions.py)."""
+    from distro_bench.scenario.model import region_matrix
+    from distro_bench.scenario.regions import describe_lines
+
+    m = region_matrix(s)
+    return describe_lines(m, [n.region for n in s.nodes() if n.region is not None]) if m is not None else []
+
+
+def _timeline_lines(s: Scenario) -> list[str]:
+    """What changes while each optimizer trains (link schedules, outages, stragglers, traces), in order."""
+    from distro_bench.scenario.timeline import compile_timeline
+
+    tl = compile_timeline(s)
+    if not tl:
+        return []
+    lines = ["changes during each optimizer's run (clock: from its first step):"]
+    lines += [f"  {c.trigger}: {c.describe()}" for c in tl.changes]
+    lines += [f"  {t.node} {t.direction} rate follows {t.path.name} every {t.resolution_s * 1e3:g} ms" for t in tl.traces]
+    return lines
+
+
+def _link_cell(link: LinkSpec | None) -> str:
+    """`10Mbit/50Mbit 15ms±3ms 0.1%` (up/down, one-way delay ± jitter, loss): short enough for 80 columns."""
+    if link is None:
+        return "unshaped"
+    from distro_bench.scenario.units import format_duration, format_percent, format_rate
+
+    parts = [f"{format_rate(link.up) if link.up else '-'}/{format_rate(link.down) if link.down else '-'}"]
+    if link.delay:
+        parts.append(format_duration(link.delay) + (f"±{format_duration(link.jitter)}" if link.jitter else ""))
+    if link.loss:
+        parts.append(format_percent(link.loss))
+    return " ".join(parts)
+
+
+def _scenario_json(s: Scenario) -> dict[str, Any]:
+    return {
+        "valid": True, "name": s.name, "world_size": s.world_size, "baseline": s.baseline,
+        "model": s.resolved_model(),
+        "train": s.train.model_dump(mode="json"),
+        "nodes": [{"rank": n.rank, "name": n.name, "hardware": n.hardware_name, "compute_scale": n.compute_scale,
+                   "link": n.link_name,
+                   "up_bps": n.link.up if n.link else None, "down_bps": n.link.down if n.link else None,
+                   "delay_s": n.link.delay if n.link else 0.0, "jitter_s": n.link.jitter if n.link else 0.0,
+                   "loss": n.link.loss if n.link else 0.0, "region": n.region} for n in s.nodes()],
+        "optimizers": {k: v.model_dump() for k, v in s.optimizer_configs().items()},
+        "regions": _regions_json(s),
+    }
+
+
+def _regions_json(s: Scenario) -> list[dict[str, Any]] | None:
+    from distro_bench.scenario.model import region_matrix
+    from distro_bench.scenario.regions import describe_json
+
+    m = region_matrix(s)
+    return describe_json(m, [n.region for n in s.nodes() if n.region is not None]) if m is not None else None
+
+
+def schema(
+    out: Path = typer.Option(None, "--out", help="write to this file instead of stdout"),
+) -> None:
+    """Print the JSON Schema of a scenario file (for editors: `# yaml-language-server: $schema=...`)."""
+    import json
+
+    from distro_bench import api
+
+    text = json.dumps(api.schema(), indent=2) + "\n"
+    if out:
+        out.write_text(text)
+        err_console.print(f"wrote {out}", markup=False)
+    else:
+        typer.echo(text, nl=False)

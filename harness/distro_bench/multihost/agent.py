@@ -1,0 +1,575 @@
+"""The per-host agent behind `distro-bench node`: shape this host's interface, run its workers under
+torchrun's c10d rendezvous, and (node-rank 0) gather one run folder.
+
+    checks (placement, interface, root, link plan)   -> InputError / CapabilityError before anything changes
+    the agents' store (harness/distro_bench/multihost/store.py)   -> node 0 names the run folder, every host heartbeats
+    shaping + janitor (hostshaping.py, janitor.py)   -> read back; removed on exit, Ctrl-C, failure, SIGKILL
+    host description + measured RTT/goodput           -> environment.json `hosts`
+    per seed, per optimizer: barrier -> torchrun -> its records to the run folder (shared path or the store)
+    node 0: environment.json, metrics/summary, report; status says which host failed
+
+The run folder's lifecycle (open and claim, the seed x optimizer loop, how it ended, finish) is the single-host
+runner's: harness/distro_bench/run/lifecycle.py; what this module adds is the launch (torchrun on every host, in step
+through the store) and the hosts' part (shaping, records shipped to node 0).
+
+The run folder is the one `distro-bench run` writes (backend "multihost"), so `report` and `check` read it
+unchanged. Workers never get NET_ADMIN: torchrun is started without it (harness/distro_bench/net/enter.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import distro_bench
+from distro_bench.errors import CapabilityError, HarnessError, InputError, WorkerFailed
+from distro_bench.multihost import iface as iface_mod
+from distro_bench.multihost import measure
+from distro_bench.multihost.failure import cause, without_cpp_frames
+from distro_bench.multihost.hostshaping import HostShaping, plan_host
+from distro_bench.multihost.store import LOST_AFTER_S, WATCH_S, AgentStore, PeerLost
+from distro_bench.net.emulation import worker_env
+from distro_bench.net.host import probe
+from distro_bench.net.ns import NetnsRef
+from distro_bench.results.rundir import atomic_write_text
+from distro_bench.run import environment
+from distro_bench.run.lifecycle import (
+    NoteProgress,
+    RunLifecycle,
+    choose_dist_backend,
+    collective_timeout_s,
+    sigterm_as_interrupt,
+)
+from distro_bench.run.overrides import Overrides
+from distro_bench.scenario.model import load_scenario
+from distro_bench.scenario.placement import ENV_NODE_RANK, ENV_PLACEMENT, Placement, from_scenario
+from distro_bench.train.liveness import WireCounter
+
+BACKEND = "multihost"
+TOKEN_FILE = ".multihost-token"
+DROPPED_CAPS = ("net_admin", "sys_admin")
+
+
+@dataclass
+class NodeOptions:
+    scenario: Path
+    rdzv: str  # HOST:PORT of torchrun's c10d rendezvous (node-rank 0's host)
+    node_rank: int
+    nnodes: int | None = None
+    iface: str | None = None
+    i_know: bool = False
+    shaping: bool = True
+    placement: str | None = None
+    store_port: int | None = None
+    join_timeout_s: float = 600.0
+    ship_records: bool = False  # ship over the store even where --out is shared (tests the no-shared-path case)
+    # The run options shared with `distro-bench run`. The agent reads the scenario's (optimizers, budget,
+    # seeds), out, allow_unemulated, measure_links (None here: measure RTT and goodput to the peers),
+    # collective_timeout_s and write_report; the backend is always this one.
+    overrides: Overrides = field(default_factory=Overrides)
+
+
+@dataclass
+class NodeResult:
+    node_rank: int
+    run_dir: Path  # the run folder (node 0) or this host's local copy
+    state: str
+    reason: str | None = None
+    host: dict = field(default_factory=dict)
+
+
+def parse_endpoint(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InputError(f"--rdzv: {text!r} is not HOST:PORT (e.g. --rdzv 10.0.0.1:29400)")
+    return host.strip("[]"), int(port)
+
+
+def _local_addresses() -> set[str]:
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        return {a.get_attr("IFA_LOCAL") or a.get_attr("IFA_ADDRESS") for a in ipr.get_addr()} - {None}
+
+
+def is_local_host(host: str) -> bool:
+    """Whether HOST names this machine (an address of one of its interfaces, or loopback)."""
+    try:
+        addrs = {str(ai[4][0]) for ai in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
+    except socket.gaierror:
+        return False
+    return any(a.startswith("127.") or a == "::1" for a in addrs) or bool(addrs & _local_addresses())
+
+
+def _pythonpath() -> str:
+    """This harness first, so the janitor and workers import the agent's own code."""
+    return os.pathsep.join([str(Path(distro_bench.__file__).resolve().parents[1])]
+                           + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+
+
+def _pdeathsig() -> None:
+    """In the child before exec: SIGTERM when the agent dies, however it dies (torchrun then stops its workers)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+class Agent:
+    def __init__(self, opts: NodeOptions, note=lambda text: None):
+        self.o = opts
+        self.note = note
+        self.shaping: HostShaping | None = None
+        self.janitor: subprocess.Popen | None = None
+        self.store: AgentStore | None = None
+        self.torchrun: subprocess.Popen | None = None
+        self.host: dict = {"node_rank": opts.node_rank, "state": "starting"}
+        self.run_dir: Path | None = None
+        self.failed_host: dict | None = None
+
+    @property
+    def _live_store(self) -> AgentStore:
+        """The agents' store: started in run() before any step that talks to the other hosts."""
+        assert self.store is not None, "the agents' store starts in run()"
+        return self.store
+
+    @property
+    def _folder(self) -> Path:
+        """The run folder: opened (node 0) or joined in _open_run_folder before any step that writes into it."""
+        assert self.run_dir is not None, "the run folder is opened in _open_run_folder()"
+        return self.run_dir
+
+    # ---- checks before anything changes ----------------------------------------------------------
+    def prepare(self) -> None:
+        o = self.o
+        self.rdzv_host, self.rdzv_port = parse_endpoint(o.rdzv)
+        scenario = o.overrides.apply(load_scenario(o.scenario))
+        self.scenario = scenario
+        self.life = RunLifecycle(scenario, BACKEND, NoteProgress(self.note), host=o.node_rank)
+        self.placement: Placement = from_scenario(scenario, o.nnodes, o.placement)
+        if not 0 <= o.node_rank < self.placement.nnodes:
+            raise InputError(f"--node-rank: {o.node_rank}; this run has hosts 0..{self.placement.nnodes - 1}")
+        nodes = scenario.nodes()
+        # Each host's link is shaped once, statically (hostshaping.py); a schedule or trace would be silently
+        # ignored, and a trace's path would not resolve in the run folder the workers read.
+        changing = sorted({n.link_name for n in nodes if n.link_name is not None and n.link is not None and n.link.changes})
+        if changing:
+            raise InputError(f"links {', '.join(changing)}: multi-host runs shape each host's link once and do not "
+                             "follow a schedule or trace; drop them, or run on one host (--backend netns)")
+        self.my_nodes = [nodes[r] for r in self.placement.ranks_of(o.node_rank)]
+        wants_shaping = o.shaping and any(n.link is not None and n.link.shaped for n in self.my_nodes)
+        self.iface = iface_mod.choose(o.iface, shaping=wants_shaping, i_know=o.i_know)
+        self.plan = None
+        if wants_shaping:
+            if os.geteuid() != 0:
+                raise CapabilityError("shaping this host's interface needs root (tc, an ifb device); run the agent "
+                                      "as root, or --no-shaping to measure the network as it is")
+            caps = probe(docker=False, gpus=False)
+            if not caps.rate_shaping:
+                raise CapabilityError("this kernel has no tbf qdisc: the links cannot be shaped here")
+            allow = o.overrides.backend_options(scenario).allow_unemulated
+            self.plan = plan_host(self.my_nodes, caps, allow_unemulated=allow, seed=scenario.train.seed)
+        if o.node_rank == 0 and not is_local_host(self.rdzv_host):
+            raise InputError(f"--rdzv: {self.rdzv_host} is not an address of this host, but node-rank 0 serves the "
+                             "rendezvous: start node-rank 0 on the rendezvous host (the first host of the job)")
+
+    # ---- the run ------------------------------------------------------------------------------------
+    def run(self) -> NodeResult:
+        self.prepare()
+        o, life = self.o, self.life
+        self.store = AgentStore(self.rdzv_host, o.store_port or self.rdzv_port + 1, o.node_rank,
+                                self.placement.nnodes, o.join_timeout_s)
+        self.store.start_heartbeat()
+        try:
+            with life.guard(on_failure=self._failed):
+                self._open_run_folder()
+                self._shape()
+                self._describe_and_measure()
+                self.host["state"] = "running"
+                life.train_all(self._train_one)
+            self.host["state"] = "complete"
+        finally:
+            if o.node_rank == 0 and self.run_dir is not None and life.state != "complete":
+                life.status_now()  # whatever fails below, the folder no longer says running
+            for step in (self._stop_torchrun, self._unshape):
+                try:
+                    step()
+                except Exception as e:
+                    self.note(f"host {o.node_rank}: {step.__name__.strip('_')}: {type(e).__name__}: {e}")
+            if o.node_rank == 0:
+                try:
+                    self._wait_byes()
+                    if self.run_dir is not None:
+                        self._finalize()
+                finally:
+                    life.release()
+            self._say_bye(life.state)
+        return NodeResult(o.node_rank, self._folder, life.state, life.reason, self.host)  # the guard raised otherwise
+
+    def _failed(self, e: BaseException) -> None:
+        """How this host's part ended, for the other hosts (the store) and environment.json's `failed_host`."""
+        life, me = self.life, self.o.node_rank
+        if isinstance(e, KeyboardInterrupt):
+            self.host["state"] = "interrupted"
+        elif isinstance(e, PeerLost):  # another host's failure, not this one's: its message as it is
+            life.reason = str(e)
+            self.failed_host = {"node_rank": e.node_rank, "kind": e.kind, "message": str(e)}
+            self.host["state"] = f"stopped: {life.reason}"
+            return
+        else:
+            self.host["state"] = "failed"
+            if isinstance(e, HarnessError):
+                self.failed_host = {"node_rank": me, "kind": "failed", "message": life.reason}
+        self._live_store.report_failure(life.reason or str(e))  # the guard sets the reason before calling this
+
+    def _open_run_folder(self) -> None:
+        """Node 0 opens the run folder (run/lifecycle.py: claimed, scenario.yaml, status "running") and names it
+        in the store; the others write into it where it is shared (its token is there), else into a local copy."""
+        o, st = self.o, self._live_store
+        if o.node_rank == 0:
+            self.run_dir = run_dir = self.life.open(o.overrides.out)
+            token = secrets.token_hex(8)
+            atomic_write_text(run_dir / TOKEN_FILE, token)
+            st.set_json("run", {"name": run_dir.name, "path": str(run_dir.resolve()), "token": token,
+                                "scenario": (run_dir / "scenario.yaml").read_text(),
+                                "placement": self.placement.encode()})
+            self.shared = True
+        else:
+            st.wait_keys(["run"], "node-rank 0 to open the run folder")
+            run = st.get_json("run")
+            if run["placement"] != self.placement.encode():
+                raise InputError(f"placement differs from node-rank 0's ({run['placement']} there, "
+                                 f"{self.placement.encode()} here): give every agent the same scenario and flags")
+            # The run folder on a shared path (NFS, a bind mount) holds node 0's token: write straight into it.
+            shared = Path(run["path"])
+            try:
+                self.shared = not o.ship_records and (shared / TOKEN_FILE).read_text() == run["token"]
+            except OSError:
+                self.shared = False
+            if self.shared:
+                self.run_dir = run_dir = shared
+            else:
+                self.run_dir = run_dir = o.overrides.out / run["name"]
+                run_dir.mkdir(parents=True, exist_ok=True)
+                (run_dir / "scenario.yaml").write_text(run["scenario"])
+            self.life.join(run_dir)
+        self.host["records"] = "shared path" if self.shared else "shipped to node-rank 0 over the agents' store"
+
+    def _shape(self) -> None:
+        if self.plan is None:
+            self.host["shaping"] = None
+            return
+        iface = self.iface
+        assert iface is not None, "a shaping plan means shaping, and iface.choose() names the interface for it"
+        self.shaping = shaping = HostShaping(self.plan, iface.name, replace_foreign=self.o.i_know)
+        # The janitor first: whatever happens from here on, the shaping does not outlive this process.
+        self.janitor = subprocess.Popen(
+            [sys.executable, "-m", "distro_bench.multihost.janitor", "--pid", str(os.getpid()), "--iface", iface.name,
+             "--ifb", shaping.ifb, "--root"], start_new_session=True, stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": _pythonpath()})
+        applied = shaping.apply()
+        self.host["shaping"] = {"iface": iface.name, "link": self.plan.nodes[0].link_name,
+                                "link_spec": self.my_nodes[0].link.describe() if self.my_nodes[0].link else "unshaped",
+                                "engine": self.plan.engine, "not_emulated": self.plan.not_emulated,
+                                "applied": applied, "read_back_problems": shaping.verify()}
+        self.note(f"host {self.o.node_rank}: shaped {iface.name} ({self.host['shaping']['link_spec']})")
+
+    def _unshape(self) -> None:
+        problems: list[str] = []
+        if self.janitor is not None:
+            self.janitor.terminate()  # we clean up ourselves; it must not race a later agent's shaping
+            try:
+                self.janitor.wait(5)
+            except subprocess.TimeoutExpired:
+                self.janitor.kill()
+        if self.shaping is not None:
+            problems = self.shaping.remove()
+            self.host["shaping_removed"] = not problems
+            if problems:
+                self.host["shaping_removal_problems"] = problems
+                self.note(f"host {self.o.node_rank}: shaping removal problems: {'; '.join(problems)}")
+            self.shaping = None
+
+    def _describe_and_measure(self) -> None:
+        env = environment.collect()
+        self.host.update({"hostname": socket.gethostname(), "kernel": env["kernel"], "platform": env["platform"],
+                          "gpus": env["gpus"], "cpu_count": env["cpu_count"], "torch": env["torch"],
+                          "python": env["python"], "git_commit": env["git_commit"],
+                          "iface": self.iface.as_dict() if self.iface else None,
+                          "ranks": list(self.placement.ranks_of(self.o.node_rank)),
+                          "nodes": [n.name for n in self.my_nodes]})
+        st, me, n = self._live_store, self.o.node_rank, self.placement.nnodes
+        measured: dict = {"rtt_s": {}, "goodput_bps": {}}
+        if self.o.overrides.measure_links is not False and n > 1 and self.iface is not None:
+            assert self.iface.ipv4 is not None, "iface.choose() refuses an interface without an IPv4 address"
+            with measure.Probes(self.iface.ipv4) as probes:
+                st.set_json(f"probe/{me}", probes.endpoint())
+                st.wait_keys([f"probe/{i}" for i in range(n)], "every host's probe listeners")
+                peers = {i: st.get_json(f"probe/{i}") for i in range(n) if i != me}
+                st.barrier("rtt")
+                for i, p in peers.items():
+                    measured["rtt_s"][str(i)] = measure.rtt_to(p["addr"], p["rtt_port"])
+                st.barrier("goodput")
+                nxt = (me + 1) % n
+                measured["goodput_bps"][str(nxt)] = measure.goodput_to(peers[nxt]["addr"], peers[nxt]["sink_port"])
+                st.barrier("measured")
+        self.host["measured"] = measured
+        st.set_json(f"host/{me}", self.host)
+
+    # ---- one optimizer on every host ------------------------------------------------------------------
+    def _torchrun_argv(self, run_name: str, seed: int, out: Path) -> list[str]:
+        o = self.o
+        rdzv_id = f"{self._folder.name}-{run_name}-{seed}"[-60:]
+        argv = [sys.executable, "-m", "torch.distributed.run", "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", f"{self.rdzv_host}:{self.rdzv_port}", "--rdzv-id", rdzv_id,
+                # keep_alive_interval: each keep-alive rewrites the rendezvous state (~1 KB) over the shaped link,
+                # every 5 s by default; with no restarts it only matters for a re-rendezvous that never comes.
+                "--rdzv-conf", (f"is_host={'true' if o.node_rank == 0 else 'false'},"
+                                f"join_timeout={int(o.join_timeout_s)},keep_alive_interval=30"),
+                "--nnodes", str(self.placement.nnodes), "--node-rank", str(o.node_rank),
+                "--nproc-per-node", str(len(self.my_nodes)), "--max-restarts", "0",
+                # torchrun asks the rendezvous store whether nodes wait to join at every monitor interval: a
+                # round trip over the shaped link (0.1 s by default), counted in the wire bytes. 5 s is plenty.
+                "--monitor-interval", "5"]
+        if self.iface is not None:
+            assert self.iface.ipv4 is not None, "iface.choose() refuses an interface without an IPv4 address"
+            argv += ["--local-addr", self.iface.ipv4]  # the hostname may resolve to loopback or another network
+        argv += ["-m", "distro_bench.train.worker", "--scenario", str(self._folder / "scenario.yaml"), "--optimizer", run_name,
+                 "--out", str(out), "--seed", str(seed)]
+        if os.geteuid() == 0:
+            argv = NetnsRef.current().wrap(argv, drop_caps=DROPPED_CAPS)
+        return argv
+
+    def _worker_env(self) -> dict[str, str]:
+        o, k = self.o, len(self.my_nodes)
+        timeout = o.overrides.collective_timeout_s or collective_timeout_s(self.scenario)
+        env = {ENV_PLACEMENT: self.placement.encode(), ENV_NODE_RANK: str(o.node_rank),
+               "DISTRO_BENCH_TIMEOUT_S": f"{timeout:.0f}", "DISTRO_BENCH_DIST_BACKEND": choose_dist_backend(self.scenario),
+               "DISTRO_BENCH_THREADS": os.environ.get("DISTRO_BENCH_THREADS", str(max(1, (os.cpu_count() or 1) // k))),
+               "PYTHONUNBUFFERED": "1", "PYTHONPATH": _pythonpath()}
+        if self.iface is not None:
+            env.update(worker_env(self.iface.name))
+            if k > 1:
+                # One interface, several workers: its counters are the host's, not a worker's; wire bytes
+                # per worker are then not measurable (null), never a guessed share.
+                env.pop("DISTRO_BENCH_WIRE_IFACE")
+        return env
+
+    def _train_one(self, run_name: str, seed: int) -> None:
+        """The launch of one optimizer and seed (run/lifecycle.py train_all): every host's torchrun, in step."""
+        o, st = self.o, self._live_store
+        tag = f"{seed}/{run_name}"
+        out = self.life.worker_dir(run_name, seed)
+        out.mkdir(parents=True, exist_ok=True)
+        st.barrier(f"start/{tag}")
+        self.note(f"host {o.node_rank}: {run_name} seed {seed}: torchrun with {len(self.my_nodes)} worker(s)")
+        log_path = out / f"host{o.node_rank}-torchrun.log"
+        wire0 = self._iface_counters()
+        with open(log_path, "ab") as log:
+            self.torchrun = subprocess.Popen(self._torchrun_argv(run_name, seed, out), env={**os.environ,
+                                             **self._worker_env()}, stdout=log, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, start_new_session=True,
+                                             preexec_fn=_pdeathsig)  # noqa: PLW1509 (one prctl call, no locks)
+        rc = None
+        last_watch = time.monotonic()
+        try:
+            while rc is None:
+                rc = self.torchrun.poll()
+                if rc is None and time.monotonic() - last_watch >= WATCH_S:
+                    st.raise_if_peer_down()
+                    last_watch = time.monotonic()
+                time.sleep(0.3)
+        except PeerLost:
+            # A peer is gone: our workers would wait in a collective until its timeout; stop them now.
+            self._ship(tag, out, rc="stopped")
+            raise
+        finally:
+            if rc is None:
+                self._stop_torchrun()
+        self.torchrun = None
+        if rc != 0:
+            self._blame_peer()
+        wire1 = self._iface_counters()
+        if wire0 and wire1:
+            self.host.setdefault("iface_bytes", {})[tag] = {"tx": wire1[0] - wire0[0], "rx": wire1[1] - wire0[1]}
+        self._ship(tag, out, rc=rc)
+        if rc != 0:
+            raise _torchrun_failed(f"{run_name} seed {seed}", o.node_rank, rc, log_path)
+        if o.node_rank == 0:
+            self._gather(tag, out)
+
+    def _blame_peer(self) -> None:
+        """Our workers failed: when a peer host died, that is the cause (its workers' sockets closing is what
+        failed ours). Wait long enough for its heartbeat to go stale (node 0 decides); PeerLost if it did."""
+        # Node 0 decides within LOST_AFTER_S + 2 WATCH_S; the others wait longer, so that they hear its
+        # verdict (a peer's failure) instead of giving up first with their own workers' consequent errors.
+        deadline = time.monotonic() + LOST_AFTER_S + (2 if self.o.node_rank == 0 else 4) * WATCH_S
+        while time.monotonic() < deadline:
+            if self.o.node_rank == 0:
+                lost = {i: v for i, v in self._live_store.peer_status().items() if v[0] == "lost"}
+                if lost:
+                    i, (kind, msg) = sorted(lost.items())[0]
+                    self._live_store.abort(i, kind, msg)
+            a = self._live_store.aborted()
+            if a and a["node_rank"] != self.o.node_rank:
+                raise PeerLost(f"host {a['node_rank']} (node-rank {a['node_rank']}) {a['kind']}: {a['message']}",
+                               node_rank=a["node_rank"], kind=a["kind"])
+            time.sleep(1.0 if self.o.node_rank == 0 else WATCH_S)
+
+    def _iface_counters(self) -> tuple[int, int] | None:
+        if self.iface is None:
+            return None
+        return WireCounter(self.iface.name).read()
+
+    def _ship(self, tag: str, out: Path, rc) -> None:
+        """This host's records of one optimizer: written in place on a shared path, else over the store."""
+        st, me = self._live_store, self.o.node_rank
+        try:
+            if me != 0 and not self.shared:
+                files = sorted(p.relative_to(self._folder) for p in out.iterdir()
+                               if p.is_file() and p.suffix in (".jsonl", ".log"))
+                st.put_files(tag, self._folder, files)
+            st.set_json(f"done/{tag}/{me}", {"rc": rc})
+        except Exception as e:  # the store is gone (node 0 ended): nothing more to hand over
+            self.note(f"host {me}: could not hand over the records of {tag}: {e}")
+
+    def _gather(self, tag: str, out: Path) -> None:
+        st = self._live_store
+        keys = [f"done/{tag}/{i}" for i in range(1, self.placement.nnodes)]
+        st.wait_keys(keys, f"every host's records of {tag}")
+        for i in range(1, self.placement.nnodes):
+            if not self.shared_of(i):
+                st.take_files(tag, i, self._folder)
+
+    def shared_of(self, i: int) -> bool:
+        st = self._live_store
+        host = st.get_json(f"host/{i}") if st.has(f"host/{i}") else {}
+        return host.get("records") == "shared path"
+
+    def _stop_torchrun(self) -> None:
+        p = self.torchrun
+        if p is None or p.poll() is not None:
+            self.torchrun = None
+            return
+        try:
+            os.killpg(p.pid, signal.SIGTERM)  # torchrun stops its workers on SIGTERM
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(5)
+        except ProcessLookupError:
+            pass
+        self.torchrun = None
+
+    # ---- the end ----------------------------------------------------------------------------------------
+    def _say_bye(self, state: str) -> None:
+        st = self._live_store
+        try:
+            st.set_json(f"host/{self.o.node_rank}", self.host)
+            st.store.set(f"bye/{self.o.node_rank}", state)
+        except Exception:
+            pass  # node 0 (the store) is gone
+        st.stop_heartbeat()
+
+    def _wait_byes(self, timeout_s: float = 30.0) -> None:
+        """Node 0, before writing the folder: the others' last word (their final state, shaping removed)."""
+        st, deadline = self._live_store, time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            down = st.peer_status()
+            if all(st.has(f"bye/{i}") or i in down for i in range(1, self.placement.nnodes)):
+                return
+            time.sleep(0.2)
+
+    def _finalize(self) -> None:
+        """Node 0: every host's description, the partial records of the others, summary and report."""
+        life = self.life
+        st, n = self._live_store, self.placement.nnodes
+        hosts = []
+        down: dict[int, tuple[str, str]] = {}
+        try:
+            down = st.peer_status()
+        except Exception:
+            pass
+        for i in range(n):
+            if i == 0:
+                hosts.append(self.host)
+                continue
+            try:
+                h = st.get_json(f"host/{i}") if st.has(f"host/{i}") else {"node_rank": i, "state": "unknown"}
+                if i in down:
+                    h["state"] = down[i][0]
+                    h["failure"] = down[i][1]
+            except Exception as e:
+                h = {"node_rank": i, "state": "unknown", "failure": str(e)}
+            hosts.append(h)
+        if life.state != "complete":
+            # Records the others handed over before the failure.
+            for key_tag in (f"{seed}/{name}" for seed, name in life.runs()):
+                for i in range(1, n):
+                    try:
+                        if st.has(f"files/{key_tag}/{i}") and not self.shared_of(i):
+                            st.take_files(key_tag, i, self._folder)
+                    except Exception:
+                        pass
+        failed = self.failed_host or next(({"node_rank": h["node_rank"], "kind": h["state"], "message": h.get("failure")}
+                                           for h in hosts if h.get("state") in ("lost", "failed")), None)
+        env = {**environment.collect(), "backend": BACKEND,
+               "backend_reason": f"{n} hosts, torchrun c10d rendezvous at {self.rdzv_host}:{self.rdzv_port}",
+               "network": self._network(hosts), "hosts": hosts, "placement": self.placement.encode(),
+               "failed_host": failed}
+        life.write_environment(env)
+        if failed and life.reason and f"host {failed['node_rank']}" not in life.reason:
+            life.reason = f"host {failed['node_rank']} {failed['kind']}: {failed.get('message')}; here: {life.reason}"
+        try:
+            life.write_prediction(env["network"])
+        except Exception as e:  # the run's records matter more than the model's figures
+            self.note(f"host 0: no prediction for this run: {type(e).__name__}: {e}")
+        (self._folder / TOKEN_FILE).unlink(missing_ok=True)  # the others are done with the folder
+        life.finish(write_report=self.o.overrides.write_report)
+
+    def _network(self, hosts: list[dict]) -> dict:
+        """environment.json's `network`, shaped like the netns backend's (one entry per scenario node)."""
+        nodes, not_emulated, emulated = [], [], bool(hosts)
+        by_rank = {n.rank: n for n in self.scenario.nodes()}
+        for h in hosts:
+            shaping = h.get("shaping")
+            if not shaping:
+                emulated = False
+            for r in h.get("ranks") or self.placement.ranks_of(h["node_rank"]):
+                n = by_rank[r]
+                nodes.append({"rank": r, "name": n.name, "host": h["node_rank"], "hostname": h.get("hostname"),
+                              "address": (h.get("iface") or {}).get("ipv4"), "link": n.link_name,
+                              "link_spec": n.link.describe() if n.link else "unshaped",
+                              "applied": (shaping or {}).get("applied") or {"delay_line": None},
+                              "not_emulated": (shaping or {}).get("not_emulated", [])})
+            not_emulated += (shaping or {}).get("not_emulated", [])
+            if len(h.get("ranks") or []) > 1:
+                not_emulated.append(f"host {h['node_rank']}: nodes {', '.join(h.get('nodes', []))} share one interface: "
+                                    "traffic between them stays on the host, and wire bytes per worker are not measured")
+        return {"backend": BACKEND, "network_emulated": emulated, "link_engine": "tc",
+                "link_engine_reason": "tc on each host's interface (egress tbf, ingress through an ifb)",
+                "nodes": nodes, "not_emulated": not_emulated}
+
+
+def _torchrun_failed(what: str, node_rank: int, rc: int, log_path: Path) -> WorkerFailed:
+    """The failure of one host's torchrun in one line with its cause; the log tail without C++ frames."""
+    try:
+        text = log_path.read_text(errors="replace")
+    except OSError:
+        text = ""
+    why = cause(text)
+    tail = "\n".join(without_cpp_frames(text).splitlines()[-15:])
+    return WorkerFailed(f"{what}: torchrun on host {node_rank} exited with code {rc}"
+                        + (f" ({why})" if why else "") + f"; log: {log_path}", log_tail="" if why else tail)
+
+
+def run_node(opts: NodeOptions, note=lambda text: None) -> NodeResult:
+    """One host's part of a multi-host run; SIGTERM takes the Ctrl-C path (shaping removed, records kept)."""
+    with sigterm_as_interrupt():
+        return Agent(opts, note).run()

@@ -1,0 +1,331 @@
+"""Measuring emulated links against their spec: goodput up and down against a far end on the switch
+(iperf3 where installed, else the built-in Python TCP probe; each Check says which measured), and RTT
+where delay is emulated (to the far end, and node to node) as TCP handshake times (harness/distro_bench/net/tcpprobe.py).
+
+Backend-neutral: a `LinkTarget` is a namespace reference, an address and the two `Direction`s, so
+the netns and Docker backends (and the delay-line tests) measure the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from distro_bench.errors import HarnessError
+from distro_bench.net import tcpprobe
+from distro_bench.net.ns import NetnsRef, run
+from distro_bench.net.shaping import Direction
+
+IPERF_PORT = 5201
+# Goodput is TCP payload, the rate counts Ethernet frames: 1448 of 1514 bytes (95.6%) is the ceiling.
+GOODPUT_RANGE = (0.90, 1.02)
+RTT_ABS_TOL_S = 0.001
+RTT_REL_TOL = 0.05
+
+
+@dataclass(frozen=True)
+class LinkTarget:
+    name: str
+    ns: NetnsRef
+    addr: str
+    up: Direction
+    down: Direction
+    emulated_delay: bool = True  # False when delay was asked for but not emulated (--allow-unemulated)
+    region: str | None = None
+    # Extra one-way delay (and its jitter) of this node's uplink by destination address: the path to another region.
+    pair_delay_s: tuple[tuple[str, float], ...] = ()
+    pair_jitter_s: tuple[tuple[str, float], ...] = ()
+
+    def delay_to(self, addr: str) -> float:
+        return dict(self.pair_delay_s).get(addr, 0.0)
+
+    def jitter_to(self, addr: str) -> float:
+        return dict(self.pair_jitter_s).get(addr, 0.0)
+
+
+@dataclass(frozen=True)
+class Check:
+    node: str
+    what: str  # "up goodput", "down goodput", "rtt to switch", "rtt to node1"
+    configured: float | None  # bit/s or seconds
+    measured: float | None
+    unit: str  # "bit/s" | "s"
+    status: str  # PASS | FAIL | SKIP
+    note: str = ""
+    tool: str = ""  # what measured: "iperf3", "python-tcp" (goodput), "tcp-handshake" (RTT)
+
+    @property
+    def ratio(self) -> float | None:
+        if self.configured and self.measured is not None:
+            return self.measured / self.configured
+        return None
+
+
+def expected_rtt(a_up: Direction, a_down: Direction, b_up: Direction | None = None,
+                 b_down: Direction | None = None) -> float:
+    """Mean RTT from node A: to the switch far end when B is None, else to node B.
+    A -> B crosses A's uplink and B's downlink; the reply B's uplink and A's downlink."""
+    if b_up is None or b_down is None:
+        return a_up.delay_s + a_down.delay_s
+    return a_up.delay_s + b_down.delay_s + b_up.delay_s + a_down.delay_s
+
+
+def pair_rtt(a: LinkTarget, b: LinkTarget) -> float:
+    """Mean RTT from node A to node B: both access links each way, plus the region path each way,
+    up_a + d(a, b) + down_b + up_b + d(b, a) + down_a."""
+    return expected_rtt(a.up, a.down, b.up, b.down) + a.delay_to(b.addr) + b.delay_to(a.addr)
+
+
+def pair_tolerance(expected_s: float, jitter_sum_s: float = 0.0) -> float:
+    """How far a node-to-node RTT across regions may sit from the expected one: 5%, never below 1 ms (a
+    sub-ms pair is within the host's own latency), plus a third of the jitters' sum as in rtt_tolerance."""
+    return max(RTT_REL_TOL * expected_s, RTT_ABS_TOL_S) + jitter_sum_s / 3
+
+
+def rtt_tolerance(expected_s: float, jitter_sum_s: float = 0.0) -> float:
+    """How far a mean RTT may sit from the expected one: 1 ms + 5%, plus a third of the jitters' sum
+    (about two standard errors of a 10-sample mean when each hop's jitter is spread evenly)."""
+    return RTT_ABS_TOL_S + RTT_REL_TOL * expected_s + jitter_sum_s / 3
+
+
+def goodput_status(measured: float | None, configured: float, lo: float, hi: float) -> str:
+    if measured is None:
+        return "FAIL"
+    return "PASS" if lo * configured <= measured <= hi * configured else "FAIL"
+
+
+def start_iperf_server(ns: NetnsRef, addr: str, port: int = IPERF_PORT) -> subprocess.Popen:
+    proc = subprocess.Popen(ns.wrap(["iperf3", "-s", "-B", addr, "-p", str(port)]),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    time.sleep(0.3)
+    if proc.poll() is not None:
+        err = proc.stderr.read().strip() if proc.stderr is not None else ""  # a pipe, as asked above
+        raise HarnessError(f"iperf3 server in {ns} exited: {err}")
+    return proc
+
+
+def iperf_goodput(client: NetnsRef, server_addr: str, *, seconds: float, reverse: bool,
+                  port: int = IPERF_PORT, omit_s: int = 1, tries: int = 3) -> float:
+    """Receiver-side goodput in bit/s of one TCP stream (client -> server, or server -> client with
+    reverse). The first `omit_s` seconds (slow start, the token bucket's initial burst) are left out."""
+    argv = ["iperf3", "-c", server_addr, "-p", str(port), "-t", f"{seconds:g}", "-O", str(omit_s), "-J"]
+    if reverse:
+        argv.append("-R")
+    last = ""
+    for attempt in range(tries):
+        proc = run(client.wrap(argv), check=False, timeout=seconds + omit_s + 30)
+        try:
+            data = json.loads(proc.stdout)
+        except ValueError:
+            data = {"error": (proc.stderr or proc.stdout).strip()[:300]}
+        if "error" not in data:
+            return float(data["end"]["sum_received"]["bits_per_second"])
+        last = data["error"]
+        time.sleep(0.5 * (attempt + 1))  # the server may still be finishing the previous test
+    raise HarnessError(f"iperf3 from {client} to {server_addr} failed: {last}")
+
+
+GOODPUT_TOOLS = ("auto", "iperf3", "python")
+
+
+def goodput_tool(requested: str = "auto") -> str:
+    """`iperf3` when requested or (auto) installed, else `python-tcp`, the built-in probe."""
+    if requested not in GOODPUT_TOOLS:
+        raise HarnessError(f"goodput tool {requested!r}: one of {', '.join(GOODPUT_TOOLS)}")
+    if requested == "iperf3" or (requested == "auto" and shutil.which("iperf3")):
+        return "iperf3"
+    return "python-tcp"
+
+
+def tcp_rtt(client: NetnsRef, server: NetnsRef, addr: str, *, count: int = 10, interval_s: float = 0.2) -> float | None:
+    """Mean RTT in seconds (TCP handshakes to a listener at `addr` in `server`), or None when none completed."""
+    return tcpprobe.rtt(client, server, addr, count=count, interval_s=interval_s).mean_s
+
+
+def measure(targets: list[LinkTarget], far_end: NetnsRef, far_addr: str, *, seconds: float = 5.0,
+            goodput_range: tuple[float, float] = GOODPUT_RANGE, ping_count: int = 10,
+            tool: str = "auto", on_check=None) -> list[Check]:
+    """Every rate-limited direction's goodput, then RTTs where delay is emulated. Tests run one at a
+    time (a shared CPU and one server); `on_check` sees each result as it comes. `tool`: auto (iperf3
+    where installed, else the Python TCP probe), iperf3 or python."""
+    lo, hi = goodput_range
+    checks: list[Check] = []
+    used = goodput_tool(tool)
+
+    def add(c: Check) -> None:
+        checks.append(c)
+        if on_check:
+            on_check(c)
+
+    def goodput(t: LinkTarget, reverse: bool) -> float:
+        if used == "iperf3":
+            return iperf_goodput(t.ns, far_addr, seconds=seconds, reverse=reverse)
+        got = tcpprobe.tcp_goodput(t.ns, far_end, far_addr, seconds=seconds, reverse=reverse)
+        if got is None:
+            raise HarnessError(f"python TCP goodput from {t.ns} to {far_addr}: no data came through")
+        return got
+
+    shaped = any(d.rate_bps for t in targets for d in (t.up, t.down))
+    server = start_iperf_server(far_end, far_addr) if used == "iperf3" and shaped else None
+    try:
+        for t in targets:
+            for what, d, reverse in (("up goodput", t.up, False), ("down goodput", t.down, True)):
+                if not d.rate_bps:
+                    add(Check(t.name, what, None, None, "bit/s", "SKIP", "unshaped", tool=used))
+                    continue
+                got = goodput(t, reverse)
+                note = f"pass: {lo:.0%}-{hi:.0%} of the rate"
+                if got < lo * d.rate_bps:
+                    # A busy CPU only ever lowers goodput (a late sender), never raises it: measure
+                    # once more and keep the better figure, saying so.
+                    got = max(got, goodput(t, reverse))
+                    note += " (best of 2)"
+                add(Check(t.name, what, float(d.rate_bps), got, "bit/s", goodput_status(got, d.rate_bps, lo, hi), note,
+                          tool=used))
+    finally:
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+    for i, t in enumerate(targets):
+        pairs = [("rtt to switch", far_end, far_addr, expected_rtt(t.up, t.down), t.up.jitter_s + t.down.jitter_s, True)]
+        regional = any(x.pair_delay_s for x in targets)
+        # With regions every pair is its own path (each pair once); otherwise the ring's next node.
+        peers = targets[i + 1:] if regional else [targets[(i + 1) % len(targets)]] if len(targets) > 1 else []
+        for b in peers:
+            pairs.append((f"rtt to {b.name}", b.ns, b.addr, pair_rtt(t, b),
+                          t.up.jitter_s + t.down.jitter_s + b.up.jitter_s + b.down.jitter_s
+                          + t.jitter_to(b.addr) + b.jitter_to(t.addr), b.emulated_delay))
+        for what, server_ns, addr, expected, jitter, b_emulated in pairs:
+            if expected == 0:
+                continue  # no delay asked for: nothing to compare with but the host's own latency
+            if not (t.emulated_delay and b_emulated):
+                add(Check(t.name, what, expected, None, "s", "SKIP", "delay not emulated", tool="tcp-handshake"))
+                continue
+            rtt = tcp_rtt(t.ns, server_ns, addr, count=ping_count)
+            tol = pair_tolerance(expected, jitter) if regional and what != "rtt to switch" else rtt_tolerance(expected, jitter)
+            ok = rtt is not None and abs(rtt - expected) <= tol
+            add(Check(t.name, what, expected, rtt, "s", "PASS" if ok else "FAIL", f"pass: ±{tol * 1e3:.1f} ms",
+                      tool="tcp-handshake"))
+    return checks
+
+
+def passed(checks: list[Check]) -> bool:
+    return all(c.status != "FAIL" for c in checks)
+
+
+def fmt_value(v: float | None, unit: str) -> str:
+    if v is None:
+        return "-"
+    if unit == "s":
+        return f"{v * 1e3:.2f} ms"
+    if v >= 1e9:
+        return f"{v / 1e9:.3g} Gbit/s"
+    if v >= 1e6:
+        return f"{v / 1e6:.3g} Mbit/s"
+    return f"{v / 1e3:.3g} kbit/s" if not math.isnan(v) else "-"
+
+
+# ---- a quick measurement for the run folder ---------------------------------------------------------
+
+QUICK_SECONDS = 1.0  # measured span of each goodput test, after QUICK_OMIT_S
+QUICK_OMIT_S = 0.5  # slow start and the token bucket's first burst, left out
+QUICK_MAX_SECONDS = 3.0
+# Receivers see data in bursts of up to 64 KB (GRO): a span must hold many of them for a figure within a few
+# percent, so slow links are measured longer (5 Mbit: 1.7 s), up to QUICK_MAX_SECONDS.
+QUICK_MIN_BYTES = 1 << 20
+QUICK_RTT_COUNT = 5
+QUICK_TOOL = "python-tcp goodput, tcp-handshake RTT"
+
+
+_Result = TypeVar("_Result")
+
+
+def _concurrently(jobs: Mapping[str, Callable[[], _Result]]) -> dict[str, _Result | Exception]:
+    """Run each zero-argument callable in a thread of its own; name -> its result (or the exception it raised)."""
+    import threading
+
+    out: dict[str, _Result | Exception] = {}
+
+    def call(name, fn):
+        try:
+            out[name] = fn()
+        except Exception as e:  # one node's failure is that node's record, not the others'
+            out[name] = e
+
+    threads = [threading.Thread(target=call, args=(k, fn), daemon=True) for k, fn in jobs.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def quick_seconds(rate_bps: float, seconds: float = QUICK_SECONDS) -> float:
+    """How long to measure a direction of `rate_bps`: at least `seconds`, long enough for QUICK_MIN_BYTES,
+    at most QUICK_MAX_SECONDS."""
+    return max(seconds, min(QUICK_MAX_SECONDS, QUICK_MIN_BYTES * 8 / rate_bps))
+
+
+def measure_nodes(targets: list[LinkTarget], far_end: NetnsRef, far_addr: str, *, seconds: float = QUICK_SECONDS,
+                  omit_s: float = QUICK_OMIT_S, rtt_count: int = QUICK_RTT_COUNT) -> dict[str, dict]:
+    """What each node's link delivers, for environment.json: node name -> {"up": {"rate_bps"}, "down":
+    {"rate_bps"}, "rtt_s", "delay_s" (half the RTT), "tool", ...; with regions also "pair_rtt_s" and
+    "pair_rtt_expected_s", peer name -> seconds}. Unlike `measure` (the `links` command's
+    pass/fail test) it is quick and judges nothing: every node's uplinks at once, then every downlink,
+    then the RTTs (a few seconds in all, whatever the node count; links are independent in the star, and
+    training loads them all at once too). Unshaped directions are not measured (their goodput is this
+    host's CPU, not a link). A failure is recorded per node as `error`, never raised."""
+    out: dict[str, dict] = {t.name: {"up": {}, "down": {}, "tool": QUICK_TOOL, "seconds": seconds,
+                                     "concurrent_nodes": len(targets)} for t in targets}
+    for direction, reverse in (("up", False), ("down", True)):
+        spans = {t.name: quick_seconds(getattr(t, direction).rate_bps, seconds)
+                 for t in targets if getattr(t, direction).rate_bps}
+        jobs = {t.name: functools.partial(tcpprobe.tcp_goodput, t.ns, far_end, far_addr, seconds=spans[t.name],
+                                          reverse=reverse, omit_s=omit_s)
+                for t in targets if t.name in spans}
+        for name, got in _concurrently(jobs).items():
+            if isinstance(got, Exception):
+                out[name].setdefault("error", f"{direction} goodput: {type(got).__name__}: {got}")
+            elif got is None:
+                out[name].setdefault("error", f"{direction} goodput: no data came through")
+            else:
+                out[name][direction]["rate_bps"] = got
+                out[name][direction]["seconds"] = spans[name]
+    if any(t.pair_delay_s for t in targets):
+        # Regions: each pair's path is its own (up + d(i,j) + down, both ways): every pair measured once, all
+        # at once (handshakes are tiny), as `pair_rtt_s` {peer: measured} beside `pair_rtt_expected_s`.
+        pairs = {(a.name, b.name): (a, b) for i, a in enumerate(targets) for b in targets[i + 1:]}
+        pair_rtts = _concurrently({f"{a.name}|{b.name}": functools.partial(tcpprobe.rtt, a.ns, b.ns, b.addr,
+                                                                           count=rtt_count, interval_s=0.05)
+                                   for a, b in pairs.values()})
+        for key, res in pair_rtts.items():
+            a_name, b_name = key.split("|")
+            a, b = pairs[(a_name, b_name)]
+            for x, y in ((a, b), (b, a)):
+                out[x.name].setdefault("pair_rtt_expected_s", {})[y.name] = pair_rtt(a, b)
+                out[x.name].setdefault("pair_rtt_s", {})[y.name] = None if isinstance(res, Exception) else res.mean_s
+    rtts = _concurrently({t.name: functools.partial(tcpprobe.rtt, t.ns, far_end, far_addr, count=rtt_count,
+                                                    interval_s=0.05)
+                          for t in targets})
+    for name, rtt in rtts.items():
+        if isinstance(rtt, Exception):
+            out[name].setdefault("error", f"rtt: {type(rtt).__name__}: {rtt}")
+            continue
+        out[name]["rtt_s"] = rtt.mean_s
+        out[name]["rtt_lost"] = rtt.lost
+        if rtt.mean_s is not None:
+            # The star's scenario delay applies each way, so half the RTT to the switch is the one-way delay.
+            for d in ("up", "down"):
+                out[name][d]["delay_s"] = rtt.mean_s / 2
+    return out

@@ -1,0 +1,222 @@
+"""The CI gate: a run's reduction factor, loss gap, replica agreement and completeness against thresholds.
+
+Over repeats (several seeds) each figure is taken seed by seed, the candidate against the baseline's same
+seed (the same initial weights and data order: harness/distro_bench/results/stats.py pairs them), and a check passes only when
+the paired 95% Student-t interval lies wholly on the good side of its threshold, so more noise can only make
+a check fail, never pass:
+
+- reduction: the interval's lower end >= `min_reduction`;
+- loss gap: a non-inferiority test on the validation loss at equal training time (candidate - baseline),
+  the interval's upper end <= the margin `max_loss_gap` (0 asks the candidate to be shown better); it needs
+  at least MIN_SEEDS seeds (fewer fail, unless `allow_few_seeds`, which then compares what there is), and
+  any seed whose loss is missing or not finite (a diverged run) fails it.
+
+Every result reports its margin (how far the relevant end of the interval is from the threshold, positive
+= room to spare). docs/ci-gate.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from distro_bench.errors import InputError
+from distro_bench.report.analysis import total_bytes
+from distro_bench.report.load import LoadedRun
+from distro_bench.results import stats
+
+MIN_SEEDS = 3  # two seeds give a t interval 12.7 standard errors wide: a gate on it cannot fail or pass honestly
+PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
+
+
+@dataclass
+class CheckResult:
+    check: str
+    optimizer: str | None
+    measured: float | str | bool | None
+    threshold: str
+    status: str  # PASS | FAIL | SKIP (no threshold given)
+    note: str = ""
+    interval: list[float] | None = None  # 95% interval of the mean over seeds (None: one seed)
+    margin: float | None = None  # threshold side minus the mean: > 0 has room, < 0 is beyond the threshold
+    seeds: int | None = None
+
+
+def measured_text(r: CheckResult) -> str:
+    v = r.measured
+    if v is None:
+        return "n/a"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float) and r.check.startswith("reduction"):
+        return f"{v:,.1f}x"
+    if isinstance(v, float) and "gap" in r.check:
+        return f"{v:+.4f}"
+    return str(v)
+
+
+@dataclass
+class CheckReport:
+    run: str
+    state: str
+    baseline: str | None
+    candidates: list[str]
+    thresholds: dict
+    results: list[CheckResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(r.status != FAIL for r in self.results)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "passed": self.passed}
+
+
+def _known(run: LoadedRun) -> list[str]:
+    names = list(run.data.scenario.get("optimizers") or {})
+    return names + [n for n in run.optimizers if n not in names]
+
+
+def _per_seed(base: dict, cand: dict, fn) -> list:
+    """fn(baseline's figures, candidate's figures) for every seed both ran (summary `per_seed`); for a run
+    folder from before repeats, of the summaries themselves."""
+    bs, cs = base.get("per_seed") or {}, cand.get("per_seed") or {}
+    common = [k for k in cs if k in bs]
+    return [fn(bs[k], cs[k]) for k in common] if common else [fn(base, cand)]
+
+
+def _seeds(base: dict, cand: dict) -> list[str]:
+    bs, cs = base.get("per_seed") or {}, cand.get("per_seed") or {}
+    common = [k for k in cs if k in bs]
+    return common or ["-"]
+
+
+def _judge(values: list[float], threshold: float, higher_is_better: bool) -> tuple[float, list[float] | None, float, str, str]:
+    """(mean, interval, margin, status, note) for paired per-seed values whose mean must be shown >= (or <=)
+    the threshold: the whole 95% interval on the good side (one value: the value itself)."""
+    iv = stats.t_interval(values)
+    assert iv is not None, "_judge takes finite values only"  # both callers filter them
+    n = iv.n
+    edge = iv.lo if higher_is_better else iv.hi  # the end of the interval nearest the threshold's wrong side
+    margin = (edge - threshold) if higher_is_better else (threshold - edge)
+    status = PASS if margin >= 0 else FAIL
+    if n < 2:
+        return iv.mean, None, margin, status, f"margin {margin:+.4g}"
+    end = "lower" if higher_is_better else "upper"
+    note = f"margin {margin:+.4g} ({end} end); mean of {n} paired seeds, 95% CI [{iv.lo:.4g}, {iv.hi:.4g}]"
+    mean_ok = (iv.mean >= threshold) if higher_is_better else (iv.mean <= threshold)
+    if status == FAIL and mean_ok:
+        note += "; the mean is within the threshold but the interval is not: not shown (more seeds narrow it)"
+    return iv.mean, [iv.lo, iv.hi], margin, status, note
+
+
+def _pair_reduction(base: dict, cand: dict) -> tuple[float | None, str]:
+    """Baseline bytes over candidate bytes (tx + rx per worker per step): wire when both measured it."""
+    basis = "wire" if total_bytes(base, "wire") and total_bytes(cand, "wire") else "payload"
+    b, c = total_bytes(base, basis), total_bytes(cand, basis)
+    return (b / c if b and c else None), basis
+
+
+def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_gap: float | None = None,
+               baseline: str | None = None, candidates: list[str] | None = None,
+               allow_few_seeds: bool = False) -> CheckReport:
+    """Thresholds from the arguments, else from the scenario's `checks`; InputError for a name the run lacks.
+    `allow_few_seeds` lets the loss gap be judged on fewer than MIN_SEEDS seeds (one seed: its value)."""
+    checks = run.data.scenario.get("checks") or {}
+    if min_reduction is None:
+        min_reduction = checks.get("min_reduction")
+    if max_loss_gap is None:
+        max_loss_gap = checks.get("max_loss_gap")
+    for flag, value in (("--min-reduction", min_reduction), ("--max-loss-gap", max_loss_gap)):
+        if value is not None and (not isinstance(value, (int, float)) or value < 0):
+            raise InputError(f"{flag}: must be a non-negative number, got {value!r}")
+    known = _known(run)
+    listing = ", ".join(known) or "none"
+    if baseline is not None and baseline not in known:
+        raise InputError(f"--baseline: {baseline!r} is not an optimizer of this run; it has: {listing}")
+    base = baseline or run.baseline
+    for c in candidates or []:
+        if c not in known:
+            raise InputError(f"--candidate: {c!r} is not an optimizer of this run; it has: {listing}")
+        if c == base:
+            raise InputError(f"--candidate: {c!r} is the baseline; name another optimizer")
+    if not candidates:
+        default = checks.get("candidate")
+        candidates = [default] if default and default != base else [n for n in known if n != base]
+
+    summaries = run.data.summary.get("optimizers", {})
+    report = CheckReport(run=str(run.data.path), state=run.state, baseline=base, candidates=list(candidates),
+                         thresholds={"min_reduction": min_reduction, "max_loss_gap": max_loss_gap}, notes=list(run.notes))
+    add = report.results.append
+    reason = f": {run.reason}" if run.reason else ""
+    add(CheckResult("run complete", None, run.state, "complete", PASS if run.state == "complete" else FAIL,
+                    "" if run.state == "complete" else f"the run is {run.state}{reason}"))
+
+    for name in [base, *candidates]:
+        s = summaries.get(name)
+        identical = s.get("replicas_identical") if s else None
+        note = "" if identical else ("no summary: the optimizer recorded no step" if s is None else
+                                     "end-of-run checksums not recorded" if identical is None else
+                                     "workers ended with different parameters"
+                                     + (f" (diverged at step {s['replicas_diverged_at_step']})"
+                                        if s.get("replicas_diverged_at_step") is not None else ""))
+        add(CheckResult("replicas identical", name, identical, "true", PASS if identical is True else FAIL, note))
+
+    base_summary = summaries.get(base)
+    if not candidates:
+        for label, value in (("reduction vs baseline", min_reduction), ("val loss gap vs baseline", max_loss_gap)):
+            if value is not None:
+                add(CheckResult(label, None, None, str(value), FAIL,
+                                f"no candidate optimizer: this run has only the baseline {base}"))
+    for cand in candidates:
+        s = summaries.get(cand)
+        if min_reduction is None:
+            add(CheckResult(f"reduction vs {base}", cand, None, "not set", SKIP, "no threshold set"))
+        elif s is None or base_summary is None:
+            add(CheckResult(f"reduction vs {base}", cand, None, f">= {min_reduction:g}x", FAIL,
+                            f"no summary for {cand if s is None else base}: it recorded no step"))
+        else:
+            pairs = _per_seed(base_summary, s, _pair_reduction)
+            reds = [r for r, _ in pairs if r is not None]
+            basis = pairs[0][1] if pairs else "payload"
+            if len(reds) < len(pairs) or not reds:
+                add(CheckResult(f"reduction vs {base}", cand, None, f">= {min_reduction:g}x", FAIL, "bytes not recorded"))
+            else:
+                red, ci, margin, status, note = _judge(reds, min_reduction, higher_is_better=True)
+                add(CheckResult(f"reduction vs {base}", cand, red, f">= {min_reduction:g}x", status,
+                                "; ".join(filter(None, [f"{basis} bytes, tx + rx", note])), ci, margin, len(reds)))
+        if max_loss_gap is None:
+            add(CheckResult(f"val loss gap vs {base}", cand, None, "not set", SKIP, "no threshold set"))
+        elif s is None or base_summary is None or base is None:  # no baseline name: no baseline summary either
+            add(CheckResult(f"val loss gap vs {base}", cand, None, f"<= {max_loss_gap:g}", FAIL,
+                            f"no summary for {cand if s is None else base}: it recorded no step"))
+        else:
+            add(_loss_gap(base, cand, base_summary, s, max_loss_gap, allow_few_seeds))
+    return report
+
+
+def _loss_gap(base: str, cand: str, b: dict, c: dict, margin: float, allow_few_seeds: bool) -> CheckResult:
+    """Non-inferiority at equal time: candidate - baseline validation loss, paired by seed, upper end <= margin."""
+    label, limit = f"val loss gap vs {base}", f"<= {margin:g}"
+    key, what = "val_loss_at_equal_time", "val loss at equal time, candidate - baseline"
+    if c.get(key) is None and b.get(key) is None and not (c.get("per_seed") or b.get("per_seed")):
+        # a run folder from before equal-time figures: its final losses
+        key, what = "final_val_loss", "final val loss, candidate - baseline (no equal-time figure recorded)"
+        if c.get(key) is None or b.get(key) is None:
+            key, what = "final_loss", "no val loss recorded: final training loss, candidate - baseline"
+    seeds = _seeds(b, c)
+    pairs = _per_seed(b, c, lambda bs, cs: (bs.get(key), cs.get(key)))
+    bad = [seed for seed, (x, y) in zip(seeds, pairs) if not (stats.finite(x) and stats.finite(y))]
+    if bad:
+        return CheckResult(label, cand, None, limit, FAIL,
+                           f"{what}: seed(s) {', '.join(bad)} have no finite value (diverged, NaN or not evaluated "
+                           "at the equal time); every seed must count", seeds=len(pairs))
+    gaps = [y - x for x, y in pairs]
+    if len(gaps) < MIN_SEEDS and not allow_few_seeds:
+        return CheckResult(label, cand, sum(gaps) / len(gaps), limit, FAIL,
+                           f"{what}: {len(gaps)} seed(s); the gate needs at least {MIN_SEEDS} paired seeds "
+                           "(train.seeds or run --repeat 3), or --allow-few-seeds", seeds=len(gaps))
+    gap, ci, m, status, note = _judge(gaps, margin, higher_is_better=False)
+    if len(gaps) < MIN_SEEDS:
+        note += f"; only {len(gaps)} seed(s), allowed by --allow-few-seeds"
+    return CheckResult(label, cand, gap, limit, status, "; ".join([what, note]), ci, m, len(gaps))

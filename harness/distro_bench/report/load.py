@@ -1,0 +1,109 @@
+"""Loading a run folder for report and check, including one whose run crashed before it was summarised."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import yaml
+
+from distro_bench.errors import InputError
+from distro_bench.report.events import analyze_run
+from distro_bench.results import metrics
+from distro_bench.results.rundir import SCHEMA_VERSION, RunData, load_run
+
+_STATE_NOTES = {
+    "incomplete": "This run is INCOMPLETE: it was stopped before every optimizer finished; figures cover what was recorded.",
+    "failed": "This run FAILED: figures cover what was recorded before it stopped.",
+    "running": "This run did not finish (its status still says running: the harness itself was killed); "
+               "figures cover what the workers recorded.",
+    "unknown": "This run folder has no status.json: whether the run finished is unknown.",
+}
+
+
+@dataclass
+class LoadedRun:
+    """A run folder as reports see it: the stored data plus notes on anything missing or rebuilt."""
+
+    data: RunData
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def state(self) -> str:
+        return str(self.data.status.get("state") or self.data.summary.get("run", {}).get("state") or "unknown")
+
+    @property
+    def reason(self) -> str | None:
+        return self.data.status.get("reason") or self.data.summary.get("run", {}).get("reason")
+
+    @property
+    def optimizers(self) -> list[str]:
+        """Scenario order first (the summary keeps it), then any optimizer only the metrics know."""
+        names = list(self.data.summary.get("optimizers", {}))
+        if len(self.data.metrics):
+            names += [str(o) for o in self.data.metrics["optimizer"].unique() if str(o) not in names]
+        return names
+
+    @property
+    def baseline(self) -> str | None:
+        return self.data.summary.get("baseline") or self.data.scenario.get("baseline")
+
+    @cached_property
+    def events(self):
+        """events.parquet joined to the steps (harness/distro_bench/report/events.py); empty for a run without changes."""
+        return analyze_run(self)
+
+    def state_note(self) -> str | None:
+        if self.state == "complete":
+            return None
+        note = _STATE_NOTES.get(self.state, f"This run's state is {self.state!r}.")
+        return note + (f" Reason: {self.reason}" if self.reason else "")
+
+
+def load_for_report(path: str | Path) -> LoadedRun:
+    """`load_run`, or for a folder whose harness died before writing summary.json / metrics.parquet,
+    the same data rebuilt in memory from the workers' own records (the folder is not modified)."""
+    path = Path(path)
+    try:
+        return LoadedRun(load_run(path))
+    except InputError:
+        if not (path / "workers").is_dir() or not (path / "scenario.yaml").is_file():
+            raise
+    return _rebuild(path)
+
+
+def _rebuild(path: Path) -> LoadedRun:
+    try:
+        scenario = yaml.safe_load((path / "scenario.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise InputError(f"{path / 'scenario.yaml'}: cannot be read ({type(e).__name__}: {e})") from None
+    if not isinstance(scenario, dict):
+        raise InputError(f"{path / 'scenario.yaml'}: not a scenario mapping")
+
+    def read_json(name: str, default: dict) -> dict:
+        try:
+            value = json.loads((path / name).read_text())
+            return value if isinstance(value, dict) else default
+        except (OSError, ValueError):
+            return default
+
+    df, events = metrics.read_worker_records(path / "workers")
+    baseline = str(scenario.get("baseline", "adamw"))
+    status = read_json("status.json", {"state": "unknown", "reason": None})
+    checks = scenario.get("checks") or {}
+    explicit = checks.get("target_val_loss") or (scenario.get("train") or {}).get("target_val_loss")
+    target = metrics.comparison_target(df, explicit, "set in the scenario" if explicit is not None else None)
+    summary = {
+        "schema_version": SCHEMA_VERSION,
+        "run": {"scenario": scenario.get("name", path.name), "backend": read_json("environment.json", {}).get("backend"),
+                "state": status.get("state"), "reason": status.get("reason")},
+        "baseline": baseline,
+        "target": target,
+        "optimizers": metrics.summarize(df, events, baseline, target["val_loss"]) if len(df) else {},
+    }
+    data = RunData(path=path, scenario=scenario, environment=read_json("environment.json", {}), summary=summary,
+                   metrics=df, status=status)
+    return LoadedRun(data, notes=[("summary.json or metrics.parquet was missing: the figures below were rebuilt "
+                                   "from the workers' records (workers/*/rank*.jsonl).")])

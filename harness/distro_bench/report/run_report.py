@@ -1,0 +1,157 @@
+"""The report of one run: report.md, report.html and plots/*.png, from the stored run folder only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from distro_bench.report import describe, markdown, plots, verdict
+from distro_bench.report import html as html_render
+from distro_bench.report.check import measured_text, run_checks
+from distro_bench.report.churn_section import churn_section
+from distro_bench.report.document import Banner, Block, Document, Para, Section, Table
+from distro_bench.report.events_section import events_section
+from distro_bench.report.load import LoadedRun, load_for_report
+from distro_bench.report.prediction import prediction_section
+from distro_bench.results.rundir import atomic_write_text
+from distro_bench.scenario.presets import HARDWARE
+
+
+def _banners(run: LoadedRun) -> list[Banner]:
+    out = []
+    if note := run.state_note():
+        out.append(Banner("error", note))
+    out += [Banner("warn", n) for n in run.notes]
+    if not len(run.data.metrics):
+        out.append(Banner("error", "No training step was recorded: there is nothing to plot."))
+    for name, s in run.data.summary.get("optimizers", {}).items():
+        if s.get("replicas_identical") is False:
+            out.append(Banner("error", f"{name}: the workers ended with different parameters (replicas diverged); "
+                                       "its results are not those of one model."))
+    out += _hardware_banners(run)
+    net = run.data.environment.get("network")
+    if isinstance(net, dict) and net.get("network_emulated") is False:
+        out.append(Banner("warn", f"The network was NOT emulated ({net.get('backend', 'this')} backend): step and "
+                                  "communication times do not reflect the scenario's links; bytes per step do."))
+    return out
+
+
+def _hardware_banners(run: LoadedRun) -> list[Banner]:
+    """A profile that asks for a GPU the host lacks (this host's CPU stood in, step times are its own, not the
+    profile's), and a host busy with other work when the run started (its step times include contention)."""
+    out = []
+    hardware = run.data.scenario.get("hardware") or {}
+    devices = {st.get("device") for st in describe.worker_starts(run).values()}
+    if devices and all(str(d).startswith("cpu") for d in devices):
+        asked = {}
+        for g in run.data.scenario.get("workers") or []:
+            hw = g.get("hardware") if isinstance(g, dict) else None
+            spec = hardware.get(hw) or HARDWARE.get(hw) if isinstance(hw, str) else hw
+            if isinstance(spec, dict) and (spec.get("tflops") or spec.get("device") in ("cuda", "auto")) \
+                    and spec.get("device") != "cpu":
+                asked[hw if isinstance(hw, str) else "inline"] = spec.get("tflops")
+        if asked:
+            what = ", ".join(f"{n} ({t:g} TFLOPS GPU)" if t else f"{n} (a GPU)" for n, t in asked.items())
+            out.append(Banner("warn", f"Hardware profile not present: {what} asked for, but every worker trained on "
+                                      "this host's CPU. Step and compute times are this CPU's (stretched by "
+                                      "compute_scale), not the profile's; bytes and losses per step are unaffected."))
+    env = run.data.environment
+    load, cores = env.get("load_avg"), env.get("cpu_count")
+    if isinstance(load, list) and load and isinstance(cores, int) and cores and load[0] > 0.5 * cores:
+        out.append(Banner("warn", f"The host was busy when the run started: load average {load[0]:.1f} on {cores} "
+                                  "cores. Step times include that contention; compare them only with runs on an idle "
+                                  "host with care."))
+    return out
+
+
+def _reduction_sentences(run: LoadedRun) -> list[str]:
+    out = []
+    for name, s in run.data.summary.get("optimizers", {}).items():
+        red = s.get("reduction_vs_baseline")
+        if name == run.baseline or red is None:
+            continue
+        verb = "fewer" if red >= 1 else "more"
+        factor = red if red >= 1 else 1 / red
+        out.append(f"{name} exchanges {describe.fmt_reduction(factor)} {verb} bytes per worker per step than "
+                   f"{run.baseline} ({s.get('reduction_basis') or 'payload'} bytes, sent + received).")
+    return out
+
+
+def _checks_section(run: LoadedRun) -> Section:
+    report = run_checks(run)
+    rows = [[r.check, r.optimizer or "-", measured_text(r), r.threshold, r.status, r.note]
+            for r in report.results]
+    return Section("Checks (thresholds from the scenario)", [
+        Para("What `distro-bench check` reports for this run with the scenario's own thresholds."),
+        Table(["check", "optimizer", "measured", "threshold", "result", "note"], rows,
+              numeric=[False, False, True, False, False, False])])
+
+
+def verdict_section(run: LoadedRun) -> Section | None:
+    """One block per optimizer against the baseline (harness/distro_bench/report/verdict.py, shared with `run`'s output)."""
+    summary = run.data.summary
+    found = verdict.verdicts(summary)
+    if not found:
+        return None
+    scenario = summary.get("run", {}).get("scenario") or run.data.scenario.get("name")
+    blocks: list = []
+    if ranked := verdict.ranking(summary):
+        blocks.append(Para(f"Ranking of all {len(ranked)} optimizers: by time to target (a method that missed it on "
+                           "some seed comes after those that reached it on all), then by val loss at equal time; "
+                           f"bytes per worker per step, tx + rx, {ranked[0].bytes_basis}."))
+        blocks.append(Table(verdict.RANKING_COLUMNS, verdict.ranking_rows(ranked),
+                            numeric=[True, False, True, False, True, True, True]))
+    for v in found:
+        blocks.append(Para(f"{verdict.heading(v, summary)}: {verdict.sentence(v, scenario)}"))
+        blocks.append(Table(["figure", v.optimizer, f"{v.baseline} (baseline)", "comparison"],
+                            [list(r) for r in verdict.rows(v)], numeric=[False, True, True, False]))
+        blocks += [Para(f"Note: {n}.") for n in v.notes]
+    target = summary.get("target")
+    if isinstance(target, dict) and target.get("how"):
+        blocks.append(Para(f"Target: val loss {describe.fmt(target.get('val_loss'), '.4g')}, {target['how']}. "
+                           "Times to target are interpolated between evaluations; loss at equal wall-clock is each "
+                           "optimizer's validation loss at the shortest optimizer's wall-clock, at equal steps at the "
+                           "smallest step count all reached."
+                           + (" Each side's ± is a 95% Student-t interval over seeds; every comparison is paired seed "
+                              "by seed (the same initial weights and data order): a loss gap's interval is that of the "
+                              "per-seed differences, a speed-up's [lo, hi] that of the per-seed ratios (a t-interval "
+                              "of their logarithms)."
+                              if any((v.seeds or 1) > 1 for v in found) else "")))
+    return Section("Verdict", blocks)
+
+
+def build_document(run: LoadedRun, plots_dir: Path) -> Document:
+    s = run.data.summary.get("run", {})
+    title = f"distro-bench report: {run.data.scenario.get('name', run.data.name)}"
+    subtitle = (f"Run {run.data.name}; backend {s.get('backend') or run.data.environment.get('backend', 'unknown')}; "
+                f"state {run.state}; {s.get('world_size') or '?'} workers; started {s.get('started', 'unknown')}.")
+    figures = plots.run_plots(run, plots_dir)
+    summary_blocks: list[Block] = [describe.summary_table(run)]
+    summary_blocks += [Para(t) for t in _reduction_sentences(run)]
+    summary_blocks.append(Para("Bytes are per worker per step, step 0 excluded; the step time is the slowest worker's; "
+                               "final loss is the training loss over the last 10% of steps, final val loss the "
+                               "held-out loss at the last evaluation."))
+    sections = [
+        *filter(None, [verdict_section(run)]),
+        Section("Scenario", describe.scenario_blocks(run)),
+        Section("Summary", summary_blocks),
+        *filter(None, [events_section(run), churn_section(run)]),
+        _checks_section(run),
+        Section("Plots", figures or [Para("No plots: no training step was recorded.")]),
+        *filter(None, [prediction_section(run)]),
+        Section("What was and was not emulated", describe.emulation_blocks(run)),
+        Section("Environment", [describe.environment_table(run)]),
+    ]
+    return Document(title=title, subtitle=subtitle, banners=_banners(run), sections=sections)
+
+
+def write_run_report(run_dir: Path | str, out: Path | str | None = None) -> list[Path]:
+    """Write report.md, report.html and plots/*.png for the run folder (into `out` if given); return the paths."""
+    run = load_for_report(run_dir)
+    out = Path(out) if out is not None else Path(run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = build_document(run, out / "plots")
+    md_path, html_path = out / "report.md", out / "report.html"
+    atomic_write_text(md_path, markdown.render(doc, md_path))
+    atomic_write_text(html_path, html_render.render(doc))
+    figures = [b.path for sec in doc.sections for b in sec.blocks if hasattr(b, "path")]
+    return [md_path, html_path, *figures]

@@ -1,0 +1,178 @@
+"""The typed view of `summary.json`: one model per level, fields named exactly as the public keys.
+
+The keys are a public schema (metrics.SUMMARY_KEYS and runner.finalize write them): fields are only ever
+added. Every model allows extra keys, so a summary written by a newer harness still loads, and supports
+`summary["key"]` / `.get("key")` for code written against the plain dict. Torch-free and pandas-free.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from distro_bench.results.format import fmt_times as _times
+from distro_bench.results.stats import paired_difference, ratio_interval
+
+Number = int | float
+
+
+class _Record(BaseModel):
+    """A pydantic model that also reads like the dict it was loaded from."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def __getitem__(self, key: str) -> Any:
+        if key in type(self).model_fields or key in (self.model_extra or {}):
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        return key in type(self).model_fields or key in (self.model_extra or {})
+
+    def to_dict(self) -> dict:
+        """The JSON document this was read from (fields a file did not have are left out)."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+class OptimizerSummary(_Record):
+    """One optimizer's figures: per worker per step, steady state (step 0 left out), means over seeds."""
+
+    # DESIGN.md contract
+    steps: Number | None = None
+    step_time_s_mean: float | None = None
+    step_time_s_p50: float | None = None
+    compute_s_mean: float | None = None
+    comm_s_mean: float | None = None
+    payload_tx_bytes_per_step: float | None = None
+    payload_rx_bytes_per_step: float | None = None
+    wire_tx_bytes_per_step: float | None = None
+    wire_rx_bytes_per_step: float | None = None
+    final_loss: float | None = None
+    final_val_loss: float | None = None
+    reduction_vs_baseline: float | None = None
+    # additions (metrics.SUMMARY_KEYS)
+    reduction_basis: str | None = None  # "wire" | "payload"
+    compress_s_mean: float | None = None
+    apply_s_mean: float | None = None
+    wait_s_mean: float | None = None
+    collectives_per_step: float | None = None
+    ring_bytes_per_step: float | None = None
+    wire_overhead: float | None = None
+    first_val_loss: float | None = None
+    wall_time_s: float | None = None
+    tokens_per_s: float | None = None
+    ranks: int | None = None
+    replicas_identical: bool | None = None
+    replicas_diverged_at_step: int | None = None
+    param_checksum: str | None = None
+    # fair comparison (issue 16): repeats, time to target, equal-budget losses, 95% intervals
+    seeds: int | None = None
+    train_time_s: float | None = None  # the budget clock: training seconds, evaluations excluded
+    lr_schedule_steps: float | None = None  # steps the lr schedule was laid over (estimated for a time budget)
+    target_reached: int | None = None  # seeds that reached the target
+    time_to_target_s: float | None = None
+    tokens_to_target: float | None = None
+    steps_to_target: float | None = None
+    val_loss_at_equal_time: float | None = None
+    val_loss_at_equal_steps: float | None = None
+    final_tune_loss: float | None = None  # issue 27: the tuning split's loss, what a sweep selects on
+    # issue 29: cost to the target (harness/distro_bench/results/cost.py; null where a seed missed it or nothing is priced)
+    egress_bytes_to_target: float | None = None  # all workers' egress, (tx + rx) / 2 on costs.bytes_basis
+    egress_usd_to_target: float | None = None
+    gpu_hours_to_target: float | None = None  # worker-hours (costs.hours_unit says GPU-h or CPU-h)
+    gpu_usd_to_target: float | None = None
+    energy_j_to_target: float | None = None  # null: not measured (costs.energy_note says why)
+    # issue 29: churn (harness/distro_bench/results/metrics.py churn_figures)
+    churn_leaves: float | None = None
+    lost_steps: float | None = None  # worker-steps computed but lost with a leaver
+    worker_availability: float | None = None  # share of the world's worker-steps trained
+    goodput_tokens_per_s: float | None = None  # tokens that reached the shared model per training second
+    state_handover_bytes: float | None = None  # the shared state sent to workers that came back
+    ci95: dict[str, list[float] | None] | None = None
+    per_seed: dict[str, dict] | None = None
+
+    def bytes_per_step(self, basis: str | None = None) -> float | None:
+        """tx + rx per worker per step on `basis` (wire, payload; default: this summary's reduction basis)."""
+        basis = basis or self.reduction_basis or ("wire" if self.wire_tx_bytes_per_step is not None else "payload")
+        tx, rx = self.get(f"{basis}_tx_bytes_per_step"), self.get(f"{basis}_rx_bytes_per_step")
+        return None if tx is None and rx is None else (tx or 0) + (rx or 0)
+
+
+class RunInfo(_Record):
+    scenario: str | None = None
+    backend: str | None = None
+    state: str | None = None  # complete | incomplete | failed | running
+    reason: str | None = None
+    started: str | None = None
+    finished: str | None = None
+    world_size: int | None = None
+    corpus_sha256: list[str] = Field(default_factory=list)
+    probe_allgather_s: float | None = None
+    budget: dict[str, Any] | None = None  # {"kind": "steps"|"time"|"tokens"|"target", "value": ...}
+
+
+class Summary(_Record):
+    """`summary.json` of a run folder."""
+
+    schema_version: int = 1
+    run: RunInfo = Field(default_factory=RunInfo)
+    baseline: str | None = None
+    optimizers: dict[str, OptimizerSummary] = Field(default_factory=dict)
+    target: dict[str, Any] | None = None  # {"val_loss": x, "how": "..."}
+    # issue 29: {"egress_usd_per_gb", "gpu_usd_per_hour", "bytes_basis", "hours_unit", "energy_j", "energy_note"}
+    costs: dict[str, Any] | None = None
+
+    def verdicts(self) -> list[str]:
+        """One line per optimizer against the baseline, e.g.
+        `distro: 8.0x faster steps, 565x fewer wire bytes, val loss +0.59 vs adamw`."""
+        baseline = self.baseline or ""
+        base = self.optimizers.get(baseline)
+        if base is None:
+            return []
+        return [verdict_line(name, s, baseline, base) for name, s in self.optimizers.items()
+                if name != baseline]
+
+
+def verdict_line(name: str, s: OptimizerSummary, base_name: str, base: OptimizerSummary) -> str:
+    """The run's last line: the same figures as the verdict block (report/verdict.py), paired over seeds
+    (harness/distro_bench/results/stats.py): step speed-up, bytes, and the val loss gap at equal time (final loss for a folder
+    without it), with its 95% half-width over three or more seeds."""
+    def seeds(o: OptimizerSummary, key: str) -> dict:
+        return {k: v.get(key) for k, v in (o.per_seed or {}).items()}
+
+    parts = []
+    speed = ratio_interval(seeds(base, "step_time_s_mean"), seeds(s, "step_time_s_mean"))
+    r = speed.mean if speed is not None and speed.n >= 2 else (
+        base.step_time_s_mean / s.step_time_s_mean if s.step_time_s_mean and base.step_time_s_mean else None)
+    if r:
+        parts.append(f"{_times(r)} faster steps" if r >= 1 else f"{_times(1 / r)} slower steps")
+    if s.reduction_vs_baseline:
+        r, basis = s.reduction_vs_baseline, s.reduction_basis or "payload"
+        parts.append(f"{_times(r)} fewer {basis} bytes" if r >= 1 else f"{_times(1 / r)} more {basis} bytes")
+    for key, label in (("val_loss_at_equal_time", "val loss at equal time"), ("final_val_loss", "val loss"),
+                       ("final_loss", "loss")):
+        gap = paired_difference(seeds(s, key), seeds(base, key))
+        a, b = s.get(key), base.get(key)
+        if gap is not None and gap.n >= 2:
+            parts.append(f"{label} {gap.mean:+.2f} ± {gap.half:.2f}")
+            break
+        if a is not None and b is not None:
+            parts.append(f"{label} {a - b:+.2f}")
+            break
+    if s.replicas_identical is False:
+        parts.append("REPLICAS DIFFER")
+    return f"{name}: {', '.join(parts) or 'no figures recorded'} vs {base_name}"
+
+
+def load_summary(data: dict) -> Summary:
+    return Summary.model_validate(data)
+
+
+__all__ = ["OptimizerSummary", "RunInfo", "Summary", "load_summary", "verdict_line"]

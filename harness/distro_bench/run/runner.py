@@ -1,0 +1,294 @@
+"""One benchmark run on one host: scenario -> backend -> workers -> metrics -> run folder (and report).
+
+The run folder's lifecycle (open, describe, the seed x optimizer loop, how it ended, finish) is
+run/lifecycle.py's, shared with the multi-host agent; this module is the single-host launch: a backend up,
+one worker process per scenario node, watched until it finishes, fails, hangs or is interrupted. Workers that
+fail, hang or are interrupted are stopped and what they recorded is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+from distro_bench.backends import Backend
+from distro_bench.errors import HarnessError, WorkerFailed
+from distro_bench.net import linktest
+from distro_bench.net.netchange import ChangeScheduler
+from distro_bench.net.ns import NetnsRef
+from distro_bench.results.summary import Summary
+from distro_bench.run import environment, preflight
+from distro_bench.run.lifecycle import (
+    ProgressSink,
+    RunLifecycle,
+    SilentProgress,
+    choose_dist_backend,
+    collective_timeout_s,
+    worker_dir,
+)
+from distro_bench.run.overrides import Overrides
+from distro_bench.run.progress import AcrossRanks
+from distro_bench.scenario.model import Scenario
+from distro_bench.scenario.timeline import compile_timeline
+from distro_bench.scenario.units import format_duration
+from distro_bench.train.liveness import heartbeat_age, read_heartbeat
+
+# RunOptions was the runner's own options type; every run option is now one Overrides (run/overrides.py).
+RunOptions = Overrides
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    state: str  # complete | incomplete | failed
+    summary: Summary  # summary.json, typed; `summary["optimizers"]` style access still works
+
+
+class _Follower:
+    """Reads new complete lines of a JSONL file as it grows."""
+
+    def __init__(self, path: Path):
+        self.path, self.pos, self.buf = path, 0, ""
+
+    def new_records(self) -> list[dict]:
+        try:
+            with open(self.path) as f:
+                f.seek(self.pos)
+                chunk = f.read()
+                self.pos = f.tell()
+        except FileNotFoundError:
+            return []
+        self.buf += chunk
+        lines = self.buf.split("\n")
+        self.buf = lines.pop()
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+# A heartbeat silent this long (the worker rewrites it every second) means the process is stopped or frozen.
+STOPPED_AFTER_S = 30.0
+
+
+def _stopped_ranks(out: Path, ranks, silent_s: float) -> dict[int, float]:
+    """rank -> seconds its heartbeat has been silent, for the ranks silent longer than `silent_s`."""
+    ages = {r: heartbeat_age(out / f"rank{r}.hb") for r in ranks}
+    return {r: a for r, a in ages.items() if a is not None and a > silent_s}
+
+
+def _stopped_error(run_name: str, out: Path, nodes, handles, rank: int, silent: float,
+                   then: str | None = None) -> WorkerFailed:
+    b = read_heartbeat(out / f"rank{rank}.hb")
+    where = f"at step {b[0]}, {b[1]}" if b else "before its first step"
+    msg = (f"{run_name}: rank {rank} ({nodes[rank].name}) stopped responding: its heartbeat has been silent for "
+           f"{silent:.0f}s ({where}); the process is alive but not running (stopped, e.g. SIGSTOP, or frozen)")
+    if then:
+        msg += f"; then {then}"
+    return WorkerFailed(msg + f"; log: {handles[rank].log_path}", rank=rank,
+                        log_tail=_log_tail(handles[rank].log_path))
+
+
+def _hang_report(out: Path, nodes, stall_s: float) -> tuple[int, str]:
+    """(suspect rank, message) from the heartbeats: a rank whose heartbeat stopped (a stopped process) first,
+    then one not blocked in a collective."""
+    beats = {n.rank: read_heartbeat(out / f"rank{n.rank}.hb") for n in nodes}
+    ages = {r: heartbeat_age(out / f"rank{r}.hb") for r in beats}
+
+    def key(r):
+        b, age = beats[r], ages[r]
+        stopped = age is not None and age > min(STOPPED_AFTER_S, stall_s)
+        blocked = b is not None and b[1] in ("communicate", "decide")  # waiting in a collective for a peer
+        return (0 if stopped else 1, 0 if b is None else 1, 1 if blocked else 0, b[0] if b else -1,
+                b[2] if b else 0.0)
+    suspect = min(beats, key=key)
+    where = ", ".join(f"rank {r}: " + (f"step {b[0]} {b[1]}" if b else "not started") for r, b in beats.items())
+    return suspect, f"no progress for {stall_s:.0f}s ({where})"
+
+
+def _outage_error(e: WorkerFailed, cause: dict, run_name: str, timeout: float) -> WorkerFailed:
+    """A worker that failed during (or just after) an outage: name the link and the time."""
+    return WorkerFailed(
+        f"{run_name}: link {cause['link']!r} of {' and '.join(cause['nodes'])} went down at "
+        f"{cause['start_s']:.1f}s for "
+        f"{format_duration(cause['duration_s'])} and the workers did not survive it (a collective may block "
+        f"{timeout:.0f}s: a longer outage ends the run); metrics up to then are kept. Worker: {e}",
+        rank=e.rank, log_tail=e.log_tail)
+
+
+def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: str, sink: ProgressSink,
+               options: Overrides, seed: int | None = None, events: list[dict] | None = None) -> None:
+    nodes = scenario.nodes()
+    seeds = scenario.train.seed_list()
+    seed = seeds[0] if seed is None else seed
+    out = worker_dir(run_dir, run_name, seed, len(seeds))
+    label = f"{run_name} seed {seed}" if len(seeds) > 1 else run_name
+    out.mkdir(parents=True, exist_ok=True)
+    timeout = options.collective_timeout_s or collective_timeout_s(scenario)
+    threads = max(1, (os.cpu_count() or 1) // len(nodes))
+    common = {
+        "WORLD_SIZE": str(len(nodes)), "MASTER_ADDR": backend.master_addr(), "MASTER_PORT": str(backend.master_port()),
+        "DISTRO_BENCH_TIMEOUT_S": f"{timeout:.0f}", "DISTRO_BENCH_DIST_BACKEND": choose_dist_backend(scenario),
+        "PYTHONUNBUFFERED": "1",
+    }
+    argv = [backend.python(), "-m", "distro_bench.train.worker", "--scenario", str(run_dir / "scenario.yaml"),
+            "--optimizer", run_name, "--out", str(out), "--seed", str(seed)]
+    handles = []
+    # A time budget's step count is unknown in advance: the bar counts steps without a total.
+    sink.start(label, scenario.budget().max_steps)
+    scheduler = _start_scheduler(backend, scenario, out, run_name, seed, sink, timeout)
+    try:
+        for n in nodes:
+            env = {**common, "RANK": str(n.rank), "LOCAL_RANK": str(n.rank),
+                   "DISTRO_BENCH_THREADS": str(int(n.hardware.cpus) if n.hardware.cpus else threads),
+                   **backend.worker_env(n.rank)}
+            handles.append(backend.start_worker(n.rank, argv, env, out / f"rank{n.rank}.log"))
+        followers = [_Follower(out / f"rank{n.rank}.jsonl") for n in nodes]
+        live = AcrossRanks(sink, len(nodes))  # the summary's step time (slowest rank), not rank 0's
+        last_progress = time.monotonic()
+        # Start-up (imports, data, connecting) is not a hang: allow it on top of the collective timeout.
+        watchdog = options.watchdog_s or timeout + 60.0
+        grace = 120.0
+        while True:
+            for f in followers:
+                recs = f.new_records()
+                if recs:
+                    last_progress = time.monotonic()
+                    grace = 0.0
+                for r in recs:
+                    if r.get("type") == "step":
+                        live.step(label, r)
+            codes = [h.poll() for h in handles]
+            running = [h.rank for h, rc in zip(handles, codes) if rc is None]
+            for h, rc in zip(handles, codes):
+                if rc not in (None, 0):
+                    # A peer's collective timed out because this one stopped: name the stopped rank first.
+                    if stopped := _stopped_ranks(out, [r for r in running if r != h.rank], STOPPED_AFTER_S / 3):
+                        silent = max(stopped, key=lambda rank: stopped[rank])
+                        raise _stopped_error(run_name, out, nodes, handles, silent, stopped[silent],
+                                             then=f"rank {h.rank} ({nodes[h.rank].name}) exited with code {rc} "
+                                                  f"(log: {h.log_path})")
+                    raise WorkerFailed(f"{run_name}: worker rank {h.rank} ({nodes[h.rank].name}) exited with code {rc}; "
+                                       f"log: {h.log_path}", rank=h.rank, log_tail=_log_tail(h.log_path))
+            if scheduler is not None:
+                for text in scheduler.take_notes():
+                    sink.note(text)
+                if scheduler.failure:
+                    raise HarnessError(f"{run_name}: {scheduler.failure}; the run stops (a measurement on another "
+                                       "network than the scenario's is not one)")
+            if all(rc == 0 for rc in codes):
+                break
+            if stopped := _stopped_ranks(out, running, min(STOPPED_AFTER_S, watchdog)):
+                silent = max(stopped, key=lambda rank: stopped[rank])
+                raise _stopped_error(run_name, out, nodes, handles, silent, stopped[silent])
+            if time.monotonic() - last_progress > watchdog + grace:
+                suspect, detail = _hang_report(out, nodes, watchdog + grace)
+                raise WorkerFailed(f"{run_name}: rank {suspect} ({nodes[suspect].name}) appears hung: {detail}; "
+                                   f"log: {handles[suspect].log_path}",
+                                   rank=suspect, log_tail=_log_tail(handles[suspect].log_path))
+            time.sleep(0.2)
+    except WorkerFailed as e:
+        cause = scheduler.outage_cause(within_s=timeout + 30.0) if scheduler is not None else None
+        if cause is None:
+            raise
+        raise _outage_error(e, cause, run_name, timeout) from None
+    finally:
+        if scheduler is not None:
+            rows = scheduler.stop()
+            if events is not None:
+                events.extend(rows)
+        for h in handles:
+            h.stop()
+        for h in handles:
+            if h.wait(5.0) is None:
+                h.stop(kill=True)
+                h.wait(5.0)
+        sink.finish(label)
+
+
+def _start_scheduler(backend: Backend, scenario: Scenario, out: Path, run_name: str, seed: int,
+                     sink: ProgressSink, timeout: float):
+    """The network-change scheduler of this optimizer/seed run (harness/distro_bench/net/netchange.py), or None when the
+    scenario changes nothing."""
+    timeline = compile_timeline(scenario)
+    if not timeline:
+        return None
+    emulation = getattr(backend, "emulation", None)
+    if emulation is None and (any(c.kind != "compute" for c in timeline.changes) or timeline.traces):
+        sink.note("link schedules, outages and traces need an emulated network (netns or docker backend); "
+                  "only compute schedules apply here")
+    longest = timeline.longest_outage_s()
+    if longest >= timeout:
+        sink.note(f"an outage of {longest:.0f}s is longer than the collective timeout ({timeout:.0f}s): "
+                  "the run will stop when it blocks a collective that long")
+    scheduler = ChangeScheduler(timeline, emulation, out, run_name, seed)
+    scheduler.start()
+    return scheduler
+
+
+def run_scenario(scenario: Scenario, options: Overrides, sink: ProgressSink | None = None) -> RunResult:
+    """Train every optimizer of `scenario` (with `options`' scenario overrides applied) into a new run folder
+    under `options.out`."""
+    sink = sink or SilentProgress()
+    scenario = options.apply(scenario)
+    backend_options = options.backend_options(scenario)
+    # Every missing piece (binaries, modules, kernel, root) in one error, before anything is created.
+    backend_cls, why = preflight.select_and_check(options.backend, scenario, backend_options)
+    sink.note(f"backend: {why}")
+    plan = backend_cls.preflight(scenario, backend_options)  # a capability error stops us before the run folder
+    life = RunLifecycle(scenario, backend_cls.name, sink)
+    run_dir = life.open(options.out)
+    scenario = life.scenario  # a scenario that follows traces: the run folder's copies
+    env = {**environment.collect(), "backend": backend_cls.name, "backend_reason": why}
+    life.write_environment(env)
+    try:
+        with life.guard(), backend_cls(scenario, run_dir, backend_options, plan) as backend:
+            env["network"] = backend.describe()
+            life.write_environment(env)
+            if options.measure(scenario):
+                measure_links(backend, env["network"], sink)
+            else:
+                env["network"]["link_measurement"] = {
+                    "measured": False, "why": "turned off (--no-measure-links or network.measure_links: false)"}
+            life.write_environment(env)
+            life.write_prediction(env["network"])
+            # _train_one looked up at each call: tests replace it
+            life.train_all(lambda name, seed: _train_one(backend, scenario, run_dir, name, sink, options, seed,
+                                                         life.events))
+    finally:
+        # events: every optimizer's and seed's, also after a failure or interrupt
+        summary = life.finish(write_report=options.write_report)
+    return RunResult(run_dir=run_dir, state=life.state, summary=Summary.model_validate(summary))
+
+
+def measure_links(backend: Backend, network: dict, sink: ProgressSink) -> None:
+    """Each node's measured goodput up and down and RTT to the far end, into network.nodes[i].measured, and
+    how it was measured into network.link_measurement. Never fails the run: an error is recorded instead."""
+    probe = backend.link_probe()
+    if probe is None:
+        network["link_measurement"] = {"measured": False, "why": f"the {backend.name} backend has no link probe"}
+        return
+    targets, far_end, far_addr = probe
+    # Backend.link_probe types the far end loosely (object); the one backend with a probe gives a NetnsRef.
+    far_ns = cast(NetnsRef, far_end)
+    sink.note(f"measuring {len(targets)} link(s): goodput up, down and RTT (a few seconds)")
+    t0 = time.monotonic()
+    try:
+        measured = linktest.measure_nodes(targets, far_ns, far_addr)
+    except Exception as e:  # the run's training does not depend on it
+        network["link_measurement"] = {"measured": False, "why": f"{type(e).__name__}: {e}"}
+        sink.note(f"link measurement failed: {type(e).__name__}: {e}")
+        return
+    for node in network.get("nodes") or []:
+        if isinstance(node, dict) and node.get("name") in measured:
+            node["measured"] = measured[node["name"]]
+    network["link_measurement"] = {"measured": True, "took_s": round(time.monotonic() - t0, 2),
+                                   "far_end": far_addr}

@@ -1,0 +1,910 @@
+"""The scenario: pydantic models, YAML loading with located errors, preset expansion.
+
+A scenario file is validated in one pass that collects every problem with its location
+(`workers[1].link: unknown link 'dls'; known: dsl, cable, ...`), so a user fixes them all at once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PrivateAttr,
+    SerializationInfo,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
+
+from distro_bench.errors import ScenarioError
+from distro_bench.scenario import hfcorpus, presets
+from distro_bench.scenario.budget import Budget, format_count, parse_count, resolve_budget, resolve_target_cap
+from distro_bench.scenario.churn import ChurnSpec
+from distro_bench.scenario.optimizers import OPTIONS, OptimizerConfig, option_names
+from distro_bench.scenario.regions import RegionMatrix, RegionsSpec, matrix_problems
+from distro_bench.scenario.regions import resolve as resolve_regions
+from distro_bench.scenario.trace import TraceError, load_trace, read_trace_bytes
+from distro_bench.scenario.units import Duration, Percent, Rate, Size, format_duration, format_percent, format_rate
+
+BUILTIN_CORPORA = ("builtin:pydoc",)
+
+# A scenario's and an optimizer's name become folder names (results/<scenario>-<time>/workers/<optimizer>/):
+# one path component, no separators, no leading dot ('..', '.hidden'), so nothing is written outside the run.
+NAME_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}$"
+NAME_RULE = "1-64 letters, digits, '-', '_' and '.', starting with a letter or digit"
+
+# A token count: 2000000, '2M', '500k'.
+Count = Annotated[int, BeforeValidator(parse_count), PlainSerializer(format_count, return_type=str)]
+
+
+class _Strict(BaseModel):
+    # allow_inf_nan: a float field written `1e400` (or .inf) is refused rather than passed on as infinity.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class _Trigger(_Strict):
+    """When a scheduled change happens: `at` (a duration since the optimizer/seed run's first step, the
+    clock every optimizer shares) or `at_step` (when rank 0 begins that step); exactly one."""
+
+    at: Duration | None = None
+    at_step: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _one_trigger(self):
+        if (self.at is None) == (self.at_step is None):
+            raise ValueError("give exactly one of at (a time such as '30s') or at_step (a step number)")
+        return self
+
+    @property
+    def key(self) -> float:
+        if self.at is not None:
+            return self.at
+        assert self.at_step is not None  # the validator above: exactly one of them
+        return float(self.at_step)
+
+
+# A schedule is written by hand or by a script; 10^4 entries is hours at one change a second. A 10^6-entry
+# one took minutes and GBs to validate: that is a trace's job (up_trace/down_trace).
+MAX_SCHEDULE_ENTRIES = 10_000
+
+_LINK_CHANGE_FIELDS = ("up", "down", "delay", "jitter", "loss", "duplicate")
+
+
+class LinkChange(_Trigger):
+    """One entry of a link's `schedule`: from then on the named fields take these values (the others keep
+    theirs), or `outage: 5s`, the link carrying nothing either way for that long, then returning to the
+    state it had. docs/network-changes.md."""
+
+    up: Rate | None = None
+    down: Rate | None = None
+    delay: Duration | None = None
+    jitter: Duration | None = None
+    loss: Percent | None = None
+    duplicate: Percent | None = None
+    outage: Duration | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _down_is_a_rate(cls, data: Any) -> Any:
+        # `down: 10s` reads like an outage but `down` is the downlink's rate: say which field is meant.
+        if isinstance(data, dict) and isinstance(data.get("down"), str) and re.fullmatch(
+                r"\s*[0-9.]+\s*(us|ms|s)\s*", data["down"]):
+            raise ValueError(f"down {data['down']!r} is a duration, but down is the downlink rate (e.g. '2Mbit'); "
+                             f"an outage is written outage: {data['down'].strip()}")
+        return data
+
+    @model_validator(mode="after")
+    def _something_changes(self):
+        changed = self.changed()
+        if self.outage is not None and changed:
+            raise ValueError(f"an outage entry changes nothing else; put {', '.join(changed)} in an entry of its own")
+        if self.outage is not None and self.outage <= 0:
+            raise ValueError("outage must be longer than 0s")
+        if self.outage is None and not changed:
+            raise ValueError("a schedule entry needs a field to change: one or more of "
+                             + ", ".join(_LINK_CHANGE_FIELDS) + ", or outage")
+        return self
+
+    def changed(self) -> list[str]:
+        return [f for f in _LINK_CHANGE_FIELDS if getattr(self, f) is not None]
+
+
+class ComputeChange(_Trigger):
+    """One entry of a hardware profile's `compute_schedule`: its compute_scale from then on."""
+
+    compute_scale: float = Field(gt=0, le=1)
+
+
+def _increasing(entries: list, what: str) -> list:
+    """Entries of one schedule use one kind of trigger, strictly increasing (the same time twice is one entry)."""
+    kinds = {"at" if e.at is not None else "at_step" for e in entries}
+    if len(kinds) > 1:
+        raise ValueError(f"{what} mixes at and at_step; use one kind of trigger per schedule")
+    for i in range(1, len(entries)):
+        if entries[i].key <= entries[i - 1].key:
+            kind = kinds.pop() if kinds else "at"
+            prev, cur = entries[i - 1], entries[i]
+            show = (lambda e: format_duration(e.at)) if kind == "at" else (lambda e: str(e.at_step))
+            raise ValueError(f"{what}[{i}].{kind} {show(cur)} is not after {what}[{i - 1}].{kind} {show(prev)}; "
+                             "entries must be in increasing order")
+    return entries
+
+
+class LinkSpec(_Strict):
+    """One access link: node -> switch (`up`) and switch -> node (`down`); delay/jitter/loss are one-way, per direction."""
+
+    preset: str | None = None
+    up: Rate | None = None
+    down: Rate | None = None
+    delay: Duration = 0.0
+    jitter: Duration = 0.0
+    loss: Percent = 0.0
+    duplicate: Percent = 0.0  # fraction of frames delivered twice (netem `duplicate`)
+    # Changes during a run (docs/network-changes.md): a list of timed/stepped changes and outages, and
+    # recorded bandwidth traces per direction (Mahimahi or CSV, harness/distro_bench/scenario/trace.py) followed at
+    # `trace_resolution`.
+    schedule: list[LinkChange] = Field(default_factory=list, max_length=MAX_SCHEDULE_ENTRIES)
+    up_trace: str | None = None
+    down_trace: str | None = None
+    trace_resolution: Duration = 0.1
+
+    @model_validator(mode="after")
+    def _jitter_fits_delay(self) -> LinkSpec:
+        if self.jitter > self.delay:
+            raise ValueError(
+                f"jitter {format_duration(self.jitter)} exceeds delay {format_duration(self.delay)}; "
+                "an in-order access line cannot deliver a packet before it was sent"
+            )
+        _increasing(self.schedule, "schedule")
+        # Every state the schedule passes through must be a valid link too.
+        delay, jitter = self.delay, self.jitter
+        for i, c in enumerate(self.schedule):
+            delay = c.delay if c.delay is not None else delay
+            jitter = c.jitter if c.jitter is not None else jitter
+            if jitter > delay:
+                raise ValueError(f"schedule[{i}]: jitter {format_duration(jitter)} exceeds delay "
+                                 f"{format_duration(delay)} from then on")
+        for d in ("up", "down"):
+            if getattr(self, f"{d}_trace") is not None and any(getattr(c, d) is not None for c in self.schedule):
+                raise ValueError(f"{d}_trace sets the {d} rate all run long; a schedule entry cannot change {d} too")
+        if not 0.01 <= self.trace_resolution <= 10:
+            raise ValueError(f"trace_resolution {format_duration(self.trace_resolution)} is outside 10ms..10s")
+        return self
+
+    @property
+    def shaped(self) -> bool:
+        return any((self.up, self.down, self.delay, self.jitter, self.loss, self.duplicate, self.schedule,
+                    self.up_trace, self.down_trace))
+
+    @property
+    def changes(self) -> bool:
+        """Whether this link changes during a run (a schedule or a trace)."""
+        return bool(self.schedule or self.up_trace or self.down_trace)
+
+    def states(self) -> list[LinkSpec]:
+        """This link and every state its schedule takes it to, in order (outages excluded: they carry nothing)."""
+        out, cur = [self], self
+        for c in self.schedule:
+            if c.outage is None:
+                cur = cur.model_copy(update={f: getattr(c, f) for f in c.changed()})
+                out.append(cur)
+        return out
+
+    def describe(self) -> str:
+        parts = [f"up {format_rate(self.up)}" if self.up else "up unlimited",
+                 f"down {format_rate(self.down)}" if self.down else "down unlimited"]
+        if self.delay:
+            parts.append(f"delay {format_duration(self.delay)}" + (f" ±{format_duration(self.jitter)}" if self.jitter else ""))
+        if self.loss:
+            parts.append(f"loss {format_percent(self.loss)}")
+        if self.duplicate:
+            parts.append(f"duplicate {format_percent(self.duplicate)}")
+        return ", ".join(parts)
+
+
+_DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+
+class HardwareSpec(_Strict):
+    """A worker's hardware. `compute_scale` is throughput relative to this host (1.0 = native, 0.25 = 4x slower);
+    when absent it is derived from `tflops` relative to the fastest profile in the scenario."""
+
+    preset: str | None = None
+    device: str = Field(default="auto", json_schema_extra={"pattern": r"^(auto|cpu|cuda(:\d+)?)$"})
+    tflops: float | None = Field(default=None, gt=0)
+    compute_scale: float | None = Field(default=None, gt=0, le=1)
+    memory: Size | None = None
+    cpus: float | None = Field(default=None, gt=0)
+    # A straggler that comes and goes: compute_scale from each entry's time or step on.
+    compute_schedule: list[ComputeChange] = Field(default_factory=list, max_length=MAX_SCHEDULE_ENTRIES)
+
+    @field_validator("compute_schedule")
+    @classmethod
+    def _schedule_order(cls, v: list[ComputeChange]) -> list[ComputeChange]:
+        return _increasing(v, "compute_schedule")
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, v: str) -> str:
+        if not _DEVICE_RE.match(v):
+            raise ValueError(f"invalid device {v!r}; one of auto, cpu, cuda, cuda:N")
+        return v
+
+
+class WorkerGroup(_Strict):
+    """`{count: 4, hardware: gaming-pc, link: dsl}` or one named worker `{name: alice, ...}`."""
+
+    count: int = Field(default=1, ge=1, le=64)
+    name: str | None = Field(default=None, pattern=r"^[a-zA-Z][a-zA-Z0-9_-]{0,31}$")
+    hardware: str | HardwareSpec = "host"
+    link: str | LinkSpec | None = None
+    # Multi-host runs (`distro-bench node`): the agent (its --node-rank) whose host runs this group's
+    # workers. Absent everywhere: node-rank i takes the scenario's nodes in order (harness/distro_bench/scenario/placement.py).
+    host: int | None = Field(default=None, ge=0, le=63)
+    # Geo-distributed topologies: the region these workers sit in; the one-way delay between regions is
+    # the scenario's `regions:` table (harness/distro_bench/scenario/regions.py, docs/link-emulation.md).
+    region: str | None = None
+
+
+class ModelSpec(_Strict):
+    # Upper bounds: several times the largest preset (llama-1.2b: 2048 x 16 layers, ffn 8192, vocab 32000,
+    # seq 2048) and past published 70B shapes (8192 x 80, ffn 28672, vocab 128256), so `project` still
+    # covers them; beyond is a typo, and building (even sizing) such a model would take minutes.
+    preset: str | None = "tiny"
+    dim: int | None = Field(default=None, ge=8, le=32768)
+    n_layers: int | None = Field(default=None, ge=1, le=512)
+    n_heads: int | None = Field(default=None, ge=1, le=512)
+    ffn_dim: int | None = Field(default=None, ge=8, le=131072)
+    vocab_size: int | None = Field(default=None, ge=256, le=1_048_576)
+    max_seq_len: int | None = Field(default=None, ge=8, le=131072)
+
+
+class DataSpec(_Strict):
+    corpus: str = "builtin:pydoc"
+    seq_len: int = Field(default=128, ge=8, le=8192)
+    batch_size: int = Field(default=8, ge=1, le=4096)
+    val_fraction: float = Field(default=0.05, gt=0, lt=0.5)
+    val_batches: int = Field(default=4, ge=1)
+    # Batches of the held-out tuning split (harness/distro_bench/train/data.py) evaluated beside validation as `tune_loss`;
+    # 0: not evaluated. `sweep --pick best` sets it to val_batches for its trials and selects on it.
+    tune_batches: int = Field(default=0, ge=0, le=10_000)
+
+
+DEFAULT_STEPS = 50
+MAX_SEED = 2**32 - 1  # numpy's and most RNGs' seed range
+
+
+class TrainSpec(_Strict):
+    """How long each optimizer trains: one budget, `steps` (the default, 50), `time_budget` (training
+    seconds from the first step: every optimizer gets the same wall-clock, steps vary), `tokens`, or
+    `target_val_loss` (stop once reached; capped by `steps` or `time_budget`). `seeds` repeats every
+    optimizer once per seed (the same data order for all optimizers of a seed). harness/distro_bench/scenario/budget.py."""
+
+    steps: int | None = Field(default=None, ge=1, le=1_000_000)
+    time_budget: Duration | None = None
+    tokens: Count | None = None
+    target_val_loss: float | None = Field(default=None, gt=0)
+    eval_every: int = Field(default=10, ge=1, le=1_000_000)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
+    seeds: list[int] | None = Field(default=None, min_length=1, max_length=100)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_steps(cls, data: Any) -> Any:
+        # steps is the default budget (and a target's default cap) unless time or tokens is the budget.
+        if isinstance(data, dict) and data.get("steps") is None and data.get("time_budget") is None \
+                and data.get("tokens") is None:
+            data = {**data, "steps": DEFAULT_STEPS}
+        return data
+
+    @model_validator(mode="after")
+    def _one_budget(self) -> TrainSpec:
+        named = [k for k in ("steps", "time_budget", "tokens") if getattr(self, k) is not None]
+        if len(named) > 1:
+            raise ValueError(f"give one budget, not {' and '.join(named)}: steps, time_budget or tokens "
+                             "(target_val_loss takes steps or time_budget as its cap)")
+        if self.target_val_loss is not None and self.tokens is not None:
+            raise ValueError("target_val_loss is capped by steps or time_budget, not tokens")
+        if self.time_budget is not None and self.time_budget <= 0:
+            raise ValueError("time_budget must be more than 0s")
+        if self.seeds is not None:
+            if any(not 0 <= s <= MAX_SEED for s in self.seeds):
+                raise ValueError(f"seeds must be integers from 0 to {MAX_SEED}, got {self.seeds}")
+            if len(set(self.seeds)) != len(self.seeds):
+                raise ValueError(f"seeds must be distinct, got {self.seeds}")
+        return self
+
+    @property
+    def budget_kind(self) -> str:
+        if self.target_val_loss is not None:
+            return "target"
+        return "time" if self.time_budget is not None else "tokens" if self.tokens is not None else "steps"
+
+    def seed_list(self) -> list[int]:
+        return list(self.seeds) if self.seeds else [self.seed]
+
+
+LinkEngineName = Literal["auto", "tc", "userspace"]
+
+
+class NetworkSpec(_Strict):
+    link_engine: LinkEngineName = "auto"
+    # Run even when part of a link cannot be emulated here; the run folder then says what was not.
+    allow_unemulated: bool = False
+    # After the links are up, measure each node's goodput and RTT (a few seconds, once per run) into
+    # environment.json, for the report's configured / applied / measured table. docs/sweeps.md.
+    measure_links: bool = True
+
+
+class ChecksSpec(_Strict):
+    min_reduction: float | None = Field(default=None, gt=0)
+    max_loss_gap: float | None = Field(default=None, ge=0)
+    candidate: str | None = None
+    # The loss time/tokens/steps-to-target are measured against (default: train.target_val_loss, else the
+    # worst optimizer's best validation loss). docs/fair-comparison.md.
+    target_val_loss: float | None = Field(default=None, gt=0)
+
+
+# AWS EC2's list price for data transfer out to the internet, first 10 TB a month, us-east-1 (aws.amazon.com/
+# ec2/pricing/on-demand/, "Data Transfer"): what a node in a public cloud pays per GB it sends to its peers.
+EGRESS_USD_PER_GB = 0.09
+
+
+class CostsSpec(_Strict):
+    """Prices for the verdict's cost-to-target row (docs/reports.md); null leaves that cost out."""
+
+    egress_usd_per_gb: float | None = Field(default=EGRESS_USD_PER_GB, ge=0)
+    gpu_usd_per_hour: float | None = Field(default=None, ge=0)
+
+
+class Node(BaseModel):
+    """One worker after expansion: its rank, name and resolved hardware and link."""
+
+    model_config = ConfigDict(frozen=True)
+    rank: int
+    name: str
+    hardware_name: str
+    hardware: HardwareSpec
+    compute_scale: float
+    link_name: str | None
+    link: LinkSpec | None
+    region: str | None = None
+
+
+class Scenario(_Strict):
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str = ""
+    workers: list[WorkerGroup] = Field(min_length=1)
+    links: dict[str, LinkSpec] = Field(default_factory=dict)
+    hardware: dict[str, HardwareSpec] = Field(default_factory=dict)
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    data: DataSpec = Field(default_factory=DataSpec)
+    train: TrainSpec = Field(default_factory=TrainSpec)
+    network: NetworkSpec = Field(default_factory=NetworkSpec)
+    # Run name -> its optimizer's options, the model `type` names (default: the run name, so `adamw: {lr: 3e-3}`
+    # is an AdamW and `distro-2bit: {type: distro, ...}` a second DisTrO run).
+    optimizers: dict[str, OptimizerConfig] = Field(min_length=1)
+    baseline: str = "adamw"
+    checks: ChecksSpec = Field(default_factory=ChecksSpec)
+    costs: CostsSpec = Field(default_factory=CostsSpec)
+    # One-way delay per ordered pair of regions (a preset or a table), applied on top of the access links.
+    regions: RegionsSpec | None = None
+    # Workers that leave and come back, by schedule or failure rate (harness/distro_bench/scenario/churn.py).
+    churn: ChurnSpec | None = None
+
+    _base_dir: Path = PrivateAttr(default=Path("."))
+
+    @field_validator("optimizers", mode="before")
+    @classmethod
+    def _type_defaults_to_name(cls, v: Any) -> Any:
+        # Only a name that is a type stands in for `type`: any other name without one is reported as an
+        # unknown optimizer (the discriminator finds no tag) rather than as an unknown type.
+        if not isinstance(v, dict):
+            return v
+        return {k: ({**(e or {}), "type": k} if (e is None or isinstance(e, dict)) and "type" not in (e or {})
+                    and k in OPTIONS else e) for k, e in v.items()}
+
+    @field_serializer("optimizers")
+    def _every_option(self, v: dict[str, OptimizerConfig], info: SerializationInfo) -> dict[str, Any]:
+        # Every option, None included (the scenario's exclude_none must not turn AdamW's `max_grad_norm: null`,
+        # no clipping, back into the default 1.0 when the dump is loaded again).
+        return {k: c.model_dump(mode=info.mode) for k, c in v.items()}
+
+    @field_validator("optimizers")
+    @classmethod
+    def _run_names(cls, v: dict[str, Any]) -> dict[str, Any]:
+        bad = [k for k in v if not valid_name(k)]
+        if bad:
+            raise ValueError(f"invalid optimizer name {bad[0]!r} (it names the run's folder): {NAME_RULE}")
+        return v
+
+    # ---- resolved views -------------------------------------------------------------
+    @property
+    def world_size(self) -> int:
+        return sum(g.count for g in self.workers)
+
+    def optimizer_configs(self) -> dict[str, OptimizerConfig]:
+        """Run name -> the options of its strategy (a copy of `optimizers`, for callers that predate it)."""
+        return dict(self.optimizers)
+
+    def budget(self) -> Budget:
+        """What every optimizer trains for (harness/distro_bench/scenario/budget.py), the same for all of them."""
+        t = self.train
+        per_step = self.world_size * self.data.batch_size * self.data.seq_len
+        b = resolve_budget(steps=t.steps, time_budget=t.time_budget if t.target_val_loss is None else None,
+                           tokens=t.tokens, target_val_loss=t.target_val_loss, tokens_per_step=per_step,
+                           default_steps=DEFAULT_STEPS)
+        return resolve_target_cap(b, t.time_budget) if t.target_val_loss is not None else b
+
+    def resolved_model(self) -> dict[str, int]:
+        return _resolve_model(self.model)
+
+    def corpus_path(self) -> str:
+        if self.data.corpus in BUILTIN_CORPORA:
+            return self.data.corpus
+        if hfcorpus.is_hf(self.data.corpus):
+            return hfcorpus.resolve(self.data.corpus, self._base_dir)
+        return str((self._base_dir / self.data.corpus).resolve())
+
+    def nodes(self) -> list[Node]:
+        hw_by_group = [_resolve_hardware(self, g.hardware) for g in self.workers]
+        fastest = max((hw.tflops for _, hw in hw_by_group if hw.tflops), default=None)
+        nodes: list[Node] = []
+        for group, (hw_name, hw) in zip(self.workers, hw_by_group):
+            link_name, link = _resolve_link(self, group.link)
+            if hw.compute_scale is not None:
+                scale = hw.compute_scale
+            elif hw.tflops and fastest:
+                scale = hw.tflops / fastest
+            else:
+                scale = 1.0
+            for i in range(group.count):
+                rank = len(nodes)
+                name = (group.name if group.count == 1 else f"{group.name}-{i}") if group.name else f"node{rank}"
+                nodes.append(Node(rank=rank, name=name, hardware_name=hw_name, hardware=hw,
+                                  compute_scale=scale, link_name=link_name, link=link, region=group.region))
+        return nodes
+
+    def resolved_dict(self) -> dict[str, Any]:
+        """The scenario with presets expanded and defaults filled: what `scenario.yaml` in a run folder holds."""
+        d = self.model_dump(mode="json", exclude_none=True)
+        d["model"] = {"preset": self.model.preset, **self.resolved_model()} if self.model.preset else self.resolved_model()
+        d["links"] = {n.link_name: n.link.model_dump(mode="json", exclude_none=True)
+                      for n in self.nodes() if n.link is not None and n.link_name}
+        d["hardware"] = {n.hardware_name: n.hardware.model_dump(mode="json", exclude_none=True) for n in self.nodes()}
+        d["data"]["corpus"] = self.corpus_path()
+        matrix = region_matrix(self)
+        if matrix is not None and self.regions is not None:  # the preset expanded: every pair's one-way delay
+            d["regions"] = {"intra": format_duration(matrix.intra_s), "symmetric": self.regions.symmetric, "delays": {
+                a: {b: format_duration(v) for (x, b), v in sorted(matrix.one_way.items()) if x == a}
+                for a in matrix.regions}}
+            own = self.regions.model_dump(mode="json", include={"jitter", "loss"})
+            d["regions"].update({k: v for k, v in own.items() if v})
+        # Trace files as absolute paths, like the corpus (the runner copies them into the run folder).
+        for link in [*d["links"].values(), *(g["link"] for g in d["workers"] if isinstance(g.get("link"), dict))]:
+            for k in ("up_trace", "down_trace"):
+                if link.get(k):
+                    link[k] = str((self._base_dir / link[k]).resolve())
+        return d
+
+    def with_overrides(self, *, steps: int | None = None, seed: int | None = None,
+                       optimizers: list[str] | None = None, time_budget: str | float | None = None,
+                       tokens: str | int | None = None, target_val_loss: float | None = None,
+                       repeat: int | None = None) -> Scenario:
+        """A copy with CLI overrides applied and re-validated. A budget given here replaces the scenario's
+        (`--target-val-loss` keeps the scenario's steps or time budget as its cap unless one is given too)."""
+        data = self.model_dump(mode="json", exclude_none=True)
+        data["data"]["corpus"] = self.corpus_path()
+        train = data["train"]
+        if steps is not None or time_budget is not None or tokens is not None:
+            for k in ("steps", "time_budget", "tokens"):
+                train.pop(k, None)
+            if target_val_loss is None:
+                train.pop("target_val_loss", None)
+        if steps is not None:
+            train["steps"] = steps
+            train["eval_every"] = min(train.get("eval_every", 10), steps)
+        if time_budget is not None:
+            train["time_budget"] = time_budget
+        if tokens is not None:
+            train["tokens"] = tokens
+        if target_val_loss is not None:
+            train["target_val_loss"] = target_val_loss
+            train.pop("tokens", None)
+        if seed is not None:
+            train["seed"] = seed
+            if repeat is None:
+                train.pop("seeds", None)
+        if repeat is not None:
+            start = train.get("seed", 0)
+            train["seeds"] = list(range(start, start + repeat))
+        if optimizers:
+            bad = [o for o in optimizers if not valid_name(o)]
+            if bad:
+                raise ScenarioError("--optimizer", [f"invalid optimizer name {o!r}: {NAME_RULE}" for o in bad])
+            unknown = [o for o in optimizers if o not in self.optimizers]
+            if unknown:
+                raise ScenarioError("--optimizer", [f"unknown optimizer {o!r}; this scenario has: "
+                                                    + ", ".join(self.optimizers) for o in unknown])
+            data["optimizers"] = {k: v for k, v in data["optimizers"].items() if k in optimizers}
+            if data["baseline"] not in optimizers:
+                data["baseline"] = optimizers[0]
+        return scenario_from_dict(data, source=f"{self.name} (with overrides)", base_dir=self._base_dir)
+
+
+def valid_name(name: object) -> bool:
+    """Whether `name` is a safe scenario/optimizer name (NAME_PATTERN): one folder name, nothing more."""
+    return isinstance(name, str) and re.fullmatch(NAME_PATTERN, name) is not None
+
+
+def _resolve_model(m: ModelSpec) -> dict[str, int]:
+    base = dict(presets.MODELS[m.preset]) if m.preset else {}
+    for k in ("dim", "n_layers", "n_heads", "ffn_dim", "vocab_size", "max_seq_len"):
+        v = getattr(m, k)
+        if v is not None:
+            base[k] = v
+    base.setdefault("vocab_size", 256)
+    base.setdefault("max_seq_len", 512)
+    return base
+
+
+def _expand(spec_cls, raw: Any, known: dict[str, dict]):
+    """A spec that names a preset gets the preset's values under its own explicit fields."""
+    if isinstance(raw, spec_cls) and raw.preset:
+        merged = {**known[raw.preset], **raw.model_dump(exclude_unset=True)}
+        merged.pop("preset", None)
+        return spec_cls.model_validate(merged)
+    return raw
+
+
+def _resolve_link(s: Scenario, ref: str | LinkSpec | None) -> tuple[str | None, LinkSpec | None]:
+    if ref is None:
+        return None, None
+    if isinstance(ref, LinkSpec):
+        return "inline", _expand(LinkSpec, ref, presets.LINKS)
+    if ref in s.links:
+        return ref, _expand(LinkSpec, s.links[ref], presets.LINKS)
+    return ref, LinkSpec.model_validate(presets.LINKS[ref])
+
+
+def _resolve_hardware(s: Scenario, ref: str | HardwareSpec) -> tuple[str, HardwareSpec]:
+    if isinstance(ref, HardwareSpec):
+        return "inline", _expand(HardwareSpec, ref, presets.HARDWARE)
+    if ref in s.hardware:
+        return ref, _expand(HardwareSpec, s.hardware[ref], presets.HARDWARE)
+    return ref, HardwareSpec.model_validate(presets.HARDWARE[ref])
+
+
+# ---- loading and error reporting --------------------------------------------------------
+
+def _loc(parts: tuple | list) -> str:
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            out += ("." if out else "") + str(p)
+    return out or "(top level)"
+
+
+def _known(names) -> str:
+    return ", ".join(sorted(names))
+
+
+def _optimizer_problem(e: dict[str, Any]) -> tuple[tuple[Any, ...], str | None]:
+    """(location, message or None) of an error inside `optimizers.<name>`: the union's tag (the type) is left
+    out of the location, and an unknown type or field says what is valid."""
+    loc = e["loc"]
+    if len(loc) < 2:
+        return loc, None
+    name = loc[1]
+    if e["type"] == "union_tag_not_found":  # no `type`, and the name is none
+        return (*loc[:2], "(name)"), (f"unknown optimizer {name!r}; known: {_known(OPTIONS)}; a run named "
+                                      "otherwise names its type (type: distro)")
+    if e["type"] == "union_tag_invalid":
+        return (*loc[:2], "type"), f"unknown optimizer {e['ctx']['tag']!r}; known: {_known(OPTIONS)}"
+    kind = loc[2] if len(loc) > 2 and loc[2] in OPTIONS else None
+    if kind is None:
+        return loc, None
+    loc = (*loc[:2], *loc[3:])
+    if e["type"] == "extra_forbidden":
+        return loc, (f"unknown field {loc[-1]!r} for optimizer {name!r} (type {kind}); valid: "
+                     + ", ".join(option_names(str(kind))))
+    return loc, None
+
+
+def _pydantic_problems(err: ValidationError, prefix: tuple = ()) -> list[str]:
+    problems = []
+    for e in err.errors(include_url=False):
+        # pydantic names the union member it tried (`str`, `LinkSpec`) inside the location; a user's own top-level
+        # key of that name (`str: ...`) is kept, so an unknown key is always named.
+        loc = e["loc"][:1] + tuple(p for p in e["loc"][1:] if p not in (
+            "str", "LinkSpec", "HardwareSpec", "function-after[_jitter_fits_delay(), LinkSpec]"))
+        msg = e["msg"].removeprefix("Value error, ")
+        special = None
+        if loc and loc[0] == "optimizers":
+            loc, special = _optimizer_problem({**e, "loc": loc})
+        if special:
+            msg = special
+        elif e["type"] == "extra_forbidden":
+            msg = f"unknown field {loc[-1]!r}"
+        elif e["type"] == "missing":
+            msg = "required field is missing"
+        elif e["type"] == "string_pattern_mismatch" and loc and loc[-1] == "name":
+            msg = f"invalid name {e['input']!r}: letters, digits, '-', '_' and '.', starting with a letter or digit"
+        problems.append(f"{_loc(prefix + loc)}: {msg}")
+    # A union (str | Spec) reports the same location twice; keep one per location and message.
+    return list(dict.fromkeys(problems))
+
+
+def _reference_problems(s: Scenario) -> list[str]:
+    problems = []
+    link_names = set(s.links) | set(presets.LINKS)
+    hw_names = set(s.hardware) | set(presets.HARDWARE)
+    for i, g in enumerate(s.workers):
+        if isinstance(g.link, str) and g.link not in link_names:
+            problems.append(f"workers[{i}].link: unknown link {g.link!r}; known: {_known(link_names)}")
+        if isinstance(g.hardware, str) and g.hardware not in hw_names:
+            problems.append(f"workers[{i}].hardware: unknown hardware {g.hardware!r}; known: {_known(hw_names)}")
+        for field, spec, known in (("link", g.link, presets.LINKS), ("hardware", g.hardware, presets.HARDWARE)):
+            if not isinstance(spec, str) and spec is not None and spec.preset and spec.preset not in known:
+                problems.append(f"workers[{i}].{field}.preset: unknown preset {spec.preset!r}; known: {_known(known)}")
+    for section, specs, known in (("links", s.links, presets.LINKS), ("hardware", s.hardware, presets.HARDWARE)):
+        for name, spec in specs.items():
+            if spec.preset and spec.preset not in known:
+                problems.append(f"{section}.{name}.preset: unknown preset {spec.preset!r}; known: {_known(known)}")
+    problems += _trace_problems(s)
+    problems += _region_problems(s)
+    names = [g.name for g in s.workers if g.name]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"workers: name {dup!r} is used by more than one group")
+    if s.world_size > 64:
+        problems.append(f"workers: {s.world_size} workers in all; at most 64 are supported")
+    for name, cfg in s.optimizers.items():  # NoLoCo's gossip groups must tile the world
+        if cfg.type == "noloco" and s.world_size > 1 and s.world_size % cfg.group_size:
+            problems.append(f"optimizers.{name}.group_size: {s.world_size} workers do not split into groups of "
+                            f"{cfg.group_size}")
+    if s.model.preset and s.model.preset not in presets.MODELS:
+        problems.append(f"model.preset: unknown model {s.model.preset!r}; known: {_known(presets.MODELS)}")
+    else:
+        m = _resolve_model(s.model)
+        missing = [k for k in ("dim", "n_layers", "n_heads", "ffn_dim") if k not in m]
+        if missing:
+            problems.append(f"model: {', '.join(missing)} required when no preset is given")
+        else:
+            if m["dim"] % m["n_heads"] or (m["dim"] // m["n_heads"]) % 2:
+                problems.append(f"model.n_heads: dim {m['dim']} must split into {m['n_heads']} heads of even size")
+            if s.data.seq_len > m["max_seq_len"]:
+                problems.append(f"data.seq_len: {s.data.seq_len} exceeds the model's max_seq_len {m['max_seq_len']}")
+    if hfcorpus.is_hf(s.data.corpus):
+        try:
+            hf = hfcorpus.parse(s.data.corpus)
+            if hf.is_local and not (s._base_dir / Path(hf.dataset).expanduser()).exists():
+                problems.append(f"data.corpus: no such dataset folder {hf.dataset!r} (relative paths are read from "
+                                f"{s._base_dir})")
+            elif not hfcorpus.available():
+                problems.append(f"data.corpus: {s.data.corpus!r} needs the datasets library: {hfcorpus.INSTALL}")
+        except ValueError as e:
+            problems.append(f"data.corpus: {e}")
+    elif s.data.corpus not in BUILTIN_CORPORA:
+        if s.data.corpus.startswith("builtin:"):
+            problems.append(f"data.corpus: unknown corpus {s.data.corpus!r}; built in: {_known(BUILTIN_CORPORA)}")
+        elif not (s._base_dir / s.data.corpus).exists():
+            problems.append(f"data.corpus: no such file or folder {s.data.corpus!r} "
+                            f"(relative paths are read from {s._base_dir}); or use one of {_known(BUILTIN_CORPORA)}")
+    if s.baseline not in s.optimizers:
+        problems.append(f"baseline: {s.baseline!r} is not one of the optimizers ({_known(s.optimizers)})")
+    if s.checks.candidate and s.checks.candidate not in s.optimizers:
+        problems.append(f"checks.candidate: {s.checks.candidate!r} is not one of the optimizers ({_known(s.optimizers)})")
+    if s.train.steps is not None and s.train.eval_every > s.train.steps:
+        problems.append(f"train.eval_every: {s.train.eval_every} is more than train.steps ({s.train.steps})")
+    return problems + _churn_problems(s)
+
+
+def _churn_problems(s: Scenario) -> list[str]:
+    """Churn needs ranks that exist and optimizers that train on over whichever workers are present."""
+    if s.churn is None or not s.churn.active:
+        return []
+    problems = s.churn.problems(s.world_size)
+    able = sorted(n for n, c in OPTIONS.items() if c.follows_membership)
+    for name, cfg in s.optimizers.items():
+        why = cfg.churn_problem()
+        if why:
+            problems.append(f"optimizers.{name}: {why}; with churn: set, use one of {', '.join(able)}")
+    return problems
+
+
+def _region_problems(s: Scenario) -> list[str]:
+    """Regions: every group names one when a `regions:` table is given (and only then), and the table has
+    a delay for every pair of regions in use (harness/distro_bench/scenario/regions.py)."""
+    used: dict[str, list[str]] = {}
+    for i, g in enumerate(s.workers):
+        if g.region is not None:
+            used.setdefault(g.region, []).append(f"workers[{i}]")
+    if s.regions is None:
+        return [f"{where[0]}.region: {r!r} needs a regions: table (e.g. regions: preset:cloud-3) giving the "
+                "delay between regions" for r, where in used.items()]
+    problems = [f"workers[{i}].region: missing; with regions: set, every worker group names its region"
+                for i, g in enumerate(s.workers) if g.region is None]
+    return problems + matrix_problems(s.regions, used)
+
+
+def region_matrix(s: Scenario) -> RegionMatrix | None:
+    """The scenario's resolved region matrix (None without `regions:`)."""
+    return resolve_regions(s.regions) if s.regions is not None else None
+
+
+# Trace files are read (and copied into the run folder) with the harness's rights, often root's: a scenario
+# may name only files in its own folder, unless the user running it opts in (the CLI's --allow-trace-outside
+# sets this variable).
+ALLOW_TRACE_OUTSIDE_ENV = "DISTRO_BENCH_ALLOW_TRACE_OUTSIDE"
+
+
+def _trace_problems(s: Scenario) -> list[str]:
+    """Every trace file a link names must lie in the scenario's folder (relative paths are read from it),
+    be a regular file within the caps of harness/distro_bench/scenario/trace.py, and parse."""
+    problems = []
+    specs = [(f"links.{name}", spec) for name, spec in s.links.items()]
+    specs += [(f"workers[{i}].link", g.link) for i, g in enumerate(s.workers) if isinstance(g.link, LinkSpec)]
+    folder = s._base_dir.resolve()
+    outside_ok = os.environ.get(ALLOW_TRACE_OUTSIDE_ENV) == "1"
+    for where, spec in specs:
+        for d in ("up", "down"):
+            path = getattr(spec, f"{d}_trace")
+            if path:
+                full = (s._base_dir / path).resolve()  # symlinks followed: a link out of the folder is outside
+                if not outside_ok and not full.is_relative_to(folder):
+                    problems.append(f"{where}.{d}_trace: {path!r} is outside the scenario's folder {folder}; put "
+                                    f"the trace in that folder (or a subfolder), or allow it with "
+                                    f"--allow-trace-outside ({ALLOW_TRACE_OUTSIDE_ENV}=1)")
+                    continue
+                try:
+                    load_trace(full).windows(spec.trace_resolution)
+                except TraceError as e:
+                    problems.append(f"{where}.{d}_trace: {e} (relative paths are read from {s._base_dir})")
+    return problems
+
+
+# Stand-ins for a required field that failed, so the rest of the scenario can still be checked.
+_STAND_INS = {"name": "scenario", "workers": [{"count": 1}], "optimizers": {"adamw": {"lr": 1e-3}}}
+
+
+def _problems_beyond(data: dict, err: ValidationError, base_dir: Path) -> list[str]:
+    """Reference problems of the parts of `data` that passed the field checks.
+
+    Each failing part is replaced by a neutral stand-in (an empty link or hardware spec or an AdamW entry under
+    the same name, a one-worker group, the section's defaults) and whatever else is wrong is reported, leaving out problems
+    located inside a replaced part (they would describe the stand-in, not the file)."""
+    data = {k: (dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v) for k, v in data.items()}
+    replaced = set()
+    for e in err.errors(include_url=False):
+        loc = e["loc"]
+        if not loc:
+            return []
+        top = loc[0]
+        if top in ("links", "hardware") and len(loc) > 1 and isinstance(data.get(top), dict) and loc[1] in data[top]:
+            data[top][loc[1]] = {}
+            replaced.add(_loc(loc[:2]))
+        elif top == "optimizers" and len(loc) > 1 and isinstance(data.get(top), dict) and loc[1] in data[top]:
+            data[top][loc[1]] = {"type": "adamw", "lr": 1e-3}  # the name stays: the baseline may be it
+            replaced.add(_loc(loc[:2]))
+        elif top == "workers" and len(loc) > 1 and isinstance(loc[1], int) and isinstance(data.get(top), list):
+            data[top][loc[1]] = {"count": 1}
+            replaced.add(_loc(loc[:2]))
+        else:
+            data.pop(top, None)
+            if top in _STAND_INS:
+                data[top] = _STAND_INS[top]
+            replaced.add(_loc(loc[:1]))
+            if top == "model":  # seq_len is checked against the model
+                replaced.add("data.seq_len")
+    try:
+        s = Scenario.model_validate(data)
+    except ValidationError:
+        return []
+    s._base_dir = base_dir
+
+    def inside(problem: str) -> bool:
+        return any(problem.startswith(r) and problem[len(r):len(r) + 1] in (".", ":", "[") for r in replaced)
+
+    return [p for p in _reference_problems(s) if not inside(p)]
+
+
+def scenario_from_dict(data: Any, source: str = "<scenario>", base_dir: Path | None = None) -> Scenario:
+    """Validate a parsed document; raise ScenarioError listing every located problem."""
+    if not isinstance(data, dict):
+        raise ScenarioError(source, [f"(top level): expected a mapping of fields, got {type(data).__name__}"])
+    if isinstance(data.get("optimizers"), dict):
+        bad = [k for k, v in data["optimizers"].items() if v is not None and not isinstance(v, dict)]
+        if bad:
+            raise ScenarioError(source, [f"optimizers.{k}: expected a mapping of options" for k in bad])
+        data = {**data, "optimizers": {k: (v or {}) for k, v in data["optimizers"].items()}}
+    try:
+        s = Scenario.model_validate(data)
+    except ValidationError as e:
+        # One pass: also report the reference problems of every part that did validate, so a
+        # user does not fix the first round only to meet a second.
+        problems = _pydantic_problems(e) + _problems_beyond(data, e, base_dir or Path("."))
+        raise ScenarioError(source, list(dict.fromkeys(problems))) from None
+    s._base_dir = base_dir or Path(".")
+    problems = _reference_problems(s)
+    if problems:
+        raise ScenarioError(source, problems)
+    return s
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader, refusing a key given twice in one mapping (SafeLoader keeps the last silently:
+    a second `optimizers:` would drop the first without a word)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` merges; its keys may be overridden
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:  # an unhashable key: SafeLoader's own error says so
+                continue
+            if first is not key_node:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first given on line {first.start_mark.line + 1})",
+                    key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    path = Path(path)
+    if not path.is_file():
+        raise ScenarioError(str(path), ["no such scenario file"])
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"
+        raise ScenarioError(str(path), [f"{where}: not valid YAML ({getattr(e, 'problem', e)})"]) from None
+    except UnicodeDecodeError:
+        raise ScenarioError(str(path), ["not a UTF-8 text file"]) from None
+    return scenario_from_dict(data, source=str(path), base_dir=path.parent)
+
+
+def dump_scenario(s: Scenario) -> str:
+    return yaml.safe_dump(s.resolved_dict(), sort_keys=False)
+
+
+def dump_for_run(s: Scenario, run_dir: Path) -> tuple[str, bool]:
+    """(scenario.yaml's text for the run folder, whether it follows traces). Each trace a link follows is
+    copied to RUN/traces/<link>-<direction>-<file name> (two links' `x.csv` from different folders stay two
+    files) and named relative to the run folder, so the folder is self-contained, a container (which mounts
+    it) finds them, and reloading the text with base_dir=run_dir gives the scenario the run follows."""
+    d = s.resolved_dict()
+    links = [(name, link) for name, link in d["links"].items()]
+    links += [(f"workers{i}", g["link"]) for i, g in enumerate(d["workers"]) if isinstance(g.get("link"), dict)]
+    used: set[str] = set()
+    for where, link in links:
+        for direction in ("up", "down"):
+            src = link.get(f"{direction}_trace")
+            if not src:
+                continue
+            stem = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{where}-{direction}-{Path(src).name}").lstrip(".")
+            name, k = stem, 1
+            while name in used:  # link names that differ only in characters replaced above
+                k += 1
+                name = f"{k}-{stem}"
+            used.add(name)
+            (run_dir / "traces").mkdir(exist_ok=True)
+            # The bytes the capped reader returns: a file swapped for a FIFO since validation cannot hang the run.
+            (run_dir / "traces" / name).write_bytes(read_trace_bytes(Path(src)))
+            link[f"{direction}_trace"] = f"traces/{name}"
+    return yaml.safe_dump(d, sort_keys=False), bool(used)

@@ -1,0 +1,95 @@
+"""Corpora, a byte-level tokenizer, per-rank disjoint shards and held-out tuning and validation splits.
+
+Bytes are tokens (vocab 256): nothing to download, and every corpus a user points at works.
+The tail of the corpus is held out, so no training window overlaps it. The held-out tail is cut in two:
+its first half is the tuning split (`tune_loss`: what a sweep's `--pick best` selects on), its second
+half the validation split (`val_loss`: what reports show), so the reported figure is never the one a
+setting was selected on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from distro_bench.errors import InputError
+from distro_bench.scenario import hfcorpus
+
+TEXT_SUFFIXES = {".txt", ".md", ".rst", ".py", ".json", ".yaml", ".yml", ".csv", ".tex", ".html"}
+
+
+def load_corpus(corpus: str) -> bytes:
+    """`builtin:pydoc` (CPython's reference text, ~465 KB), a text file, a folder of text files, or
+    `hf:<dataset>[:<split>[:<field>]]` through the optional `datasets` library (harness/distro_bench/scenario/hfcorpus.py)."""
+    if hfcorpus.is_hf(corpus):
+        return hfcorpus.load(corpus)
+    if corpus == "builtin:pydoc":
+        from pydoc_data.topics import topics
+
+        return "\n\n".join(topics[k] for k in sorted(topics)).encode("utf-8")
+    path = Path(corpus)
+    if path.is_file():
+        return path.read_bytes()
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
+        if not files:
+            raise InputError(f"data.corpus: folder {corpus} holds no text files ({', '.join(sorted(TEXT_SUFFIXES))})")
+        return b"\n\n".join(p.read_bytes() for p in files)
+    raise InputError(f"data.corpus: no such file or folder {corpus!r}")
+
+
+def encode(text: str | bytes) -> torch.Tensor:
+    raw = text.encode("utf-8") if isinstance(text, str) else text
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).long()
+
+
+def decode(tokens: torch.Tensor) -> str:
+    return bytes(tokens.to(torch.uint8).tolist()).decode("utf-8", errors="replace")
+
+
+@dataclass
+class Batches:
+    """Random windows from this rank's shard; the generator is seeded by (seed, rank), so runs repeat."""
+
+    shard: torch.Tensor
+    seq_len: int
+    batch_size: int
+    generator: torch.Generator
+
+    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
+        starts = torch.randint(0, len(self.shard) - self.seq_len - 1, (self.batch_size,), generator=self.generator)
+        windows = torch.stack([self.shard[s : s + self.seq_len + 1] for s in starts.tolist()])
+        return windows[:, :-1], windows[:, 1:]
+
+
+def split(tokens: torch.Tensor, val_fraction: float, rank: int, world_size: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(this rank's training shard, the shared held-out tail). Shards are disjoint and contiguous.
+    `held_out_splits` cuts the tail into the tuning and validation splits."""
+    n_val = max(int(len(tokens) * val_fraction), 2 * (seq_len + 2))  # room for one window in each split
+    train, val = tokens[:-n_val], tokens[-n_val:]
+    per_rank = len(train) // world_size
+    if per_rank < seq_len + 2:
+        raise InputError(f"data.corpus: {len(tokens)} tokens are too few for {world_size} shards of seq_len {seq_len}")
+    return train[rank * per_rank : (rank + 1) * per_rank], val
+
+
+def held_out_splits(held_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tuning split, validation split): the held-out tail's first and second halves, disjoint."""
+    half = len(held_out) // 2
+    return held_out[:half], held_out[half:]
+
+
+def train_batches(shard: torch.Tensor, seq_len: int, batch_size: int, seed: int, rank: int) -> Batches:
+    g = torch.Generator().manual_seed(seed * 1_000_003 + rank)
+    return Batches(shard, seq_len, batch_size, g)
+
+
+def validation_batches(val: torch.Tensor, seq_len: int, batch_size: int, n_batches: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Fixed, evenly spaced windows: the same on every rank and at every evaluation."""
+    n_windows = n_batches * batch_size
+    span = len(val) - seq_len - 1
+    starts = [int(i * span / max(n_windows - 1, 1)) for i in range(n_windows)]
+    windows = torch.stack([val[s : s + seq_len + 1] for s in starts])
+    return [(w[:, :-1], w[:, 1:]) for w in windows.split(batch_size)]

@@ -1,0 +1,112 @@
+"""A worker's place in the run: its ranks, its device, the process group, and the two exchanges that go
+around `Comm` (so they are never counted as the optimizer's payload): rank 0's stop decisions and the
+calibration gathers."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from distro_bench.scenario.budget import Decision
+from distro_bench.scenario.model import Node
+from distro_bench.scenario.placement import scenario_rank
+
+# Calibration gathers per worker: scheduling delays on a busy host are heavy-tailed (1-40 ms a gather on
+# 2 cores), and 20 of them put the mean within about 10% for the cost of 20 extra forward/backward passes.
+PROBE_CALLS = 20
+
+
+def worker_ranks() -> tuple[int, int, int]:
+    """(scenario rank, world size, local rank). Under torchrun started by `distro-bench node`, torchrun's
+    RANK follows its rendezvous order, not the scenario's: the agent's placement names this worker's rank."""
+    rank = scenario_rank(dict(os.environ))
+    if rank is None:
+        rank = int(os.environ.get("RANK", "0"))
+    return rank, int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_RANK", rank))
+
+
+def pick_device(node: Node, local_rank: int) -> torch.device:
+    want = node.hardware.device
+    if want == "cpu" or (want == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"hardware of {node.name} asks for {want!r} but no CUDA device is visible")
+    if want in ("cuda", "auto"):
+        return torch.device("cuda", local_rank % torch.cuda.device_count())
+    return torch.device(want)
+
+
+def claim_device(node: Node, local_rank: int) -> torch.device:
+    """The node's device, made current; on CUDA capped at the hardware profile's memory."""
+    device = pick_device(node, local_rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        if node.hardware.memory:
+            total = torch.cuda.get_device_properties(device).total_memory
+            torch.cuda.set_per_process_memory_fraction(min(1.0, node.hardware.memory / total), device)
+    return device
+
+
+def init_process_group(device: torch.device, rank: int, world: int) -> None:
+    """The default process group, unless this worker trains alone (world 1, no MASTER_ADDR)."""
+    if world <= 1 and "MASTER_ADDR" not in os.environ:
+        return
+    backend = os.environ.get("DISTRO_BENCH_DIST_BACKEND") or ("nccl" if device.type == "cuda" else "gloo")
+    timeout = timedelta(seconds=float(os.environ.get("DISTRO_BENCH_TIMEOUT_S", "300")))
+    kwargs: dict[str, Any] = {"device_id": device} if backend == "nccl" else {}
+    dist.init_process_group(backend=backend, timeout=timeout, rank=rank, world_size=world, **kwargs)
+
+
+def close_process_group() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def share_decision(mine: Decision | None, device: torch.device) -> Decision:
+    """Rank 0's decision, on every rank: a broadcast of three float64 values that goes around `Comm`, so it
+    is never counted as the optimizer's payload (harness/distro_bench/scenario/budget.py says why that is fair)."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        assert mine is not None
+        return mine
+    on = device if dist.get_backend() == "nccl" else torch.device("cpu")
+    t = torch.tensor(mine.encode() if mine is not None else [0.0, 0.0, 0.0], dtype=torch.float64, device=on)
+    dist.broadcast(t, src=0)
+    return Decision.decode(t.tolist())
+
+
+def latency_probe(device: torch.device, work: Callable[[], None], calls: int = PROBE_CALLS) -> list[float] | None:
+    """Seconds per all-gather of 8 bytes (N-1 ring rounds of nearly nothing), measured as a training step
+    measures communication: from the last rank's entry into the collective to this rank's exit.
+
+    Each call follows `work()` (one forward and backward of the run's model, stretched as the hardware
+    profile says), so the host is as busy as in training: where workers outnumber cores, a rank that has
+    finished its collective computes while a peer still waits for its turn on a core, and that
+    scheduling cost is part of every ring round. Run before training and outside the byte counters; it
+    calibrates the projection model's per-round overhead for this run's report. The per-call figures are
+    returned so the run can say how noisy they were."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return None
+    world = dist.get_world_size()
+    entry = torch.zeros(1, dtype=torch.float64, device=device)
+    out = [torch.empty_like(entry) for _ in range(world)]
+    for _ in range(3):
+        dist.all_gather(out, entry)
+    dist.barrier()
+    times = []
+    for _ in range(calls):
+        work()
+        # Wall clock (shared by the ranks of one host, NTP-close across hosts): each rank's entry time
+        # travels in the gather itself, so every rank knows when the last one arrived.
+        entry.fill_(time.time())
+        dist.all_gather(out, entry)
+        if device.type == "cuda":  # NCCL returns before the gather ends
+            torch.cuda.synchronize(device)
+        done = time.time()
+        times.append(max(0.0, done - max(float(t) for t in out)))
+    return times

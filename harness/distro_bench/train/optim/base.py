@@ -1,0 +1,166 @@
+"""What every optimizer strategy is: a config model validated from the scenario, and a step after backward.
+
+A step says what happened (`StepResult`): whether the replicas synchronised (per-step methods: always;
+DiLoCo and SparseLoCo: every H steps) and any per-method fields for the step record. Replicas are
+compared only at synchronised steps, and at the end after `finish()` (a last sync of what is pending).
+Bytes are predicted per period (`predict_period`: H steps and the collectives of one period) and per step
+(`predict_step`), from parameter shapes and options alone.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import ClassVar, Generic, Literal, TypeVar
+
+import torch
+
+from distro_bench.scenario.optimizers import StrategyConfig
+from distro_bench.train.comm import Comm
+
+# The option model a strategy takes: each strategy class names its own (`class DisTrO(Strategy[DisTrOConfig])`).
+ConfigT = TypeVar("ConfigT", bound=StrategyConfig)
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective a strategy issues per step: its kind and this worker's buffer size in bytes
+    (all-reduce: the whole buffer; all-gather: this worker's own contribution; exchange, point-to-point with
+    its group's peers: everything this worker sends, which is also what it receives)."""
+
+    kind: Literal["all_reduce", "all_gather", "all_gather_direct", "exchange"]
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one step (or `finish`) did: `synced` when every replica now holds the same parameters, and
+    per-method fields merged into the step record (e.g. `outer_lr`, `inner_steps`)."""
+
+    synced: bool = True
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Period:
+    """The collectives of one period of `steps` steps, in issue order: a per-step method's period is one
+    step; a periodic method issues them all at the period's last step."""
+
+    steps: int
+    collectives: list[Collective]
+
+
+def payload_of(collectives: list[Collective], world_size: int) -> tuple[int, int]:
+    """(tx, rx) payload bytes of these collectives for one worker, as harness/distro_bench/train/comm.py counts them: a direct
+    gather hands its buffer to each of the N-1 peers itself, so its tx is (N-1) copies, not the ring's one."""
+    tx = sum(c.nbytes * (world_size - 1) if c.kind == "all_gather_direct" else c.nbytes for c in collectives)
+    rx = sum(c.nbytes if c.kind in ("all_reduce", "exchange") else c.nbytes * (world_size - 1) for c in collectives)
+    return tx, (rx if world_size > 1 else 0)
+
+
+class PhaseTimer:
+    """Accumulates wall time per named phase; on CUDA it synchronises so a phase ends when its kernels do."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    @contextmanager
+    def phase(self, name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            self.seconds[name] += time.perf_counter() - start
+
+    def take(self) -> dict[str, float]:
+        out, self.seconds = dict(self.seconds), defaultdict(float)
+        return out
+
+
+class Strategy(ABC, Generic[ConfigT]):
+    """One optimizer strategy. Built once per worker; `step` runs after backward and before the next batch.
+
+    A strategy moves gradients only through `comm` (so bytes and time are counted there), times its own
+    work as the phases `compress` (encode, pack) and `apply` (decode, parameter update), and leaves the
+    model's parameters identical on every rank whenever it reports `synced`.
+    """
+
+    Config: ClassVar[type[StrategyConfig]]
+    # The projection's "paper style" accounting treats a method that sends its whole gradient every step
+    # as the DisTrO report treats its baseline (bf16 gradients received from every peer).
+    sends_dense_gradients: ClassVar[bool] = False
+
+    def __init__(self, cfg: ConfigT, params: list[tuple[str, torch.nn.Parameter]], comm: Comm, total_steps: int):
+        self.cfg = cfg
+        self.params = params
+        self.comm = comm
+        self.total_steps = total_steps
+
+    @abstractmethod
+    def step(self, step: int, timer: PhaseTimer) -> StepResult | None:
+        """One optimizer step after backward. None means `StepResult()` (synced, nothing extra)."""
+
+    @contextmanager
+    def consensus(self):
+        """Within it, the model holds the parameters every replica agrees on (evaluation and checksums run
+        there). The same as outside for every method but one that steps on a local guess between syncs
+        (DisTrO's `overlap: eager`)."""
+        yield
+
+    def shared_state(self) -> list[torch.Tensor]:
+        """What the replicas hold alike, which a worker coming back (scenario churn) takes over from one that
+        stayed, in the same order on every rank: the parameters here; a method adds what it keeps in step on
+        every replica (AdamW's moments, DiLoCo's shared parameters and outer momentum)."""
+        return [p for _, p in self.params]
+
+    def rejoined(self) -> None:
+        """After `shared_state` was overwritten with a peer's: restart from it (a periodic method's round)."""
+
+    def unsynced_steps(self) -> int:
+        """Steps of this worker not yet in the shared model: lost if it leaves now (a periodic method's local
+        steps since its last round; 0 for a method that syncs every step)."""
+        return 0
+
+    def finish(self, timer: PhaseTimer) -> StepResult | None:
+        """After the last step: a periodic method syncs what its local steps left pending (its collectives
+        are counted like a step's); None when nothing was pending."""
+        return None
+
+    @classmethod
+    def predict_collectives(cls, cfg: ConfigT, shapes: dict[str, tuple[int, ...]], world_size: int) -> list[Collective]:
+        """The collectives of one step in issue order (per-step methods; periodic ones define `predict_period`)."""
+        raise NotImplementedError(f"{cls.__name__} does not predict its collectives")
+
+    @classmethod
+    def predict_period(cls, cfg: ConfigT, shapes: dict[str, tuple[int, ...]], world_size: int) -> Period:
+        """The steady state's collectives per period (for projections); a per-step method's period is one step."""
+        return Period(1, cls.predict_collectives(cfg, shapes, world_size))
+
+    @classmethod
+    def predict_step(cls, cfg: ConfigT, shapes: dict[str, tuple[int, ...]], world_size: int, step: int,
+                     total_steps: int) -> list[Collective]:
+        """The collectives `step(step)` issues: a period's at its last step (step + 1 a multiple of H), else none."""
+        period = cls.predict_period(cfg, shapes, world_size)
+        return period.collectives if (step + 1) % period.steps == 0 else []
+
+    @classmethod
+    def predict_finish(cls, cfg: ConfigT, shapes: dict[str, tuple[int, ...]], world_size: int,
+                       steps_done: int) -> list[Collective]:
+        """The collectives `finish()` issues after `steps_done` steps: a period's when local steps are pending."""
+        period = cls.predict_period(cfg, shapes, world_size)
+        return period.collectives if period.steps > 1 and steps_done % period.steps else []
+
+    @classmethod
+    def predict_payload_bytes(cls, cfg: ConfigT, shapes: dict[str, tuple[int, ...]], world_size: int) -> tuple[float, float]:
+        """(tx, rx) payload bytes per worker per step in the steady state, averaged over a period."""
+        period = cls.predict_period(cfg, shapes, world_size)
+        tx, rx = payload_of(period.collectives, world_size)
+        if period.steps == 1:
+            return tx, rx
+        return tx / period.steps, rx / period.steps

@@ -1,0 +1,50 @@
+"""The entry point of each worker process: parse, set up, train one optimizer, close.
+
+Started by a backend (or by torchrun: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT come
+from the environment; under `distro-bench node`, DISTRO_BENCH_PLACEMENT maps it to its scenario rank) as
+`python -m distro_bench.train.worker --scenario S --optimizer NAME --out DIR`. It trains one optimizer for
+the scenario's budget (harness/distro_bench/scenario/budget.py: steps, tokens, training seconds or a target loss;
+with a time or target budget rank 0 decides the last step for all) and writes one JSON line per step to
+DIR/rank<R>.jsonl, flushed each step, so a crash loses at most the step in flight. The loop itself, in its
+phases, is harness/distro_bench/train/loop.py. It never imports a backend.
+
+Backend-provided environment: DISTRO_BENCH_WIRE_IFACE (interface whose counters are the wire bytes),
+DISTRO_BENCH_TIMEOUT_S (collective timeout), DISTRO_BENCH_DIST_BACKEND (gloo|nccl),
+DISTRO_BENCH_COMPUTE_SCALE (overrides the hardware profile's relative speed), DISTRO_BENCH_THREADS (torch
+threads), DISTRO_BENCH_PARENT_PID (the coordinator this worker dies with).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+from distro_bench.scenario.model import Scenario, load_scenario
+from distro_bench.train.liveness import die_with_parent
+from distro_bench.train.loop import TrainLoop
+
+
+def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = None) -> None:
+    """Train optimizer `run_name` of the scenario in this worker, writing OUT/rank<R>.jsonl."""
+    TrainLoop.setup(scenario, run_name, out_dir, seed).run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m distro_bench.train.worker", description=__doc__.split("\n")[0])
+    p.add_argument("--scenario", required=True, help="resolved scenario.yaml")
+    p.add_argument("--optimizer", required=True, help="optimizer run name in the scenario")
+    p.add_argument("--out", required=True, help="folder for rank<R>.jsonl")
+    p.add_argument("--seed", type=int, default=None, help="seed of this repeat (default: the scenario's train.seed)")
+    args = p.parse_args(argv)
+    die_with_parent()
+    torch.set_num_threads(int(os.environ.get("DISTRO_BENCH_THREADS", torch.get_num_threads())))
+    train(load_scenario(args.scenario), args.optimizer, Path(args.out), seed=args.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
