@@ -145,8 +145,8 @@ def goodput_tool(requested: str = "auto") -> str:
 
 
 def tcp_rtt(client: NetnsRef, server: NetnsRef, addr: str, *, count: int = 10, interval_s: float = 0.2) -> float | None:
-    """Mean RTT in seconds (TCP handshakes to a listener at `addr` in `server`), or None when none completed."""
-    return tcpprobe.rtt(client, server, addr, count=count, interval_s=interval_s).mean_s
+    """Median RTT in seconds (TCP handshakes to a listener at `addr` in `server`), or None when none completed."""
+    return tcpprobe.rtt(client, server, addr, count=count, interval_s=interval_s).median_s
 
 
 def measure(targets: list[LinkTarget], far_end: NetnsRef, far_addr: str, *, seconds: float = 5.0,
@@ -314,7 +314,7 @@ def measure_nodes(targets: list[LinkTarget], far_end: NetnsRef, far_addr: str, *
             a, b = pairs[(a_name, b_name)]
             for x, y in ((a, b), (b, a)):
                 out[x.name].setdefault("pair_rtt_expected_s", {})[y.name] = pair_rtt(a, b)
-                out[x.name].setdefault("pair_rtt_s", {})[y.name] = None if isinstance(res, Exception) else res.mean_s
+                out[x.name].setdefault("pair_rtt_s", {})[y.name] = None if isinstance(res, Exception) else res.median_s
     rtts = _concurrently({t.name: functools.partial(tcpprobe.rtt, t.ns, far_end, far_addr, count=rtt_count,
                                                     interval_s=0.05)
                           for t in targets})
@@ -322,10 +322,10 @@ def measure_nodes(targets: list[LinkTarget], far_end: NetnsRef, far_addr: str, *
         if isinstance(rtt, Exception):
             out[name].setdefault("error", f"rtt: {type(rtt).__name__}: {rtt}")
             continue
-        out[name]["rtt_s"] = rtt.mean_s
+        out[name]["rtt_s"] = rtt.median_s
         out[name]["rtt_lost"] = rtt.lost
-        if rtt.mean_s is not None:
+        if rtt.median_s is not None:
             # The star's scenario delay applies each way, so half the RTT to the switch is the one-way delay.
             for d in ("up", "down"):
-                out[name][d]["delay_s"] = rtt.mean_s / 2
+                out[name][d]["delay_s"] = rtt.median_s / 2
     return out

@@ -116,6 +116,12 @@ class RttResult:
         return statistics.fmean(self.samples) if self.samples else None
 
     @property
+    def median_s(self) -> float | None:
+        """The figure the harness reports: a busy host wakes the prober late now and then, which inflates single
+        samples (and so the mean) but not the median; a wrong delay moves every sample, and so the median."""
+        return statistics.median(self.samples) if self.samples else None
+
+    @property
     def lost(self) -> int:
         return self.sent - len(self.samples)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -224,7 +225,7 @@ while True:
 @pytest.mark.slow
 def test_rtt_between_containers_is_the_sum_of_four_one_way_delays(worker_image, engine, tmp_path, tracked,
                                                                    root_with_delay_line):
-    from distro_bench.net.linktest import tcp_rtt
+    from distro_bench.net import tcpprobe
     from distro_bench.net.ns import NetnsRef
     from distro_bench.net.shaping import read_qdiscs
 
@@ -234,9 +235,13 @@ def test_rtt_between_containers_is_the_sum_of_four_one_way_delays(worker_image, 
         expected = 0.010 + 0.020 + 0.020 + 0.010
         tol = 0.001 + 0.05 * expected
         # From the host, inside node0's namespace (the same path as the workers' traffic).
-        got = tcp_rtt(NetnsRef(path=f"/proc/{b.pids[0]}/ns/net"), NetnsRef(path=f"/proc/{b.pids[1]}/ns/net"),
-                      b.addresses[1], count=20)
-        print(f"TCP handshake RTT node0 -> node1: {got * 1e3:.2f} ms, expected {expected * 1e3:.0f} ms")
+        # The median of 20 handshakes (issue 38: no wall-clock figure from one sample or a mean a single late
+        # wake-up on a busy host moves); a wrong delay moves every sample, so the median still catches it.
+        rtt = tcpprobe.rtt(NetnsRef(path=f"/proc/{b.pids[0]}/ns/net"), NetnsRef(path=f"/proc/{b.pids[1]}/ns/net"),
+                           b.addresses[1], count=20, interval_s=0.2)
+        got = statistics.median(rtt.samples) if rtt.samples else None
+        print(f"TCP handshake RTT node0 -> node1: median {got * 1e3 if got else float('nan'):.2f} ms, "
+              f"expected {expected * 1e3:.0f} ms")
         assert got is not None and abs(got - expected) <= tol, (got, expected)
         # From inside the worker containers, as a worker (no NET_RAW: UDP echo, not ping).
         server = engine.api.exec_create(b.containers[1].id, [b.python(), "-c", UDP_ECHO_SERVER])
