@@ -8,6 +8,7 @@ import re
 import pytest
 
 import distro_bench
+from distro_bench import paths
 from distro_bench.backends.docker import DockerBackend, Placement, device_requests, image, place
 from distro_bench.errors import CapabilityError
 from distro_bench.scenario.model import scenario_from_dict
@@ -83,7 +84,7 @@ def test_source_hash_is_stable_and_sees_changes(tmp_path, monkeypatch):
     (pkg / "__init__.py").write_text("__version__ = '9'\n")
     (pkg / "__pycache__").mkdir()
     (pkg / "__pycache__" / "x.pyc").write_bytes(b"junk")
-    monkeypatch.setattr(distro_bench, "__file__", str(pkg / "__init__.py"))
+    monkeypatch.setattr(paths, "PACKAGE_DIR", pkg)
     a = image.source_hash()
     (pkg / "__pycache__" / "y.pyc").write_bytes(b"more junk")
     assert image.source_hash() == a  # bytecode is not source
@@ -160,3 +161,19 @@ def test_clean_without_engine_touches_nothing(cli, monkeypatch, tmp_path):
     monkeypatch.setattr("distro_bench.net.owner.runtime_dir", lambda: tmp_path)  # no real run's claim (clean marks killed runs)
     r = cli("clean")
     assert r.exit_code == 0 and "nothing to clean" in r.output
+
+
+def test_paths_find_the_checkout_and_refuse_an_install_without_one(tmp_path, monkeypatch):
+    """harness/distro_bench/paths.py is the one place that looks at where the package lies: in a checkout the
+    source tree is pyproject.toml's folder; installed (site-packages) there is none and the image build says
+    it needs one."""
+    from distro_bench.errors import InputError
+
+    assert paths.source_tree() is not None and (paths.source_tree() / "containers" / "Dockerfile").is_file()
+    assert paths.IMPORT_ROOT == paths.PACKAGE_DIR.parent and paths.PACKAGE_DIR.name == "distro_bench"
+    site = tmp_path / "site-packages"
+    (site / "distro_bench").mkdir(parents=True)
+    monkeypatch.setattr(paths, "IMPORT_ROOT", site)
+    assert paths.source_tree() is None
+    with pytest.raises(InputError, match="source tree"):
+        image.containers_dir()

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import distro_bench
+from distro_bench import paths
 from distro_bench.errors import CapabilityError, HarnessError, InputError, WorkerFailed
 from distro_bench.multihost import iface as iface_mod
 from distro_bench.multihost import measure
@@ -111,7 +111,7 @@ def is_local_host(host: str) -> bool:
 
 def _pythonpath() -> str:
     """This harness first, so the janitor and workers import the agent's own code."""
-    return os.pathsep.join([str(Path(distro_bench.__file__).resolve().parents[1])]
+    return os.pathsep.join([str(paths.IMPORT_ROOT)]
                            + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
 
 

@@ -6,15 +6,15 @@ import platform
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import distro_bench
+from distro_bench import paths
 from distro_bench.net import host
 
 
 def _git(*args: str) -> str | None:
     try:
-        out = subprocess.run(["git", *args], cwd=Path(distro_bench.__file__).parent, capture_output=True, text=True, timeout=5)
+        out = subprocess.run(["git", *args], cwd=paths.PACKAGE_DIR, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None

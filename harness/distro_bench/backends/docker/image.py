@@ -24,6 +24,7 @@ from importlib import metadata
 from pathlib import Path
 
 import distro_bench
+from distro_bench import paths
 from distro_bench.errors import CapabilityError, HarnessError, InputError
 
 IMAGE_REPO = "distro-bench-worker"
@@ -57,22 +58,23 @@ def _quiet(_: str) -> None:
 
 def containers_dir() -> Path:
     """containers/ of the source tree this harness runs from (the Dockerfile and the base builder)."""
-    d = Path(distro_bench.__file__).resolve().parents[2] / "containers"
-    if not (d / "Dockerfile").is_file():
+    tree = paths.source_tree()
+    d = (tree or paths.IMPORT_ROOT) / "containers"
+    if tree is None or not (d / "Dockerfile").is_file():
         raise InputError(f"{d / 'Dockerfile'} not found: building the worker image needs the distro-bench "
                          "source tree (git clone, then `pip install -e .`)")
     return d
 
 
 def _package_files() -> list[Path]:
-    root = Path(distro_bench.__file__).resolve().parent
+    root = paths.PACKAGE_DIR
     return sorted(p for p in root.rglob("*")
                   if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo"))
 
 
 def source_hash() -> str:
     """A digest of the harness package as installed here: an image built from other source differs."""
-    root = Path(distro_bench.__file__).resolve().parent
+    root = paths.PACKAGE_DIR
     h = hashlib.sha256()
     for p in _package_files():
         h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
@@ -290,7 +292,7 @@ def _prepare_context(ctx: Path, reqs: list[str], wheelhouse: Path | None) -> Non
     if wheelhouse is not None:
         for whl in wheelhouse.glob("*.whl"):
             _link_or_copy(whl, ctx / "deps" / whl.name)
-    src_root = Path(distro_bench.__file__).resolve().parent
+    src_root = paths.PACKAGE_DIR
     for p in _package_files():
         dst = ctx / "src" / "distro_bench" / p.relative_to(src_root)
         dst.parent.mkdir(parents=True, exist_ok=True)

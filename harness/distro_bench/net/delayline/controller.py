@@ -15,6 +15,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from distro_bench import paths
 from distro_bench.errors import CapabilityError, HarnessError
 from distro_bench.net.delayline.forwarder import write_json
 from distro_bench.net.link import Impairment
@@ -101,8 +102,7 @@ class DelayLine:
         self._final_stats = None
         env = dict(os.environ)
         # `python -m distro_bench...` must find this very package, installed or not.
-        pkg_root = str(Path(__file__).resolve().parents[3])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(paths.IMPORT_ROOT), env.get("PYTHONPATH")) if p)
         with open(log_path, "ab") as log:
             self._proc = subprocess.Popen(
                 self.command(self._stats_path),
