@@ -170,7 +170,7 @@ def test_paths_find_the_checkout_and_refuse_an_install_without_one(tmp_path, mon
     from distro_bench.errors import InputError
 
     assert paths.source_tree() is not None and (paths.source_tree() / "containers" / "Dockerfile").is_file()
-    assert paths.IMPORT_ROOT == paths.PACKAGE_DIR.parent and paths.PACKAGE_DIR.name == "distro_bench"
+    assert paths.PACKAGE_DIR.parent == paths.IMPORT_ROOT and paths.PACKAGE_DIR.name == "distro_bench"
     site = tmp_path / "site-packages"
     (site / "distro_bench").mkdir(parents=True)
     monkeypatch.setattr(paths, "IMPORT_ROOT", site)
