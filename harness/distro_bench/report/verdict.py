@@ -328,8 +328,8 @@ def _add_cost(v: Verdict, summary: dict) -> None:
     price, gpu = costs.get("egress_usd_per_gb"), costs.get("gpu_usd_per_hour")
     basis = _cost.BASIS_WORDS.get(costs.get("bytes_basis") or "", "payload bytes sent")
     classes = costs.get("class_usd_per_gb") or {}
-    priced = (f" at ${price:g}/GB on every link" if isinstance(price, (int, float))
-              else " priced by link class (" + ", ".join(f"{c} ${p:g}/GB" for c, p in classes.items()) + ")"
+    priced = (f", at ${price:g}/GB on every link" if isinstance(price, (int, float))
+              else ", priced by link class (" + ", ".join(f"{c} ${p:g}/GB" for c, p in classes.items()) + ")"
               if classes else " (not priced)")
     words = [f"egress = {basis} per worker x steps to target x workers" + priced]
     unit = "worker-hours on CPU" if v.cost_unit == "CPU-h" else "workers x GPUs per worker x hours"
