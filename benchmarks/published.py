@@ -1,7 +1,9 @@
 """Published operating points against the projection model: for every figure in
-scenarios/published/points.yaml (DisTrO report, INTELLECT-1, Covenant-72B, OpenDiLoCo, ...) the scenario
-beside it is projected analytically (no model is built) and the table "published figure | source | ours |
-ratio | within 15%? | why not" is printed. Runs in a second on a laptop; needs no root or network.
+distro_bench/data/published/points.yaml (DisTrO report, INTELLECT-1, Covenant-72B, OpenDiLoCo, ...; package
+data, so an installed package finds it) the scenario beside it is projected analytically (no model is built)
+and the table "published figure | source | published | projected | replayed | ratio | within band? | basis |
+why" is printed (replayed: "not run" until replay mode exists). Runs in a second on a laptop; needs no root or
+network.
 
     python benchmarks/published.py [--points FILE] [--write-docs]
 

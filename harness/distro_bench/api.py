@@ -320,7 +320,7 @@ def project(scenario: str | Path | Scenario, *, model: str | None = None, worker
 
 
 def published() -> list[PointResult]:
-    """Every published operating point (scenarios/published/) with the projection's figure for it and their
+    """Every published operating point (distro_bench/data/published/) with the projection's figure for it and their
     ratio (docs/projection.md "Published operating points")."""
     from distro_bench.studies.published import evaluate_all
 

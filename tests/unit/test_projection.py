@@ -90,3 +90,21 @@ def test_predicted_collectives_add_up_to_predicted_bytes(bucket):
     colls = STRATEGIES["distro"].predict_collectives(cfg, shapes, 4)
     assert len(colls) == (1 if bucket else 2 * len(shapes))
     assert sum(c.nbytes for c in colls) == STRATEGIES["distro"].predict_payload_bytes(cfg, shapes, 4)[0]
+
+
+def test_published_layouts_move_what_those_systems_move():
+    """A gather through object storage (Covenant-72B) puts one packet and gets N-1; prime's int8 all-reduce
+    (INTELLECT-1) rings one int8 buffer where our int8 all-gather receives N-1 of them."""
+    from distro_bench.train.projection import wire_bytes
+
+    s = _scenario(links={"l": {"up": "100Mbit", "down": "500Mbit", "delay": "10ms"}}, workers=[{"count": 5, "link": "l"}])
+    nodes, c = s.nodes(), Collective("all_gather", 1_000_000)
+    rounds, latency, transfer = collective_time(c, nodes, "via_store")
+    assert rounds == 1 and latency == pytest.approx(0.040)
+    assert transfer == pytest.approx(1e6 * WIRE_FACTOR * 8 * (1 / 100e6 + 4 / 500e6))
+    assert wire_bytes(c, 5, "via_store") == pytest.approx((1e6 * WIRE_FACTOR, 4e6 * WIRE_FACTOR))
+    assert collective_time(c, nodes, "int8_ring") == collective_time(Collective("all_reduce", 1_000_000), nodes)
+    assert wire_bytes(c, 5, "int8_ring")[1] == pytest.approx(2 * 4 / 5 * 1e6 * WIRE_FACTOR)
+    assert wire_bytes(c, 5)[1] == pytest.approx(4e6 * WIRE_FACTOR)  # ours: a ring all-gather receives N-1 packets
+    with pytest.raises(ValueError, match="layout: 'mesh' is not one of ring"):
+        project(s, layout="mesh")

@@ -22,7 +22,7 @@ def project(
     out: Path = typer.Option(None, help="folder for projection.json and plots (default results/project-<scenario>-<time>)"),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="draw step time against worker count and bandwidth"),
     published: bool = typer.Option(False, "--published",
-                                   help="instead: published figures (scenarios/published/) against their projection"),
+                                   help="instead: published figures (distro_bench/data/published/) against their projection"),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Project bytes per worker per step and step time per optimizer, with plots against worker count and bandwidth."""
@@ -80,14 +80,12 @@ def _published(as_json: bool) -> None:
     from rich.table import Table
 
     from distro_bench import api
-    from distro_bench.studies.published import COLUMNS, table_rows
+    from distro_bench.studies.published import COLUMNS, as_records, table_rows
 
     with cli_errors():
         results = api.published()
     if as_json:
-        print_json([{"id": r.point.id, "published": r.point.published, "unit": r.point.unit, "source": r.point.source,
-                     "confirmed": r.point.confirmed, "ours": r.ours, "ratio": r.ratio, "within_15pct": r.within,
-                     "why": r.point.why} for r in results])
+        print_json(as_records(results))
         return
     rows = table_rows(results)
     t = Table(title="published operating points against the projection", **TABLE_STYLE)

@@ -326,13 +326,35 @@ def _add_cost(v: Verdict, summary: dict) -> None:
     v.cost, v.base_cost, v.cost_ratio = mine, base, _cost.paired_ratio(base, mine)
     v.cost_unit = costs.get("hours_unit") or "GPU-h"
     price, gpu = costs.get("egress_usd_per_gb"), costs.get("gpu_usd_per_hour")
-    words = [f"egress = (tx+rx)/2 {costs.get('bytes_basis') or 'payload'} bytes x steps to target x workers"
-             + (f" at ${price:g}/GB" if isinstance(price, (int, float)) else " (not priced)")]
-    unit = "worker-hours on CPU" if v.cost_unit == "CPU-h" else "GPU-hours"
+    basis = _cost.BASIS_WORDS.get(costs.get("bytes_basis") or "", "payload bytes sent")
+    classes = costs.get("class_usd_per_gb") or {}
+    priced = (f", at ${price:g}/GB on every link" if isinstance(price, (int, float))
+              else ", priced by link class (" + ", ".join(f"{c} ${p:g}/GB" for c, p in classes.items()) + ")"
+              if classes else " (not priced)")
+    words = [f"egress = {basis} per worker x steps to target x workers" + priced]
+    unit = "worker-hours on CPU" if v.cost_unit == "CPU-h" else "workers x GPUs per worker x hours"
     words.append(f"{v.cost_unit} = {unit} to target" + (f" at ${gpu:g}/h" if isinstance(gpu, (int, float)) else ""))
+    if not _cost.one_currency(base, mine):
+        words.append(f"egress and {v.cost_unit} compared apart: no single price covers both")
     if costs.get("energy_j") is None and costs.get("energy_note"):
         words.append(f"energy {costs['energy_note']}")
     v.notes.append("cost to target: " + "; ".join(words))
+
+
+def _apart(v: Verdict, mine: _cost.CostSide, base: _cost.CostSide) -> str:
+    """Egress bytes and hours, each as its own factor."""
+    capped = ("both" if mine.capped and base.capped else "mine" if mine.capped else "base" if base.capped
+              else None)
+    parts = []
+    for x, fewer, more in ((_ratio(base.egress_bytes, mine.egress_bytes), "less egress", "more egress"),
+                           (_ratio(base.hours, mine.hours), f"fewer {v.cost_unit}", f"more {v.cost_unit}")):
+        if not x:
+            parts.append("n/a")
+        elif 0.95 <= x <= 1.05:
+            parts.append(f"same {more.split()[-1]}")
+        else:
+            parts.append(f"{_bound(capped, x < 1)}{_factor(x if x >= 1 else 1 / x)} {fewer if x >= 1 else more}")
+    return ", ".join(parts)
 
 
 def _money(x: float) -> str:
@@ -360,11 +382,14 @@ def cost_text(c: _cost.CostSide | None, priced: bool = True) -> str:
 
 
 def cost_comparison(v: Verdict) -> str:
-    """'98x cheaper [90, 107]' on dollars (hours where nothing is priced), bounded like time to target."""
+    """'98x cheaper [90, 107]' on dollars where they price both the bytes and the hours; else the two apart,
+    '40x less egress, 2.5x fewer CPU-h' (a bytes win is not a verdict when the hours went the other way)."""
     mine, base = v.cost, v.base_cost
     if mine is None or base is None:
         return "n/a"
-    key = "usd" if mine.usd is not None and base.usd is not None else "hours"
+    if not _cost.one_currency(base, mine):
+        return _apart(v, mine, base)
+    key = "usd"
     x = v.cost_ratio.mean if v.cost_ratio is not None else _ratio(getattr(base, key), getattr(mine, key))
     if not x:
         return "n/a"

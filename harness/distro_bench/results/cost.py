@@ -1,19 +1,21 @@
-"""What reaching the target loss costs (issue 29): egress bytes and dollars, GPU-hours (worker-hours on CPU)
-and joules, per optimizer and seed, from summary.json's figures and the scenario's `costs` prices.
+"""What reaching the target loss costs (issues 29 and 34): egress bytes and dollars, GPU-hours (worker-hours on
+CPU) and joules, per optimizer and seed, from summary.json's figures and the scenario's `costs`.
 
-Per seed: egress bytes = egress bytes per worker per step x steps to target x workers, egress $ = bytes / 1e9
-x `egress_usd_per_gb`; GPU-hours = workers x time to target / 3600 (GPU $ = hours x `gpu_usd_per_hour` where
-priced). A worker's egress per step is (tx + rx) / 2 on the comparison's basis (wire where every optimizer
-counted it, else payload): inside the group every byte one worker sends another receives, so the group's
-egress is half its tx + rx, and the ratio between optimizers stays the verdict's bytes ratio. A seed that
-missed the target is costed at its whole run (steps and training seconds at the budget): a lower bound,
-shown ">=". Energy needs NVML energy counters sampled during the run; none are, so joules are null with the
-reason in `costs.energy_note`. Pure and torch-free: the CLI's verdict imports it.
+Per seed: egress bytes = bytes each worker *sends* per step x steps to target x workers, on the wire where every
+optimizer's wire counters were read; else the projection's ring wire bytes for this run (prediction.json: an
+all-reduce of B sends 2(N-1)/N x B per worker, as the ring moves it, not the B the optimizer hands over); else the
+payload it sends (a lower bound, said so). Egress $ prices each worker's bytes at its link's class
+(LINK_CLASS_USD_PER_GB; the scenario's `costs.link_classes`, or `costs.egress_usd_per_gb` for every link).
+GPU-hours = workers x GPUs per worker x time to target / 3600 (GPU $ = hours x `gpu_usd_per_hour` where
+priced). A seed that missed the target is costed at its whole run (steps and training seconds at the budget): a
+lower bound, shown ">=". Energy needs NVML energy counters sampled during the run; none are, so joules are null
+with the reason in `costs.energy_note`. Pure and torch-free: the CLI's verdict imports it.
 """
 
 from __future__ import annotations
 
 import ctypes.util
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from distro_bench.results.metrics import COST_KEYS
@@ -24,12 +26,41 @@ from distro_bench.results.stats import Interval, finite, ratio_interval, t_inter
 # They are metrics.COST_KEYS, in metrics.SUMMARY_KEYS: summary.json's key order and summary.csv's
 # columns include them.
 
+# What the sender pays per GB it sends, by link class (the scenario's `costs.link_classes`):
+LINK_CLASS_USD_PER_GB = {
+    # residential broadband (DSL, cable, fibre, LTE and satellite plans) is billed per month, not per byte;
+    # a capped plan's overage is not modelled
+    "home": 0.0,
+    # AWS EC2 on-demand pricing, "Data Transfer" (aws.amazon.com/ec2/pricing/on-demand/): data transferred
+    # within the same Availability Zone over private IPv4 addresses is free
+    "cloud-same-zone": 0.0,
+    # same page: data transfer out of a US region (us-east-1) to another AWS region, $0.02 per GB
+    "cloud-inter-region": 0.02,
+    # same page: data transfer out to the internet, first 10 TB a month, $0.09 per GB (scenario.EGRESS_USD_PER_GB)
+    "internet": 0.09,
+}
+# A link not named in `costs.link_classes`: its preset's class (the datacenter preset is a top-of-rack link in
+# one zone), else home, the case this harness is about.
+PRESET_CLASS = {"datacenter": "cloud-same-zone"}
+DEFAULT_CLASS = "home"
+
+
+def link_class_of(link_name: str | None, link_classes: Mapping[str, str] | None = None) -> str:
+    """The class a worker's link is priced at."""
+    named = (link_classes or {}).get(link_name or "")
+    return named or PRESET_CLASS.get(link_name or "", DEFAULT_CLASS)
+
+
+def egress_prices(classes: list[str], flat: float | None = None) -> list[float]:
+    """Each worker's $/GB: `flat` (costs.egress_usd_per_gb) for every link where set, else its class's price."""
+    return [flat if finite(flat) else LINK_CLASS_USD_PER_GB[c] for c in classes]
+
 
 @dataclass(frozen=True)
 class SeedCost:
-    egress_bytes: float
-    egress_usd: float | None  # None: egress not priced (costs.egress_usd_per_gb: null)
-    hours: float  # worker-hours: GPU-hours when the workers ran on GPUs
+    egress_bytes: float  # sent by all workers together
+    egress_usd: float | None  # None: egress not priced
+    hours: float  # GPU-hours (workers x GPUs per worker x hours) when the workers ran on GPUs, else worker-hours
     gpu_usd: float | None  # None: no gpu_usd_per_hour
     capped: bool  # missed the target: the whole run's cost, a lower bound
 
@@ -56,27 +87,42 @@ def hours_unit(devices: list[str]) -> str:
     return "GPU-h" if devices and all(str(d).startswith("cuda") for d in devices) else "CPU-h"
 
 
-def bytes_basis(optimizers: dict) -> str:
-    """Wire where every optimizer counted it, else payload (one basis for all, so ratios compare like with like)."""
+BASIS_WORDS = {"wire": "wire bytes sent", "predicted": "ring wire bytes sent (projected: no wire counters)",
+               "payload": "payload bytes sent (no wire counters, no prediction: a lower bound for an all-reduce)"}
+
+
+def bytes_basis(optimizers: dict, predicted: Mapping[str, float | None] | None = None) -> str:
+    """Wire where every optimizer counted it, else the projection's ring wire bytes where it has every optimizer,
+    else payload (one basis for all, so ratios compare like with like)."""
     def has_wire(s: dict) -> bool:
         return finite(s.get("wire_tx_bytes_per_step")) and finite(s.get("wire_rx_bytes_per_step"))
 
-    opts = [s for s in optimizers.values() if isinstance(s, dict)]
-    return "wire" if opts and all(has_wire(s) for s in opts) else "payload"
+    opts = {k: s for k, s in optimizers.items() if isinstance(s, dict)}
+    if opts and all(has_wire(s) for s in opts.values()):
+        return "wire"
+    if opts and predicted and all(finite(predicted.get(k)) for k in opts):
+        return "predicted"
+    return "payload"
 
 
-def seed_cost(seed: dict, basis: str, workers: int, costs: dict) -> SeedCost | None:
-    """One seed's cost to the target (at the budget where it missed); None without the figures to cost it."""
-    tx, rx = seed.get(f"{basis}_tx_bytes_per_step"), seed.get(f"{basis}_rx_bytes_per_step")
+def seed_cost(seed: dict, basis: str, workers: int, costs: dict, *, predicted_tx: float | None = None,
+              prices: list[float] | None = None, gpus_per_worker: int = 1) -> SeedCost | None:
+    """One seed's cost to the target (at the budget where it missed); None without the figures to cost it.
+    `prices`: each worker's $/GB (egress_prices); without them, `costs.egress_usd_per_gb` for every worker."""
+    tx = predicted_tx if basis == "predicted" else seed.get(f"{basis}_tx_bytes_per_step")
     reached = finite(seed.get("time_to_target_s")) and finite(seed.get("steps_to_target"))
     steps = seed.get("steps_to_target") if reached else seed.get("steps")
     secs = seed.get("time_to_target_s") if reached else seed.get("train_time_s")
-    if not (finite(tx) and finite(rx) and finite(steps) and finite(secs) and workers > 0):
+    if not (finite(tx) and finite(steps) and finite(secs) and workers > 0):
         return None
-    egress = (tx + rx) / 2 * steps * workers
-    hours = workers * secs / 3600
-    price, gpu_price = costs.get("egress_usd_per_gb"), costs.get("gpu_usd_per_hour")
-    return SeedCost(egress_bytes=egress, egress_usd=egress / 1e9 * price if finite(price) else None,
+    egress = tx * steps * workers
+    if prices is None:
+        flat = costs.get("egress_usd_per_gb")
+        prices = [flat] * workers if finite(flat) else []
+    price = sum(prices) / len(prices) if prices else None  # the workers send alike: the mean price
+    hours = workers * gpus_per_worker * secs / 3600
+    gpu_price = costs.get("gpu_usd_per_hour")
+    return SeedCost(egress_bytes=egress, egress_usd=egress / 1e9 * price if price is not None else None,
                     hours=hours, gpu_usd=hours * gpu_price if finite(gpu_price) else None, capped=not reached)
 
 
@@ -94,11 +140,18 @@ def seed_costs(summary: dict, name: str) -> dict[str, SeedCost]:
     target = (summary.get("target") or {}).get("val_loss") if isinstance(summary.get("target"), dict) else None
     if not isinstance(costs, dict) or not isinstance(s, dict) or not finite(target):
         return {}
-    basis = costs.get("bytes_basis") or bytes_basis(summary.get("optimizers") or {})
+    predicted = costs.get("predicted_wire_tx_bytes_per_step") or {}
+    basis = costs.get("bytes_basis") or bytes_basis(summary.get("optimizers") or {}, predicted)
+    if basis not in BASIS_WORDS:  # a folder from before issue 34 said "wire" or "payload" only
+        basis = "payload"
+    prices = costs.get("worker_usd_per_gb")
     per_seed = s.get("per_seed") or {"-": s}  # a folder without per_seed: its means are the one seed
     out = {}
     for k, seed in per_seed.items():
-        c = seed_cost(seed, basis, _workers(summary, s), costs) if isinstance(seed, dict) else None
+        c = (seed_cost(seed, basis, _workers(summary, s), costs, predicted_tx=predicted.get(name),
+                       prices=prices if isinstance(prices, list) and prices else None,
+                       gpus_per_worker=int(costs.get("gpus_per_worker") or 1))
+             if isinstance(seed, dict) else None)
         if c is not None:
             out[str(k)] = c
     return out
@@ -109,13 +162,23 @@ def _field(c: SeedCost, key: str) -> float | None:
             "gpu_hours_to_target": c.hours, "gpu_usd_to_target": c.gpu_usd, "energy_j_to_target": None}[key]
 
 
-def add_costs(summary: dict, costs: dict, devices: list[str]) -> dict:
-    """Write the top-level `costs` (prices, basis, unit, energy note) and each optimizer's COST_KEYS (means
-    over seeds, null where a seed missed the target; per seed; ci95) into `summary`, in place. With no target
-    loss, only the prices are recorded."""
-    summary["costs"] = {"egress_usd_per_gb": costs.get("egress_usd_per_gb"),
+def add_costs(summary: dict, costs: dict, devices: list[str], *, link_classes: list[str] | None = None,
+              predicted_wire_tx: Mapping[str, float | None] | None = None, gpus_per_worker: int = 1) -> dict:
+    """Write the top-level `costs` (prices, link classes, basis, unit, energy note) and each optimizer's COST_KEYS
+    (means over seeds, null where a seed missed the target; per seed; ci95) into `summary`, in place. With no
+    target loss, only the prices are recorded. `link_classes`: each worker's (link_class_of), in rank order;
+    `predicted_wire_tx`: optimizer -> the projection's wire bytes sent per worker per step (prediction.json);
+    `gpus_per_worker`: devices each worker drives (one per worker process here)."""
+    classes = list(link_classes or [])
+    flat = costs.get("egress_usd_per_gb")
+    summary["costs"] = {"egress_usd_per_gb": flat,
                         "gpu_usd_per_hour": costs.get("gpu_usd_per_hour"),
-                        "bytes_basis": bytes_basis(summary.get("optimizers") or {}),
+                        "link_classes": classes,
+                        "class_usd_per_gb": {c: LINK_CLASS_USD_PER_GB[c] for c in sorted(set(classes))},
+                        "worker_usd_per_gb": egress_prices(classes, flat) if classes else None,
+                        "predicted_wire_tx_bytes_per_step": dict(predicted_wire_tx or {}) or None,
+                        "bytes_basis": bytes_basis(summary.get("optimizers") or {}, predicted_wire_tx),
+                        "gpus_per_worker": gpus_per_worker,
                         "hours_unit": hours_unit(devices), "energy_j": None, "energy_note": energy_note()}
     for name, s in (summary.get("optimizers") or {}).items():
         per = seed_costs(summary, name)
@@ -143,6 +206,7 @@ class CostSide:
     hours: float
     capped: bool
     seeds: dict[str, SeedCost]
+    egress_bytes: float = 0.0
 
 
 def side(summary: dict, name: str) -> CostSide | None:
@@ -154,17 +218,27 @@ def side(summary: dict, name: str) -> CostSide | None:
         vals = [getattr(c, key) for c in per.values()]
         return None if any(v is None for v in vals) else sum(vals) / len(vals)
 
-    return CostSide(usd=mean("usd"), egress_usd=mean("egress_usd"), gpu_usd=mean("gpu_usd"), hours=sum(c.hours for c in per.values()) / len(per),
-                    capped=any(c.capped for c in per.values()), seeds=per)
+    return CostSide(usd=mean("usd"), egress_usd=mean("egress_usd"), gpu_usd=mean("gpu_usd"),
+                    hours=sum(c.hours for c in per.values()) / len(per),
+                    capped=any(c.capped for c in per.values()), seeds=per,
+                    egress_bytes=sum(c.egress_bytes for c in per.values()) / len(per))
+
+
+def one_currency(base: CostSide, mine: CostSide) -> bool:
+    """Whether dollars cover both what the bytes and what the hours cost (egress and GPU both priced): only
+    then is one 'Nx cheaper' a verdict; otherwise the bytes and the hours are compared apart."""
+    return all(c.egress_usd is not None and c.gpu_usd is not None for c in (base, mine))
 
 
 def paired_ratio(base: CostSide, mine: CostSide) -> Interval | None:
-    """Baseline cost / this optimizer's, seed by seed on the log scale (dollars where priced, else hours)."""
-    key = "usd" if base.usd is not None and mine.usd is not None else "hours"
+    """Baseline cost / this optimizer's, seed by seed on the log scale (dollars where they cover bytes and
+    hours, else hours)."""
+    key = "usd" if one_currency(base, mine) else "hours"
     iv = ratio_interval({k: getattr(c, key) for k, c in base.seeds.items()},
                         {k: getattr(c, key) for k, c in mine.seeds.items()})
     return iv if iv is not None and iv.n >= 2 else None
 
 
-__all__ = ["COST_KEYS", "CostSide", "SeedCost", "add_costs", "bytes_basis", "energy_note", "hours_unit",
-           "nvml_present", "paired_ratio", "seed_cost", "seed_costs", "side"]
+__all__ = ["BASIS_WORDS", "COST_KEYS", "LINK_CLASS_USD_PER_GB", "CostSide", "SeedCost", "add_costs", "bytes_basis",
+           "egress_prices", "energy_note", "hours_unit", "link_class_of", "nvml_present", "one_currency",
+           "paired_ratio", "seed_cost", "seed_costs", "side"]

@@ -15,6 +15,7 @@ finishes. The derived limits both launchers give their workers (collective timeo
 
 from __future__ import annotations
 
+import json
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,7 +31,7 @@ from distro_bench.net.host import gpus as host_gpus
 from distro_bench.net.naming import new_run_id
 from distro_bench.report import write_run_report
 from distro_bench.results import metrics
-from distro_bench.results.cost import add_costs
+from distro_bench.results.cost import add_costs, link_class_of
 from distro_bench.results.events import write_events
 from distro_bench.results.rundir import (
     SCHEMA_VERSION,
@@ -317,11 +318,23 @@ def _write_results(run_dir: Path, scenario: Scenario, backend_name: str, state: 
         "target": target,
         "optimizers": metrics.summarize(df, events, scenario.baseline, target["val_loss"]) if len(df) else {},
     }
-    add_costs(summary, scenario.costs.model_dump(), [str(e.get("device", "")) for e in starts])  # issue 29
+    predicted = _read_json(run_dir / "prediction.json").get("optimizers") or {}
+    add_costs(summary, scenario.costs.model_dump(), [str(e.get("device", "")) for e in starts],  # issues 29, 34
+              link_classes=[link_class_of(n.link_name, scenario.costs.link_classes) for n in scenario.nodes()],
+              predicted_wire_tx={k: p.get("wire_tx_bytes") for k, p in predicted.items() if isinstance(p, dict)})
     atomic_write_parquet(run_dir / "metrics.parquet", df)
     atomic_write_json(run_dir / "summary.json", summary)
     atomic_write_text(run_dir / "summary.csv", metrics.summary_frame(summary["optimizers"]).to_csv(index=False))
     return summary
+
+
+def _read_json(path: Path) -> dict:
+    """A JSON object from the run folder, or {} where it is absent or unreadable (prediction.json is optional)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def comparison_target_of(scenario: Scenario) -> tuple[float | None, str | None]:

@@ -358,13 +358,18 @@ class ChecksSpec(_Strict):
 # AWS EC2's list price for data transfer out to the internet, first 10 TB a month, us-east-1 (aws.amazon.com/
 # ec2/pricing/on-demand/, "Data Transfer"): what a node in a public cloud pays per GB it sends to its peers.
 EGRESS_USD_PER_GB = 0.09
+# What a link's sender pays per byte: results/cost.py LINK_CLASS_USD_PER_GB prices each (sourced there).
+LinkClass = Literal["home", "cloud-same-zone", "cloud-inter-region", "internet"]
 
 
 class CostsSpec(_Strict):
-    """Prices for the verdict's cost-to-target row (docs/reports.md); null leaves that cost out."""
+    """Prices for the verdict's cost-to-target row (docs/reports.md). Egress is priced per link class
+    (`link_classes`: link name -> class; a link not named is home, or cloud-same-zone for the `datacenter`
+    preset); `egress_usd_per_gb` set prices every link at that instead. `gpu_usd_per_hour` null leaves it out."""
 
-    egress_usd_per_gb: float | None = Field(default=EGRESS_USD_PER_GB, ge=0)
+    egress_usd_per_gb: float | None = Field(default=None, ge=0)
     gpu_usd_per_hour: float | None = Field(default=None, ge=0)
+    link_classes: dict[str, LinkClass] = Field(default_factory=dict)
 
 
 class Node(BaseModel):
@@ -704,6 +709,10 @@ def _reference_problems(s: Scenario) -> list[str]:
                             f"(relative paths are read from {s._base_dir}); or use one of {_known(BUILTIN_CORPORA)}")
     if s.baseline not in s.optimizers:
         problems.append(f"baseline: {s.baseline!r} is not one of the optimizers ({_known(s.optimizers)})")
+    links_used = {n.link_name for n in s.nodes() if n.link_name} if s.costs.link_classes else set()
+    for name in s.costs.link_classes:
+        if name not in links_used:
+            problems.append(f"costs.link_classes: {name!r} is not a link the workers use ({_known(links_used)})")
     if s.checks.candidate and s.checks.candidate not in s.optimizers:
         problems.append(f"checks.candidate: {s.checks.candidate!r} is not one of the optimizers ({_known(s.optimizers)})")
     if s.train.steps is not None and s.train.eval_every > s.train.steps:

@@ -131,12 +131,37 @@ def exchange_time(nbytes: int, nodes: list[Node]) -> tuple[int, float, float]:
     return 1, rtt, max(nbytes * WIRE_FACTOR * 8 / min(up, down) for up, down, _ in links)
 
 
-def collective_time(c: Collective, nodes: list[Node]) -> tuple[int, float, float]:
+# How a published system lays out the collective our strategy issues as an all-gather (`project(layout=...)`),
+# where its deployment differs from ours; each is the system's own published design, not a fitted factor:
+# - "ring": ours (gloo's ring or direct gather, as the strategy says);
+# - "int8_ring": prime's int8 all-reduce (INTELLECT-1, arXiv 2412.01152: "custom int8 all-reduce"): the int8
+#   buffer goes round a ring all-reduce (dequantise, add in fp32, requantise per hop), so each worker moves
+#   2(N-1)/N of one buffer each way, where our int8 all-gather receives N-1 whole buffers;
+# - "via_store": Templar/Covenant-72B (arXiv 2603.08163): each peer puts its compressed packet in object storage
+#   once and gets the other gathered peers' packets: one packet up, N-1 down, one after the other.
+LAYOUTS = ("ring", "int8_ring", "via_store")
+
+
+def store_time(nbytes: int, nodes: list[Node]) -> tuple[int, float, float]:
+    """(rounds, latency s, transfer s) of a gather through object storage: put `nbytes` up, then get the N-1
+    others' down; the slowest node bounds it (one round trip per transfer to the store: its delay both ways)."""
+    n = len(nodes)
+    links = [_access(x) for x in nodes]
+    rtt = max(2 * 2 * d for _, _, d in links)
+    return 1, rtt, max(nbytes * WIRE_FACTOR * 8 / up + (n - 1) * nbytes * WIRE_FACTOR * 8 / down
+                       for up, down, _ in links)
+
+
+def collective_time(c: Collective, nodes: list[Node], layout: str = "ring") -> tuple[int, float, float]:
     """(rounds, latency seconds, transfer seconds) of one collective (a ring, or a direct gather) over these
-    nodes' links."""
+    nodes' links, laid out as `layout` says (LAYOUTS)."""
     n = len(nodes)
     if n == 1:
         return 0, 0.0, 0.0
+    if layout == "via_store" and c.kind in ("all_gather", "all_gather_direct"):
+        return store_time(c.nbytes, nodes)
+    if layout == "int8_ring" and c.kind == "all_gather":
+        c = Collective("all_reduce", c.nbytes)
     if c.kind == "all_gather_direct":
         return direct_time(c.nbytes, nodes)
     if c.kind == "exchange":
@@ -151,10 +176,24 @@ def collective_time(c: Collective, nodes: list[Node]) -> tuple[int, float, float
     return rounds, rounds * per_round_latency, rounds * per_round_transfer
 
 
-def comm_seconds(collectives: list[Collective], nodes: list[Node], round_overhead_s: float) -> float:
+def wire_bytes(c: Collective, n: int, layout: str = "ring") -> tuple[float, float]:
+    """(sent, received) framed bytes per worker of one collective, as `layout` moves it."""
+    if n == 1:
+        return 0.0, 0.0
+    if layout == "via_store" and c.kind in ("all_gather", "all_gather_direct"):
+        return c.nbytes * WIRE_FACTOR, (n - 1) * c.nbytes * WIRE_FACTOR
+    if c.kind == "all_reduce" or (layout == "int8_ring" and c.kind == "all_gather"):
+        each = 2 * (n - 1) * c.nbytes / n
+    else:  # a ring or direct gather, or a gossip exchange: N-1 packets each way (the exchange's buffer holds them)
+        each = c.nbytes if c.kind == "exchange" else (n - 1) * c.nbytes
+    return each * WIRE_FACTOR, each * WIRE_FACTOR
+
+
+def comm_seconds(collectives: list[Collective], nodes: list[Node], round_overhead_s: float,
+                 layout: str = "ring") -> float:
     total = 0.0
     for c in collectives:
-        rounds, latency, transfer = collective_time(c, nodes)
+        rounds, latency, transfer = collective_time(c, nodes, layout)
         total += latency + transfer + rounds * round_overhead_s
     return total
 
@@ -191,9 +230,12 @@ def max_hop_delay(nodes: list[Node]) -> float:
 def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict | None = None,
             optimizers: list[str] | None = None, mfu: float = DEFAULT_MFU,
             round_overhead_s: float = DEFAULT_ROUND_OVERHEAD_S,
-            shapes: dict[str, tuple[int, ...]] | None = None) -> list[Projection]:
+            shapes: dict[str, tuple[int, ...]] | None = None, layout: str = "ring") -> list[Projection]:
     """One projection per optimizer for the scenario (or the given nodes / model preset values / parameter
-    shapes: published models the scenario schema cannot describe, such as grouped-query attention)."""
+    shapes: published models the scenario schema cannot describe, such as grouped-query attention; `layout`:
+    a published system's own layout of the gathers, LAYOUTS)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout: {layout!r} is not one of {', '.join(LAYOUTS)}")
     nodes = nodes or scenario.nodes()
     shapes = shapes or analytic_shapes(ModelConfig(**(model or scenario.resolved_model())))
     params = sum(math.prod(s) for s in shapes.values())
@@ -210,21 +252,21 @@ def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict 
         period = strategy.predict_period(ocfg, shapes, n)
         colls = period.collectives
         tx, rx = strategy.predict_payload_bytes(ocfg, shapes, n)
-        rounds = latency = transfer = 0.0
-        wire_each_way = 0.0
+        rounds = latency = transfer = wire_tx = wire_rx = 0.0
         for c in colls:
-            r, lat, xfer = collective_time(c, nodes)
+            r, lat, xfer = collective_time(c, nodes, layout)
             rounds, latency, transfer = rounds + r, latency + lat, transfer + xfer
-            per_round = {"all_reduce": c.nbytes / n, "all_gather_direct": (n - 1) * c.nbytes}.get(c.kind, c.nbytes)
-            wire_each_way += r * per_round * WIRE_FACTOR
+            up, down = wire_bytes(c, n, layout)
+            wire_tx, wire_rx = wire_tx + up, wire_rx + down
         per = period.steps
-        rounds, latency, transfer, wire_each_way = rounds / per, latency / per, transfer / per, wire_each_way / per
+        rounds, latency, transfer = rounds / per, latency / per, transfer / per
+        wire_tx, wire_rx = wire_tx / per, wire_rx / per
         compute = compute_seconds(params, tokens, nodes, mfu)
         overhead = rounds * round_overhead_s
         comm = latency + transfer + overhead
         out.append(Projection(
             optimizer=name, workers=n, params=params, payload_tx_bytes=tx, payload_rx_bytes=rx,
-            wire_tx_bytes=wire_each_way, wire_rx_bytes=wire_each_way, collectives=len(colls) / per if per > 1 else len(colls),
+            wire_tx_bytes=wire_tx, wire_rx_bytes=wire_rx, collectives=len(colls) / per if per > 1 else len(colls),
             rounds=int(rounds) if per == 1 else rounds,
             latency_s=latency, transfer_s=transfer, overhead_s=overhead, comm_s=comm, compute_s=compute,
             step_s=None if compute is None else (max(compute, comm) if getattr(ocfg, "overlap", False)
