@@ -71,10 +71,6 @@ class DirectionPlan:
     delay_line: Impairment | None = None  # what the userspace delay line does, if it has a part
     not_emulated: tuple[str, ...] = ()
 
-    @property
-    def qdisc(self) -> QdiscPlan:
-        return self.tc
-
 
 @dataclass(frozen=True)
 class NodeLinkPlan:

@@ -79,10 +79,6 @@ class Impairment:
     def impaired(self) -> bool:
         return any(value for _, value in self._impairments())
 
-    @property
-    def is_noop(self) -> bool:
-        return not self.impaired
-
     def impairment_text(self) -> str:
         """`delay 15ms, jitter 3ms, loss 0.1%`: the impairments that are set."""
         return ", ".join(f"{f.metadata['label']} {f.metadata['format'](v)}" for f, v in self._impairments() if v)
