@@ -198,11 +198,11 @@ def test_duplicate_sends_the_configured_fraction_twice():
     assert up["frames_out"] - before["frames_out"] == up["frames_in"] - before["frames_in"] + twice
 
 
-@pytest.mark.parametrize("reorder", [False, True], ids=["in-order", "reorder"])
+@pytest.mark.parametrize("reorder", [False, True], ids=["in-order", "jitter-reorders"])
 def test_jitter_keeps_packet_order_unless_asked(reorder):
     # 8 ms of jitter on frames 0.5 ms apart: netem-like jitter reorders heavily.
     lab_links = [
-        LabLink(up=Impairment(0.010, 0.008, reorder=reorder, seed=5), down=Impairment(0.001)),
+        LabLink(up=Impairment(0.010, 0.008, jitter_reorders=reorder, seed=5), down=Impairment(0.001)),
         link(1, 1),
     ]
     with Lab(lab_links) as lab:

@@ -4,6 +4,7 @@ Pure logic (no sockets), so it can be tested exactly.
 - Jitter is uniform in [-jitter, +jitter] around the delay (netem's default without a table),
   clamped at zero. In-order mode (the default) releases no frame before the one ahead of it, as a
   real access line never reorders; under load this skews the delay towards delay + jitter.
+  `jitter_reorders` lets jittered frames pass each other (netem's jitter does).
 - Loss drops a seeded fraction of frames; duplication queues a seeded fraction twice (the copy is
   scheduled as a frame of its own, as netem re-enqueues its duplicate). A draw is made only for an
   impairment that is set, so adding one leaves the others' random sequence as it was.
@@ -100,12 +101,12 @@ class Schedule:
                 release += path[0]
                 if path[1]:
                     release = max(now, release + self.rng.uniform(-path[1], path[1]))
-            if not imp.reorder:
+            if not imp.jitter_reorders:
                 release = max(release, self._last_by_dest.get(key, float("-inf")))
                 self._last_by_dest[key] = release
             self._seq += 1
             heapq.heappush(self._heap, (release, self._seq, frame))
-        elif imp.reorder:
+        elif imp.jitter_reorders:
             self._seq += 1
             heapq.heappush(self._heap, (release, self._seq, frame))
         else:
@@ -114,6 +115,11 @@ class Schedule:
             self._last_release = release
             self._fifo.append((release, frame))
         return release
+
+    def counters(self) -> dict[str, int]:
+        """What this queue did to frames besides delaying them (the forwarder's stats)."""
+        return {"dropped_loss": self.dropped_loss, "dropped_overflow": self.dropped_overflow,
+                "duplicated": self.duplicated}
 
     def next_release(self) -> float | None:
         if self._fifo:
