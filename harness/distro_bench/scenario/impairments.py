@@ -107,6 +107,11 @@ class Impairment:
         netem=lambda i: ["duplicate", _pct(i.duplicate)] if i.duplicate else [],
         read_back=("duplicate", "duplicate"), doc="fraction of frames delivered twice ('1%')",
         delay_line="queues a seeded fraction of frames twice (the copy scheduled as a frame of its own)")
+    reorder: float = _row(
+        key="reorder", unit="fraction", label="reorder", needs=("delay", "a frame overtakes others by skipping the delay"),
+        netem=lambda i: ["reorder", _pct(i.reorder)] if i.reorder else [],  # tc's default gap 1: every frame may
+        read_back=("reorder", "reorder"), doc="fraction of frames sent at once, overtaking the delayed ones ('5%')",
+        delay_line="sends a seeded fraction of frames without the delay, ahead of those queued")
     _: KW_ONLY
     # The path to each destination beyond the access link, by IPv4 address: `((to, delay_s, jitter_s, loss), ...)`,
     # the path between two regions (harness/distro_bench/scenario/regions.py). The delay line keeps a queue order per
