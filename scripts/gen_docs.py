@@ -2,7 +2,8 @@
 """Write the parts of the docs that come from code, so they cannot drift from it:
 
 - docs/commands.md: every command's usage, help and options, from the Typer app (what --help prints);
-- the command table in README.md, the summary keys and metric columns in docs/run-folder.md, and the
+- the command table in README.md, the summary keys and metric columns in docs/run-folder.md, the table of link
+  impairments in docs/link-emulation.md, and the
   Python API reference in docs/python-api.md (distro_bench.api's signatures, docstrings and result types),
   between `<!-- BEGIN GENERATED: name -->` and `<!-- END GENERATED: name -->` markers.
 
@@ -246,6 +247,22 @@ def render_python_api() -> str:
     return "\n".join(lines).rstrip()
 
 
+def render_impairments() -> str:
+    """The one table of link impairments (harness/distro_bench/scenario/impairments.py), a row per impairment."""
+    from distro_bench.scenario.impairments import IMPAIRMENTS, Impairment
+
+    header = "| key | unit | netem argument | read back (`tc -j qdisc show`, netem's options) | userspace delay line |"
+    lines = [header + " what it does |", "|---|---|---|---|---|---|"]
+    for row in IMPAIRMENTS:
+        example = 0.015 if row.unit == "duration" else 0.01
+        words = row.netem(Impairment(**{row.attr: example}))
+        netem = f"`{' '.join(words)}`" if words else f"on `{row.joins}`'s (its second value)"
+        unit = "duration (`15ms`)" if row.unit == "duration" else "percent (`1%`)"
+        what = row.doc + (f"; needs `{row.needs[0]}` ({row.needs[1]})" if row.needs else "")
+        lines.append(f"| `{row.key}` | {unit} | {netem} | `{'.'.join(row.read_back)}` | {row.delay_line} | {what} |")
+    return "\n".join(lines)
+
+
 # file -> {block name -> renderer}; a renderer for the name "" owns the whole file
 TARGETS = {
     "docs/commands.md": {"": render_commands},
@@ -253,6 +270,7 @@ TARGETS = {
     "docs/run-folder.md": {"summary-keys": render_summary_keys, "metric-columns": render_metric_columns,
                            "event-columns": render_event_columns},
     "docs/python-api.md": {"api": render_python_api},
+    "docs/link-emulation.md": {"impairments": render_impairments},
 }
 
 

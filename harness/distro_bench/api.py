@@ -17,7 +17,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -25,23 +25,20 @@ from distro_bench.errors import InputError
 from distro_bench.results.summary import Summary
 
 if TYPE_CHECKING:
-    import pandas as pd
 
     from distro_bench.backends.docker.image import BuildResult
     from distro_bench.export.trackers import ExportResult
     from distro_bench.net.host import HostInfo
     from distro_bench.net.linktest import Check
     from distro_bench.report.check import CheckReport
-    from distro_bench.report.events import EventsAnalysis
-    from distro_bench.report.load import LoadedRun
+    from distro_bench.report.load import Run
     from distro_bench.run.lifecycle import ProgressSink
     from distro_bench.run.overrides import Overrides
     from distro_bench.run.runner import RunResult
     from distro_bench.scenario.model import Scenario
     from distro_bench.studies.projection_study import ProjectionStudy
     from distro_bench.studies.published import PointResult
-    from distro_bench.studies.sweep import SweepResult
-    from distro_bench.studies.sweep_grid import Point
+    from distro_bench.studies.sweep_grid import Point, SweepResult
 
 # CLI command -> the api functions it calls (tests/unit/test_api_coverage.py: every command has an entry, every
 # entry names a function here and the command's module calls it; docs/python-api.md lists the commands).
@@ -180,69 +177,17 @@ def node(scenario: str | Path, *, rdzv: str, node_rank: int, nnodes: int | None 
 
 # ---- reading run folders --------------------------------------------------------------------------
 
-@dataclass
-class Run:
-    """A stored run folder: its resolved scenario, environment, typed summary and per-step metrics."""
-
-    path: Path
-    scenario: dict[str, Any]
-    environment: dict[str, Any]
-    summary: Summary
-    metrics: pd.DataFrame
-    status: dict[str, Any]
-    notes: list[str] = field(default_factory=list)  # what was missing or rebuilt from the workers' records
-    _loaded: LoadedRun | None = field(default=None, repr=False)
-
-    @property
-    def loaded(self) -> LoadedRun:
-        """The folder as the reports read it (distro_bench.report.load.LoadedRun)."""
-        if self._loaded is None:
-            from distro_bench.report.load import load_for_report
-
-            self._loaded = load_for_report(self.path)
-        return self._loaded
-
-    @property
-    def state(self) -> str:
-        return self.loaded.state
-
-    @property
-    def optimizers(self) -> list[str]:
-        return self.loaded.optimizers
-
-    @property
-    def baseline(self) -> str | None:
-        return self.loaded.baseline
-
-    @property
-    def events(self) -> EventsAnalysis:
-        """The network's changes joined to the steps (empty for a run without changes)."""
-        events: EventsAnalysis = self.loaded.events
-        return events
-
-    def state_note(self) -> str | None:
-        return self.loaded.state_note()
-
-
 def load_run(path: str | Path) -> Run:
     """Read a run folder (one whose harness died before summarising is rebuilt from the workers' records)."""
-    from pydantic import ValidationError
+    from distro_bench.report.load import Run
 
-    from distro_bench.report.load import load_for_report
-
-    loaded = load_for_report(path)
-    try:
-        summary = Summary.model_validate(loaded.data.summary)
-    except ValidationError as e:
-        raise InputError(f"{Path(path) / 'summary.json'}: not a distro-bench summary ({e.error_count()} problem(s): "
-                         f"{e.errors(include_url=False)[0]['msg']})") from None
-    d = loaded.data
-    return Run(path=d.path, scenario=d.scenario, environment=d.environment, summary=summary, metrics=d.metrics,
-               status=d.status, notes=list(loaded.notes), _loaded=loaded)
+    return Run.load(path)
 
 
 def _run(run: str | Path | Run) -> Run:
-    return run if isinstance(run, Run) else load_run(run)
+    from distro_bench.report.load import Run
+
+    return run if isinstance(run, Run) else Run.load(run)
 
 
 def check(run: str | Path | Run, *, min_reduction: float | None = None, max_loss_gap: float | None = None,
@@ -616,6 +561,16 @@ def export_recipe(kind: Literal["slurm", "k8s"], scenario: str | Path, *, dest: 
                               image=image or default_node_tag(), time_limit=time_limit, results_claim=results_claim,
                               i_know=kind == "k8s")  # a pod's eth0 always carries its default route
     return write(kind, Path(scenario), Path(dest) if dest else None, settings, s)
+
+
+def __getattr__(name: str) -> Any:
+    # `distro_bench.api.Run` stays public; the class lives beside the reports' LoadedRun (harness/distro_bench/report/load.py,
+    # below export/trackers.py, which takes it) and loads pandas, which importing this module must not.
+    if name == "Run":
+        from distro_bench.report.load import Run
+
+        return Run
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["COMMANDS", "CleanResult", "DoctorReport", "LinksProgress", "LinksReport", "NodeRun", "ReportFiles", "Run",

@@ -55,8 +55,8 @@ def test_jitter_keeps_order_by_default():
     assert [f for _, f in drain(s, 10.0)] == frames(2000)
 
 
-def test_reorder_option_lets_frames_pass():
-    s = Schedule(Impairment(delay_s=0.010, jitter_s=0.008, reorder=True, seed=3))
+def test_jitter_reorders_lets_frames_pass():
+    s = Schedule(Impairment(delay_s=0.010, jitter_s=0.008, jitter_reorders=True, seed=3))
     for i, f in enumerate(frames(500)):
         s.admit(i * 0.0002, f)
     out = drain(s, 10.0)
@@ -77,7 +77,7 @@ def test_sparse_jitter_is_centred_on_the_delay():
 
 
 def test_jitter_never_makes_delay_negative():
-    s = Schedule(Impairment(delay_s=0.001, jitter_s=0.005, reorder=True, seed=2))
+    s = Schedule(Impairment(delay_s=0.001, jitter_s=0.005, jitter_reorders=True, seed=2))
     assert all(s.admit(float(i), b"x") >= float(i) for i in range(1000))
 
 

@@ -35,14 +35,14 @@ def test_rate_only_needs_no_engine_even_without_netem():
     plan = plan_links(scenario(RATE_ONLY), HOST, engine="tc")
     assert plan.engine == "none" and plan.not_emulated == []
     n0 = plan.nodes[0]
-    assert n0.up.qdisc.rate_bps == 10_000_000 and n0.down.qdisc.rate_bps == 50_000_000
-    assert not n0.up.qdisc.netem and not n0.needs_delay_line
+    assert n0.up.tc.rate_bps == 10_000_000 and n0.down.tc.rate_bps == 50_000_000
+    assert not n0.up.tc.netem and not n0.needs_delay_line
 
 
 def test_netem_host_puts_impairment_into_tc():
     plan = plan_links(scenario(DSL), WITH_NETEM)
     assert plan.engine == "tc"
-    q = plan.nodes[1].down.qdisc
+    q = plan.nodes[1].down.tc
     assert (q.rate_bps, q.delay_s, q.jitter_s, q.loss) == (50_000_000, 0.015, 0.003, 0.001)
     assert plan.delay_line_ranks == set()
 
@@ -52,7 +52,7 @@ def test_auto_without_netem_uses_the_delay_line_and_keeps_rate_in_tc():
     assert plan.engine == "userspace"
     assert plan.delay_line_ranks == {0, 1}
     up = plan.nodes[0].up
-    assert up.delay_line and up.qdisc.rate_bps == 10_000_000 and not up.qdisc.netem
+    assert up.delay_line and up.tc.rate_bps == 10_000_000 and not up.tc.netem
 
 
 def test_tc_engine_without_netem_stops_before_starting_and_names_the_way_out():
@@ -73,7 +73,7 @@ def test_no_engine_at_all_says_both_are_missing():
 
 def test_allow_unemulated_runs_with_rate_and_lists_what_is_missing():
     plan = plan_links(scenario(DSL), HOST, allow_unemulated=True)
-    assert plan.nodes[0].up.qdisc.rate_bps == 10_000_000 and not plan.nodes[0].up.qdisc.netem
+    assert plan.nodes[0].up.tc.rate_bps == 10_000_000 and not plan.nodes[0].up.tc.netem
     missing = plan.not_emulated
     assert len(missing) == 4  # two nodes, two directions
     assert missing[0].startswith("node0 up: delay 15ms, jitter 3ms, loss 0.1% needs")

@@ -231,14 +231,14 @@ def test_later_names_the_inverse_ratio_and_its_interval():
 
 
 def test_the_runs_last_line_uses_the_verdicts_figure():
-    from distro_bench.results.summary import load_summary
+    from distro_bench.results.summary import Summary
 
     base = [3.0, 2.5, 3.5]
     s = _paired_summary(base, [b - d for b, d in zip(base, (0.05, 0.045, 0.055))], [40.0, 30.0, 50.0], [20.0, 15.0, 26.0])
     for o in s["optimizers"].values():
         o["final_val_loss"] = 9.0  # a different figure: the last line must not use it
     (v,) = verdicts(s)
-    (line,) = load_summary(s).verdicts()
+    (line,) = Summary.model_validate(s).verdicts()
     d = v.loss_diff_equal_time
     assert f"val loss at equal time {d.mean:+.2f} ± {d.half:.2f}" in line
 

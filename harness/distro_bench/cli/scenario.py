@@ -50,7 +50,7 @@ def validate(
 
     from distro_bench.results.format import fmt_num
 
-    cols = ["rank", "node", "hardware", "speed", "link", "up/down delay loss"]
+    cols = ["rank", "node", "hardware", "speed", "link", "up/down delay, impairments"]
     rows = [[str(n.rank), n.name, n.hardware_name, f"{fmt_num(n.compute_scale, '.2f')}x", n.link_name or "-",
              _link_cell(n.link)] for n in s.nodes()]
     b = s.budget().as_dict()
@@ -93,17 +93,15 @@ def _timeline_lines(s: Scenario) -> list[str]:
 
 
 def _link_cell(link: LinkSpec | None) -> str:
-    """`10Mbit/50Mbit 15ms±3ms 0.1%` (up/down, one-way delay ± jitter, loss): short enough for 80 columns."""
+    """`10Mbit/50Mbit 15ms±3ms loss 0.1%` (up/down, one-way delay ± jitter, then every other impairment that is
+    set, from the table in harness/distro_bench/scenario/impairments.py): short enough for 80 columns."""
     if link is None:
         return "unshaped"
-    from distro_bench.scenario.units import format_duration, format_percent, format_rate
+    from distro_bench.scenario.impairments import describe_parts
+    from distro_bench.scenario.units import format_rate
 
-    parts = [f"{format_rate(link.up) if link.up else '-'}/{format_rate(link.down) if link.down else '-'}"]
-    if link.delay:
-        parts.append(format_duration(link.delay) + (f"±{format_duration(link.jitter)}" if link.jitter else ""))
-    if link.loss:
-        parts.append(format_percent(link.loss))
-    return " ".join(parts)
+    rates = f"{format_rate(link.up) if link.up else '-'}/{format_rate(link.down) if link.down else '-'}"
+    return " ".join([rates, *describe_parts(link.impairments(), short=True)])
 
 
 def _scenario_json(s: Scenario) -> dict[str, Any]:
@@ -114,11 +112,17 @@ def _scenario_json(s: Scenario) -> dict[str, Any]:
         "nodes": [{"rank": n.rank, "name": n.name, "hardware": n.hardware_name, "compute_scale": n.compute_scale,
                    "link": n.link_name,
                    "up_bps": n.link.up if n.link else None, "down_bps": n.link.down if n.link else None,
-                   "delay_s": n.link.delay if n.link else 0.0, "jitter_s": n.link.jitter if n.link else 0.0,
-                   "loss": n.link.loss if n.link else 0.0, "region": n.region} for n in s.nodes()],
+                   **_impairments_json(n.link), "region": n.region} for n in s.nodes()],
         "optimizers": {k: v.model_dump() for k, v in s.optimizer_configs().items()},
         "regions": _regions_json(s),
     }
+
+
+def _impairments_json(link: LinkSpec | None) -> dict[str, float]:
+    """Every impairment of the table by its Impairment field (`delay_s`, `loss`, `duplicate`, ...), one-way."""
+    from distro_bench.scenario.impairments import IMPAIRMENTS
+
+    return {row.attr: getattr(link, row.key) if link else 0.0 for row in IMPAIRMENTS}
 
 
 def _regions_json(s: Scenario) -> list[dict[str, Any]] | None:

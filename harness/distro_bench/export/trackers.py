@@ -21,7 +21,7 @@ from distro_bench.errors import CapabilityError, InputError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from distro_bench.api import Run
+    from distro_bench.report.load import Run
 
 # metric name -> (metrics.parquet column, how ranks of one step combine)
 STEP_METRICS: dict[str, tuple[str, str]] = {

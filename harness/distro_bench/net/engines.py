@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from distro_bench.errors import CapabilityError, InputError
 from distro_bench.net.host import Capabilities
-from distro_bench.net.link import Direction, Impairment
+from distro_bench.net.link import IMPAIRMENTS, Direction, Impairment
 from distro_bench.net.shaping import QdiscPlan
 from distro_bench.scenario.model import LinkSpec, Node
 from distro_bench.scenario.regions import RegionMatrix
@@ -31,14 +31,11 @@ WAY_OUT = ("use --link-engine userspace (a userspace delay line), or --allow-une
 
 def directions(link: LinkSpec | None) -> tuple[Direction, Direction]:
     """(up, down) of a link: the one place a scenario's link becomes the type every engine takes.
-    Delay, jitter, loss and duplication are one-way and the same both ways."""
+    Every impairment of the table (delay, jitter, loss, ...) is one-way and the same both ways."""
     if link is None:
         return Direction(), Direction()
-    def one_way(rate_bps: int | None) -> Direction:
-        return Direction(rate_bps=rate_bps, delay_s=link.delay, jitter_s=link.jitter, loss=link.loss,
-                         duplicate=link.duplicate)
-
-    return one_way(link.up), one_way(link.down)
+    impairments = {row.attr: getattr(link, row.key) for row in IMPAIRMENTS}
+    return Direction(rate_bps=link.up, **impairments), Direction(rate_bps=link.down, **impairments)
 
 
 def _states(link: LinkSpec | None) -> list[LinkSpec | None]:
@@ -70,10 +67,6 @@ class DirectionPlan:
     tc: QdiscPlan  # what tc does on the egress interface (node side for up, switch side for down)
     delay_line: Impairment | None = None  # what the userspace delay line does, if it has a part
     not_emulated: tuple[str, ...] = ()
-
-    @property
-    def qdisc(self) -> QdiscPlan:
-        return self.tc
 
 
 @dataclass(frozen=True)

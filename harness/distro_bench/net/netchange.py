@@ -22,14 +22,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from distro_bench.net.engines import directions
+from distro_bench.scenario.impairments import BY_KEY as IMPAIRMENTS_BY_KEY
 from distro_bench.scenario.timeline import FIELD_DIRECTIONS, Change, Timeline, TraceFollow
 from distro_bench.scenario.trace import load_trace
-from distro_bench.scenario.units import format_duration, format_percent, format_rate
+from distro_bench.scenario.units import format_duration, format_rate
 
 POLL_S = 0.02
 LINK_KINDS = ("schedule", "outage")
 _FIELD_NAME = {"up": "rate", "down": "rate"}  # events.parquet names a rate change `rate` (with its direction)
-_DIRECTION_FIELD = {"delay": "delay_s", "jitter": "jitter_s", "loss": "loss", "duplicate": "duplicate"}
 
 
 def read_back(field: str, direction: str, result: dict) -> str:
@@ -39,20 +39,15 @@ def read_back(field: str, direction: str, result: dict) -> str:
         if result.get("tc") is None:
             return ""
         return format_rate(int(tbf["options"]["rate"]) * 8) if tbf else "unlimited"
+    row = IMPAIRMENTS_BY_KEY[field]
     line = result.get("delay_line")
     if line is not None:
-        v = line.get(_DIRECTION_FIELD[field], 0.0)
+        v = line.get(row.attr, 0.0)
     else:
         netem = next((q for q in result.get("tc") or [] if q.get("kind") == "netem"), None)
-        if netem is None:
-            v = 0.0
-        else:
-            o = netem.get("options", {})
-            v = {"delay": float((o.get("delay") or {}).get("delay", 0.0)),
-                 "jitter": float((o.get("delay") or {}).get("jitter", 0.0)),
-                 "loss": float((o.get("loss-random") or {}).get("loss", 0.0)),
-                 "duplicate": float((o.get("duplicate") or {}).get("duplicate", 0.0))}[field]
-    return format_duration(v) if field in ("delay", "jitter") else format_percent(v)
+        outer, inner = row.read_back
+        v = float(((netem or {}).get("options", {}).get(outer) or {}).get(inner, 0.0))
+    return row.format(v)
 
 
 def _read_heartbeat(path: Path) -> tuple[int, str, float] | None:

@@ -94,27 +94,8 @@ class QdiscPlan(Direction):
         return bool(self.per_dest)
 
     def to_dict(self) -> dict:
-        # reorder and seed steer only the delay line's random draws; netem has its own.
-        return {k: v for k, v in asdict(self).items() if k not in ("reorder", "seed")}
-
-
-def _us(seconds: float) -> str:
-    return f"{round(seconds * 1e6)}us"
-
-
-def _pct(fraction: float) -> str:
-    return f"{fraction * 100:.6g}%"
-
-
-def _netem_args(imp: Impairment) -> list[str]:
-    args = []
-    if imp.delay_s or imp.jitter_s:
-        args += ["delay", _us(imp.delay_s)] + ([_us(imp.jitter_s)] if imp.jitter_s else [])
-    if imp.loss:
-        args += ["loss", "random", _pct(imp.loss)]
-    if imp.duplicate:
-        args += ["duplicate", _pct(imp.duplicate)]
-    return args
+        # jitter_reorders and seed steer only the delay line's random draws; netem has its own.
+        return {k: v for k, v in asdict(self).items() if k not in ("jitter_reorders", "seed")}
 
 
 def _class_tree_commands(iface: str, plan: QdiscPlan) -> list[list[str]]:
@@ -137,7 +118,7 @@ def _class_tree_commands(iface: str, plan: QdiscPlan) -> list[list[str]]:
         if leaf.netem is not None:
             limit = plan.netem_limit_for(leaf.netem.delay_s + leaf.netem.jitter_s) + queue_frames
             cmds.append(["tc", "qdisc", "replace", *dev, "parent", leaf.classid, "handle", leaf.handle, "netem",
-                         "limit", str(limit), *_netem_args(leaf.netem)])
+                         "limit", str(limit), *leaf.netem.netem_args()])
     for leaf in leaves[1:]:
         for addr in leaf.addrs:
             cmds.append(["tc", "filter", "add", *dev, "parent", ROOT_HANDLE, "protocol", "ip", "prio", "1", "u32",
@@ -158,7 +139,7 @@ def tc_commands(iface: str, plan: Direction) -> list[list[str]]:
         netem_parent = ["parent", "1:1"]
     if plan.netem:
         cmds.append(["tc", "qdisc", "replace", "dev", iface, *netem_parent, "handle", NETEM_HANDLE, "netem",
-                     "limit", str(plan.netem_limit_packets), *_netem_args(plan)])
+                     "limit", str(plan.netem_limit_packets), *plan.netem_args()])
     return cmds
 
 
@@ -167,20 +148,16 @@ def _close(a: float, b: float, rel: float, abs_: float) -> bool:
 
 
 def _check_netem(where: str, plan: Impairment, netem: dict) -> list[str]:
+    """Every impairment of the table against netem's options as read back (iproute2 prints percentages as
+    fractions: `"loss-random": {"loss": 0.001}` for 0.1%)."""
     problems = []
     opts = netem.get("options", {})
-    delay = opts.get("delay", {}) or {}
-    got_delay, got_jitter = float(delay.get("delay", 0.0)), float(delay.get("jitter", 0.0))
-    got_loss = float((opts.get("loss-random") or {}).get("loss", 0.0))
-    got_dup = float((opts.get("duplicate") or {}).get("duplicate", 0.0))
-    if not _close(got_delay, plan.delay_s, 0.01, 2e-6):
-        problems.append(f"{where} netem delay is {got_delay}s, planned {plan.delay_s}s")
-    if not _close(got_jitter, plan.jitter_s, 0.01, 2e-6):
-        problems.append(f"{where} netem jitter is {got_jitter}s, planned {plan.jitter_s}s")
-    if not _close(got_loss, plan.loss, 0.01, 1e-6):
-        problems.append(f"{where} netem loss is {got_loss}, planned {plan.loss}")
-    if not _close(got_dup, plan.duplicate, 0.01, 1e-6):
-        problems.append(f"{where} netem duplicate is {got_dup}, planned {plan.duplicate}")
+    for row, planned in plan.rows():
+        outer, inner = row.read_back
+        got = float((opts.get(outer) or {}).get(inner, 0.0))
+        if not _close(got, planned, *row.tolerance):
+            unit = "s" if row.unit == "duration" else ""
+            problems.append(f"{where} netem {row.label} is {got}{unit}, planned {planned}{unit}")
     return problems
 
 
@@ -237,7 +214,7 @@ def check_qdiscs(iface: str, plan: Direction, qdiscs: list[dict]) -> list[str]:
     if plan.netem:
         want_parent = "1:1" if plan.rate_bps else None
         if netem is None:
-            problems.append(f"{where} expected netem (delay/jitter/loss), found none (does this kernel have netem?)")
+            problems.append(f"{where} expected netem ({plan.impairment_text()}), found none (does this kernel have netem?)")
         elif (netem.get("parent") != want_parent) if want_parent else not netem.get("root"):
             problems.append(f"{where} netem is attached at {netem.get('parent') or 'root'}, planned {want_parent or 'root'}")
         else:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from distro_bench.net.link import Direction, Impairment
 
@@ -50,15 +50,16 @@ class PathClass:
 
 def combined(link: Impairment, delay_s: float, jitter_s: float, loss: float) -> Impairment:
     """The access link's impairment and one path's in a single netem: delays add, losses compound, the
-    jitters (each uniform in ±j) add as independent draws do, keeping the spread's standard deviation."""
-    return Impairment(delay_s=link.delay_s + delay_s, jitter_s=math.hypot(link.jitter_s, jitter_s),
-                      loss=1 - (1 - link.loss) * (1 - loss), duplicate=link.duplicate)
+    jitters (each uniform in ±j) add as independent draws do, keeping the spread's standard deviation; the link's
+    other impairments (duplicate, ...) as they are."""
+    return replace(link, delay_s=link.delay_s + delay_s, jitter_s=math.hypot(link.jitter_s, jitter_s),
+                   loss=1 - (1 - link.loss) * (1 - loss))
 
 
 def path_classes(d: Direction) -> tuple[PathClass, ...]:
     """The leaves of `d`'s tree: the default class first, then one per distinct path in the order the paths
     first appear in `d.per_dest`. A path that adds nothing stays in the default class."""
-    link = Impairment(delay_s=d.delay_s, jitter_s=d.jitter_s, loss=d.loss, duplicate=d.duplicate)
+    link = replace(d.impairment, per_dest=())  # the access link's own impairments, every row of the table
     by_path: dict[tuple[float, float, float], list[str]] = {}
     for addr, delay, jitter, loss in d.per_dest:
         if delay or jitter or loss:

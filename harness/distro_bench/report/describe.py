@@ -8,8 +8,9 @@ import math
 from distro_bench.report import analysis
 from distro_bench.report.document import Block, Bullets, Para, Table
 from distro_bench.report.load import LoadedRun
+from distro_bench.scenario.impairments import IMPAIRMENTS, ImpairmentRow
 from distro_bench.scenario.model import LinkSpec
-from distro_bench.scenario.units import format_duration, format_percent, format_rate
+from distro_bench.scenario.units import format_rate
 from distro_bench.train.model_config import ModelConfig, parameter_count
 
 
@@ -141,18 +142,20 @@ def summary_table(run: LoadedRun) -> Table:
 
 
 _DIRS = ("up", "down")
+_BY_ATTR = {row.attr: row for row in IMPAIRMENTS}
 
 
 def _configured(spec: dict | None) -> dict[str, dict]:
-    """Per direction: rate_bps, delay_s, jitter_s, loss from the scenario's link spec (as stored)."""
+    """Per direction: rate_bps and every impairment of the table (by its Impairment field, delay_s, ...) from the
+    scenario's link spec (as stored)."""
     if not spec:
         return {d: {} for d in _DIRS}
     try:
         link = LinkSpec(**spec)
-        common = {"delay_s": link.delay, "jitter_s": link.jitter, "loss": link.loss}
+        common = {row.attr: getattr(link, row.key) for row in IMPAIRMENTS}
         return {"up": {"rate_bps": link.up, **common}, "down": {"rate_bps": link.down, **common}}
     except Exception:  # an older or hand-edited folder: the text as stored, under each figure
-        return {d: {k: spec.get(k) for k in ("up" if d == "up" else "down", "delay", "jitter", "loss")} for d in _DIRS}
+        return {d: {"rate_bps": spec.get(d), **{row.attr: spec.get(row.key) for row in IMPAIRMENTS}} for d in _DIRS}
 
 
 def _applied_direction(applied: dict | None, direction: str) -> tuple[dict, str]:
@@ -160,18 +163,19 @@ def _applied_direction(applied: dict | None, direction: str) -> tuple[dict, str]
     if not isinstance(applied, dict):
         return {}, "none"
     out, engines = {}, []
+    keys = [row.attr for row in IMPAIRMENTS]
     tc = applied.get(direction)
     plan = tc.get("plan") if isinstance(tc, dict) else None
     if isinstance(plan, dict):
         if plan.get("rate_bps"):
             out["rate_bps"] = plan["rate_bps"]
             engines.append("tc tbf")
-        if any(plan.get(k) for k in ("delay_s", "jitter_s", "loss")):
-            out.update({k: plan.get(k) for k in ("delay_s", "jitter_s", "loss")})
+        if any(plan.get(k) for k in keys):
+            out.update({k: plan.get(k) for k in keys})
             engines.append("tc netem")
     line = (applied.get("delay_line") or {}).get(direction) if isinstance(applied.get("delay_line"), dict) else None
     if isinstance(line, dict):
-        out.update({k: line.get(k) for k in ("delay_s", "jitter_s", "loss")})
+        out.update({k: line.get(k) for k in keys})
         engines.append("userspace delay line")
     return out, " + ".join(engines) or "none"
 
@@ -190,10 +194,9 @@ def _value(key: str, v) -> str:
     try:
         if key == "rate_bps":
             return format_rate(int(v)) if v else "unlimited"
-        if key in ("delay_s", "jitter_s"):
-            return format_duration(float(v)) if v else "0"
-        if key == "loss":
-            return format_percent(float(v)) if v else "0%"
+        row = _BY_ATTR.get(key)
+        if row is not None:
+            return row.format(float(v)) if v else ("0" if row.unit == "duration" else "0%")
     except Exception:
         pass
     return fmt(v)
@@ -207,7 +210,7 @@ def _sig3(v):
 def _cell(conf: dict, appl: dict, meas: dict, key: str, *, applied_known: bool, measured_known: bool) -> str:
     """'configured / applied / measured' for one figure, each '-' where absent."""
     asked = conf.get(key) if conf else None
-    nothing = not asked or (isinstance(asked, str) and asked.strip("0.%msu ") == "")  # 0, 0ms, 0%: nothing to apply
+    nothing = not asked or _nothing(asked)  # 0, 0ms, 0%: nothing to apply
     parts = [_value(key, asked) if conf else "-",
              (_value(key, appl.get(key)) if key in appl else "-" if nothing else "not applied") if applied_known
              else "-" if nothing else "not applied",
@@ -215,8 +218,29 @@ def _cell(conf: dict, appl: dict, meas: dict, key: str, *, applied_known: bool, 
     return " / ".join(parts)
 
 
+def link_columns(run: LoadedRun) -> list[ImpairmentRow]:
+    """The impairments the link table shows: those always shown (delay, jitter, loss), and any other that a link
+    configures or a node applied (duplicate, ...)."""
+    net = run.data.environment.get("network") or {}
+    links = run.data.scenario.get("links") or {}
+    used: set[str] = set()
+    for spec in links.values():
+        conf = _configured(spec if isinstance(spec, dict) else None)
+        used |= {k for d in _DIRS for k, v in conf[d].items() if v and not _nothing(v)}
+    for n in net.get("nodes") or []:
+        if isinstance(n, dict):
+            used |= {k for d in _DIRS for k, v in _applied_direction(n.get("applied"), d)[0].items() if v}
+    return [row for row in IMPAIRMENTS if row.always_shown or row.attr in used]
+
+
+def _nothing(v) -> bool:
+    return isinstance(v, str) and v.strip("0.%msu ") == ""
+
+
 def link_rows(run: LoadedRun) -> list[list[str]]:
-    """One row per group of nodes with the same link and the same applied and measured state, per direction."""
+    """One row per group of nodes with the same link and the same applied and measured state, per direction:
+    nodes, link, direction, rate, each of `link_columns`, engine."""
+    columns = ["rate_bps", *(row.attr for row in link_columns(run))]
     net = run.data.environment.get("network") or {}
     links = run.data.scenario.get("links") or {}
     nodes = [n for n in net.get("nodes") or [] if isinstance(n, dict)]
@@ -231,7 +255,7 @@ def link_rows(run: LoadedRun) -> list[list[str]]:
             meas = _measured_direction(n, d)
             applied_known = isinstance(n.get("applied"), dict)
             cells = [_cell(conf, appl, meas, k, applied_known=applied_known, measured_known=bool(meas))
-                     for k in ("rate_bps", "delay_s", "jitter_s", "loss")]
+                     for k in columns]
             row = [str(link or "unshaped"), d, *cells, engine]
             key = tuple(row)
             groups.setdefault(key, []).append(str(n.get("name", n.get("rank"))))
@@ -324,15 +348,16 @@ def emulation_blocks(run: LoadedRun) -> list:
                    + (f"; link engine for delay, jitter and loss: {engine}" if engine else "")
                    + (f" ({net['link_engine_reason']})" if net.get("link_engine_reason") else "") + ".")]
     rows = link_rows(run)
+    headings = ["rate", *(row.heading or row.label for row in link_columns(run))]
     if rows:
         blocks.append(Para("Links, per direction (up = node to switch, down = switch to node). Each cell reads "
                            "configured / applied / measured: configured is the scenario, applied what the backend "
                            "installed and verified by reading it back, measured what a probe of the link saw "
                            "once the links were up, before training. " + _measurement_words(net)))
-        blocks.append(Table(["nodes", "link", "direction", "rate", "delay (one-way)", "jitter", "loss", "engine"], rows,
-                            numeric=[False] * 8))
+        blocks.append(Table(["nodes", "link", "direction", *headings, "engine"], rows,
+                            numeric=[False] * (4 + len(headings))))
     missing = [str(x) for x in net.get("not_emulated") or []]
-    not_applied = any("not applied" in c for r in rows for c in r[3:7] if not c.startswith("- /"))
+    not_applied = any("not applied" in c for r in rows for c in r[3:3 + len(headings)] if not c.startswith("- /"))
     if missing:
         blocks += [Para("Not emulated:"), Bullets(missing)]
     elif emulated and not not_applied:

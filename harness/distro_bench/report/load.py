@@ -6,13 +6,19 @@ import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import yaml
+from pydantic import ValidationError
 
 from distro_bench.errors import InputError
-from distro_bench.report.events import analyze_run
+from distro_bench.report.events import EventsAnalysis, analyze_run
 from distro_bench.results import metrics
 from distro_bench.results.rundir import SCHEMA_VERSION, RunData, load_run
+from distro_bench.results.summary import Summary
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _STATE_NOTES = {
     "incomplete": "This run is INCOMPLETE: it was stopped before every optimizer finished; figures cover what was recorded.",
@@ -72,6 +78,61 @@ def load_for_report(path: str | Path) -> LoadedRun:
         if not (path / "workers").is_dir() or not (path / "scenario.yaml").is_file():
             raise
     return _rebuild(path)
+
+
+@dataclass
+class Run:
+    """A stored run folder: its resolved scenario, environment, typed summary and per-step metrics."""
+
+    path: Path
+    scenario: dict[str, Any]
+    environment: dict[str, Any]
+    summary: Summary
+    metrics: pd.DataFrame
+    status: dict[str, Any]
+    notes: list[str] = field(default_factory=list)  # what was missing or rebuilt from the workers' records
+    _loaded: LoadedRun | None = field(default=None, repr=False)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Run:
+        """Read a run folder (one whose harness died before summarising is rebuilt from the workers' records)."""
+        loaded = load_for_report(path)
+        try:
+            summary = Summary.model_validate(loaded.data.summary)
+        except ValidationError as e:
+            raise InputError(f"{Path(path) / 'summary.json'}: not a distro-bench summary ({e.error_count()} "
+                             f"problem(s): {e.errors(include_url=False)[0]['msg']})") from None
+        d = loaded.data
+        return cls(path=d.path, scenario=d.scenario, environment=d.environment, summary=summary, metrics=d.metrics,
+                   status=d.status, notes=list(loaded.notes), _loaded=loaded)
+
+    @property
+    def loaded(self) -> LoadedRun:
+        """The folder as the reports read it (LoadedRun)."""
+        if self._loaded is None:
+            self._loaded = load_for_report(self.path)
+        return self._loaded
+
+    @property
+    def state(self) -> str:
+        return self.loaded.state
+
+    @property
+    def optimizers(self) -> list[str]:
+        return self.loaded.optimizers
+
+    @property
+    def baseline(self) -> str | None:
+        return self.loaded.baseline
+
+    @property
+    def events(self) -> EventsAnalysis:
+        """The network's changes joined to the steps (empty for a run without changes)."""
+        events: EventsAnalysis = self.loaded.events
+        return events
+
+    def state_note(self) -> str | None:
+        return self.loaded.state_note()
 
 
 def _rebuild(path: Path) -> LoadedRun:

@@ -171,8 +171,4 @@ def verdict_line(name: str, s: OptimizerSummary, base_name: str, base: Optimizer
     return f"{name}: {', '.join(parts) or 'no figures recorded'} vs {base_name}"
 
 
-def load_summary(data: dict) -> Summary:
-    return Summary.model_validate(data)
-
-
-__all__ = ["OptimizerSummary", "RunInfo", "Summary", "load_summary", "verdict_line"]
+__all__ = ["OptimizerSummary", "RunInfo", "Summary", "verdict_line"]

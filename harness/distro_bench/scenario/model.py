@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -21,6 +21,7 @@ from pydantic import (
     PrivateAttr,
     SerializationInfo,
     ValidationError,
+    create_model,
     field_serializer,
     field_validator,
     model_validator,
@@ -30,11 +31,12 @@ from distro_bench.errors import ScenarioError
 from distro_bench.scenario import hfcorpus, presets
 from distro_bench.scenario.budget import Budget, format_count, parse_count, resolve_budget, resolve_target_cap
 from distro_bench.scenario.churn import ChurnSpec
+from distro_bench.scenario.impairments import IMPAIRMENTS, describe_parts, link_fields
 from distro_bench.scenario.optimizers import OPTIONS, OptimizerConfig, option_names
 from distro_bench.scenario.regions import RegionMatrix, RegionsSpec, matrix_problems
 from distro_bench.scenario.regions import resolve as resolve_regions
 from distro_bench.scenario.trace import TraceError, load_trace, read_trace_bytes
-from distro_bench.scenario.units import Duration, Percent, Rate, Size, format_duration, format_percent, format_rate
+from distro_bench.scenario.units import Duration, Rate, Size, format_duration, format_rate
 
 BUILTIN_CORPORA = ("builtin:pydoc",)
 
@@ -77,20 +79,29 @@ class _Trigger(_Strict):
 # one took minutes and GBs to validate: that is a trace's job (up_trace/down_trace).
 MAX_SCHEDULE_ENTRIES = 10_000
 
-_LINK_CHANGE_FIELDS = ("up", "down", "delay", "jitter", "loss", "duplicate")
+_LINK_CHANGE_FIELDS = ("up", "down", *(row.key for row in IMPAIRMENTS))
 
 
-class LinkChange(_Trigger):
+class _LinkChangeRates(_Trigger):
+    up: Rate | None = None
+    down: Rate | None = None
+    if TYPE_CHECKING:  # the impairment fields come from the table (below); the type checker sees them as Any
+        def __getattr__(self, name: str) -> Any: ...
+
+
+# A link's impairments (delay, jitter, loss, ...) are fields made from the one table of them
+# (harness/distro_bench/scenario/impairments.py), on LinkSpec and on a schedule entry alike.
+if TYPE_CHECKING:
+    _LinkChangeFields = _LinkChangeRates
+else:
+    _LinkChangeFields = create_model("_LinkChangeFields", __base__=_LinkChangeRates, **link_fields(changes=True))
+
+
+class LinkChange(_LinkChangeFields):
     """One entry of a link's `schedule`: from then on the named fields take these values (the others keep
     theirs), or `outage: 5s`, the link carrying nothing either way for that long, then returning to the
     state it had. docs/network-changes.md."""
 
-    up: Rate | None = None
-    down: Rate | None = None
-    delay: Duration | None = None
-    jitter: Duration | None = None
-    loss: Percent | None = None
-    duplicate: Percent | None = None
     outage: Duration | None = None
 
     @model_validator(mode="before")
@@ -140,16 +151,24 @@ def _increasing(entries: list, what: str) -> list:
     return entries
 
 
-class LinkSpec(_Strict):
-    """One access link: node -> switch (`up`) and switch -> node (`down`); delay/jitter/loss are one-way, per direction."""
-
+class _LinkRates(_Strict):
     preset: str | None = None
     up: Rate | None = None
     down: Rate | None = None
-    delay: Duration = 0.0
-    jitter: Duration = 0.0
-    loss: Percent = 0.0
-    duplicate: Percent = 0.0  # fraction of frames delivered twice (netem `duplicate`)
+    if TYPE_CHECKING:  # the impairment fields come from the table (below); the type checker sees them as Any
+        def __getattr__(self, name: str) -> Any: ...
+
+
+if TYPE_CHECKING:
+    _LinkFields = _LinkRates
+else:
+    _LinkFields = create_model("_LinkFields", __base__=_LinkRates, **link_fields(changes=False))
+
+
+class LinkSpec(_LinkFields):
+    """One access link: node -> switch (`up`) and switch -> node (`down`); its impairments (delay, jitter, loss,
+    ...: harness/distro_bench/scenario/impairments.py) are one-way, the same in each direction."""
+
     # Changes during a run (docs/network-changes.md): a list of timed/stepped changes and outages, and
     # recorded bandwidth traces per direction (Mahimahi or CSV, harness/distro_bench/scenario/trace.py) followed at
     # `trace_resolution`.
@@ -174,6 +193,13 @@ class LinkSpec(_Strict):
             if jitter > delay:
                 raise ValueError(f"schedule[{i}]: jitter {format_duration(jitter)} exceeds delay "
                                  f"{format_duration(delay)} from then on")
+        # An impairment that needs another (the table's `needs`), in the link and in every state after a change.
+        for i, state in enumerate(self.states()):
+            for row in IMPAIRMENTS:
+                if row.needs and getattr(state, row.key) and not getattr(state, row.needs[0]):
+                    where = f"schedule[{i - 1}]: from then on " if i else ""
+                    raise ValueError(f"{where}{row.key} {row.format(getattr(state, row.key))} needs {row.needs[0]} "
+                                     f"set too ({row.needs[1]})")
         for d in ("up", "down"):
             if getattr(self, f"{d}_trace") is not None and any(getattr(c, d) is not None for c in self.schedule):
                 raise ValueError(f"{d}_trace sets the {d} rate all run long; a schedule entry cannot change {d} too")
@@ -183,7 +209,7 @@ class LinkSpec(_Strict):
 
     @property
     def shaped(self) -> bool:
-        return any((self.up, self.down, self.delay, self.jitter, self.loss, self.duplicate, self.schedule,
+        return any((self.up, self.down, *(getattr(self, row.key) for row in IMPAIRMENTS), self.schedule,
                     self.up_trace, self.down_trace))
 
     @property
@@ -203,13 +229,11 @@ class LinkSpec(_Strict):
     def describe(self) -> str:
         parts = [f"up {format_rate(self.up)}" if self.up else "up unlimited",
                  f"down {format_rate(self.down)}" if self.down else "down unlimited"]
-        if self.delay:
-            parts.append(f"delay {format_duration(self.delay)}" + (f" ±{format_duration(self.jitter)}" if self.jitter else ""))
-        if self.loss:
-            parts.append(f"loss {format_percent(self.loss)}")
-        if self.duplicate:
-            parts.append(f"duplicate {format_percent(self.duplicate)}")
-        return ", ".join(parts)
+        return ", ".join(parts + describe_parts(self.impairments()))
+
+    def impairments(self) -> dict[str, float]:
+        """Scenario key -> value of every impairment of the table (harness/distro_bench/scenario/impairments.py)."""
+        return {row.key: getattr(self, row.key) for row in IMPAIRMENTS}
 
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")

@@ -13,14 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from distro_bench.scenario.impairments import IMPAIRMENTS
 from distro_bench.scenario.model import LinkSpec, Scenario
-from distro_bench.scenario.units import format_duration, format_percent, format_rate
+from distro_bench.scenario.units import format_duration, format_rate
 
-# Link fields -> the directions a change of them touches.
-FIELD_DIRECTIONS = {"up": ("up",), "down": ("down",), "delay": ("up", "down"), "jitter": ("up", "down"),
-                    "loss": ("up", "down"), "duplicate": ("up", "down")}
-_FORMAT = {"up": format_rate, "down": format_rate, "delay": format_duration, "jitter": format_duration,
-           "loss": format_percent, "duplicate": format_percent}
+# Link fields -> the directions a change of them touches: a rate its own, every impairment (one-way, the same
+# both ways: harness/distro_bench/scenario/impairments.py) both.
+FIELD_DIRECTIONS = {"up": ("up",), "down": ("down",), **{row.key: ("up", "down") for row in IMPAIRMENTS}}
+_FORMAT = {"up": format_rate, "down": format_rate, **{row.key: row.format for row in IMPAIRMENTS}}
 
 
 def format_field(name: str, value) -> str:

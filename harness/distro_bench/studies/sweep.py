@@ -16,7 +16,7 @@ import json
 import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,15 @@ from distro_bench.run.lifecycle import ProgressSink
 from distro_bench.run.overrides import Overrides
 from distro_bench.run.runner import run_scenario
 from distro_bench.scenario.model import Scenario, dump_scenario, load_scenario, scenario_from_dict
-from distro_bench.studies.sweep_grid import Axis, Point, base_dict, point_scenario, validate_grid
+from distro_bench.studies.sweep_grid import (
+    Axis,
+    Point,
+    PointResult,
+    SweepResult,
+    base_dict,
+    point_scenario,
+    validate_grid,
+)
 from distro_bench.studies.sweep_grid import parse_sets as parse_sets  # re-exported: the CLI imports it from here
 from distro_bench.studies.sweep_report import write_sweep_report
 
@@ -43,33 +51,6 @@ POINT_KEYS = ["seeds", "steps", "step_time_s_mean", "comm_s_mean", "final_loss",
               "payload_rx_bytes_per_step", "wire_tx_bytes_per_step", "wire_rx_bytes_per_step", "reduction_basis",
               "final_tune_loss", "target_reached", *CHURN_KEYS, "ci95"]
 # ---- running ----------------------------------------------------------------------------------------
-
-@dataclass
-class PointResult:
-    point: Point
-    state: str  # complete | incomplete | failed | skipped
-    run_dir: Path | None
-    optimizers: dict[str, dict] = field(default_factory=dict)  # name -> POINT_KEYS figures (+ reused_from)
-    reason: str | None = None
-
-    def as_dict(self) -> dict:
-        return {"index": self.point.index, "label": self.point.label, "values": self.point.values,
-                "texts": self.point.texts, "state": self.state, "reason": self.reason,
-                "run_dir": self.run_dir.name if self.run_dir else None, "optimizers": self.optimizers}
-
-
-@dataclass
-class SweepResult:
-    sweep_dir: Path
-    scenario: str
-    axes: list[Axis]
-    points: list[PointResult]
-    state: str
-    best: dict | None = None
-    target: dict | None = None  # the sweep's common target (see common_target)
-    files: list[Path] = field(default_factory=list)
-    crossing: dict | None = None
-
 
 def _optimizer_key(doc: dict, name: str) -> str:
     """What determines one optimizer's result: everything but the other optimizers and the checks."""

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -98,6 +99,35 @@ class Point:
     def folder_name(self) -> str:
         short = "_".join(f"{'.'.join(p.split('.')[-2:])}-{t}" for p, t in self.texts.items())
         return f"{self.index:02d}_" + re.sub(r"[^A-Za-z0-9_.+-]", "", short)[:80]
+
+
+# ---- results (sweep.py runs the points, sweep_report.py reports them) ------------------------------
+
+@dataclass
+class PointResult:
+    point: Point
+    state: str  # complete | incomplete | failed | skipped
+    run_dir: Path | None
+    optimizers: dict[str, dict] = field(default_factory=dict)  # name -> sweep.POINT_KEYS figures (+ reused_from)
+    reason: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"index": self.point.index, "label": self.point.label, "values": self.point.values,
+                "texts": self.point.texts, "state": self.state, "reason": self.reason,
+                "run_dir": self.run_dir.name if self.run_dir else None, "optimizers": self.optimizers}
+
+
+@dataclass
+class SweepResult:
+    sweep_dir: Path
+    scenario: str
+    axes: list[Axis]
+    points: list[PointResult]
+    state: str
+    best: dict | None = None
+    target: dict | None = None  # the sweep's common target (see common_target)
+    files: list[Path] = field(default_factory=list)
+    crossing: dict | None = None
 
 
 def grid(axes: list[Axis]) -> list[Point]:

@@ -18,12 +18,11 @@ from distro_bench.report.document import Banner, Bullets, Document, Figure, Para
 from distro_bench.report.style import new_figure, note_on_axes, save, series_style
 from distro_bench.results.rundir import atomic_write_json, atomic_write_text
 from distro_bench.scenario.units import parse_rate
-from distro_bench.studies.sweep_grid import Point, point_scenario
+from distro_bench.studies.sweep_grid import Point, SweepResult, point_scenario
 from distro_bench.train.projection import project
 
 if TYPE_CHECKING:
     from distro_bench.scenario.model import Scenario
-    from distro_bench.studies.sweep import SweepResult
     from distro_bench.studies.sweep_grid import Axis
 
 

@@ -106,7 +106,7 @@ def test_auto_picks_the_delay_line_without_netem(caps):
     caps(netem=False, delayline=True)
     plan = DockerBackend.preflight(scenario_from_dict(delayed()), BackendOptions())
     assert plan.engine == "userspace" and plan.delay_line_ranks == {0, 1}
-    assert plan.nodes[0].up.qdisc.rate_bps == 20_000_000 and not plan.nodes[0].up.qdisc.netem
+    assert plan.nodes[0].up.tc.rate_bps == 20_000_000 and not plan.nodes[0].up.tc.netem
 
 
 def test_userspace_engine_is_accepted_and_tc_is_chosen_with_netem(caps):

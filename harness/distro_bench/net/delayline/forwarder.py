@@ -69,10 +69,8 @@ class _Way:
             "bytes_in": c.bytes_in,
             "frames_out": c.frames_out,
             "bytes_out": c.bytes_out,
-            "dropped_loss": sched.dropped_loss,
-            "dropped_overflow": sched.dropped_overflow,
+            **sched.counters(),  # drops by cause, duplicates, ... (what the impairments did)
             "dropped_socket": c.dropped_socket,  # the kernel's, when we did not read fast enough
-            "duplicated": sched.duplicated,
             "send_errors": c.send_errors,
             "link_errors": c.link_errors,  # the input interface went down or away
             "queued_frames": len(sched),

@@ -4,9 +4,13 @@ Pure logic (no sockets), so it can be tested exactly.
 - Jitter is uniform in [-jitter, +jitter] around the delay (netem's default without a table),
   clamped at zero. In-order mode (the default) releases no frame before the one ahead of it, as a
   real access line never reorders; under load this skews the delay towards delay + jitter.
+  `jitter_reorders` lets jittered frames pass each other (netem's jitter does).
 - Loss drops a seeded fraction of frames; duplication queues a seeded fraction twice (the copy is
   scheduled as a frame of its own, as netem re-enqueues its duplicate). A draw is made only for an
   impairment that is set, so adding one leaves the others' random sequence as it was.
+- Reordering (`reorder`, netem's `reorder P` with its default gap 1) sends a seeded fraction of frames at once,
+  without the delay (and without any jitter or path delay), ahead of the frames queued; the others keep their
+  delay and their order. A frame sent at once joins a queue of its own (`_express`), in arrival order.
 - A per-destination path (`Impairment.per_dest`, the path between two regions: delay, jitter, loss) is
   chosen by the frame's destination IPv4 address and added to the access link's; each destination keeps
   its own order (in-order mode), so a frame to a near region never waits behind one to a far region.
@@ -51,9 +55,11 @@ class Schedule:
         self._seq = 0
         self._fifo: deque[tuple[float, bytes]] = deque()
         self._heap: list[tuple[float, int, bytes]] = []
+        self._express: deque[tuple[float, bytes]] = deque()  # frames sent at once by `reorder`, in arrival order
         self.dropped_loss = 0
         self.dropped_overflow = 0
         self.duplicated = 0
+        self.reordered = 0
 
     @property
     def imp(self) -> Impairment:
@@ -89,6 +95,11 @@ class Schedule:
         if self.queued_bytes + len(frame) > self.limit_bytes:
             self.dropped_overflow += 1
             return None
+        if imp.reorder and self.rng.random() < imp.reorder:
+            self.queued_bytes += len(frame)
+            self.reordered += 1
+            self._express.append((now, frame))
+            return now
         release = now + imp.delay_s
         if imp.jitter_s:
             release = max(now, release + self.rng.uniform(-imp.jitter_s, imp.jitter_s))
@@ -100,12 +111,12 @@ class Schedule:
                 release += path[0]
                 if path[1]:
                     release = max(now, release + self.rng.uniform(-path[1], path[1]))
-            if not imp.reorder:
+            if not imp.jitter_reorders:
                 release = max(release, self._last_by_dest.get(key, float("-inf")))
                 self._last_by_dest[key] = release
             self._seq += 1
             heapq.heappush(self._heap, (release, self._seq, frame))
-        elif imp.reorder:
+        elif imp.jitter_reorders:
             self._seq += 1
             heapq.heappush(self._heap, (release, self._seq, frame))
         else:
@@ -115,26 +126,33 @@ class Schedule:
             self._fifo.append((release, frame))
         return release
 
+    def counters(self) -> dict[str, int]:
+        """What this queue did to frames besides delaying them (the forwarder's stats)."""
+        return {"dropped_loss": self.dropped_loss, "dropped_overflow": self.dropped_overflow,
+                "duplicated": self.duplicated, "reordered": self.reordered}
+
+    def _heads(self) -> list[float]:
+        return [q[0][0] for q in (self._express, self._fifo, self._heap) if q]
+
     def next_release(self) -> float | None:
-        if self._fifo:
-            return self._fifo[0][0]
-        if self._heap:
-            return self._heap[0][0]
-        return None
+        return min(self._heads(), default=None)
 
     def pop_due(self, now: float) -> tuple[float, bytes] | None:
-        """The next frame whose release time has come, with that time; None if none is due."""
-        if self._fifo:
-            if self._fifo[0][0] <= now:
-                release, frame = self._fifo.popleft()
-                self.queued_bytes -= len(frame)
-                return release, frame
-            return None
-        if self._heap and self._heap[0][0] <= now:
+        """The next frame whose release time has come, with that time; None if none is due. Of the queues'
+        heads the earliest leaves first (a frame sent at once before a delayed one due at the same time)."""
+        first = self.next_release() if self._express else None  # the common case (no reordering) skips the min
+        if self._express and first is not None and first <= now and self._express[0][0] == first:
+            release, frame = self._express.popleft()
+        elif self._fifo:
+            if self._fifo[0][0] > now:
+                return None
+            release, frame = self._fifo.popleft()
+        elif self._heap and self._heap[0][0] <= now:
             release, _, frame = heapq.heappop(self._heap)
-            self.queued_bytes -= len(frame)
-            return release, frame
-        return None
+        else:
+            return None
+        self.queued_bytes -= len(frame)
+        return release, frame
 
     def __len__(self) -> int:
-        return len(self._fifo) + len(self._heap)
+        return len(self._express) + len(self._fifo) + len(self._heap)
