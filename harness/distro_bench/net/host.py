@@ -23,6 +23,7 @@ from functools import lru_cache
 from distro_bench.net import naming, owner
 from distro_bench.net import ns as net_ns  # called through the module: tests wrap its functions
 from distro_bench.net.ns import NetCommandError
+from distro_bench.train.liveness import timeout_scale
 
 # Arguments that make each qdisc valid on its own at the root (tbf, for one, refuses to exist without a rate).
 QDISC_TRIALS: dict[str, list[str]] = {
@@ -262,7 +263,7 @@ def probe_docker(timeout: float = 2.0) -> tuple[bool, str]:
     except ImportError:
         return False, "docker SDK not installed (pip install docker)"
     try:
-        client = docker.from_env(timeout=timeout)
+        client = docker.from_env(timeout=timeout * timeout_scale())  # scaled: a busy engine is not a missing one
         client.ping()
         version = client.version().get("Version", "?")
         client.close()

@@ -52,7 +52,7 @@ from distro_bench.net.engines import plan_links
 from distro_bench.net.ns import NetnsRef, offloads_off, peer_ifname
 from distro_bench.net.splice import NODE_SIDE, SWITCH_SIDE, splice, undo
 from distro_bench.scenario.model import Node, Scenario
-from distro_bench.train.liveness import Timeouts
+from distro_bench.train.liveness import Timeouts, timeout_scale
 
 LABEL_RANK = "distro-bench.rank"
 DROPPED_CAPS = ["NET_ADMIN", "NET_RAW"]
@@ -90,7 +90,7 @@ class DockerBackend(Backend):
     @classmethod
     def probe(cls, scenario: Scenario | None = None) -> tuple[bool, str]:
         try:
-            dc = image.client(timeout=3.0)
+            dc = image.client(timeout=3.0 * timeout_scale())  # a busy engine is not a missing one
         except CapabilityError as e:
             return False, str(e)
         try:
@@ -136,7 +136,7 @@ class DockerBackend(Backend):
     def clean_leftovers(cls, include_live: bool = False) -> tuple[list[str], list[str]]:
         """Everything labelled `distro-bench=1` whose run is over. No engine: nothing to do."""
         try:
-            client = image.client(timeout=5.0)
+            client = image.client(timeout=5.0 * timeout_scale())
         except CapabilityError:
             return [], []
         try:
