@@ -203,3 +203,25 @@ def test_docker_backend_asks_the_engine_with_the_scaled_timeout(tmp_path, monkey
     with pytest.raises(Stop):
         b.setup()
     assert asked == [Timeouts.DOCKER_API_S * 2]
+
+
+def test_a_rendezvous_that_runs_out_names_what_how_long_and_the_load(monkeypatch):
+    # Rank 0 of 2, alone: the store waits for the other rank, then torch's DistStoreError; the worker's error now
+    # says what it waited for, how long, and how busy the host was.
+    import torch
+
+    from distro_bench.backends.base import free_port
+    from distro_bench.train.distributed import close_process_group, init_process_group
+
+    port = free_port()
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    monkeypatch.setenv("DISTRO_BENCH_TIMEOUT_S", "2")
+    monkeypatch.setenv("DISTRO_BENCH_DIST_BACKEND", "gloo")
+    try:
+        with pytest.raises(RuntimeError) as e:
+            init_process_group(torch.device("cpu"), 0, 2)
+    finally:
+        close_process_group()
+    msg = str(e.value)
+    assert f"rendezvous of 2 ranks at 127.0.0.1:{port} did not complete in 2s" in msg and "load average" in msg, msg
