@@ -6,9 +6,11 @@
 #   ./install.sh --dev      the same + the test tools      then: .venv/bin/python -m pytest
 #
 # Environment:
-#   TORCH=auto    (default) `cpu`, or `pypi` when `nvidia-smi -L` lists a GPU
+#   TORCH=auto    (default) `cpu`, or `pypi` when `nvidia-smi -L` lists a GPU; where PyTorch's CPU
+#                 index cannot be reached (only a PyPI mirror), PyPI's torch instead, saying so
 #   TORCH=cpu     the CPU wheel: one your pip configuration already holds locally (find-links, a
-#                 wheelhouse; no download), else PyTorch's CPU index (https://download.pytorch.org/whl/cpu)
+#                 wheelhouse; no download), else PyTorch's CPU index (https://download.pytorch.org/whl/cpu);
+#                 an error where that index cannot be reached
 #   TORCH=cu128   a CUDA build from PyTorch's index for that CUDA version (cu126, cu128, ...: see
 #                 https://pytorch.org/get-started/locally/ for the ones your driver supports)
 #   TORCH=pypi    PyPI's default torch (on Linux x86_64: built for CUDA)
@@ -30,7 +32,7 @@ TORCH_INDEX=https://download.pytorch.org/whl
 for arg in "$@"; do
   case "$arg" in
     --dev) EXTRAS=${EXTRAS:+$EXTRAS,}dev ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install.sh: unknown argument '$arg' (valid: --dev, --help)" >&2; exit 2 ;;
   esac
 done
@@ -51,6 +53,7 @@ fi
 PY="$VENV/bin/python"
 pip() { "$PY" -m pip --disable-pip-version-check "$@"; }
 
+TORCH_ASKED=$TORCH
 if [ "$TORCH" = auto ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then TORCH=pypi; else TORCH=cpu; fi
 fi
@@ -68,7 +71,12 @@ else
         say "torch from a wheel in pip's configured local sources (pip config list)"
       else
         say "torch (CPU build) from $TORCH_INDEX/cpu"
-        pip install "$TORCH_SPEC" --index-url "$TORCH_INDEX/cpu"
+        if ! pip install --retries 1 --timeout 30 "$TORCH_SPEC" --index-url "$TORCH_INDEX/cpu"; then
+          # Only a PyPI mirror may be reachable (a company proxy): PyPI's torch works everywhere, larger.
+          [ "$TORCH_ASKED" = auto ] || die "torch's CPU build could not be installed from $TORCH_INDEX/cpu (pip's error above); TORCH=pypi installs PyPI's torch from your configured index instead"
+          say "PyTorch's CPU index could not be reached or had no torch for this host (pip's error above): installing PyPI's torch from your configured index instead (on Linux x86_64 a CUDA build, ~3 GB; TORCH=cpu insists on the CPU index, TORCH=pypi skips trying it)"
+          pip install "$TORCH_SPEC"
+        fi
       fi ;;
     cu[0-9]*) say "torch ($TORCH build) from $TORCH_INDEX/$TORCH"; pip install "$TORCH_SPEC" --index-url "$TORCH_INDEX/$TORCH" ;;
     pypi) say "torch from PyPI (CUDA build on Linux x86_64)"; pip install "$TORCH_SPEC" ;;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from distro_bench.backends.base import Backend, BackendOptions, WorkerHandle
 from distro_bench.backends.docker import DockerBackend
@@ -31,6 +32,13 @@ def select_backend(name: str, scenario: Scenario | None = None) -> tuple[type[Ba
             cls = BACKENDS.get(candidate)
             if cls is None:
                 continue
+            if candidate == "local" and scenario is not None and os.geteuid() == 0 and (shaped := _shaped_links(scenario)):
+                # Root could emulate: a host that cannot is a problem to fix, not a reason to measure loopback and
+                # print a confident verdict over a network that was never the scenario's (issue 38).
+                raise InputError(f"--backend auto: the scenario's links are shaped ({', '.join(shaped)}) but no "
+                                 "backend here can emulate them: " + "; ".join(reasons) + ". Fix that, or pass "
+                                 "--backend local to run on loopback with the links NOT emulated (the run folder, "
+                                 "report and verdict say so)")
             ok, why = cls.probe(scenario)
             if ok:
                 skipped = "; ".join(reasons)
@@ -44,6 +52,12 @@ def select_backend(name: str, scenario: Scenario | None = None) -> tuple[type[Ba
     if not ok:
         raise InputError(f"--backend {name}: cannot run here: {why}")
     return cls, f"{name} (requested; {why})"
+
+
+def _shaped_links(scenario: Scenario) -> list[str]:
+    """Names of the links with a rate, delay, loss, schedule or trace (each once)."""
+    return list(dict.fromkeys(repr(n.link_name or "inline") for n in scenario.nodes()
+                              if n.link is not None and n.link.shaped))
 
 
 def clean_leftovers(include_live: bool = False) -> dict[str, tuple[list[str], list[str]]]:

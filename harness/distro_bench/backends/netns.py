@@ -51,7 +51,7 @@ class NetnsBackend(Backend):
         if not caps.netns:
             return False, f"cannot create network namespaces: {caps.netns_error}"
         if not caps.rate_shaping:
-            return False, "the kernel has no tbf qdisc for rate shaping"
+            return False, f"{caps.qdisc_missing('tbf')} (rate shaping)"
         extra = "netem" if caps.netem else ("no netem; userspace delay line" if caps.userspace_engine else "no netem")
         return True, f"root, network namespaces, tbf ({extra})"
 

@@ -131,6 +131,9 @@ class Qdisc(Requirement):
     def problems(self, host: HostInfo, link_engine: str = "auto") -> list[Problem]:
         if host.has_qdisc(self.kind):
             return []
+        if failure := host.qdisc_failure(self.kind):  # tc failed on this host, not for want of the qdisc
+            return [Problem(f"`tc` in a network namespace (the {self.kind} qdisc could not be tried)",
+                            f"{self.needed_for}; {failure.cause}; tc said: {failure.stderr}", failure.fix)]
         tc = host.has_binary("tc")
         if not self.when_untried and not (host.root and host.netns and tc):
             return []

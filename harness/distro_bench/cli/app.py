@@ -31,7 +31,7 @@ from distro_bench.cli.report import check, report
 from distro_bench.cli.scenario import schema, validate
 from distro_bench.cli.summary import print_summary
 from distro_bench.cli.sweep import sweep
-from distro_bench.run.console import cli_errors, console, print_json
+from distro_bench.run.console import cli_errors, console, print_json, unemulated_line
 
 app = typer.Typer(
     name="distro-bench",
@@ -94,6 +94,9 @@ def run(
         return
     print_summary(result.summary)
     from distro_bench.report.verdict import ranking_lines, verdict_lines
+
+    if unemulated := unemulated_line(result.run_dir):  # said plainly where the verdict is read (issue 38)
+        console.print(unemulated, markup=False, style="bold yellow")
 
     for line in verdict_lines(result.summary.to_dict()) + ranking_lines(result.summary.to_dict()):
         console.print(line, markup=False)  # wrapped at the terminal's (or 80) columns

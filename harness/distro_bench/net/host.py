@@ -23,6 +23,7 @@ from functools import lru_cache
 from distro_bench.net import naming, owner
 from distro_bench.net import ns as net_ns  # called through the module: tests wrap its functions
 from distro_bench.net.ns import NetCommandError
+from distro_bench.train.liveness import timeout_scale
 
 # Arguments that make each qdisc valid on its own at the root (tbf, for one, refuses to exist without a rate).
 QDISC_TRIALS: dict[str, list[str]] = {
@@ -58,6 +59,48 @@ MODULES: dict[str, str] = {
 }
 
 
+# What tc prints when the kernel lacks a qdisc kind (a module not loaded, a config without it): then the
+# qdisc is missing. Any other failure of a trial is the host's, and its own words are the cause (issue 38).
+QDISC_UNKNOWN = ("qdisc kind is unknown", "Specified qdisc not found", "Unknown qdisc", "No such file or directory")
+
+
+@dataclass(frozen=True)
+class TcFailure:
+    """A qdisc trial that failed for another reason than a missing qdisc: tc's own error and its fix."""
+
+    stderr: str
+    cause: str
+    fix: str
+
+
+def diagnose_tc(stderr: str) -> TcFailure | None:
+    """Why a `tc [-n NS] qdisc add` failed, from its stderr; None when the kernel lacks the qdisc kind."""
+    text = " ".join(stderr.split())
+    if not text:
+        return None
+    if "mount of /sys failed" in text:
+        # Entering a named namespace, iproute2 mounts that namespace's sysfs on /sys (seen in a chroot without one).
+        return TcFailure(stderr=text, cause="`tc -n` cannot enter a network namespace here: it mounts a sysfs on "
+                                            "/sys and could not",
+                         fix="give the root a /sys folder (`mkdir /sys`; in a chroot, inside its folder) and "
+                             "run as root with mounts allowed (a container needs --privileged)")
+    if any(m in text for m in QDISC_UNKNOWN):
+        return None
+    if '"mount --make-rslave /" failed' in text:
+        # iproute2 enters a named namespace with a mount namespace of its own whose / it makes a slave:
+        # impossible where / is not a mount point (a chroot). Tried: binding / onto itself from inside does not
+        # help (the chroot's root stays the covered directory); making the folder a mount point first does.
+        return TcFailure(stderr=text, cause="`tc -n` cannot enter a network namespace here: / is not a mount point "
+                                            "(a chroot?), so its mounts cannot be made slaves",
+                         fix="enter the chroot with its folder made a mount point, in a private mount namespace: "
+                             "`unshare -m sh -c 'mount --rbind DIR DIR && exec chroot DIR distro-bench ...'` "
+                             "(or `mount --rbind DIR DIR` before `chroot DIR`); `mount --bind / /` from inside "
+                             "does not help")
+    return TcFailure(stderr=text, cause=f"tc failed: {text}",
+                     fix="not a missing qdisc: tc's own error above is the cause; reproduce it with "
+                         "`ip netns add t && tc -n t qdisc add dev lo root handle 1: pfifo; ip netns del t`")
+
+
 @dataclass(frozen=True)
 class HostInfo:
     root: bool
@@ -78,9 +121,21 @@ class HostInfo:
     binaries: dict[str, str | None] = field(default_factory=dict)  # name -> path, None when absent
     modules: dict[str, str | None] = field(default_factory=dict)  # import name -> version, None when absent
     python: str = field(default_factory=lambda: sys.version.split()[0])
+    qdisc_errors: dict[str, str] = field(default_factory=dict)  # kind -> tc's stderr where its trial failed
 
     def has_qdisc(self, kind: str) -> bool:
         return kind in self.qdiscs
+
+    def qdisc_failure(self, kind: str) -> TcFailure | None:
+        """Why the trial of `kind` failed when it was not for lack of the qdisc (tc's own error), else None."""
+        if kind in self.qdiscs or kind not in self.qdisc_errors:
+            return None
+        return diagnose_tc(self.qdisc_errors[kind])
+
+    def qdisc_missing(self, kind: str) -> str:
+        """Why `kind` cannot be used, in words: tc's own failure where there is one, else the kernel's lack."""
+        failure = self.qdisc_failure(kind)
+        return failure.cause if failure else f"the kernel has no {kind} qdisc"
 
     def has_binary(self, name: str) -> bool:
         if name in self.binaries:
@@ -143,8 +198,9 @@ def modules() -> dict[str, str | None]:
     return out
 
 
-def probe_qdiscs() -> tuple[bool, str | None, tuple[str, ...]]:
-    """(namespaces work, why not, qdisc kinds the kernel accepts), tried on a veth in a throwaway namespace."""
+def probe_qdiscs(errors: dict[str, str] | None = None) -> tuple[bool, str | None, tuple[str, ...]]:
+    """(namespaces work, why not, qdisc kinds the kernel accepts), tried on a veth in a throwaway namespace;
+    each failed trial's stderr into `errors` (kind -> text)."""
     run_id = naming.new_run_id()
     name = f"{naming.run_prefix(run_id)}probe"
     try:  # claimed like a run's namespaces, so `clean` leaves a live doctor's or preflight's probe alone
@@ -164,9 +220,12 @@ def probe_qdiscs() -> tuple[bool, str | None, tuple[str, ...]]:
         if shutil.which("tc"):
             for kind, args in QDISC_TRIALS.items():
                 net_ns.run_in(ns, ["tc", "qdisc", "del", "dev", "t0", "root"], check=False)
-                if net_ns.run_in(ns, ["tc", "qdisc", "add", "dev", "t0", "root", "handle", "1:", kind, *args],
-                          check=False).returncode == 0:
+                trial = net_ns.run_in(ns, ["tc", "qdisc", "add", "dev", "t0", "root", "handle", "1:", kind, *args],
+                                      check=False)
+                if trial.returncode == 0:
                     ok.append(kind)
+                elif errors is not None:
+                    errors[kind] = (trial.stderr or trial.stdout or f"exit {trial.returncode}").strip()[:500]
         return True, None, tuple(ok)
     except NetCommandError as e:
         return False, str(e), ()
@@ -204,7 +263,7 @@ def probe_docker(timeout: float = 2.0) -> tuple[bool, str]:
     except ImportError:
         return False, "docker SDK not installed (pip install docker)"
     try:
-        client = docker.from_env(timeout=timeout)
+        client = docker.from_env(timeout=timeout * timeout_scale())  # scaled: a busy engine is not a missing one
         client.ping()
         version = client.version().get("Version", "?")
         client.close()
@@ -255,8 +314,9 @@ def probe(*, docker: bool = True, gpus: bool = True) -> HostInfo:
     root = os.geteuid() == 0
     bins = binaries()
     present = {name: shutil.which(name) is not None for name in RECORDED_ONLY}
+    qdisc_errors: dict[str, str] = {}
     if root:
-        netns_ok, netns_err, qdiscs = probe_qdiscs()
+        netns_ok, netns_err, qdiscs = probe_qdiscs(qdisc_errors)
     else:
         netns_ok, netns_err, qdiscs = False, "needs root", ()
     dl_ok, dl_why = probe_delayline()
@@ -266,5 +326,5 @@ def probe(*, docker: bool = True, gpus: bool = True) -> HostInfo:
         netns=netns_ok, netns_error=netns_err, qdiscs=qdiscs,
         iperf3=bins["iperf3"] is not None, ping=present["ping"], ethtool=present["ethtool"],
         delayline=dl_ok, delayline_detail=dl_why, docker=dk_ok, docker_detail=dk_why,
-        gpus=_gpu_names() if gpus else None, binaries=bins, modules=modules(),
+        gpus=_gpu_names() if gpus else None, binaries=bins, modules=modules(), qdisc_errors=qdisc_errors,
     )

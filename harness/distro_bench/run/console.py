@@ -7,6 +7,7 @@ import os
 import sys
 from contextlib import contextmanager
 from io import StringIO
+from pathlib import Path
 from typing import Literal, TypedDict
 
 import typer
@@ -104,3 +105,19 @@ def print_json(obj) -> None:
     """Machine output on stdout: plain JSON, numbers as numbers (no Rich markup or wrapping)."""
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
     sys.stdout.flush()
+
+
+def unemulated_line(run_dir: Path) -> str | None:
+    """The line `run` prints above its verdict where the scenario's links were shaped but the network was not
+    emulated (the local backend's loopback): the verdict's times are this host's, not the scenario's links'."""
+    try:
+        env = json.loads((Path(run_dir) / "environment.json").read_text())
+    except (OSError, ValueError):
+        return None
+    net = env.get("network") if isinstance(env, dict) else None
+    if not isinstance(net, dict) or net.get("network_emulated") is not False or not net.get("not_emulated"):
+        return None
+    return (f"NOT EMULATED: the scenario's links were not emulated ({net.get('backend', 'this')} backend, loopback): "
+            "their rates, delays and loss did not apply, so step and communication times and the verdict below "
+            "are this host's loopback, not the scenario's network (bytes per step are the scenario's). "
+            "Emulate them as root with --backend netns or docker.")

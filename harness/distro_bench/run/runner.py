@@ -9,8 +9,10 @@ fail, hang or are interrupted are stopped and what they recorded is kept.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -35,7 +37,7 @@ from distro_bench.run.progress import AcrossRanks
 from distro_bench.scenario.model import Scenario
 from distro_bench.scenario.timeline import compile_timeline
 from distro_bench.scenario.units import format_duration
-from distro_bench.train.liveness import heartbeat_age, read_heartbeat
+from distro_bench.train.liveness import Dead, HostLoad, LivenessJudge, Timeouts, heartbeat_age, read_heartbeat
 
 # RunOptions was the runner's own options type; every run option is now one Overrides (run/overrides.py).
 RunOptions = Overrides
@@ -75,26 +77,45 @@ def _log_tail(path: Path, lines: int = 15) -> str:
         return ""
 
 
-# A heartbeat silent this long (the worker rewrites it every second) means the process is stopped or frozen.
-STOPPED_AFTER_S = 30.0
+def _host_pid(handle) -> Callable[[], int | None]:
+    """The worker's pid as this host's /proc shows it, as a function (a container's exec has one only once it
+    runs). A host process: its own. A container's (docker): the engine's exec_inspect Pid, trusted only when
+    /proc/<pid> here is that worker (a coordinator in another PID namespace sees other processes there)."""
+    proc = getattr(handle, "proc", None)
+    if proc is not None:
+        pid = proc.pid
+        return lambda: pid
+    api, exec_id = getattr(handle, "api", None), getattr(handle, "exec_id", "")
+    if api is None or not exec_id:
+        return lambda: None
+    found: list[int] = []
+    asked = [-math.inf]
+
+    def from_engine() -> int | None:
+        if not found:
+            if time.monotonic() - asked[0] < 5.0:  # not an engine request per poll while it has no answer
+                return None
+            asked[0] = time.monotonic()
+            try:
+                pid = int(api.exec_inspect(exec_id).get("Pid") or 0)
+                ours = pid > 0 and b"distro_bench.train.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            except Exception:  # the engine or /proc did not answer this time (the SDK's errors are not imported here)
+                return None
+            if not ours:
+                return None
+            found.append(pid)
+        return found[0]
+    return from_engine
 
 
-def _stopped_ranks(out: Path, ranks, silent_s: float) -> dict[int, float]:
-    """rank -> seconds its heartbeat has been silent, for the ranks silent longer than `silent_s`."""
-    ages = {r: heartbeat_age(out / f"rank{r}.hb") for r in ranks}
-    return {r: a for r, a in ages.items() if a is not None and a > silent_s}
-
-
-def _stopped_error(run_name: str, out: Path, nodes, handles, rank: int, silent: float,
-                   then: str | None = None) -> WorkerFailed:
-    b = read_heartbeat(out / f"rank{rank}.hb")
+def _dead_error(run_name: str, out: Path, nodes, handles, dead: Dead, then: str | None = None) -> WorkerFailed:
+    b = read_heartbeat(out / f"rank{dead.rank}.hb")
     where = f"at step {b[0]}, {b[1]}" if b else "before its first step"
-    msg = (f"{run_name}: rank {rank} ({nodes[rank].name}) stopped responding: its heartbeat has been silent for "
-           f"{silent:.0f}s ({where}); the process is alive but not running (stopped, e.g. SIGSTOP, or frozen)")
+    msg = (f"{run_name}: rank {dead.rank} ({nodes[dead.rank].name}) stopped responding ({where}): it {dead.why}")
     if then:
         msg += f"; then {then}"
-    return WorkerFailed(msg + f"; log: {handles[rank].log_path}", rank=rank,
-                        log_tail=_log_tail(handles[rank].log_path))
+    return WorkerFailed(msg + f"; log: {handles[dead.rank].log_path}", rank=dead.rank,
+                        log_tail=_log_tail(handles[dead.rank].log_path))
 
 
 def _hang_report(out: Path, nodes, stall_s: float) -> tuple[int, str]:
@@ -105,7 +126,7 @@ def _hang_report(out: Path, nodes, stall_s: float) -> tuple[int, str]:
 
     def key(r):
         b, age = beats[r], ages[r]
-        stopped = age is not None and age > min(STOPPED_AFTER_S, stall_s)
+        stopped = age is not None and age > min(Timeouts.UNRESPONSIVE_S, stall_s)
         blocked = b is not None and b[1] in ("communicate", "decide")  # waiting in a collective for a peer
         return (0 if stopped else 1, 0 if b is None else 1, 1 if blocked else 0, b[0] if b else -1,
                 b[2] if b else 0.0)
@@ -132,7 +153,9 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
     out = worker_dir(run_dir, run_name, seed, len(seeds))
     label = f"{run_name} seed {seed}" if len(seeds) > 1 else run_name
     out.mkdir(parents=True, exist_ok=True)
-    timeout = options.collective_timeout_s or collective_timeout_s(scenario)
+    # Every wait scaled by the host's load (or DISTRO_BENCH_TIMEOUT_SCALE); an explicit option is taken as given.
+    timeouts = Timeouts.for_host(collective_timeout_s(scenario))
+    timeout = options.collective_timeout_s or timeouts.collective_s
     threads = max(1, (os.cpu_count() or 1) // len(nodes))
     common = {
         "WORLD_SIZE": str(len(nodes)), "MASTER_ADDR": backend.master_addr(), "MASTER_PORT": str(backend.master_port()),
@@ -151,12 +174,15 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
                    "DISTRO_BENCH_THREADS": str(int(n.hardware.cpus) if n.hardware.cpus else threads),
                    **backend.worker_env(n.rank)}
             handles.append(backend.start_worker(n.rank, argv, env, out / f"rank{n.rank}.log"))
+        judge = LivenessJudge(timeouts)
+        for h in handles:
+            judge.watch(h.rank, _host_pid(h), out / f"rank{h.rank}.hb")
         followers = [_Follower(out / f"rank{n.rank}.jsonl") for n in nodes]
         live = AcrossRanks(sink, len(nodes))  # the summary's step time (slowest rank), not rank 0's
         last_progress = time.monotonic()
         # Start-up (imports, data, connecting) is not a hang: allow it on top of the collective timeout.
-        watchdog = options.watchdog_s or timeout + 60.0
-        grace = 120.0
+        watchdog = options.watchdog_s or timeout + 60.0 * timeouts.scale
+        grace = timeouts.startup_grace_s
         while True:
             for f in followers:
                 recs = f.new_records()
@@ -171,11 +197,14 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
             for h, rc in zip(handles, codes):
                 if rc not in (None, 0):
                     # A peer's collective timed out because this one stopped: name the stopped rank first.
-                    if stopped := _stopped_ranks(out, [r for r in running if r != h.rank], STOPPED_AFTER_S / 3):
-                        silent = max(stopped, key=lambda rank: stopped[rank])
-                        raise _stopped_error(run_name, out, nodes, handles, silent, stopped[silent],
-                                             then=f"rank {h.rank} ({nodes[h.rank].name}) exited with code {rc} "
-                                                  f"(log: {h.log_path})")
+                    peers = [r for r in running if r != h.rank]
+                    dead = judge.dead(peers)
+                    if dead is None and (stopped := judge.stopped_now(peers)) is not None:
+                        dead = Dead(rank=stopped, why="is stopped (its process is in state T, e.g. SIGSTOP)")
+                    if dead is not None:
+                        raise _dead_error(run_name, out, nodes, handles, dead,
+                                          then=f"rank {h.rank} ({nodes[h.rank].name}) exited with code {rc} "
+                                               f"(log: {h.log_path})")
                     raise WorkerFailed(f"{run_name}: worker rank {h.rank} ({nodes[h.rank].name}) exited with code {rc}; "
                                        f"log: {h.log_path}", rank=h.rank, log_tail=_log_tail(h.log_path))
             if scheduler is not None:
@@ -186,12 +215,13 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
                                        "network than the scenario's is not one)")
             if all(rc == 0 for rc in codes):
                 break
-            if stopped := _stopped_ranks(out, running, min(STOPPED_AFTER_S, watchdog)):
-                silent = max(stopped, key=lambda rank: stopped[rank])
-                raise _stopped_error(run_name, out, nodes, handles, silent, stopped[silent])
+            if dead := judge.dead(running):  # stopped or frozen, on evidence; a slow rank is not dead
+                raise _dead_error(run_name, out, nodes, handles, dead)
             if time.monotonic() - last_progress > watchdog + grace:
                 suspect, detail = _hang_report(out, nodes, watchdog + grace)
-                raise WorkerFailed(f"{run_name}: rank {suspect} ({nodes[suspect].name}) appears hung: {detail}; "
+                raise WorkerFailed(f"{run_name}: rank {suspect} ({nodes[suspect].name}) appears hung: {detail} "
+                                   f"({timeouts.load.describe()} at the start, "
+                                   f"{HostLoad.now().describe().removeprefix('host ')} now); "
                                    f"log: {handles[suspect].log_path}",
                                    rank=suspect, log_tail=_log_tail(handles[suspect].log_path))
             time.sleep(0.2)

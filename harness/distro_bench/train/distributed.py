@@ -16,6 +16,7 @@ import torch.distributed as dist
 from distro_bench.scenario.budget import Decision
 from distro_bench.scenario.model import Node
 from distro_bench.scenario.placement import scenario_rank
+from distro_bench.train.liveness import HostLoad
 
 # Calibration gathers per worker: scheduling delays on a busy host are heavy-tailed (1-40 ms a gather on
 # 2 cores), and 20 of them put the mean within about 10% for the cost of 20 extra forward/backward passes.
@@ -58,9 +59,15 @@ def init_process_group(device: torch.device, rank: int, world: int) -> None:
     if world <= 1 and "MASTER_ADDR" not in os.environ:
         return
     backend = os.environ.get("DISTRO_BENCH_DIST_BACKEND") or ("nccl" if device.type == "cuda" else "gloo")
+    # The coordinator's collective timeout, already scaled to the host's load (train/liveness.py Timeouts).
     timeout = timedelta(seconds=float(os.environ.get("DISTRO_BENCH_TIMEOUT_S", "300")))
     kwargs: dict[str, Any] = {"device_id": device} if backend == "nccl" else {}
-    dist.init_process_group(backend=backend, timeout=timeout, rank=rank, world_size=world, **kwargs)
+    try:
+        dist.init_process_group(backend=backend, timeout=timeout, rank=rank, world_size=world, **kwargs)
+    except dist.DistError as e:  # the rendezvous ran out of time (the store, or connecting to it): what, how long, and how busy the host was
+        where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+        raise RuntimeError(f"rank {rank}: the rendezvous of {world} ranks at {where} did not complete in "
+                           f"{timeout.total_seconds():.0f}s ({HostLoad.now().describe()}): {e}") from e
 
 
 def close_process_group() -> None:

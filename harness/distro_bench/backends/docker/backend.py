@@ -52,6 +52,7 @@ from distro_bench.net.engines import plan_links
 from distro_bench.net.ns import NetnsRef, offloads_off, peer_ifname
 from distro_bench.net.splice import NODE_SIDE, SWITCH_SIDE, splice, undo
 from distro_bench.scenario.model import Node, Scenario
+from distro_bench.train.liveness import Timeouts, timeout_scale
 
 LABEL_RANK = "distro-bench.rank"
 DROPPED_CAPS = ["NET_ADMIN", "NET_RAW"]
@@ -82,12 +83,14 @@ class DockerBackend(Backend):
         self.shaping_s: float | None = None  # tc applied and read back on every link, seconds
         self.teardown_problems: list[str] = []
         self._exec_count = 0
+        # The engine's answers slow down with the host (a 10 s read timeout died under load, issue 38).
+        self.timeouts = Timeouts.for_host()
 
     # ---- capability ------------------------------------------------------------------
     @classmethod
     def probe(cls, scenario: Scenario | None = None) -> tuple[bool, str]:
         try:
-            dc = image.client(timeout=3.0)
+            dc = image.client(timeout=3.0 * timeout_scale())  # a busy engine is not a missing one
         except CapabilityError as e:
             return False, str(e)
         try:
@@ -133,7 +136,7 @@ class DockerBackend(Backend):
     def clean_leftovers(cls, include_live: bool = False) -> tuple[list[str], list[str]]:
         """Everything labelled `distro-bench=1` whose run is over. No engine: nothing to do."""
         try:
-            client = image.client(timeout=5.0)
+            client = image.client(timeout=5.0 * timeout_scale())
         except CapabilityError:
             return [], []
         try:
@@ -145,7 +148,7 @@ class DockerBackend(Backend):
     def setup(self) -> None:
         if self.plan is None:
             self.plan = self.preflight(self.scenario, self.options)
-        self.client = image.client()
+        self.client = image.client(timeout=self.timeouts.docker_api_s)
         self.image = image.require_image(self.client, self.options.image)
         n_gpus = host_gpu_count()
         self.placements = [place(n, n_gpus) for n in self.scenario.nodes()]
@@ -196,15 +199,24 @@ class DockerBackend(Backend):
         import docker
 
         nodes = self.scenario.nodes()
+        t0 = time.monotonic()
         # Created in parallel: the engine does the work, and bring-up time grows less with the count.
         with ThreadPoolExecutor(max_workers=min(8, len(nodes))) as pool:
             futures = [pool.submit(self._start_node, n) for n in nodes]
             errors = []
             for f in futures:
                 try:
-                    self.containers.append(f.result())
+                    self.containers.append(f.result(timeout=max(1.0, self.timeouts.container_start_s
+                                                                - (time.monotonic() - t0))))
                 except docker.errors.APIError as e:
                     errors.append(e)
+                except OSError as e:  # our wait ran out, or the SDK's (requests' errors are OSErrors): ReadTimeout
+                    for other in futures:
+                        other.cancel()
+                    raise HarnessError(self.timeouts.exceeded(
+                        f"docker backend: starting {len(nodes)} node container(s) ({type(e).__name__} waiting for "
+                        f"the engine; one request may take {self.timeouts.docker_api_s:.0f}s, all of them "
+                        f"{self.timeouts.container_start_s:.0f}s)", time.monotonic() - t0)) from None
         if errors:
             first = errors[0]
             gpu = any(p.gpus for p in self.placements)
