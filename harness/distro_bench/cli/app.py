@@ -17,11 +17,14 @@ from distro_bench.cli.net import doctor, links
 from distro_bench.cli.node import node
 from distro_bench.cli.options import (
     BACKEND_HELP,
+    CORPUS_OUTSIDE_HELP,
     JSON_OPTION,
     LINK_ENGINE_HELP,
     TRACE_OUTSIDE_HELP,
     Backend,
     LinkEngine,
+    allow_corpus_outside,
+    out_path,
     value,
     version_callback,
 )
@@ -61,7 +64,7 @@ def run(
     target_val_loss: float = typer.Option(None, "--target-val-loss",
                                           help="budget: stop at this val loss (capped by the steps or time budget)"),
     repeat: int = typer.Option(None, min=1, max=100, help="run each optimizer K times, seeds seed..seed+K-1"),
-    out: Path = typer.Option(Path("results"), help="folder that receives the run folder"),
+    out: Path = typer.Option(Path("results"), help="folder that receives the run folder", parser=out_path),
     seed: int = typer.Option(None, min=0, help="override train.seed"),
     link_engine: LinkEngine = typer.Option(None, help=LINK_ENGINE_HELP, show_default=False),
     allow_unemulated: bool = typer.Option(None, "--allow-unemulated/--no-allow-unemulated", show_default=False,
@@ -72,6 +75,7 @@ def run(
                                        help="measure each node's goodput and RTT once the links are up (a few "
                                             "seconds; the report's 'measured'); default: network.measure_links"),
     allow_trace_outside: bool = typer.Option(False, "--allow-trace-outside", help=TRACE_OUTSIDE_HELP),
+    allow_corpus_outside_: bool = typer.Option(False, "--allow-corpus-outside", help=CORPUS_OUTSIDE_HELP),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Train every optimizer of SCENARIO on emulated links and write a run folder (its path is the last line)."""
@@ -80,6 +84,7 @@ def run(
     from distro_bench.run.progress import make_progress
 
     _allow_trace_outside(allow_trace_outside)
+    allow_corpus_outside(allow_corpus_outside_)
 
     with cli_errors():
         overrides = Overrides(backend=value(backend) or "auto", optimizers=tuple(optimizer) if optimizer else None, steps=steps, seed=seed,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from distro_bench.cli.options import JSON_OPTION
+from distro_bench.cli.options import JSON_OPTION, out_path
 from distro_bench.cli.summary import print_summary
 from distro_bench.run.console import cli_errors, console, err_console, print_json
 
@@ -27,7 +27,7 @@ def node(
                                                                       "measure the network as it is)"),
     optimizer: list[str] = typer.Option(None, "--optimizer", "-o", help="run only these optimizers (repeatable)"),
     steps: int = typer.Option(None, min=1, help="budget: train N steps (replaces the scenario's budget)"),
-    out: Path = typer.Option(Path("results"), help="folder that receives the run folder (node-rank 0), or this "
+    out: Path = typer.Option(Path("results"), parser=out_path, help="folder that receives the run folder (node-rank 0), or this "
                                                    "host's records where --out is not shared"),
     placement: str = typer.Option(None, "--placement", help="scenario ranks per host, e.g. '0,1;2,3' (default: the "
                                                             "scenario's workers[].host, else in order)"),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from distro_bench.cli.options import JSON_OPTION
+from distro_bench.cli.options import JSON_OPTION, out_path
 from distro_bench.run.console import TABLE_STYLE, cli_errors, console, print_json, print_table, table_records
 
 PROJECTION_COLUMNS = ["n", "optimizer", "payload tx+rx", "wire each way", "rounds", "comm", "compute", "step"]
@@ -19,7 +19,7 @@ def project(
     workers: list[int] = typer.Option(None, "--workers", "-n", help="worker counts (repeatable); default: the scenario's"),
     optimizer: list[str] = typer.Option(None, "--optimizer", "-o", help="only these optimizers (repeatable)"),
     mfu: float = typer.Option(0.4, min=0.01, max=1.0, help="model FLOPs utilisation for compute time"),
-    out: Path = typer.Option(None, help="folder for projection.json and plots (default results/project-<scenario>-<time>)"),
+    out: Path = typer.Option(None, parser=out_path, help="folder for projection.json and plots (default results/project-<scenario>-<time>)"),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="draw step time against worker count and bandwidth"),
     published: bool = typer.Option(False, "--published",
                                    help="instead: published figures (distro_bench/data/published/) against their projection"),

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.markup import escape
 
-from distro_bench.cli.options import JSON_OPTION
+from distro_bench.cli.options import JSON_OPTION, out_path
 from distro_bench.run.console import TABLE_STYLE, cli_errors, console, err_console, print_json, print_table
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ def _notes(run: Run) -> None:
 
 def report(
     run_dirs: list[Path] = typer.Argument(..., help="one run folder (its report) or several (a comparison)"),
-    out: Path = typer.Option(None, help="output folder (default: the run folder itself; for a comparison "
+    out: Path = typer.Option(None, parser=out_path, help="output folder (default: the run folder itself; for a comparison "
                                         "results/compare-<timestamp>/)"),
     as_json: bool = JSON_OPTION,
 ) -> None:

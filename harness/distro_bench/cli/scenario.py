@@ -8,16 +8,24 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from distro_bench.cli.options import JSON_OPTION, TRACE_OUTSIDE_HELP
+from distro_bench.cli.options import (
+    CORPUS_OUTSIDE_HELP,
+    JSON_OPTION,
+    TRACE_OUTSIDE_HELP,
+    allow_corpus_outside,
+    out_path,
+)
 from distro_bench.cli.options import allow_trace_outside as permit_trace_outside
 from distro_bench.run.console import (
     TABLE_STYLE,
     cli_errors,
     console,
     err_console,
+    markup_text,
     print_json,
     print_table,
     table_records,
+    terminal_text,
 )
 
 if TYPE_CHECKING:
@@ -27,22 +35,18 @@ if TYPE_CHECKING:
 def validate(
     scenario: Path = typer.Argument(..., help="scenario YAML file"),
     allow_trace_outside: bool = typer.Option(False, "--allow-trace-outside", help=TRACE_OUTSIDE_HELP),
+    allow_corpus_outside_: bool = typer.Option(False, "--allow-corpus-outside", help=CORPUS_OUTSIDE_HELP),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Check SCENARIO and show it resolved (presets expanded, units normalised); exit 2 on any problem,
     all problems listed at once."""
     from distro_bench import api
-    from distro_bench.errors import ScenarioError
 
     permit_trace_outside(allow_trace_outside)
+    allow_corpus_outside(allow_corpus_outside_)
 
     if as_json:
-        try:
-            s = api.validate(scenario)
-        except ScenarioError as e:
-            print_json({"valid": False, "source": e.source, "problems": e.problems})
-            raise typer.Exit(e.exit_code) from None
-        print_json(_scenario_json(s))
+        print_json(_validate_json(scenario))
         return
     with cli_errors():
         s = api.validate(scenario)
@@ -51,23 +55,54 @@ def validate(
     from distro_bench.results.format import fmt_num
 
     cols = ["rank", "node", "hardware", "speed", "link", "up/down delay, impairments"]
-    rows = [[str(n.rank), n.name, n.hardware_name, f"{fmt_num(n.compute_scale, '.2f')}x", n.link_name or "-",
-             _link_cell(n.link)] for n in s.nodes()]
+    # Names follow the scenario's name rule; escaped all the same, as everything a scenario sets that is printed.
+    rows = [[str(n.rank), markup_text(n.name), markup_text(n.hardware_name), f"{fmt_num(n.compute_scale, '.2f')}x",
+             markup_text(n.link_name or "-"), _link_cell(n.link)] for n in s.nodes()]
     b = s.budget().as_dict()
-    t = Table(title=f"{s.name}: {s.world_size} workers, model {s.model.preset or 'custom'}, budget {b['kind']} {b['value']:g}",
-              **TABLE_STYLE)
+    t = Table(title=markup_text(f"{s.name}: {s.world_size} workers, model {s.model.preset or 'custom'}, "
+                                f"budget {b['kind']} {b['value']:g}"), **TABLE_STYLE)
     for c in cols:
         t.add_column(c, no_wrap=True)
     for r in rows:
         t.add_row(*r)
     print_table(t, table_records(cols, rows, key=1))
-    console.print(f"optimizers: {', '.join(f'{k} ({v.type})' for k, v in s.optimizer_configs().items())}; "
-                  f"baseline: {s.baseline}", markup=False)
+    console.print(terminal_text(f"optimizers: {', '.join(f'{k} ({v.type})' for k, v in s.optimizer_configs().items())}; "
+                                f"baseline: {s.baseline}"), markup=False)
     for line in _timeline_lines(s):
-        console.print(line, markup=False, soft_wrap=True)
+        console.print(terminal_text(line), markup=False, soft_wrap=True)
     for line in _region_lines(s):
-        console.print(line, markup=False, soft_wrap=True)
-    console.print(f"[green]{scenario} is valid[/]")
+        console.print(terminal_text(line), markup=False, soft_wrap=True)
+    console.print(f"[green]{markup_text(scenario)} is valid[/]")
+
+
+def _validate_json(scenario: Path) -> dict[str, Any]:
+    """`validate --json`'s document; on bad input `{"valid": false, "problems": [...]}` on stdout and exit 2, on
+    a bug of ours `{"valid": false, "internal_error": ...}` and exit 1 (the traceback in a file): never a raw
+    traceback, whatever the scenario holds."""
+    import os
+
+    from distro_bench import api
+    from distro_bench.errors import HarnessError, ScenarioError
+
+    try:
+        return _scenario_json(api.validate(scenario))
+    except ScenarioError as e:
+        print_json({"valid": False, "source": e.source, "problems": e.problems})
+        raise typer.Exit(e.exit_code) from None
+    except HarnessError as e:
+        print_json({"valid": False, "source": str(scenario), "problems": [str(e)]})
+        raise typer.Exit(e.exit_code) from None
+    except Exception as e:  # a bug of ours: JSON all the same; the traceback in a file
+        if os.environ.get("DISTRO_BENCH_DEBUG"):
+            raise
+        import tempfile
+        import traceback
+
+        with tempfile.NamedTemporaryFile("w", prefix="distro-bench-error-", suffix=".txt", delete=False) as f:
+            traceback.print_exc(file=f)
+        print_json({"valid": False, "source": str(scenario),
+                    "internal_error": f"{type(e).__name__}: {str(e)[:500]}", "traceback_file": f.name})
+        raise typer.Exit(1) from None
 
 
 def _region_lines(s: Scenario) -> list[str]:
@@ -134,7 +169,7 @@ def _regions_json(s: Scenario) -> list[dict[str, Any]] | None:
 
 
 def schema(
-    out: Path = typer.Option(None, "--out", help="write to this file instead of stdout"),
+    out: Path = typer.Option(None, "--out", help="write to this file instead of stdout", parser=out_path),
 ) -> None:
     """Print the JSON Schema of a scenario file (for editors: `# yaml-language-server: $schema=...`)."""
     import json
@@ -144,6 +179,6 @@ def schema(
     text = json.dumps(api.schema(), indent=2) + "\n"
     if out:
         out.write_text(text)
-        err_console.print(f"wrote {out}", markup=False)
+        err_console.print(terminal_text(f"wrote {out}"), markup=False)
     else:
         typer.echo(text, nl=False)

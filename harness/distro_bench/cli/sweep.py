@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
+from distro_bench.cli.options import out_path
 from distro_bench.run.console import cli_errors, console
 
 TUNE_SEEDS = 3  # studies.sweep.TUNE_SEEDS, for --help (importing studies.sweep here would load torch)
@@ -20,7 +21,7 @@ def sweep(
     pick: str = typer.Option(None, help="best: write best.yaml (each method's best setting by the held-out tuning "
                                         "split's loss at equal budget) and best-scenario.yaml (ready for `run`)"),
     backend: str = typer.Option("auto", help="auto | local | netns | docker"),
-    out: Path = typer.Option(Path("results"), help="folder that receives the sweep folder"),
+    out: Path = typer.Option(Path("results"), parser=out_path, help="folder that receives the sweep folder"),
     steps: int = typer.Option(None, min=1, help="budget at every point: N steps (replaces the scenario's budget)"),
     time_budget: str = typer.Option(None, "--time-budget", help="budget at every point: training seconds per "
                                                                 "optimizer, e.g. 60s (train.time_budget)"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from contextlib import contextmanager
 from io import StringIO
@@ -20,6 +21,21 @@ from distro_bench.errors import HarnessError, ScenarioError, WorkerFailed
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
+# C0 and C1 control characters but newline and tab, DEL, and the bidirectional overrides that reorder what a
+# terminal shows: a name or a message carrying `\x1b]0;...` or `\x1b[2J` must not drive the user's terminal.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_text(text: object) -> str:
+    """`text` made safe to print: control characters shown as \\xNN (or \\uNNNN), nothing else changed."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
+                        str(text))
+
+
+def markup_text(text: object) -> str:
+    """`text` for a Rich string with markup: control characters escaped, and `[` read as itself."""
+    return escape(terminal_text(text))
+
 
 @contextmanager
 def cli_errors():
@@ -29,18 +45,18 @@ def cli_errors():
     except (typer.Exit, typer.Abort):  # a command's own exit code (click's Exit is a RuntimeError): not a bug
         raise
     except ScenarioError as e:
-        err_console.print(f"[bold red]error:[/] {escape(e.source)}: {len(e.problems)} problem(s)")
+        err_console.print(f"[bold red]error:[/] {markup_text(e.source)}: {len(e.problems)} problem(s)")
         for p in e.problems:
-            err_console.print(f"  {escape(p)}")
+            err_console.print(f"  {markup_text(p)}")
         raise typer.Exit(e.exit_code) from None
     except WorkerFailed as e:
-        err_console.print(f"[bold red]error:[/] {escape(str(e))}")
+        err_console.print(f"[bold red]error:[/] {markup_text(e)}")
         if e.log_tail:
             err_console.print("[dim]--- last lines of its log ---[/]")
-            err_console.print(escape(e.log_tail), markup=False)
+            err_console.print(terminal_text(e.log_tail), markup=False)
         raise typer.Exit(e.exit_code) from None
     except HarnessError as e:
-        err_console.print(f"[bold red]error:[/] {escape(str(e))}")
+        err_console.print(f"[bold red]error:[/] {markup_text(e)}")
         raise typer.Exit(e.exit_code) from None
     except KeyboardInterrupt:
         err_console.print("[bold red]interrupted[/]")
@@ -53,8 +69,9 @@ def cli_errors():
 
         with tempfile.NamedTemporaryFile("w", prefix="distro-bench-error-", suffix=".txt", delete=False) as f:
             traceback.print_exc(file=f)
-        err_console.print(f"[bold red]internal error:[/] {escape(type(e).__name__)}: {escape(str(e))}. This is a bug "
-                          f"in distro-bench; the traceback is in {escape(f.name)} (DISTRO_BENCH_DEBUG=1 shows it here)")
+        err_console.print(f"[bold red]internal error:[/] {markup_text(type(e).__name__)}: {markup_text(str(e)[:500])}. "
+                          f"This is a bug in distro-bench; the traceback is in {markup_text(f.name)} "
+                          "(DISTRO_BENCH_DEBUG=1 shows it here)")
         raise typer.Exit(1) from None
 
 

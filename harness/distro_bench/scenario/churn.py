@@ -27,9 +27,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from distro_bench.scenario.units import Duration
+from distro_bench.scenario.units import Duration, no_bool_numbers
 
 MAX_CHURN_EVENTS = 10_000
 # A failure rate past this is a typo (one failure a second per worker); it also bounds the plan's length.
@@ -42,6 +42,7 @@ class ChurnEvent(BaseModel):
     """One planned absence of worker `worker` (its scenario rank, 1 or more: rank 0 coordinates)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    _no_bools = field_validator("*", mode="before")(classmethod(no_bool_numbers))  # `worker: true` is not rank 1
     worker: int = Field(ge=1, le=1023)
     leave: Duration
     back: Duration | None = None  # None: it does not come back in this run
@@ -57,6 +58,7 @@ class ChurnSpec(BaseModel):
     """When workers are away: planned `events`, and failures at `failures_per_minute` per worker."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    _no_bools = field_validator("*", mode="before")(classmethod(no_bool_numbers))  # `failures_per_minute: true` is not 1
     events: list[ChurnEvent] = Field(default_factory=list, max_length=MAX_CHURN_EVENTS)
     failures_per_minute: float = Field(default=0.0, ge=0, le=MAX_FAILURES_PER_MINUTE)
     downtime: Duration = 10.0

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 import re
+import stat
+from collections import Counter
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -21,6 +24,7 @@ from pydantic import (
     PrivateAttr,
     SerializationInfo,
     ValidationError,
+    ValidationInfo,
     create_model,
     field_serializer,
     field_validator,
@@ -31,12 +35,20 @@ from distro_bench.errors import ScenarioError
 from distro_bench.scenario import hfcorpus, presets
 from distro_bench.scenario.budget import Budget, format_count, parse_count, resolve_budget, resolve_target_cap
 from distro_bench.scenario.churn import ChurnSpec
+from distro_bench.scenario.corpus import CorpusError, corpus_files
 from distro_bench.scenario.impairments import IMPAIRMENTS, describe_parts, link_fields
 from distro_bench.scenario.optimizers import OPTIONS, OptimizerConfig, option_names
-from distro_bench.scenario.regions import RegionMatrix, RegionsSpec, matrix_problems
+from distro_bench.scenario.regions import REGION_PATTERN, RegionMatrix, RegionsSpec, matrix_problems
 from distro_bench.scenario.regions import resolve as resolve_regions
-from distro_bench.scenario.trace import TraceError, load_trace, read_trace_bytes
-from distro_bench.scenario.units import Duration, Rate, Size, format_duration, format_rate
+from distro_bench.scenario.trace import TraceError, TraceFile, open_trace, parse_trace
+from distro_bench.scenario.units import (
+    Duration,
+    Rate,
+    Size,
+    format_duration,
+    format_rate,
+    no_bool_numbers,
+)
 
 BUILTIN_CORPORA = ("builtin:pydoc",)
 
@@ -49,9 +61,26 @@ NAME_RULE = "1-64 letters, digits, '-', '_' and '.', starting with a letter or d
 Count = Annotated[int, BeforeValidator(parse_count), PlainSerializer(format_count, return_type=str)]
 
 
+# Every user-named key (links, hardware, optimizers) follows NAME_PATTERN: names reach folder names, terminals,
+# reports and tc comments, so no separators, control characters, markup or spaces.
+NAMED_SECTIONS = ("links", "hardware")
+
+# Bounds on what a worker computes from the scenario, each past anything a run here does:
+MIN_COMPUTE_SCALE = 1e-3  # 1000x slower than this host (laptop-cpu next to h100 is 1/989); smaller overflows sleeps
+MAX_WORKERS = 64
+MAX_TFLOPS = 1e5  # 100 PFLOPS: 100x an H100; tflops from 1e-3 (a phone) up
+# Tokens one rank holds for one evaluation pass (val_batches + tune_batches windows of seq_len + 1, int64): 2^25
+# tokens are 256 MiB; 10^9 val_batches was an OOM kill after minutes.
+MAX_EVAL_TOKENS = 2**25
+MAX_BATCH_TOKENS = 2**22  # batch_size x seq_len per rank and step: 4M tokens (a large model's *global* batch)
+
+
 class _Strict(BaseModel):
     # allow_inf_nan: a float field written `1e400` (or .inf) is refused rather than passed on as infinity.
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    # `count: true` is not one worker: a bool is refused wherever a field does not take one.
+    _no_bools = field_validator("*", mode="before")(classmethod(no_bool_numbers))
 
 
 class _Trigger(_Strict):
@@ -133,7 +162,7 @@ class LinkChange(_LinkChangeFields):
 class ComputeChange(_Trigger):
     """One entry of a hardware profile's `compute_schedule`: its compute_scale from then on."""
 
-    compute_scale: float = Field(gt=0, le=1)
+    compute_scale: float = Field(ge=MIN_COMPUTE_SCALE, le=1)
 
 
 def _increasing(entries: list, what: str) -> list:
@@ -245,10 +274,10 @@ class HardwareSpec(_Strict):
 
     preset: str | None = None
     device: str = Field(default="auto", json_schema_extra={"pattern": r"^(auto|cpu|cuda(:\d+)?)$"})
-    tflops: float | None = Field(default=None, gt=0)
-    compute_scale: float | None = Field(default=None, gt=0, le=1)
+    tflops: float | None = Field(default=None, ge=1e-3, le=MAX_TFLOPS)
+    compute_scale: float | None = Field(default=None, ge=MIN_COMPUTE_SCALE, le=1)
     memory: Size | None = None
-    cpus: float | None = Field(default=None, gt=0)
+    cpus: float | None = Field(default=None, ge=0.01, le=4096)
     # A straggler that comes and goes: compute_scale from each entry's time or step on.
     compute_schedule: list[ComputeChange] = Field(default_factory=list, max_length=MAX_SCHEDULE_ENTRIES)
 
@@ -268,7 +297,7 @@ class HardwareSpec(_Strict):
 class WorkerGroup(_Strict):
     """`{count: 4, hardware: gaming-pc, link: dsl}` or one named worker `{name: alice, ...}`."""
 
-    count: int = Field(default=1, ge=1, le=64)
+    count: int = Field(default=1, ge=1, le=MAX_WORKERS)
     name: str | None = Field(default=None, pattern=r"^[a-zA-Z][a-zA-Z0-9_-]{0,31}$")
     hardware: str | HardwareSpec = "host"
     link: str | LinkSpec | None = None
@@ -277,7 +306,7 @@ class WorkerGroup(_Strict):
     host: int | None = Field(default=None, ge=0, le=63)
     # Geo-distributed topologies: the region these workers sit in; the one-way delay between regions is
     # the scenario's `regions:` table (harness/distro_bench/scenario/regions.py, docs/link-emulation.md).
-    region: str | None = None
+    region: str | None = Field(default=None, pattern=REGION_PATTERN)
 
 
 class ModelSpec(_Strict):
@@ -298,13 +327,28 @@ class DataSpec(_Strict):
     seq_len: int = Field(default=128, ge=8, le=8192)
     batch_size: int = Field(default=8, ge=1, le=4096)
     val_fraction: float = Field(default=0.05, gt=0, lt=0.5)
-    val_batches: int = Field(default=4, ge=1)
+    val_batches: int = Field(default=4, ge=1, le=10_000)
     # Batches of the held-out tuning split (harness/distro_bench/train/data.py) evaluated beside validation as `tune_loss`;
     # 0: not evaluated. `sweep --pick best` sets it to val_batches for its trials and selects on it.
     tune_batches: int = Field(default=0, ge=0, le=10_000)
 
+    @model_validator(mode="after")
+    def _memory_bounds(self) -> DataSpec:
+        # What one rank allocates from these: a training batch, and the fixed evaluation windows it keeps.
+        per_step = self.batch_size * self.seq_len
+        if per_step > MAX_BATCH_TOKENS:
+            raise ValueError(f"batch_size {self.batch_size} x seq_len {self.seq_len} is {per_step:,} tokens per worker "
+                             f"and step; at most {MAX_BATCH_TOKENS:,}")
+        evals = (self.val_batches + self.tune_batches) * self.batch_size * (self.seq_len + 1)
+        if evals > MAX_EVAL_TOKENS:
+            raise ValueError(f"(val_batches {self.val_batches} + tune_batches {self.tune_batches}) x batch_size "
+                             f"{self.batch_size} x (seq_len + 1) is {evals:,} evaluation tokens held per worker; at "
+                             f"most {MAX_EVAL_TOKENS:,} (fewer val_batches)")
+        return self
+
 
 DEFAULT_STEPS = 50
+MAX_STEPS = 1_000_000
 MAX_SEED = 2**32 - 1  # numpy's and most RNGs' seed range
 
 
@@ -314,7 +358,7 @@ class TrainSpec(_Strict):
     `target_val_loss` (stop once reached; capped by `steps` or `time_budget`). `seeds` repeats every
     optimizer once per seed (the same data order for all optimizers of a seed). harness/distro_bench/scenario/budget.py."""
 
-    steps: int | None = Field(default=None, ge=1, le=1_000_000)
+    steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)
     time_budget: Duration | None = None
     tokens: Count | None = None
     target_val_loss: float | None = Field(default=None, gt=0)
@@ -412,10 +456,11 @@ class Node(BaseModel):
 
 class Scenario(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
-    description: str = ""
-    workers: list[WorkerGroup] = Field(min_length=1)
-    links: dict[str, LinkSpec] = Field(default_factory=dict)
-    hardware: dict[str, HardwareSpec] = Field(default_factory=dict)
+    description: str = Field(default="", max_length=4000)
+    workers: list[WorkerGroup] = Field(min_length=1, max_length=MAX_WORKERS)
+    links: dict[str, LinkSpec] = Field(default_factory=dict, json_schema_extra={"propertyNames": {"pattern": NAME_PATTERN}})
+    hardware: dict[str, HardwareSpec] = Field(default_factory=dict,
+                                              json_schema_extra={"propertyNames": {"pattern": NAME_PATTERN}})
     model: ModelSpec = Field(default_factory=ModelSpec)
     data: DataSpec = Field(default_factory=DataSpec)
     train: TrainSpec = Field(default_factory=TrainSpec)
@@ -432,6 +477,26 @@ class Scenario(_Strict):
     churn: ChurnSpec | None = None
 
     _base_dir: Path = PrivateAttr(default=Path("."))
+    # Each trace file a link names, as validation read it (the path as written -> its bytes, resolved path and
+    # mode): the run copies these very bytes into its folder (dump_for_run), never the path read again.
+    _traces: dict[str, TraceFile] = PrivateAttr(default_factory=dict)
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _few_groups(cls, v: Any) -> Any:
+        # Before any group is validated: 10^5 groups took minutes (each is checked, expanded and compared).
+        if isinstance(v, list) and len(v) > MAX_WORKERS:
+            raise ValueError(f"{len(v)} worker groups; at most {MAX_WORKERS} workers are supported in all")
+        return v
+
+    @field_validator(*NAMED_SECTIONS, mode="before")
+    @classmethod
+    def _section_names(cls, v: Any, info: ValidationInfo) -> Any:
+        if isinstance(v, dict):
+            bad = [k for k in v if not valid_name(k)]
+            if bad:
+                raise ValueError(f"invalid {info.field_name} name {_show(bad[0])}: {NAME_RULE}")
+        return v
 
     @field_validator("optimizers", mode="before")
     @classmethod
@@ -454,7 +519,7 @@ class Scenario(_Strict):
     def _run_names(cls, v: dict[str, Any]) -> dict[str, Any]:
         bad = [k for k in v if not valid_name(k)]
         if bad:
-            raise ValueError(f"invalid optimizer name {bad[0]!r} (it names the run's folder): {NAME_RULE}")
+            raise ValueError(f"invalid optimizer name {_show(bad[0])} (it names the run's folder): {NAME_RULE}")
         return v
 
     # ---- resolved views -------------------------------------------------------------
@@ -519,11 +584,13 @@ class Scenario(_Strict):
                 for a in matrix.regions}}
             own = self.regions.model_dump(mode="json", include={"jitter", "loss"})
             d["regions"].update({k: v for k, v in own.items() if v})
-        # Trace files as absolute paths, like the corpus (the runner copies them into the run folder).
+        # Trace files as absolute paths, like the corpus (the runner copies them into the run folder): the path
+        # validation resolved and read, not a new resolution (a symlink may point elsewhere by now).
         for link in [*d["links"].values(), *(g["link"] for g in d["workers"] if isinstance(g.get("link"), dict))]:
             for k in ("up_trace", "down_trace"):
                 if link.get(k):
-                    link[k] = str((self._base_dir / link[k]).resolve())
+                    seen = self._traces.get(link[k])
+                    link[k] = str(seen.path if seen is not None else (self._base_dir / link[k]).resolve())
         return d
 
     def with_overrides(self, *, steps: int | None = None, seed: int | None = None,
@@ -569,6 +636,12 @@ class Scenario(_Strict):
             if data["baseline"] not in optimizers:
                 data["baseline"] = optimizers[0]
         return scenario_from_dict(data, source=f"{self.name} (with overrides)", base_dir=self._base_dir)
+
+
+def _show(value: object, limit: int = 80) -> str:
+    """A user's value inside a message: repr (control characters escaped), cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 5] + "...'"
 
 
 def valid_name(name: object) -> bool:
@@ -621,8 +694,9 @@ def _loc(parts: tuple | list) -> str:
     for p in parts:
         if isinstance(p, int):
             out += f"[{p}]"
-        else:
-            out += ("." if out else "") + str(p)
+        else:  # a user's key: shown as written when plain, else quoted (control characters escaped) and cut
+            text = str(p)
+            out += ("." if out else "") + (text if re.fullmatch(r"[\w.:()\[\]-]{1,64}", text) else _show(text, 40))
     return out or "(top level)"
 
 
@@ -660,6 +734,8 @@ def _pydantic_problems(err: ValidationError, prefix: tuple = ()) -> list[str]:
         loc = e["loc"][:1] + tuple(p for p in e["loc"][1:] if p not in (
             "str", "LinkSpec", "HardwareSpec", "function-after[_jitter_fits_delay(), LinkSpec]"))
         msg = e["msg"].removeprefix("Value error, ")
+        if msg.startswith("Input should") and not isinstance(e.get("input"), (dict, list)):
+            msg = f"{msg} (got {_show(e['input'], 40)})"  # the valid range, and the value given
         special = None
         if loc and loc[0] == "optimizers":
             loc, special = _optimizer_problem({**e, "loc": loc})
@@ -694,11 +770,14 @@ def _reference_problems(s: Scenario) -> list[str]:
                 problems.append(f"{section}.{name}.preset: unknown preset {spec.preset!r}; known: {_known(known)}")
     problems += _trace_problems(s)
     problems += _region_problems(s)
-    names = [g.name for g in s.workers if g.name]
-    for dup in sorted({n for n in names if names.count(n) > 1}):
+    names = Counter(g.name for g in s.workers if g.name)
+    for dup in sorted(n for n, k in names.items() if k > 1):
         problems.append(f"workers: name {dup!r} is used by more than one group")
-    if s.world_size > 64:
-        problems.append(f"workers: {s.world_size} workers in all; at most 64 are supported")
+    if s.world_size > MAX_WORKERS:
+        problems.append(f"workers: {s.world_size} workers in all; at most {MAX_WORKERS} are supported")
+        return problems  # the rest expands every worker
+    problems += _speed_problems(s)
+    problems += _budget_problems(s)
     for name, cfg in s.optimizers.items():  # NoLoCo's gossip groups must tile the world
         if cfg.type == "noloco" and s.world_size > 1 and s.world_size % cfg.group_size:
             problems.append(f"optimizers.{name}.group_size: {s.world_size} workers do not split into groups of "
@@ -715,22 +794,7 @@ def _reference_problems(s: Scenario) -> list[str]:
                 problems.append(f"model.n_heads: dim {m['dim']} must split into {m['n_heads']} heads of even size")
             if s.data.seq_len > m["max_seq_len"]:
                 problems.append(f"data.seq_len: {s.data.seq_len} exceeds the model's max_seq_len {m['max_seq_len']}")
-    if hfcorpus.is_hf(s.data.corpus):
-        try:
-            hf = hfcorpus.parse(s.data.corpus)
-            if hf.is_local and not (s._base_dir / Path(hf.dataset).expanduser()).exists():
-                problems.append(f"data.corpus: no such dataset folder {hf.dataset!r} (relative paths are read from "
-                                f"{s._base_dir})")
-            elif not hfcorpus.available():
-                problems.append(f"data.corpus: {s.data.corpus!r} needs the datasets library: {hfcorpus.INSTALL}")
-        except ValueError as e:
-            problems.append(f"data.corpus: {e}")
-    elif s.data.corpus not in BUILTIN_CORPORA:
-        if s.data.corpus.startswith("builtin:"):
-            problems.append(f"data.corpus: unknown corpus {s.data.corpus!r}; built in: {_known(BUILTIN_CORPORA)}")
-        elif not (s._base_dir / s.data.corpus).exists():
-            problems.append(f"data.corpus: no such file or folder {s.data.corpus!r} "
-                            f"(relative paths are read from {s._base_dir}); or use one of {_known(BUILTIN_CORPORA)}")
+    problems += _corpus_problems(s)
     if s.baseline not in s.optimizers:
         problems.append(f"baseline: {s.baseline!r} is not one of the optimizers ({_known(s.optimizers)})")
     links_used = {n.link_name for n in s.nodes() if n.link_name} if s.costs.link_classes else set()
@@ -742,6 +806,91 @@ def _reference_problems(s: Scenario) -> list[str]:
     if s.train.steps is not None and s.train.eval_every > s.train.steps:
         problems.append(f"train.eval_every: {s.train.eval_every} is more than train.steps ({s.train.steps})")
     return problems + _churn_problems(s)
+
+
+def _speed_problems(s: Scenario) -> list[str]:
+    """A profile's speed derived from tflops (relative to the fastest) must stay within MIN_COMPUTE_SCALE too:
+    `tflops: 1e300` beside `1e-300` made a speed of 0 and a division by zero in the worker."""
+    profiles = []
+    for g in s.workers:
+        try:
+            profiles.append(_resolve_hardware(s, g.hardware))
+        except (KeyError, ValidationError):  # an unknown name or preset: reported on its own
+            continue
+    fastest = max((hw.tflops for _, hw in profiles if hw.tflops), default=None)
+    problems = []
+    for name, hw in dict(profiles).items():
+        if hw.compute_scale is None and hw.tflops and fastest and hw.tflops / fastest < MIN_COMPUTE_SCALE:
+            problems.append(f"hardware.{name}.tflops: {hw.tflops:g} is {fastest / hw.tflops:,.0f}x slower than the "
+                            f"fastest profile ({fastest:g}); at most {1 / MIN_COMPUTE_SCALE:,.0f}x (give compute_scale "
+                            "instead, or closer tflops)")
+    return problems
+
+
+def _budget_problems(s: Scenario) -> list[str]:
+    """A token budget becomes steps; it is held to the same cap as `train.steps`."""
+    max_steps = MAX_STEPS
+    if s.train.tokens is None:
+        return []
+    per_step = s.world_size * s.data.batch_size * s.data.seq_len
+    steps = -(-s.train.tokens // per_step)
+    if steps > max_steps:
+        return [(f"train.tokens: {s.train.tokens:,} tokens are {steps:,} steps at {per_step:,} tokens a "
+                 f"step ({s.world_size} workers x batch_size x seq_len); at most {max_steps:,} steps, as for train.steps")]
+    return []
+
+
+def _corpus_problems(s: Scenario) -> list[str]:
+    """The corpus: built in, `hf:` (a local dataset folder confined like a file), or a file or folder of text
+    files inside the scenario's folder, within the caps of harness/distro_bench/train/data.py."""
+    corpus = s.data.corpus
+    if corpus in BUILTIN_CORPORA:
+        return []
+    if corpus.startswith("builtin:"):
+        return [f"data.corpus: unknown corpus {_show(corpus)}; built in: {_known(BUILTIN_CORPORA)}"]
+    if "\0" in corpus:
+        return [f"data.corpus: {_show(corpus)} holds a NUL character; no file is named so"]
+    if hfcorpus.is_hf(corpus):
+        try:
+            hf = hfcorpus.parse(corpus)
+        except ValueError as e:
+            return [f"data.corpus: {e}"]
+        if hf.is_local and _CONFINE.get():
+            outside = _outside(s, Path(hf.dataset).expanduser(), ALLOW_CORPUS_OUTSIDE_ENV, "data.corpus",
+                               "--allow-corpus-outside")
+            if outside:
+                return [outside]
+        if hf.is_local and not (s._base_dir / Path(hf.dataset).expanduser()).is_dir():
+            return [(f"data.corpus: no such dataset folder {_show(hf.dataset)} (relative paths are read from "
+                     f"{s._base_dir})")]
+        if not hfcorpus.available():
+            return [f"data.corpus: {_show(corpus)} needs the datasets library: {hfcorpus.INSTALL}"]
+        return []
+    if _CONFINE.get():
+        outside = _outside(s, Path(corpus), ALLOW_CORPUS_OUTSIDE_ENV, "data.corpus", "--allow-corpus-outside")
+        if outside:
+            return [outside]
+    try:
+        corpus_files(s._base_dir / corpus)
+    except CorpusError as e:
+        return [(f"data.corpus: {e} (relative paths are read from {s._base_dir}); or use one of "
+                 f"{_known(BUILTIN_CORPORA)}")]
+    return []
+
+
+def _outside(s: Scenario, path: Path, env: str, where: str, flag: str) -> str | None:
+    """The problem of a file a scenario names outside its own folder (None when inside, or allowed)."""
+    if os.environ.get(env) == "1":
+        return None
+    folder = s._base_dir.resolve()
+    try:
+        full = (s._base_dir / path).resolve()  # symlinks followed: a link out of the folder is outside
+    except (OSError, RuntimeError, ValueError) as e:  # a symlink loop (RuntimeError before Python 3.13), a NUL
+        return f"{where}: {_show(str(path))} cannot be resolved ({type(e).__name__}: {e})"
+    if full.is_relative_to(folder):
+        return None
+    return (f"{where}: {_show(str(path))} is outside the scenario's folder {folder}; put it in that folder (or a "
+            f"subfolder), or allow it with {flag} ({env}=1)")
 
 
 def _churn_problems(s: Scenario) -> list[str]:
@@ -781,11 +930,17 @@ def region_matrix(s: Scenario) -> RegionMatrix | None:
 # may name only files in its own folder, unless the user running it opts in (the CLI's --allow-trace-outside
 # sets this variable).
 ALLOW_TRACE_OUTSIDE_ENV = "DISTRO_BENCH_ALLOW_TRACE_OUTSIDE"
+# The same for a corpus file or folder (and a local `hf:` dataset folder): --allow-corpus-outside. Checked when
+# a scenario *file* is loaded (load_scenario); a run folder's resolved scenario.yaml names the corpus the run
+# was validated with, by its absolute path, and is loaded with confine=False by the workers.
+ALLOW_CORPUS_OUTSIDE_ENV = "DISTRO_BENCH_ALLOW_CORPUS_OUTSIDE"
+_CONFINE: ContextVar[bool] = ContextVar("distro_bench_confine_corpus", default=False)
 
 
 def _trace_problems(s: Scenario) -> list[str]:
     """Every trace file a link names must lie in the scenario's folder (relative paths are read from it),
-    be a regular file within the caps of harness/distro_bench/scenario/trace.py, and parse."""
+    be a regular file within the caps of harness/distro_bench/scenario/trace.py, and parse. Each is opened
+    once; its bytes are kept in `s._traces` for the run folder's copy."""
     problems = []
     specs = [(f"links.{name}", spec) for name, spec in s.links.items()]
     specs += [(f"workers[{i}].link", g.link) for i, g in enumerate(s.workers) if isinstance(g.link, LinkSpec)]
@@ -794,17 +949,23 @@ def _trace_problems(s: Scenario) -> list[str]:
     for where, spec in specs:
         for d in ("up", "down"):
             path = getattr(spec, f"{d}_trace")
-            if path:
-                full = (s._base_dir / path).resolve()  # symlinks followed: a link out of the folder is outside
-                if not outside_ok and not full.is_relative_to(folder):
-                    problems.append(f"{where}.{d}_trace: {path!r} is outside the scenario's folder {folder}; put "
-                                    f"the trace in that folder (or a subfolder), or allow it with "
-                                    f"--allow-trace-outside ({ALLOW_TRACE_OUTSIDE_ENV}=1)")
-                    continue
-                try:
-                    load_trace(full).windows(spec.trace_resolution)
-                except TraceError as e:
-                    problems.append(f"{where}.{d}_trace: {e} (relative paths are read from {s._base_dir})")
+            if not path:
+                continue
+            if "\0" in path:
+                problems.append(f"{where}.{d}_trace: {_show(path)} holds a NUL character; no file is named so")
+                continue
+            outside = _outside(s, Path(path), ALLOW_TRACE_OUTSIDE_ENV, f"{where}.{d}_trace", "--allow-trace-outside")
+            if outside:
+                problems.append(outside)
+                continue
+            full = (s._base_dir / path).resolve()
+            try:
+                seen = s._traces.get(path) or open_trace(full, None if outside_ok else folder)
+                parse_trace(full, seen.data).windows(spec.trace_resolution)
+            except TraceError as e:
+                problems.append(f"{where}.{d}_trace: {e} (relative paths are read from {s._base_dir})")
+                continue
+            s._traces[path] = seen
     return problems
 
 
@@ -853,8 +1014,50 @@ def _problems_beyond(data: dict, err: ValidationError, base_dir: Path) -> list[s
     return [p for p in _reference_problems(s) if not inside(p)]
 
 
-def scenario_from_dict(data: Any, source: str = "<scenario>", base_dir: Path | None = None) -> Scenario:
-    """Validate a parsed document; raise ScenarioError listing every located problem."""
+def scenario_from_dict(data: Any, source: str = "<scenario>", base_dir: Path | None = None, *,
+                       confine: bool = False) -> Scenario:
+    """Validate a parsed document; raise ScenarioError listing every located problem. `confine`: the corpus must
+    lie in `base_dir` too (a scenario file a user names: load_scenario), like trace files always must."""
+    shape = _shape_problem(data)
+    if shape:
+        raise ScenarioError(source, [shape])
+    token = _CONFINE.set(confine)
+    try:
+        return _from_dict(data, source, base_dir)
+    except RecursionError:  # a shape check above makes this unlikely; never a traceback though
+        raise ScenarioError(source, [f"(top level): nested too deeply; at most {MAX_DEPTH} levels"]) from None
+    finally:
+        _CONFINE.reset(token)
+
+
+# A scenario is a few hundred values nested a few levels deep: past these caps it is a mistake or an attack
+# (1000 nested lists crashed the YAML reader; an alias bomb expands to billions of values).
+MAX_DEPTH = 32
+MAX_VALUES = 200_000
+MAX_SCENARIO_BYTES = 2**20  # 1 MiB: the largest scenario here is ~3 KB; a 40 MB one took 26 s to validate
+
+
+def _shape_problem(data: Any) -> str | None:
+    """Nesting deeper than MAX_DEPTH or more than MAX_VALUES values (aliases counted each time they are used),
+    walked without recursion; the location of the first one too deep."""
+    stack: list[tuple[Any, tuple, int]] = [(data, (), 0)]
+    count = 0
+    while stack:
+        value, loc, depth = stack.pop()
+        count += 1
+        if count > MAX_VALUES:
+            return f"(top level): more than {MAX_VALUES:,} values (YAML aliases count each time they are used)"
+        if depth > MAX_DEPTH:
+            return f"{_loc(loc[:8])}{'...' if len(loc) > 8 else ''}: nested more than {MAX_DEPTH} levels deep"
+        if isinstance(value, dict):
+            stack.extend((v, (*loc, _show(k, 24) if not isinstance(k, (str, int)) else k), depth + 1)
+                         for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, (*loc, i), depth + 1) for i, v in enumerate(value))
+    return None
+
+
+def _from_dict(data: Any, source: str, base_dir: Path | None) -> Scenario:
     if not isinstance(data, dict):
         raise ScenarioError(source, [f"(top level): expected a mapping of fields, got {type(data).__name__}"])
     if isinstance(data.get("optimizers"), dict):
@@ -897,19 +1100,64 @@ class UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    path = Path(path)
-    if not path.is_file():
-        raise ScenarioError(str(path), ["no such scenario file"])
+    def construct_yaml_int(self, node):
+        # Python refuses int("9" * 5000) (a ValueError, not a YAML error); no field takes more than 20 digits.
+        if len(str(node.value)) > MAX_INT_CHARS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"an integer of {len(str(node.value))} characters; at most {MAX_INT_CHARS}", node.start_mark)
+        return super().construct_yaml_int(node)
+
+
+MAX_INT_CHARS = 40
+UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", UniqueKeyLoader.construct_yaml_int)
+
+
+def read_scenario_text(path: Path) -> str:
+    """The scenario file's text: a regular file of at most MAX_SCENARIO_BYTES, opened once, non-blocking (a
+    FIFO cannot hang validation), in UTF-8. ScenarioError naming the file otherwise."""
+    source = str(path)
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ScenarioError(source, ["no such scenario file"]) from None
+    except (OSError, ValueError) as e:  # a symlink loop, a name too long, a NUL in the path
+        raise ScenarioError(source, [f"cannot be opened ({getattr(e, 'strerror', None) or e})"]) from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise ScenarioError(source, ["not a regular file; a scenario is a YAML file"])
+    with os.fdopen(fd, "rb") as f:
+        raw = f.read(MAX_SCENARIO_BYTES + 1)
+    if len(raw) > MAX_SCENARIO_BYTES:
+        raise ScenarioError(source, [(f"larger than {MAX_SCENARIO_BYTES:,} bytes ({MAX_SCENARIO_BYTES // 2**20} MiB), "
+                                      "the cap on a scenario file")])
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ScenarioError(source, ["not a UTF-8 text file"]) from None
+
+
+def load_scenario(path: str | Path, *, confine: bool = True) -> Scenario:
+    """Load and validate a scenario file. `confine` (default): its corpus must lie in the file's folder, as its
+    traces must; a run folder's resolved scenario.yaml (absolute corpus path, validated at run time) is loaded
+    with confine=False."""
+    try:
+        path = Path(path)
+        source = str(path)
+    except (TypeError, ValueError) as e:
+        raise ScenarioError(repr(path), [f"not a path ({e})"]) from None
+    text = read_scenario_text(path)
+    try:
+        data = yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"
-        raise ScenarioError(str(path), [f"{where}: not valid YAML ({getattr(e, 'problem', e)})"]) from None
-    except UnicodeDecodeError:
-        raise ScenarioError(str(path), ["not a UTF-8 text file"]) from None
-    return scenario_from_dict(data, source=str(path), base_dir=path.parent)
+        raise ScenarioError(source, [f"{where}: not valid YAML ({getattr(e, 'problem', e)})"]) from None
+    except RecursionError:
+        raise ScenarioError(source, [f"nested too deeply for a scenario; at most {MAX_DEPTH} levels"]) from None
+    except ValueError as e:  # a value Python's own conversions refuse (e.g. a base-60 int past its digit limit)
+        raise ScenarioError(source, [f"YAML: a value cannot be read ({e})"]) from None
+    return scenario_from_dict(data, source=source, base_dir=path.parent, confine=confine)
 
 
 def dump_scenario(s: Scenario) -> str:
@@ -920,24 +1168,40 @@ def dump_for_run(s: Scenario, run_dir: Path) -> tuple[str, bool]:
     """(scenario.yaml's text for the run folder, whether it follows traces). Each trace a link follows is
     copied to RUN/traces/<link>-<direction>-<file name> (two links' `x.csv` from different folders stay two
     files) and named relative to the run folder, so the folder is self-contained, a container (which mounts
-    it) finds them, and reloading the text with base_dir=run_dir gives the scenario the run follows."""
+    it) finds them, and reloading the text with base_dir=run_dir gives the scenario the run follows.
+
+    The copy holds the bytes validation read and checked (Scenario._traces), never the path read again; it is
+    created new (O_EXCL, O_NOFOLLOW) with mode 0644 if the source was readable by everyone, else 0600. Every
+    trace is in hand before the first file is written, so a trace that cannot be read leaves nothing behind."""
     d = s.resolved_dict()
     links = [(name, link) for name, link in d["links"].items()]
     links += [(f"workers{i}", g["link"]) for i, g in enumerate(d["workers"]) if isinstance(g.get("link"), dict)]
+    by_path = {str(t.path): t for t in s._traces.values()}
+    copies: list[tuple[str, TraceFile]] = []
     used: set[str] = set()
     for where, link in links:
         for direction in ("up", "down"):
             src = link.get(f"{direction}_trace")
             if not src:
                 continue
+            # Not read at validation (a scenario built without it): read once now, by its resolved path.
+            seen = by_path.get(src) or open_trace(Path(src))
+            parse_trace(Path(src), seen.data)  # the bytes copied are a trace (a no-op for validated ones)
             stem = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{where}-{direction}-{Path(src).name}").lstrip(".")
             name, k = stem, 1
             while name in used:  # link names that differ only in characters replaced above
                 k += 1
                 name = f"{k}-{stem}"
             used.add(name)
-            (run_dir / "traces").mkdir(exist_ok=True)
-            # The bytes the capped reader returns: a file swapped for a FIFO since validation cannot hang the run.
-            (run_dir / "traces" / name).write_bytes(read_trace_bytes(Path(src)))
+            copies.append((name, seen))
             link[f"{direction}_trace"] = f"traces/{name}"
+    if copies:
+        folder = run_dir / "traces"
+        folder.mkdir(mode=0o755)
+        for name, seen in copies:
+            fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         seen.copy_mode)
+            with os.fdopen(fd, "wb") as f:
+                os.fchmod(fd, seen.copy_mode)  # the umask cannot widen or narrow the rule
+                f.write(seen.data)
     return yaml.safe_dump(d, sort_keys=False), bool(used)

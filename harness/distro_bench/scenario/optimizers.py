@@ -7,21 +7,34 @@ start in well under a second. Each strategy (harness/distro_bench/train/optim/<n
 from __future__ import annotations
 
 import math
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from distro_bench.scenario.units import no_bool_fields
 
 # DisTrO's value codecs (harness/distro_bench/train/optim/codec.py encodes them).
 ValueCodec = Literal["fp32", "bf16", "1bit"]
 IndexCodec = Literal["auto", "int64"]
 
+# Bounds past anything a run here uses: an int that sizes a loop or a buffer, or a bucket that would be 0 bytes.
+MAX_STEPS = 1_000_000  # the scenario's train.steps cap
+MAX_SEED = 2**32 - 1
+MIN_BUCKET_MB, MAX_BUCKET_MB = 0.001, 100_000.0  # 1 KB .. 100 GB
+
+
 class StrategyConfig(BaseModel):
     """Options shared by all strategies; `type` names the strategy in the registry."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # `1e400` is not a setting
+    # `topk: true` is not 1: a bool is refused wherever an option does not take one.
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bools(cls, data: Any) -> Any:
+        return no_bool_fields(cls, data)
     type: str
     lr: float = Field(gt=0, le=10)
-    warmup_steps: int = Field(default=0, ge=0)
+    warmup_steps: int = Field(default=0, ge=0, le=MAX_STEPS)
     # Warm-up as a fraction of the schedule's length ('5%' or 0.05), so it scales with the budget: the
     # budget's steps, or for a time budget rank 0's running estimate of them (harness/distro_bench/scenario/budget.py). Not with
     # warmup_steps.
@@ -95,7 +108,7 @@ class InnerAdamWOptions(StrategyConfig):
 class AdamWConfig(InnerAdamWOptions):
     type: Literal["adamw"] = "adamw"
     grad_dtype: Literal["fp32", "bf16"] = "fp32"
-    bucket_mb: float = Field(default=25.0, gt=0)  # DDP's default bucket_cap_mb
+    bucket_mb: float = Field(default=25.0, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB)  # DDP's default bucket_cap_mb
     follows_membership: ClassVar[bool] = True
 
 
@@ -147,14 +160,14 @@ class DiLoCoConfig(InnerAdamWOptions):
     follows_membership: ClassVar[bool] = True
 
     type: Literal["diloco"] = "diloco"
-    inner_steps: int = Field(default=100, ge=1)  # H: local steps between syncs
+    inner_steps: int = Field(default=100, ge=1, le=MAX_STEPS)  # H: local steps between syncs
     outer_lr: float = Field(default=0.7, gt=0, le=10)
     outer_momentum: float = Field(default=0.9, ge=0, lt=1)
     nesterov: bool = True
     # fp32/bf16: ring all-reduce in that precision; int8: each worker's pseudo-gradient quantised per tensor
     # (absmax scale) and all-gathered, since an int8 sum would overflow
     pseudo_grad: Literal["fp32", "bf16", "int8"] = "fp32"
-    bucket_mb: float = Field(default=25.0, gt=0)  # all-reduce bucket, as AdamW's
+    bucket_mb: float = Field(default=25.0, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB)  # all-reduce bucket, as AdamW's
 
 
 class SparseLoCoConfig(InnerAdamWOptions):
@@ -166,11 +179,11 @@ class SparseLoCoConfig(InnerAdamWOptions):
     follows_membership: ClassVar[bool] = True
 
     type: Literal["sparseloco"] = "sparseloco"
-    inner_steps: int = Field(default=15, ge=1)  # H
+    inner_steps: int = Field(default=15, ge=1, le=MAX_STEPS)  # H
     outer_lr: float = Field(default=1.0, gt=0, le=10)
     error_decay: float = Field(default=0.95, ge=0, le=1)  # beta of the error-feedback accumulator
     chunk: int = Field(default=4096, ge=2, le=65536)  # elements per chunk of the flattened tensor (64 x 64)
-    topk: int = Field(default=64, ge=1)  # entries sent per chunk
+    topk: int = Field(default=64, ge=1, le=65536)  # entries sent per chunk
     values: Literal["2bit", "fp32"] = "2bit"
     quant_range: float = Field(default=6.0, gt=0)  # 2-bit bins span mean +- quant_range standard deviations
 
@@ -193,8 +206,8 @@ class PowerSGDConfig(InnerAdamWOptions):
     min_compression_rate: float = Field(default=2.0, ge=1)
     error_feedback: bool = True
     warm_start: bool = True
-    seed: int = Field(default=0, ge=0)  # torch's random_seed for the first Qs: the same on every rank
-    bucket_mb: float = Field(default=25.0, gt=0)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)  # torch's random_seed for the first Qs: the same on every rank
+    bucket_mb: float = Field(default=25.0, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB)
 
     def start_at(self, total_steps: int) -> int:
         """The first compressed step (torch's start_powerSGD_iter)."""
@@ -232,8 +245,8 @@ class SPARTAConfig(InnerAdamWOptions):
 
     type: Literal["sparta"] = "sparta"
     fraction: float = Field(default=0.001, gt=0, le=1)  # p: share of all parameters averaged per step
-    seed: int = Field(default=0, ge=0)  # of the index generator, the same on every rank
-    bucket_mb: float = Field(default=25.0, gt=0)  # the final full average's all-reduce buckets
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)  # of the index generator, the same on every rank
+    bucket_mb: float = Field(default=25.0, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB)  # the final full average's all-reduce buckets
 
     def count(self, total: int) -> int:
         """Parameters averaged per step out of `total`: round(fraction x total), at least one."""
@@ -246,10 +259,10 @@ class DESLOCConfig(InnerAdamWOptions):
     `variance_period` (Kv), each on its own clock. Published: Ku = 3 Kx, Kv = 6 Kx (the defaults when null)."""
 
     type: Literal["desloc"] = "desloc"
-    param_period: int = Field(default=32, ge=1)  # Kx
-    momentum_period: int | None = Field(default=None, ge=1)  # Ku; null: 3 Kx
-    variance_period: int | None = Field(default=None, ge=1)  # Kv; null: 6 Kx
-    bucket_mb: float = Field(default=25.0, gt=0)  # all-reduce buckets, as AdamW's
+    param_period: int = Field(default=32, ge=1, le=MAX_STEPS)  # Kx
+    momentum_period: int | None = Field(default=None, ge=1, le=MAX_STEPS)  # Ku; null: 3 Kx
+    variance_period: int | None = Field(default=None, ge=1, le=MAX_STEPS)  # Kv; null: 6 Kx
+    bucket_mb: float = Field(default=25.0, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB)  # all-reduce buckets, as AdamW's
 
     def periods(self) -> tuple[int, int, int]:
         """(Kx, Ku, Kv)."""
@@ -288,15 +301,15 @@ class NoLoCoConfig(InnerAdamWOptions):
     (github.com/jkolehm/noloco, configs noloco_mean_*: H 50, pairs, outer lr 0.7, momentum 0.5)."""
 
     type: Literal["noloco"] = "noloco"
-    inner_steps: int = Field(default=50, ge=1)  # H: local steps between gossip rounds
+    inner_steps: int = Field(default=50, ge=1, le=MAX_STEPS)  # H: local steps between gossip rounds
     outer_lr: float = Field(default=0.7, gt=0, le=10)  # beta: on the group's mean outer gradient
     outer_momentum: float = Field(default=0.5, ge=0, lt=1)  # alpha
     # gamma: the pull toward the group's mean outer weights; null: outer_lr, as the authors' code has it
     # (then only the local weights travel, one model's bytes; else the outer weights too, two)
     gamma: float | None = Field(default=None, ge=0, le=10)
     group_size: int = Field(default=2, ge=2, le=64)  # workers averaging together; the world must split evenly
-    seed: int = Field(default=0, ge=0)  # of the group generator, the same on every rank
-    bucket_mb: float = Field(default=25.0, gt=0)  # exchange buckets, and the final full average's
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)  # of the group generator, the same on every rank
+    bucket_mb: float = Field(default=25.0, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB)  # exchange buckets, and the final full average's
 
     def sent_copies(self) -> int:
         """Model-sized fp32 tensors a worker sends each peer per round: the local weights, plus the outer

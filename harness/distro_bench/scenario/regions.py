@@ -18,10 +18,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from distro_bench.scenario.region_presets import REGION_PRESETS
-from distro_bench.scenario.units import Duration, Percent, format_duration, format_percent
+from distro_bench.scenario.units import Duration, Percent, format_duration, format_percent, no_bool_numbers
 
 REGION_PATTERN = r"^[a-z][a-z0-9-]{0,31}$"
 
@@ -42,6 +42,7 @@ class RegionsSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False,
                               json_schema_extra=_schema_with_shorthand)
+    _no_bools = field_validator("*", mode="before")(classmethod(no_bool_numbers))  # `intra: false` is not 0
 
     preset: str | None = None
     intra: Duration = 0.0
@@ -112,7 +113,7 @@ def matrix_problems(spec: RegionsSpec, used: dict[str, list[str]]) -> list[str]:
         return [f"regions.preset: unknown preset {spec.preset!r}; known: {', '.join(sorted(REGION_PRESETS))}"]
     names = {r for tab in (spec.delays, spec.jitter, spec.loss) for a, row in tab.items() for r in (a, *row)}
     for name in sorted(names | set(used)):
-        if not re.match(REGION_PATTERN, name):
+        if not re.fullmatch(REGION_PATTERN, name):
             problems.append(f"regions: invalid region name {name!r}: 1-32 lower-case letters, digits and '-', "
                             "starting with a letter")
     for what, tab, fmt in (("delays", spec.delays, format_duration), ("jitter", spec.jitter, format_duration),

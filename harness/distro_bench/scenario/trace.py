@@ -13,6 +13,7 @@ cannot shape to zero); docs/network-changes.md says why tbf and not the delay li
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import stat
@@ -89,42 +90,85 @@ def _fail(path: Path, where: str, what: str) -> TraceError:
     return TraceError(f"trace {path}: {where}: {what}")
 
 
-def _read_text(path: Path) -> str:
-    try:
-        return read_trace_bytes(path).decode("utf-8")
-    except UnicodeDecodeError:
-        raise TraceError(f"trace {path}: not UTF-8 text; a trace is a Mahimahi or CSV text file") from None
+@dataclass(frozen=True)
+class TraceFile:
+    """A trace file's bytes as read once, with where it was (resolved) and its permission bits: what a run
+    copies into its folder is these bytes, never the path read again (the file may have changed since)."""
+
+    path: Path
+    data: bytes
+    mode: int
+
+    @property
+    def copy_mode(self) -> int:
+        """The run folder's copy: 0644 if the source was readable by everyone, else 0600 (a private trace stays
+        private, whatever the umask)."""
+        return 0o644 if self.mode & stat.S_IROTH else 0o600
 
 
-def read_trace_bytes(path: Path) -> bytes:
-    """The file's bytes, if it is a regular file within MAX_TRACE_BYTES. Opened non-blocking and checked with
-    fstat on the open descriptor (no window between check and read): a FIFO would block, a device never ends."""
+def _kind(mode: int) -> str:
+    return ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket")
+
+
+def open_trace(path: Path, folder: Path | None = None) -> TraceFile:
+    """Open `path` once (O_NOFOLLOW: its last component must not be a symlink, so pass a resolved path;
+    non-blocking: a FIFO cannot hang), check on the open descriptor that it is a regular file within
+    MAX_TRACE_BYTES and, when `folder` is given, that the file opened lies in it (the descriptor's own path:
+    a folder on the way swapped for a symlink is caught), and read it. TraceError naming the file otherwise."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise TraceError(f"trace {path}: no such file") from None
     except OSError as e:
-        raise TraceError(f"trace {path}: cannot be opened ({e.strerror or type(e).__name__})") from None
+        why = "a symlink (only resolved paths are opened)" if e.errno == errno.ELOOP else (e.strerror or type(e).__name__)
+        raise TraceError(f"trace {path}: cannot be opened ({why})") from None
+    except ValueError as e:  # a NUL in the path
+        raise TraceError(f"trace {path!r}: cannot be opened ({e})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):  # checked before fdopen, which refuses a folder with its own error
+        os.close(fd)
+        raise TraceError(f"trace {path}: {_kind(st.st_mode)}, not a regular file; a trace is a Mahimahi or CSV file")
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
-                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket")
-            raise TraceError(f"trace {path}: {kind}, not a regular file; a trace is a Mahimahi or CSV file")
+        if folder is not None:
+            try:
+                real = Path(os.readlink(f"/proc/self/fd/{fd}"))
+            except OSError:  # no /proc: the resolved path checked by the caller stands
+                real = path
+            if not real.is_relative_to(folder):
+                raise TraceError(f"trace {path}: the file opened is {real}, outside {folder} (a folder on the way "
+                                 "changed while it was opened)")
         if st.st_size > MAX_TRACE_BYTES:
             raise TraceError(f"trace {path}: {st.st_size} bytes, above the cap of {MAX_TRACE_BYTES} bytes "
                              f"({MAX_TRACE_BYTES // 2**20} MiB) for a trace file")
         data = f.read(MAX_TRACE_BYTES + 1)  # a file that grew after fstat stops at the cap too
     if len(data) > MAX_TRACE_BYTES:
         raise TraceError(f"trace {path}: above the cap of {MAX_TRACE_BYTES} bytes for a trace file")
-    return data
+    return TraceFile(path=path, data=data, mode=stat.S_IMODE(st.st_mode))
+
+
+def read_trace_bytes(path: Path) -> bytes:
+    """The bytes of the regular file at `path` (resolved first), within MAX_TRACE_BYTES (open_trace)."""
+    try:
+        full = Path(path).resolve()
+    except (OSError, RuntimeError, ValueError) as e:  # a symlink loop (RuntimeError before 3.13), a NUL
+        raise TraceError(f"trace {path!r}: cannot be resolved ({e})") from None
+    return open_trace(full).data
 
 
 def load_trace(path: str | Path) -> Trace:
     """Read a Mahimahi or CSV trace; TraceError naming the file, line and what is valid. Errors never quote
     the file's contents (a trace path may name a file the user should not see echoed, such as /etc/shadow)."""
     path = Path(path)
-    text = _read_text(path)
+    return parse_trace(path, read_trace_bytes(path))
+
+
+def parse_trace(path: Path, data: bytes) -> Trace:
+    """A trace from bytes already read (open_trace); `path` names it in errors and picks the format."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TraceError(f"trace {path}: not UTF-8 text; a trace is a Mahimahi or CSV text file") from None
     lines = [(i + 1, ln.strip()) for i, ln in enumerate(text.splitlines()) if ln.strip() and not ln.startswith("#")]
     if not lines:
         raise TraceError(f"trace {path}: empty")

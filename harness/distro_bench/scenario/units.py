@@ -7,9 +7,11 @@ what to write instead; each formatter shows a value back in the normalised spell
 from __future__ import annotations
 
 import re
+import types
+import typing
 from typing import Annotated
 
-from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, PlainSerializer, WithJsonSchema
 
 _NUMBER = r"(?P<num>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)"
 
@@ -157,3 +159,72 @@ Percent = Annotated[float, BeforeValidator(parse_percent), PlainSerializer(forma
                     WithJsonSchema(PERCENT_SCHEMA)]
 Size = Annotated[int, BeforeValidator(parse_size), PlainSerializer(format_size, return_type=str),
                  WithJsonSchema(SIZE_SCHEMA)]
+
+
+# ---- booleans are not numbers -------------------------------------------------------------------
+# YAML reads `count: true` as a bool, and pydantic's lax mode turns a bool into 1 (or 1.0) for an int or float
+# field: `count: true` became one worker. Each scenario model refuses a bool wherever its field does not take one.
+
+def _takes_bool(annotation: object) -> bool:
+    """Whether a field of this type may hold a bool (itself or a model, which checks its own fields)."""
+    if annotation is bool or annotation is typing.Any:
+        return True
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _takes_bool(typing.get_args(annotation)[0])
+    if origin is typing.Literal:
+        return any(isinstance(a, bool) for a in typing.get_args(annotation))
+    if origin in (list, tuple, dict, set, frozenset):
+        return False  # the container itself is not a bool; its items are checked by no_bool_numbers
+    return any(_takes_bool(a) for a in typing.get_args(annotation))
+
+
+def _item_type(annotation: object) -> object | None:
+    """X of a `list[X]` (or `list[X] | None`) field, else None."""
+    origin = typing.get_origin(annotation)
+    if origin is list:
+        return typing.get_args(annotation)[0]
+    if origin in (typing.Union, types.UnionType):
+        for a in typing.get_args(annotation):
+            if typing.get_origin(a) is list:
+                return typing.get_args(a)[0]
+    return None
+
+
+def no_bool_numbers(cls, value: object, info) -> object:
+    """A `field_validator("*", mode="before")` body: `true`/`false` given for a number (or a list of numbers)
+    is refused, naming the value and what the field takes."""
+    if info.field_name is None:
+        return value
+    field = cls.model_fields.get(info.field_name)
+    if field is None:
+        return value
+    annotation = field.annotation
+    if isinstance(value, bool) and not _takes_bool(annotation):
+        raise ValueError(f"{str(value).lower()} is a yes/no value; this field takes "
+                         + ("a number" if _numeric(annotation) else "another kind of value"))
+    item = _item_type(annotation)
+    if isinstance(value, list) and item is not None and not _takes_bool(item):
+        for i, v in enumerate(value):
+            if isinstance(v, bool):
+                raise ValueError(f"item {i}: {str(v).lower()} is a yes/no value, not a number")
+    return value
+
+
+def _numeric(annotation: object) -> bool:
+    if annotation in (int, float):
+        return True
+    return any(_numeric(a) for a in typing.get_args(annotation))
+
+
+def no_bool_fields(cls, data: object) -> object:
+    """The same as no_bool_numbers for a whole mapping, as a `model_validator(mode="before")` (a model with a
+    discriminator field cannot take a `*` field validator)."""
+    if isinstance(data, dict):
+        for name, value in data.items():
+            field = cls.model_fields.get(name) if isinstance(name, str) else None
+            if field is not None and isinstance(value, bool) and not _takes_bool(field.annotation):
+                raise ValueError(f"{name}: {str(value).lower()} is a yes/no value; this option takes a number")
+    return data

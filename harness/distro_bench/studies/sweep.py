@@ -286,7 +286,7 @@ def load_sweep(path: Path | str) -> tuple[SweepResult, Scenario]:
               for p in data["points"]]
     res = SweepResult(path, data["scenario"], axes, points, data["state"], best=data.get("best"),
                       target=data.get("common_target"))
-    return res, load_scenario(path / "scenario.yaml")
+    return res, load_scenario(path / "scenario.yaml", confine=False)  # resolved: the corpus was confined at the sweep
 
 
 def rewrite(path: Path | str) -> SweepResult:

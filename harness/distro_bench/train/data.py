@@ -16,28 +16,23 @@ import torch
 
 from distro_bench.errors import InputError
 from distro_bench.scenario import hfcorpus
-
-TEXT_SUFFIXES = {".txt", ".md", ".rst", ".py", ".json", ".yaml", ".yml", ".csv", ".tex", ".html"}
+from distro_bench.scenario.corpus import CorpusError, read_corpus
 
 
 def load_corpus(corpus: str) -> bytes:
     """`builtin:pydoc` (CPython's reference text, ~465 KB), a text file, a folder of text files, or
-    `hf:<dataset>[:<split>[:<field>]]` through the optional `datasets` library (harness/distro_bench/scenario/hfcorpus.py)."""
+    `hf:<dataset>[:<split>[:<field>]]` through the optional `datasets` library (harness/distro_bench/scenario/hfcorpus.py).
+    Files are read within the caps of harness/distro_bench/scenario/corpus.py (regular files only, 64 MiB in all)."""
     if hfcorpus.is_hf(corpus):
         return hfcorpus.load(corpus)
     if corpus == "builtin:pydoc":
         from pydoc_data.topics import topics
 
         return "\n\n".join(topics[k] for k in sorted(topics)).encode("utf-8")
-    path = Path(corpus)
-    if path.is_file():
-        return path.read_bytes()
-    if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
-        if not files:
-            raise InputError(f"data.corpus: folder {corpus} holds no text files ({', '.join(sorted(TEXT_SUFFIXES))})")
-        return b"\n\n".join(p.read_bytes() for p in files)
-    raise InputError(f"data.corpus: no such file or folder {corpus!r}")
+    try:
+        return read_corpus(Path(corpus))
+    except CorpusError as e:
+        raise InputError(f"data.corpus: {e}") from None
 
 
 def encode(text: str | bytes) -> torch.Tensor:

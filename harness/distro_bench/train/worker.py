@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     die_with_parent()
     torch.set_num_threads(int(os.environ.get("DISTRO_BENCH_THREADS", torch.get_num_threads())))
-    train(load_scenario(args.scenario), args.optimizer, Path(args.out), seed=args.seed)
+    # The run folder's resolved scenario: its corpus (an absolute path) was confined when the run was validated.
+    train(load_scenario(args.scenario, confine=False), args.optimizer, Path(args.out), seed=args.seed)
     return 0
 
 
