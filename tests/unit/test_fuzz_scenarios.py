@@ -24,9 +24,11 @@ from typer.testing import CliRunner
 
 from tests.helpers import tiny_scenario_dict
 
-pytestmark = pytest.mark.slow  # ~2,000 validations twice: minutes on the shared 2-core host
+pytestmark = pytest.mark.slow  # hundreds of validations twice: minutes on the shared 2-core host
 
-CASES = 2000
+# 400 seeded cases at every landing (CI's minutes, issue 38); the issue's 2,000-case run is
+# `DISTRO_BENCH_FUZZ_CASES=2000 .venv/bin/python -m pytest -m slow tests/unit/test_fuzz_scenarios.py -s`.
+CASES = int(os.environ.get("DISTRO_BENCH_FUZZ_CASES", "400"))
 PER_CASE_S = 60.0
 
 CSV = "t_s,rate_bit_s\n0,1000000\n1,2000000\n"
