@@ -141,3 +141,54 @@ def test_a_version_1_run_folder_loads_as_one_seed(tmp_path):
     s = run.summary["optimizers"]["distro"]
     assert s["seeds"] == 1 and s["ci95"] == {}
     assert run.metrics["seed"].isna().all() and run.metrics["train_time_s"].isna().all()
+
+
+# ---- issue 35: a check whose premise is absent; a post-hoc target ------------------------------------------
+
+def _on_loopback(run):
+    """The run folder as the local backend writes it: nothing emulated."""
+    atomic_write_json(run / "environment.json", {"backend": "local", "network": {
+        "backend": "local", "network_emulated": False, "nodes": [], "not_emulated": ["local backend: loopback"]}})
+    return run
+
+
+def test_the_loss_gap_over_unshaped_links_is_not_applicable_and_does_not_fail(cli, tmp_path):
+    # the same gaps FAIL on a shaped run (test_regression_beyond_the_interval_fails_with_its_margin); on loopback
+    # the loss at equal time says nothing about the method: N/A with the reason, exit 0, the figure still shown
+    run = _on_loopback(make_repeated_run(tmp_path, {"adamw": BASE, "distro": [2.50, 2.56, 2.46]},
+                                         {"max_loss_gap": 0.3, "min_reduction": 50}))
+    code, gap = _gap_result(cli, run)
+    assert code == 0 and gap["status"] == "N/A"
+    assert gap["note"].startswith("not applicable: no network was emulated") and "upper end" in gap["note"]
+    assert gap["measured"] == pytest.approx((0.50 + 0.51 + 0.51) / 3)
+    r = cli("check", run)
+    assert r.exit_code == 0 and "N/A" in r.stdout and "1 not applicable" in r.stdout
+    # --strict: a check that does not apply fails the gate
+    r = cli("check", run, "--strict")
+    assert r.exit_code == 1 and "1 check(s) failed (1 not applicable, failing with --strict)" in r.stdout
+    # a real failure on the same loopback run still fails (the reduction is 100x)
+    r = cli("check", run, "--min-reduction", "150")
+    assert r.exit_code == 1
+
+
+def test_a_post_hoc_target_is_labelled_in_check_and_the_verdict(cli, tmp_path):
+    from distro_bench.report.verdict import verdict_lines, verdicts
+
+    run = make_repeated_run(tmp_path, {"adamw": BASE, "distro": [2.31, 2.37, 2.27]}, {"max_loss_gap": 0.5})
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["target"]["post_hoc"] is True and "post-hoc, descriptive" in summary["target"]["how"]
+    r = cli("check", run)
+    assert r.exit_code == 0 and "post-hoc, descriptive" in r.output
+    assert any("post-hoc, descriptive" in n for n in json.loads(cli("check", run, "--json").stdout)["notes"])
+    (v,) = verdicts(summary)
+    assert v.post_hoc and v.paired_target_speedup is None and v.target_speedup is None
+    text = "\n".join(verdict_lines(summary))
+    assert "post-hoc target: descriptive" in text and "the post-hoc target val loss" in text
+    assert "sooner" not in text and "later" not in text  # no speed-up (nor its interval) on a post-hoc target
+    # a target set in advance: the speed-up is given
+    summary["target"] = {"val_loss": summary["target"]["val_loss"], "how": "checks.target_val_loss", "post_hoc": False}
+    (v,) = verdicts(summary)
+    assert not v.post_hoc and v.target_speedup is not None
+    # an old folder without the flag is recognised by its wording
+    summary["target"] = {"val_loss": 2.1, "how": "the worst optimizer's best validation loss (the highest ...)"}
+    assert verdicts(summary)[0].post_hoc

@@ -12,7 +12,10 @@ a check fail, never pass:
   any seed whose loss is missing or not finite (a diverged run) fails it.
 
 Every result reports its margin (how far the relevant end of the interval is from the threshold, positive
-= room to spare). docs/ci-gate.md.
+= room to spare). A check whose premise does not hold on the run is NOT APPLICABLE (N/A) with the reason,
+not a failure: the loss at equal time compares what each method learns in the same seconds over a slow
+network, so over links nothing shaped (the local backend's loopback) it measures this host's compute, not
+the method; `strict` makes N/A fail too. docs/ci-gate.md.
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ from dataclasses import asdict, dataclass, field
 from distro_bench.errors import InputError
 from distro_bench.report.analysis import total_bytes
 from distro_bench.report.load import LoadedRun
+from distro_bench.report.verdict import is_post_hoc
 from distro_bench.results import stats
 
 MIN_SEEDS = 3  # two seeds give a t interval 12.7 standard errors wide: a gate on it cannot fail or pass honestly
-PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
+PASS, FAIL, SKIP, NA = "PASS", "FAIL", "SKIP", "N/A"
 
 
 @dataclass
@@ -34,7 +38,7 @@ class CheckResult:
     optimizer: str | None
     measured: float | str | bool | None
     threshold: str
-    status: str  # PASS | FAIL | SKIP (no threshold given)
+    status: str  # PASS | FAIL | SKIP (no threshold given) | N/A (its premise does not hold on this run)
     note: str = ""
     interval: list[float] | None = None  # 95% interval of the mean over seeds (None: one seed)
     margin: float | None = None  # threshold side minus the mean: > 0 has room, < 0 is beyond the threshold
@@ -63,10 +67,12 @@ class CheckReport:
     thresholds: dict
     results: list[CheckResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    strict: bool = False  # a check that does not apply (N/A) fails too
 
     @property
     def passed(self) -> bool:
-        return all(r.status != FAIL for r in self.results)
+        failing = {FAIL, NA} if self.strict else {FAIL}
+        return all(r.status not in failing for r in self.results)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "passed": self.passed}
@@ -117,11 +123,28 @@ def _pair_reduction(base: dict, cand: dict) -> tuple[float | None, str]:
     return (b / c if b and c else None), basis
 
 
+def unshaped_network(run: LoadedRun) -> str | None:
+    """Why the loss at equal time has no premise on this run (None when it has one): nothing was emulated
+    (the local backend, or a backend that could not shape), or every link of the scenario is unshaped."""
+    net = run.data.environment.get("network")
+    backend = (run.data.summary.get("run") or {}).get("backend") or run.data.environment.get("backend")
+    if isinstance(net, dict) and net.get("network_emulated") is False:
+        return (f"no network was emulated on this run (backend {backend or 'unknown'}): at equal time the loss "
+                "compares the methods over this host's unshaped loopback, where fewer bytes win nothing; run it on "
+                "netns or docker")
+    links = run.data.scenario.get("links")
+    if isinstance(links, dict) and links and all(isinstance(v, dict) and not any(
+            v.get(k) for k in ("up", "down", "rate", "delay", "jitter", "loss")) for v in links.values()):
+        return "every link of the scenario is unshaped (no rate, delay or loss): at equal time nothing is slow"
+    return None
+
+
 def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_gap: float | None = None,
                baseline: str | None = None, candidates: list[str] | None = None,
-               allow_few_seeds: bool = False) -> CheckReport:
+               allow_few_seeds: bool = False, strict: bool = False) -> CheckReport:
     """Thresholds from the arguments, else from the scenario's `checks`; InputError for a name the run lacks.
-    `allow_few_seeds` lets the loss gap be judged on fewer than MIN_SEEDS seeds (one seed: its value)."""
+    `allow_few_seeds` lets the loss gap be judged on fewer than MIN_SEEDS seeds (one seed: its value);
+    `strict` fails a check that is not applicable to the run (N/A) instead of passing over it."""
     checks = run.data.scenario.get("checks") or {}
     if min_reduction is None:
         min_reduction = checks.get("min_reduction")
@@ -146,7 +169,14 @@ def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_g
 
     summaries = run.data.summary.get("optimizers", {})
     report = CheckReport(run=str(run.data.path), state=run.state, baseline=base, candidates=list(candidates),
-                         thresholds={"min_reduction": min_reduction, "max_loss_gap": max_loss_gap}, notes=list(run.notes))
+                         thresholds={"min_reduction": min_reduction, "max_loss_gap": max_loss_gap}, notes=list(run.notes),
+                         strict=strict)
+    target = run.data.summary.get("target")
+    if is_post_hoc(run.data.summary) and isinstance(target, dict):
+        report.notes.append(f"target val loss {target.get('val_loss'):.4g} is post-hoc, descriptive: the worst best "
+                            "loss, chosen after seeing the data; no check tests time to it (set "
+                            "checks.target_val_loss in advance)")
+    no_premise = unshaped_network(run)
     add = report.results.append
     reason = f": {run.reason}" if run.reason else ""
     add(CheckResult("run complete", None, run.state, "complete", PASS if run.state == "complete" else FAIL,
@@ -191,7 +221,10 @@ def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_g
             add(CheckResult(f"val loss gap vs {base}", cand, None, f"<= {max_loss_gap:g}", FAIL,
                             f"no summary for {cand if s is None else base}: it recorded no step"))
         else:
-            add(_loss_gap(base, cand, base_summary, s, max_loss_gap, allow_few_seeds))
+            r = _loss_gap(base, cand, base_summary, s, max_loss_gap, allow_few_seeds)
+            if no_premise:  # measured all the same, for information; neither a pass nor a failure
+                r.status, r.note = NA, f"not applicable: {no_premise}; measured: {r.note}"
+            add(r)
     return report
 
 
