@@ -122,6 +122,26 @@ def paired(a: Mapping, b: Mapping) -> list[tuple[object, float, float]]:
     return [(k, float(a[k]), float(b[k])) for k in a if k in b and finite(a[k]) and finite(b[k])]
 
 
+def unpaired_difference(a: Iterable, b: Iterable) -> Interval | None:
+    """mean(a) - mean(b) for two sets of seeds that are NOT paired (different seeds): Welch's 95% interval,
+    with the exact t quantile at its fractional degrees of freedom. n is the smaller side's count; with one
+    value a side there is no spread to judge: the difference alone (lo = hi, n 1). None when a side is empty."""
+    x = np.asarray([v for v in a if finite(v)], dtype=float)
+    y = np.asarray([v for v in b if finite(v)], dtype=float)
+    if not len(x) or not len(y):
+        return None
+    d = float(x.mean() - y.mean())
+    n = min(len(x), len(y))
+    if n < 2:
+        return Interval(d, d, d, 1)
+    va, vb = float(x.var(ddof=1)) / len(x), float(y.var(ddof=1)) / len(y)
+    if va + vb == 0:
+        return Interval(d, d, d, n)
+    df = (va + vb) ** 2 / (va ** 2 / (len(x) - 1) + vb ** 2 / (len(y) - 1))
+    half = t_critical(df) * math.sqrt(va + vb)
+    return Interval(d, d - half, d + half, n)
+
+
 def paired_difference(a: Mapping, b: Mapping) -> Interval | None:
     """The mean of a[seed] - b[seed] over the seeds both ran, with its paired 95% interval."""
     return t_interval([x - y for _, x, y in paired(a, b)])
@@ -132,9 +152,12 @@ def ratio_interval(num: Mapping, den: Mapping) -> Interval | None:
     equally far from 1): the geometric mean and exp of the log interval; `spans` then means it holds 1."""
     logs = [math.log(x / y) for _, x, y in paired(num, den) if x > 0 and y > 0]
     iv = t_interval(logs)
-    if iv is None:
-        return None
-    return _RatioInterval(math.exp(iv.mean), math.exp(iv.lo), math.exp(iv.hi), iv.n)
+    return None if iv is None else as_ratio(iv)
+
+
+def as_ratio(log_iv: Interval) -> Interval:
+    """An interval of a log-ratio shown as the ratio (exp of each end); `spans` then means it holds 1."""
+    return _RatioInterval(math.exp(log_iv.mean), math.exp(log_iv.lo), math.exp(log_iv.hi), log_iv.n)
 
 
 class _RatioInterval(Interval):
@@ -248,6 +271,6 @@ def independent_difference_half(a_half: float | None, b_half: float | None) -> f
     return math.hypot(a_half or 0.0, b_half or 0.0)
 
 
-__all__ = ["Interval", "RestrictedTime", "finite", "independent_difference_half", "paired", "paired_difference",
+__all__ = ["Interval", "RestrictedTime", "as_ratio", "finite", "independent_difference_half", "paired", "paired_difference",
            "ratio_interval", "restricted_speedup", "restricted_time", "restricted_values", "restriction_s",
-           "t_critical", "t_interval", "t_two_sided_p"]
+           "t_critical", "t_interval", "t_two_sided_p", "unpaired_difference"]
