@@ -123,20 +123,22 @@ def run(scenario: str | Path | Scenario, overrides: Overrides | None = None, *, 
 
 
 def sweep(scenario: str | Path | Scenario, sets: list[str], overrides: Overrides | None = None, *,
-          pick_best: bool = False, reuse: bool = True, on_point: Callable[[Point, int, str], None] | None = None,
+          pick_best: bool = False, allow_few_seeds: bool = False, reuse: bool = True,
+          on_point: Callable[[Point, int, str], None] | None = None,
           point_progress: Callable[[], AbstractContextManager[ProgressSink | None]] | None = None) -> SweepResult:
     """Run the scenario over a grid of settings into one sweep folder under `overrides.out`.
 
     `sets` are `PATH=V1,V2,...` (a scenario field by dotted path and the values to try; the grid is every
     combination). The budget and `repeat` of `overrides` apply at every point (`repeat`
-    defaults to 3 seeds with `pick_best`); the rest says how each point runs. `pick_best` writes best.yaml
+    defaults to 3 seeds with `pick_best`, which refuses fewer unless `allow_few_seeds`); the rest says how each
+    point runs. `pick_best` writes best.yaml
     and best-scenario.yaml (each method's best setting by the held-out tuning split's loss). `point_progress`
     makes the progress sink of each point's run; `on_point(point, total, what)` hears each point start and
     end. Ctrl-C keeps the finished points and raises Interrupted."""
     from distro_bench.studies import sweep as sweeps
 
-    return sweeps.sweep(_scenario(scenario), sweeps.parse_sets(sets), overrides, pick_best=pick_best, reuse=reuse,
-                        on_point=on_point, point_progress=point_progress)
+    return sweeps.sweep(_scenario(scenario), sweeps.parse_sets(sets), overrides, pick_best=pick_best,
+                        allow_few_seeds=allow_few_seeds, reuse=reuse, on_point=on_point, point_progress=point_progress)
 
 
 @dataclass(frozen=True)

@@ -369,7 +369,8 @@ def _add_cost(v: Verdict, summary: dict) -> None:
     if mine is None or base is None:
         return
     costs = summary["costs"]
-    v.cost, v.base_cost, v.cost_ratio = mine, base, _cost.paired_ratio(base, mine)
+    v.cost, v.base_cost = mine, base
+    v.cost_ratio = None if v.post_hoc else _cost.paired_ratio(base, mine)  # descriptive only on a post-hoc target
     v.cost_unit = costs.get("hours_unit") or "GPU-h"
     price, gpu = costs.get("egress_usd_per_gb"), costs.get("gpu_usd_per_hour")
     words = [f"egress = (tx+rx)/2 {costs.get('bytes_basis') or 'payload'} bytes x steps to target x workers"
@@ -410,6 +411,8 @@ def cost_comparison(v: Verdict) -> str:
     mine, base = v.cost, v.base_cost
     if mine is None or base is None:
         return "n/a"
+    if v.post_hoc:  # a cost to a target chosen after the data: descriptive, as its time is
+        return "post-hoc target: descriptive"
     key = "usd" if mine.usd is not None and base.usd is not None else "hours"
     x = v.cost_ratio.mean if v.cost_ratio is not None else _ratio(getattr(base, key), getattr(mine, key))
     if not x:
