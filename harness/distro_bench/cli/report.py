@@ -64,8 +64,9 @@ def check(
     strict: bool = typer.Option(False, "--strict", help="a check that does not apply to the run (N/A: e.g. loss at equal time over unshaped links) fails too"),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """The CI gate: exit 0 when every check passes or does not apply (N/A), 1 when any fails (N/A too with
-    --strict), 2 on a bad run folder or flag."""
+    """The CI gate: exit 0 when every check passes or is N/A, 1 when any fails, 2 on a bad run folder or flag.
+
+    A check that does not apply to the run (N/A, with its reason) fails only with --strict."""
     from rich.table import Table
 
     from distro_bench import api
