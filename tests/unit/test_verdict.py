@@ -265,3 +265,62 @@ def test_some_seeds_reached_is_not_called_neither():
     cmp = next(r[3] for r in __import__("distro_bench.report.verdict", fromlist=["rows"]).rows(v) if r[0].startswith("time to"))
     # restricted to the 60 s budget (misses count 60 s) the two still compare, within noise here
     assert cmp.startswith("1.9x sooner") and cmp.endswith("within noise") and "neither" not in cmp
+
+
+def test_no_time_interval_in_any_report_lies_outside_zero_and_the_budget(tmp_path):
+    # issue 35: before, a budget-capped mean got an unclipped t interval (">=16 ± 11 s" on a 20 s budget) and
+    # the ranking showed "[-2.7, 23.6]" on a 25 s budget. Spread-out seeds, misses and a crossing at the first
+    # evaluation, over three optimizers, through the verdict block, the ranking and the written report.
+    import json
+    import re
+
+    from distro_bench import api
+    from distro_bench.report.verdict import ranking_lines
+    from tests.unit.runfolders import make_run
+
+    budget = 20.0
+    times = {"adamw": [2.0, 19.5, None], "distro": [0.5, 1.0, 15.0], "diloco": [None, 3.0, 19.9]}
+    run = make_run(tmp_path, optimizers={"adamw": (2_000_000, 2_000_000, 2.40, 0.30),
+                                         "distro": (2_000, 5_000, 2.55, 0.05), "diloco": (20_000, 20_000, 2.5, 0.2)})
+    summary = json.loads((run / "summary.json").read_text())
+    summary["run"]["budget"] = {"kind": "time", "value": budget}
+    summary["target"] = {"val_loss": 2.8, "how": "checks.target_val_loss in the scenario", "post_hoc": False}
+    from distro_bench.results.stats import t_interval
+
+    for name, ts in times.items():
+        o = summary["optimizers"][name]
+        for k, t in zip(sorted(o["per_seed"]), ts):
+            o["per_seed"][k].update({"time_to_target_s": t, "train_time_s": budget + 0.4,
+                                     "time_to_target_exact": None if t is None else t != 0.5,
+                                     "time_to_target_lo_s": None if t is None else (0.0 if t == 0.5 else t)})
+        iv = t_interval([t for t in ts if t is not None])  # the unclipped interval an old summary carried
+        o["time_to_target_s"] = iv.mean if None not in ts else None
+        o["ci95"]["time_to_target_s"] = [iv.lo, iv.hi]
+        o["target_reached"] = sum(t is not None for t in ts)
+        assert iv.lo < 0 or iv.hi > budget or None in ts
+    (run / "summary.json").write_text(json.dumps(summary))
+
+    def spans(text):
+        """Every interval in `text`: '[a, b]', and 'm ± h' as [m - h, m + h]."""
+        num = r"(-?[\d.,]+)"
+        out = [(float(a.replace(",", "")), float(b.replace(",", ""))) for a, b in re.findall(rf"\[{num}, {num}\]", text)]
+        out += [(float(m) - float(h), float(m) + float(h)) for m, h in re.findall(r"(-?[\d.]+) ± ([\d.]+)", text)]
+        return out
+
+    lines = verdict_lines(summary)
+    time_rows = [line for line in lines if line.lstrip().startswith("time to")]
+    assert len(time_rows) == 2
+    for line in time_rows:
+        mine, theirs = line.split("  vs ")
+        found = spans(mine) + spans(theirs.split("  ")[0])
+        assert len(found) == 2 and all(0.0 <= lo <= hi <= budget for lo, hi in found), line
+    assert ranking_lines(summary)
+    files = api.report(run)
+    md = files.markdown.read_text()
+    rows = [r for r in md.splitlines() if r.startswith("| time to") or re.match(r"\| \d+ \| (adamw|distro|diloco) \|", r)]
+    assert len(rows) == 5  # two verdict rows, three ranking rows
+    for r in rows:
+        cells = r.split("|")
+        time_cells = cells[2:4] if r.startswith("| time to") else cells[3:4]
+        for lo, hi in spans(" ".join(time_cells)):
+            assert 0.0 <= lo <= hi <= budget, r
