@@ -280,7 +280,10 @@ def test_three_or_more_optimizers_lead_the_verdict_with_a_ranking(tmp_path):
     run = make_run(tmp_path, optimizers=three)
     write_run_report(run)
     verdict = (run / "report.md").read_text().split("## Verdict")[1].split("\n## ")[0]
-    assert verdict.lstrip().startswith("Ranking of all 3 optimizers")
+    # issue 35: a one-line headline (who won, on which figure) opens the verdict; the ranking follows it
+    head, rest = verdict.lstrip().split("\n\n", 1)
+    assert head.startswith("In one line: diloco vs adamw: no verdict (1 seed") and "; distro vs adamw: " in head
+    assert rest.startswith("Ranking of all 3 optimizers")
     rows = [line for line in verdict.splitlines() if re.match(r"\| \d \|", line)]
     assert sorted(line.split("|")[2].strip() for line in rows) == ["adamw", "diloco", "distro"]
     two = make_run(tmp_path / "two")

@@ -48,7 +48,8 @@ def test_single_seed_has_no_plus_minus():
     lines = verdict_lines(s)
     assert lines and not any("±" in line for line in lines)
     assert any("2.6x sooner than adamw" in line for line in lines)
-    assert lines[0] == "distro vs adamw (1 seed; budget 300 s of training each)"
+    assert lines[0] == "distro vs adamw: no verdict (1 seed, no interval); 565x fewer bytes"
+    assert lines[1] == "distro vs adamw (1 seed; budget 300 s of training each)"
 
 
 def test_not_reached_either_side():
@@ -324,3 +325,27 @@ def test_no_time_interval_in_any_report_lies_outside_zero_and_the_budget(tmp_pat
         time_cells = cells[2:4] if r.startswith("| time to") else cells[3:4]
         for lo, hi in spans(" ".join(time_cells)):
             assert 0.0 <= lo <= hi <= budget, r
+
+
+def test_a_headline_opens_the_verdict_wins_ties_or_loses():
+    from distro_bench.report.verdict import headline
+
+    # time to a target set in advance, paired: 2x sooner on every seed -> wins
+    s = _paired_summary([3.0, 2.5, 3.5], [2.9, 2.4, 3.4], [40.0, 30.0, 50.0], [20.0, 15.0, 25.0])
+    lines = verdict_lines(s)
+    assert lines[0] == "distro wins vs adamw: to val loss 3 2.0x sooner [2.00, 2.00]; 500x fewer bytes"
+    # an interval that holds 1 -> ties
+    s = _paired_summary([3.0, 2.5, 3.5], [2.9, 2.4, 3.4], [40.0, 30.0, 50.0], [20.0, 40.0, 40.0])
+    assert verdict_lines(s)[0].startswith("distro ties vs adamw: to val loss 3 1.")
+    # twice as long on every seed -> loses, the ratio named the right way round
+    s = _paired_summary([3.0, 2.5, 3.5], [2.9, 2.4, 3.4], [10.0, 12.0, 14.0], [20.0, 24.0, 28.0])
+    assert verdict_lines(s)[0].startswith("distro loses vs adamw: to val loss 3 2.0x later [2.00, 2.00]")
+    # a post-hoc target: decided on the loss at equal time instead (0.05 lower on every seed -> wins)
+    base = [3.0, 2.5, 3.5]
+    s = _paired_summary(base, [b - d for b, d in zip(base, (0.05, 0.045, 0.055))], [40.0, 30.0, 50.0], [20.0, 15.0, 26.0])
+    s["target"] = {"val_loss": 3.0, "how": "the worst optimizer's best validation loss", "post_hoc": True}
+    (v,) = verdicts(s)
+    assert headline(v, s).startswith("distro wins vs adamw: loss at equal time 0.05 lower [-0.062, -0.038]")
+    # ... but not over loopback, where equal time compares this host
+    s["run"]["backend"] = "local"
+    assert headline(v, s) == "distro vs adamw: no verdict (local backend: no network emulated); 500x fewer bytes"

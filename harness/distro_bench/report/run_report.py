@@ -93,7 +93,7 @@ def verdict_section(run: LoadedRun) -> Section | None:
     if not found:
         return None
     scenario = summary.get("run", {}).get("scenario") or run.data.scenario.get("name")
-    blocks: list = []
+    blocks: list = [Para("In one line: " + "; ".join(verdict.headline(v, summary) for v in found) + ".")]
     if ranked := verdict.ranking(summary):
         blocks.append(Para(f"Ranking of all {len(ranked)} optimizers by mean, not a test: by time to target (restricted "
                            "means: a seed that missed counts the horizon, intervals within it), then by val loss at "
