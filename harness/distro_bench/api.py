@@ -260,17 +260,9 @@ def check(run: str | Path | Run, *, min_reduction: float | None = None, max_loss
 
 
 def check_to_dict(report: CheckReport) -> dict[str, Any]:
-    """A check report as JSON-ready data, each result with its threshold as a number (`limit`, and `op`)."""
+    """A check report as JSON-ready data, each result with its threshold as a number (`limit`, and `op`), as
+    the gate table (harness/distro_bench/report/gates.py) set them."""
     d: dict[str, Any] = report.to_dict()
-    limits = {"reduction": (">=", report.thresholds.get("min_reduction")),
-              "val loss gap": ("<=", report.thresholds.get("max_loss_gap"))}
-    for r in d["results"]:
-        op, limit = next((v for k, v in limits.items() if r["check"].startswith(k)), (None, None))
-        if r["check"] == "replicas identical":
-            op, limit = "==", True
-        elif r["check"] == "run complete":
-            op, limit = "==", "complete"
-        r["op"], r["limit"] = op, limit
     return d
 
 

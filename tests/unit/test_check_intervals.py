@@ -192,3 +192,32 @@ def test_a_post_hoc_target_is_labelled_in_check_and_the_verdict(cli, tmp_path):
     # an old folder without the flag is recognised by its wording
     summary["target"] = {"val_loss": 2.1, "how": "the worst optimizer's best validation loss (the highest ...)"}
     assert verdicts(summary)[0].post_hoc
+
+
+def test_gates_are_data_op_and_limit_come_from_the_table(cli, tmp_path):
+    from distro_bench.report.check import run_checks
+    from distro_bench.report.gates import FIXED, GATES
+    from distro_bench.report.load import load_for_report
+
+    run = make_repeated_run(tmp_path, {"adamw": BASE, "distro": [2.31, 2.37, 2.27]},
+                            {"max_loss_gap": 0.5, "min_reduction": 50})
+    report = run_checks(load_for_report(run))
+    by = {r.check.split(" vs ")[0]: r for r in report.results}
+    for key, gate in GATES.items():
+        r = by[gate.label]
+        assert (r.gate, r.op, r.limit) == (key, gate.op, report.thresholds[key])
+        assert r.threshold == gate.threshold_text(report.thresholds[key])
+    assert (by["run complete"].op, by["run complete"].limit) == FIXED["run complete"]
+    assert by["reduction"].threshold == ">= 50x" and by["val loss gap"].threshold == "<= 0.5"
+    # the JSON says the same, without matching names by prefix
+    data = json.loads(cli("check", run, "--json").stdout)
+    assert {(r["check"], r["op"], r["limit"]) for r in data["results"] if r["gate"]} == {
+        ("reduction vs adamw", ">=", 50), ("val loss gap vs adamw", "<=", 0.5)}
+    # the flags and their help come from the table
+    import typer
+
+    from distro_bench.cli import app
+
+    params = {p.name: p for p in typer.main.get_command(app).commands["check"].params}
+    for key, gate in GATES.items():
+        assert params[key].help == gate.help and gate.flag in params[key].opts

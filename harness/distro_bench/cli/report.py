@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 
 from distro_bench.cli.options import JSON_OPTION
+from distro_bench.report.gates import GATES
 from distro_bench.run.console import TABLE_STYLE, cli_errors, console, err_console, print_json, print_table
 
 if TYPE_CHECKING:
@@ -56,8 +57,8 @@ CHECK_COLUMNS = ["check", "optimizer", "measured", "threshold", "result"]
 
 def check(
     run_dir: Path = typer.Argument(..., help="run folder"),
-    min_reduction: float = typer.Option(None, min=0, help="candidate must send at least X times fewer bytes than the baseline (default: the scenario's checks.min_reduction)"),
-    max_loss_gap: float = typer.Option(None, min=0, help="non-inferiority margin: the upper end of the paired 95% interval of (candidate - baseline) val loss at equal time must be at most Y (default: checks.max_loss_gap)"),
+    min_reduction: float = typer.Option(None, GATES["min_reduction"].flag, min=0, help=GATES["min_reduction"].help),
+    max_loss_gap: float = typer.Option(None, GATES["max_loss_gap"].flag, min=0, help=GATES["max_loss_gap"].help),
     baseline: str = typer.Option(None, help="optimizer to compare against (default: the scenario's baseline)"),
     candidate: list[str] = typer.Option(None, "--candidate", help="optimizer(s) to check (repeatable; default: checks.candidate or every non-baseline optimizer)"),
     allow_few_seeds: bool = typer.Option(False, "--allow-few-seeds", help="judge the loss gap on fewer than 3 seeds (one seed: its value, no interval)"),

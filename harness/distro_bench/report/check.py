@@ -24,12 +24,15 @@ from dataclasses import asdict, dataclass, field
 
 from distro_bench.errors import InputError
 from distro_bench.report.analysis import total_bytes
+from distro_bench.report.gates import FIXED, GATES
 from distro_bench.report.load import LoadedRun
 from distro_bench.report.verdict import is_post_hoc
 from distro_bench.results import stats
 
 MIN_SEEDS = 3  # two seeds give a t interval 12.7 standard errors wide: a gate on it cannot fail or pass honestly
 PASS, FAIL, SKIP, NA = "PASS", "FAIL", "SKIP", "N/A"
+
+
 
 
 @dataclass
@@ -43,6 +46,9 @@ class CheckResult:
     interval: list[float] | None = None  # 95% interval of the mean over seeds (None: one seed)
     margin: float | None = None  # threshold side minus the mean: > 0 has room, < 0 is beyond the threshold
     seeds: int | None = None
+    gate: str | None = None  # the GATES key this result judges (None: a fixed check)
+    op: str | None = None  # ">=" | "<=" | "==": how `measured` is held to `limit`
+    limit: object = None  # the threshold as a value (a number, True, "complete"); None when not set
 
 
 def measured_text(r: CheckResult) -> str:
@@ -51,10 +57,8 @@ def measured_text(r: CheckResult) -> str:
         return "n/a"
     if isinstance(v, bool):
         return str(v).lower()
-    if isinstance(v, float) and r.check.startswith("reduction"):
-        return f"{v:,.1f}x"
-    if isinstance(v, float) and "gap" in r.check:
-        return f"{v:+.4f}"
+    if isinstance(v, float) and r.gate in GATES:
+        return GATES[r.gate].fmt.format(v)
     return str(v)
 
 
@@ -194,43 +198,54 @@ def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_g
 
     base_summary = summaries.get(base)
     if not candidates:
-        for label, value in (("reduction vs baseline", min_reduction), ("val loss gap vs baseline", max_loss_gap)):
+        for gate, value in ((GATES["min_reduction"], min_reduction), (GATES["max_loss_gap"], max_loss_gap)):
             if value is not None:
-                add(CheckResult(label, None, None, str(value), FAIL,
-                                f"no candidate optimizer: this run has only the baseline {base}"))
+                add(CheckResult(f"{gate.label} vs baseline", None, None, str(value), FAIL,
+                                f"no candidate optimizer: this run has only the baseline {base}", gate=gate.key))
     for cand in candidates:
         s = summaries.get(cand)
+        red_gate, gap_gate = GATES["min_reduction"], GATES["max_loss_gap"]
         if min_reduction is None:
-            add(CheckResult(f"reduction vs {base}", cand, None, "not set", SKIP, "no threshold set"))
+            add(CheckResult(f"{red_gate.label} vs {base}", cand, None, "not set", SKIP, "no threshold set",
+                            gate=red_gate.key))
         elif s is None or base_summary is None:
-            add(CheckResult(f"reduction vs {base}", cand, None, f">= {min_reduction:g}x", FAIL,
-                            f"no summary for {cand if s is None else base}: it recorded no step"))
+            add(CheckResult(f"{red_gate.label} vs {base}", cand, None, red_gate.threshold_text(min_reduction), FAIL,
+                            f"no summary for {cand if s is None else base}: it recorded no step", gate=red_gate.key))
         else:
             pairs = _per_seed(base_summary, s, _pair_reduction)
             reds = [r for r, _ in pairs if r is not None]
             basis = pairs[0][1] if pairs else "payload"
             if len(reds) < len(pairs) or not reds:
-                add(CheckResult(f"reduction vs {base}", cand, None, f">= {min_reduction:g}x", FAIL, "bytes not recorded"))
+                add(CheckResult(f"{red_gate.label} vs {base}", cand, None, red_gate.threshold_text(min_reduction), FAIL,
+                                "bytes not recorded", gate=red_gate.key))
             else:
-                red, ci, margin, status, note = _judge(reds, min_reduction, higher_is_better=True)
-                add(CheckResult(f"reduction vs {base}", cand, red, f">= {min_reduction:g}x", status,
-                                "; ".join(filter(None, [f"{basis} bytes, tx + rx", note])), ci, margin, len(reds)))
+                red, ci, margin, status, note = _judge(reds, min_reduction, higher_is_better=red_gate.higher_is_better)
+                add(CheckResult(f"{red_gate.label} vs {base}", cand, red, red_gate.threshold_text(min_reduction), status,
+                                "; ".join(filter(None, [f"{basis} bytes, tx + rx", note])), ci, margin, len(reds),
+                                gate=red_gate.key))
         if max_loss_gap is None:
-            add(CheckResult(f"val loss gap vs {base}", cand, None, "not set", SKIP, "no threshold set"))
+            add(CheckResult(f"{gap_gate.label} vs {base}", cand, None, "not set", SKIP, "no threshold set",
+                            gate=gap_gate.key))
         elif s is None or base_summary is None or base is None:  # no baseline name: no baseline summary either
-            add(CheckResult(f"val loss gap vs {base}", cand, None, f"<= {max_loss_gap:g}", FAIL,
-                            f"no summary for {cand if s is None else base}: it recorded no step"))
+            add(CheckResult(f"{gap_gate.label} vs {base}", cand, None, gap_gate.threshold_text(max_loss_gap), FAIL,
+                            f"no summary for {cand if s is None else base}: it recorded no step", gate=gap_gate.key))
         else:
             r = _loss_gap(base, cand, base_summary, s, max_loss_gap, allow_few_seeds)
             if no_premise:  # measured all the same, for information; neither a pass nor a failure
                 r.status, r.note = NA, f"not applicable: {no_premise}; measured: {r.note}"
             add(r)
+    for r in report.results:  # each result's op and limit, from the gate table (or the fixed checks)
+        if r.gate in GATES:
+            r.op, r.limit = GATES[r.gate].op, report.thresholds.get(r.gate)
+        else:
+            r.op, r.limit = FIXED.get(r.check, (None, None))
     return report
 
 
 def _loss_gap(base: str, cand: str, b: dict, c: dict, margin: float, allow_few_seeds: bool) -> CheckResult:
     """Non-inferiority at equal time: candidate - baseline validation loss, paired by seed, upper end <= margin."""
-    label, limit = f"val loss gap vs {base}", f"<= {margin:g}"
+    gate = GATES["max_loss_gap"]
+    label, limit = f"{gate.label} vs {base}", gate.threshold_text(margin)
     key, what = "val_loss_at_equal_time", "val loss at equal time, candidate - baseline"
     if c.get(key) is None and b.get(key) is None and not (c.get("per_seed") or b.get("per_seed")):
         # a run folder from before equal-time figures: its final losses
@@ -243,13 +258,13 @@ def _loss_gap(base: str, cand: str, b: dict, c: dict, margin: float, allow_few_s
     if bad:
         return CheckResult(label, cand, None, limit, FAIL,
                            f"{what}: seed(s) {', '.join(bad)} have no finite value (diverged, NaN or not evaluated "
-                           "at the equal time); every seed must count", seeds=len(pairs))
+                           "at the equal time); every seed must count", seeds=len(pairs), gate=gate.key)
     gaps = [y - x for x, y in pairs]
     if len(gaps) < MIN_SEEDS and not allow_few_seeds:
         return CheckResult(label, cand, sum(gaps) / len(gaps), limit, FAIL,
                            f"{what}: {len(gaps)} seed(s); the gate needs at least {MIN_SEEDS} paired seeds "
-                           "(train.seeds or run --repeat 3), or --allow-few-seeds", seeds=len(gaps))
-    gap, ci, m, status, note = _judge(gaps, margin, higher_is_better=False)
+                           "(train.seeds or run --repeat 3), or --allow-few-seeds", seeds=len(gaps), gate=gate.key)
+    gap, ci, m, status, note = _judge(gaps, margin, higher_is_better=gate.higher_is_better)
     if len(gaps) < MIN_SEEDS:
         note += f"; only {len(gaps)} seed(s), allowed by --allow-few-seeds"
-    return CheckResult(label, cand, gap, limit, status, "; ".join([what, note]), ci, m, len(gaps))
+    return CheckResult(label, cand, gap, limit, status, "; ".join([what, note]), ci, m, len(gaps), gate=gate.key)
