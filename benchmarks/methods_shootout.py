@@ -89,7 +89,7 @@ def tune(doc: dict, lrs: str, budget: str, backend: str, out: Path, names: list[
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=out, delete=False) as f:
             yaml.safe_dump(one, f, sort_keys=False)
         sweep_dir = _cli(["sweep", f.name, "--set", f"optimizers.{name}.lr={lrs}", "--time-budget", budget,
-                          "--repeat", "1", "--backend", backend, "--pick", "best", "--out", str(out / "sweeps")])
+                          "--repeat", "1", "--allow-few-seeds", "--backend", backend, "--pick", "best", "--out", str(out / "sweeps")])
         best = yaml.safe_load((sweep_dir / "best.yaml").read_text()) if (sweep_dir / "best.yaml").exists() else None
         lr = ((best or {}).get("optimizers", {}).get(name) or {}).get("lr", cfg.get("lr"))
         picked[name] = float(lr)

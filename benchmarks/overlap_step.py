@@ -71,7 +71,7 @@ def ratios(m: pd.DataFrame, over: str) -> list[dict]:
 def loss_rows(df: pd.DataFrame, over_name: str) -> list[dict]:
     """Per evaluation step: the plain run's mean validation loss over seeds (rank 0) with its 95% Student-t
     interval, the overlapped run's mean, and whether that mean lies inside the interval."""
-    from distro_bench.results.fair import t_interval
+    from distro_bench.results.stats import t_interval
 
     ev = df[(df["rank"] == 0) & df["val_loss"].notna()]
     rows = []
@@ -80,7 +80,8 @@ def loss_rows(df: pd.DataFrame, over_name: str) -> list[dict]:
         over = at[at["optimizer"] == over_name]["val_loss"].tolist()
         if len(plain) < 2 or not over:
             continue
-        mean, lo, hi = t_interval(plain)
+        iv = t_interval(plain)
+        mean, lo, hi = iv.mean, iv.lo, iv.hi
         o = sum(over) / len(over)
         rows.append({"step": int(step), "plain": mean, "lo": lo, "hi": hi, "overlap": o, "inside": lo <= o <= hi})
     return rows

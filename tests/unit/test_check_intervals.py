@@ -141,3 +141,83 @@ def test_a_version_1_run_folder_loads_as_one_seed(tmp_path):
     s = run.summary["optimizers"]["distro"]
     assert s["seeds"] == 1 and s["ci95"] == {}
     assert run.metrics["seed"].isna().all() and run.metrics["train_time_s"].isna().all()
+
+
+# ---- issue 35: a check whose premise is absent; a post-hoc target ------------------------------------------
+
+def _on_loopback(run):
+    """The run folder as the local backend writes it: nothing emulated."""
+    atomic_write_json(run / "environment.json", {"backend": "local", "network": {
+        "backend": "local", "network_emulated": False, "nodes": [], "not_emulated": ["local backend: loopback"]}})
+    return run
+
+
+def test_the_loss_gap_over_unshaped_links_is_not_applicable_and_does_not_fail(cli, tmp_path):
+    # the same gaps FAIL on a shaped run (test_regression_beyond_the_interval_fails_with_its_margin); on loopback
+    # the loss at equal time says nothing about the method: N/A with the reason, exit 0, the figure still shown
+    run = _on_loopback(make_repeated_run(tmp_path, {"adamw": BASE, "distro": [2.50, 2.56, 2.46]},
+                                         {"max_loss_gap": 0.3, "min_reduction": 50}))
+    code, gap = _gap_result(cli, run)
+    assert code == 0 and gap["status"] == "N/A"
+    assert gap["note"].startswith("not applicable: no network was emulated") and "upper end" in gap["note"]
+    assert gap["measured"] == pytest.approx((0.50 + 0.51 + 0.51) / 3)
+    r = cli("check", run)
+    assert r.exit_code == 0 and "N/A" in r.stdout and "1 not applicable" in r.stdout
+    # --strict: a check that does not apply fails the gate
+    r = cli("check", run, "--strict")
+    assert r.exit_code == 1 and "1 check(s) failed (1 not applicable, failing with --strict)" in r.stdout
+    # a real failure on the same loopback run still fails (the reduction is 100x)
+    r = cli("check", run, "--min-reduction", "150")
+    assert r.exit_code == 1
+
+
+def test_a_post_hoc_target_is_labelled_in_check_and_the_verdict(cli, tmp_path):
+    from distro_bench.report.verdict import verdict_lines, verdicts
+
+    run = make_repeated_run(tmp_path, {"adamw": BASE, "distro": [2.31, 2.37, 2.27]}, {"max_loss_gap": 0.5})
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["target"]["post_hoc"] is True and "post-hoc, descriptive" in summary["target"]["how"]
+    r = cli("check", run)
+    assert r.exit_code == 0 and "post-hoc, descriptive" in r.output
+    assert any("post-hoc, descriptive" in n for n in json.loads(cli("check", run, "--json").stdout)["notes"])
+    (v,) = verdicts(summary)
+    assert v.post_hoc and v.paired_target_speedup is None and v.target_speedup is None
+    text = "\n".join(verdict_lines(summary))
+    assert "post-hoc target: descriptive" in text and "the post-hoc target val loss" in text
+    assert "sooner" not in text and "later" not in text  # no speed-up (nor its interval) on a post-hoc target
+    # a target set in advance: the speed-up is given
+    summary["target"] = {"val_loss": summary["target"]["val_loss"], "how": "checks.target_val_loss", "post_hoc": False}
+    (v,) = verdicts(summary)
+    assert not v.post_hoc and v.target_speedup is not None
+    # an old folder without the flag is recognised by its wording
+    summary["target"] = {"val_loss": 2.1, "how": "the worst optimizer's best validation loss (the highest ...)"}
+    assert verdicts(summary)[0].post_hoc
+
+
+def test_gates_are_data_op_and_limit_come_from_the_table(cli, tmp_path):
+    from distro_bench.report.check import run_checks
+    from distro_bench.report.gates import FIXED, GATES
+    from distro_bench.report.load import load_for_report
+
+    run = make_repeated_run(tmp_path, {"adamw": BASE, "distro": [2.31, 2.37, 2.27]},
+                            {"max_loss_gap": 0.5, "min_reduction": 50})
+    report = run_checks(load_for_report(run))
+    by = {r.check.split(" vs ")[0]: r for r in report.results}
+    for key, gate in GATES.items():
+        r = by[gate.label]
+        assert (r.gate, r.op, r.limit) == (key, gate.op, report.thresholds[key])
+        assert r.threshold == gate.threshold_text(report.thresholds[key])
+    assert (by["run complete"].op, by["run complete"].limit) == FIXED["run complete"]
+    assert by["reduction"].threshold == ">= 50x" and by["val loss gap"].threshold == "<= 0.5"
+    # the JSON says the same, without matching names by prefix
+    data = json.loads(cli("check", run, "--json").stdout)
+    assert {(r["check"], r["op"], r["limit"]) for r in data["results"] if r["gate"]} == {
+        ("reduction vs adamw", ">=", 50), ("val loss gap vs adamw", "<=", 0.5)}
+    # the flags and their help come from the table
+    import typer
+
+    from distro_bench.cli import app
+
+    params = {p.name: p for p in typer.main.get_command(app).commands["check"].params}
+    for key, gate in GATES.items():
+        assert params[key].help == gate.help and gate.flag in params[key].opts

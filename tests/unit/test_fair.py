@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from distro_bench.results import fair, metrics
+from distro_bench.results import fair, metrics, stats
 
 
 def records(opt, seed, vals, *, ranks=2, dt=0.2, tokens=100, every=5, steps=None, rank_jitter=0.0):
@@ -70,11 +70,13 @@ def test_old_frames_without_train_time_use_the_step_ends():
 
 
 def test_t_interval_by_hand():
-    m, lo, hi = fair.t_interval([1.0, 2.0, 3.0])
-    half = 4.303 * 1.0 / math.sqrt(3)  # t(0.975, 2 dof) * sd / sqrt(n)
-    assert (m, lo, hi) == (2.0, pytest.approx(2.0 - half), pytest.approx(2.0 + half))
-    assert fair.t_interval([5.0]) == (5.0, 5.0, 5.0) and fair.t_interval([]) is None
-    assert fair.t_interval([2.0, 2.0, None, float("nan")]) == (2.0, 2.0, 2.0)
+    iv = stats.t_interval([1.0, 2.0, 3.0])
+    half = 4.302653 * 1.0 / math.sqrt(3)  # t(0.975, 2 dof) * sd / sqrt(n)
+    assert (iv.mean, iv.lo, iv.hi) == (2.0, pytest.approx(2.0 - half), pytest.approx(2.0 + half))
+    one = stats.t_interval([5.0])
+    assert (one.mean, one.lo, one.hi, one.n) == (5.0, 5.0, 5.0, 1) and stats.t_interval([]) is None
+    assert stats.t_interval([2.0, 2.0, None, float("nan")]).hi == 2.0
+    assert not hasattr(fair, "t_interval")  # issue 35: one t_interval, results/stats.py's
 
 
 def _two_optimizers_three_seeds():
@@ -97,7 +99,8 @@ def test_summary_over_seeds_has_means_intervals_and_the_comparison():
     # (2.2 + shift): it crosses 2.7 between them (its 3.75 s evaluation is not a chance adamw had)
     per_seed = [2.5 + (2.8 + sh - 2.7) / 0.6 * 2.5 for sh in (0.0, 0.1, -0.1)]
     assert d["time_to_target_s"] == pytest.approx(sum(per_seed) / 3)
-    _m, lo, hi = fair.t_interval(per_seed)
+    iv = stats.t_interval(per_seed)
+    lo, hi = iv.lo, iv.hi
     assert d["ci95"]["time_to_target_s"] == [pytest.approx(lo), pytest.approx(hi)]
     assert d["per_seed"]["1"]["time_to_target_s"] == pytest.approx(per_seed[1])
     # adamw reaches 2.7 only in seed 1's last evaluation, seeds 0 and 2 earlier (2.6 and 2.5 at 5 s)
@@ -145,11 +148,61 @@ def test_per_step_averages_seeds_by_step():
 
 
 def test_time_to_target_is_read_on_a_shared_time_grid():
-    # distro evaluates every 1.25 s, adamw every 2.5 s: on the shared 2.5 s grid distro keeps 2.5 s and 5 s only
+    # distro evaluates every 1.25 s, adamw every 2.5 s: on the shared 2.5 s grid from t = 0 distro's curve is read
+    # at its first evaluation (1.25 s), then at 2.5 s and 5 s (interpolated at grid points, never moved to them)
     c = fair.curve(metrics.records_to_frame(records("distro", 0, [3.2, 2.8, 2.4, 2.2], dt=0.125, every=10)))
     assert fair.eval_spacing(c) == pytest.approx(1.25)
     g = fair.on_grid(c, 2.5)
-    assert fair.evaluations(g)["elapsed_s"].tolist() == [pytest.approx(2.5), pytest.approx(5.0)]
+    assert fair.evaluations(g)["elapsed_s"].tolist() == [pytest.approx(1.25), pytest.approx(2.5), pytest.approx(5.0)]
+    assert fair.evaluations(g)["val_loss"].tolist() == [pytest.approx(3.2), pytest.approx(2.8), pytest.approx(2.2)]
     assert fair.crossing(c, 2.7).time_s == pytest.approx(2.5 + 0.25 * 1.25)  # every evaluation: a finer chord
     assert fair.crossing(g, 2.7).time_s == pytest.approx(2.5 + 0.1 / 0.6 * 2.5)
     assert fair.on_grid(c, None) is c
+
+
+def _fine_and_coarse():
+    """fast: evaluated every 1.4 s, truly at 2.0 by about 3.1 s (2.3 at 1.4 s, 2.05 at 2.8 s, 1.8 at 4.2 s);
+    slow: evaluated every 6.6 s, 2.01 at 6.6 s and 1.5 at 13.2 s, so it reaches 2.0 at about 6.7 s."""
+    fast = [2.3, 2.05, 1.8, 1.6, 1.5, 1.4, 1.35, 1.3, 1.25]
+    return metrics.records_to_frame(records("fast", 0, fast, dt=0.35, every=4)
+                                    + records("slow", 0, [2.01, 1.5], dt=0.66, every=10))
+
+
+def test_the_shared_grid_keeps_two_methods_in_their_true_order():
+    # issue 35: the old grid rule kept, per grid point (every 6.6 s, from 6.6 s), the *nearest* evaluation:
+    # fast's 7.0 s one, already below 2.0, so fast was reported at 7.0 s, after slow's 6.73 s: the order inverted.
+    df = _fine_and_coarse()
+    curves = {str(n): {s: fair.curve(r) for s, r in fair.split_seeds(rows)} for n, rows in df.groupby("optimizer")}
+    out = fair.fairness(curves, 2.0)
+    fast, slow = out["fast"][0], out["slow"][0]
+    assert slow["time_to_target_s"] == pytest.approx(6.6 + 0.01 / 0.51 * 6.6)
+    # fast on the grid: its first evaluation (1.4 s, 2.3) and 6.6 s (1.6 - 0.4 / 1.4 * 0.1), a chord of 5.2 s
+    at_66 = 1.6 - 0.1 * 1.0 / 1.4
+    assert fast["time_to_target_s"] == pytest.approx(1.4 + 0.3 / (2.3 - at_66) * 5.2)
+    assert fast["time_to_target_s"] < slow["time_to_target_s"]
+    assert fast["time_to_target_exact"] is True and slow["time_to_target_exact"] is True
+
+
+def test_a_first_evaluation_hit_is_interval_censored_and_carried_into_the_summary():
+    recs = records("adamw", 0, [3.0, 2.6], dt=0.5) + records("distro", 0, [2.5, 2.2, 2.1, 2.0], dt=0.125, every=10)
+    recs += records("adamw", 1, [3.1, 2.5], dt=0.5) + records("distro", 1, [2.4, 2.3, 2.2, 2.1], dt=0.125, every=10)
+    out = metrics.summarize(metrics.records_to_frame(recs), [], "adamw", target=2.6)
+    d = out["distro"]
+    for seed in ("0", "1"):  # already at or below 2.6 at its first evaluation (1.25 s): somewhere in (0, 1.25]
+        assert d["per_seed"][seed]["time_to_target_exact"] is False
+        assert d["per_seed"][seed]["time_to_target_lo_s"] == 0.0
+        assert d["per_seed"][seed]["time_to_target_s"] == pytest.approx(1.25)
+    assert d["time_to_target_exact"] is False and out["adamw"]["time_to_target_exact"] is True
+    # no interval below 0 s, nor past the training (the plain t interval of (1.25, 1.25) is a point; adamw's is not)
+    for o in out.values():
+        lo, hi = o["ci95"]["time_to_target_s"]
+        assert 0.0 <= lo <= hi <= max(v["train_time_s"] for v in o["per_seed"].values())
+    # the verdict: a speed-up against a time known only as (0, 1.25] is not estimable, and it says why
+    from distro_bench.report.verdict import verdict_lines, verdicts
+
+    summary = {"run": {"budget": {"kind": "steps", "value": 40}}, "baseline": "adamw",
+               "target": {"val_loss": 2.6, "how": "set in the scenario", "post_hoc": False}, "optimizers": out}
+    (v,) = verdicts(summary)
+    assert v.paired_target_speedup is None and v.target_speedup is None and "first evaluation" in v.speedup_why
+    text = "\n".join(verdict_lines(summary))
+    assert "not estimable" in text and "<=1.2 s [0.0, 1.2]" in text and "interval-censored" in text

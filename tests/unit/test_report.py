@@ -117,8 +117,8 @@ def test_comparison_of_two_scenarios(cli, tmp_path):
     assert "R1 home-dsl" in md and "R2 datacenter" in md
     rows = [line for line in md.splitlines() if line.startswith(("| adamw |", "| distro |"))]
     assert len(rows) == 4
-    # half the compute: step time really changed; bytes are identical
-    assert re.search(r"\| adamw \| R2 datacenter \| [^|]+ \| -\d+\.\d% \| 4\.16 \| no change \|", md), md
+    # half the compute: step time changed (one seed a run: given, with "1 seed", untested); bytes are identical
+    assert re.search(r"\| adamw \| R2 datacenter \| [^|]+ \| -\d+\.\d%, 1 seed \| 4\.16 \| no change \|", md), md
     for name in ("compare_step_time", "compare_bytes", "compare_final_loss"):
         assert (out / "plots" / f"{name}.png").read_bytes().startswith(PNG_MAGIC)
         assert f"(plots/{name}.png)" in md
@@ -135,18 +135,42 @@ def test_comparison_names_noise_and_flags_environments(cli, tmp_path, monkeypatc
     assert len(outs) == 1
     md = (outs[0] / "report.md").read_text()
     row = next(line for line in md.splitlines() if line.startswith("| adamw | R2"))
-    assert row.split("|")[4].strip() == "not significant"
+    # one seed a run: no noise to judge a change by (per-step samples are not repeats), so it says so
+    assert row.split("|")[4].strip().endswith("1 seed") and row.split("|")[6].strip() == "no change"
     top = _flat(md.split("## Runs")[0])
     assert "DIFFERENT ENVIRONMENTS" in top and "git_commit" in top and "torch: R1 synth 2.13.0+cpu, R2 synth 2.14.0" in top
 
 
-def test_stats_name_noise():
-    from distro_bench.report.stats import Sample, describe_change
+def test_compare_judges_noise_over_seeds_not_steps():
+    from distro_bench.report.compare import seed_change
 
-    assert describe_change(Sample(1.0, 0.2, 10), Sample(1.05, 0.2, 10)) == "not significant"
-    assert describe_change(Sample(1.0, 0.01, 10), Sample(1.5, 0.01, 10)) == "+50.0%"
-    assert describe_change(Sample(4e6, 0.0, 10), Sample(4e3, 0.0, 10)) == "-99.9%"
-    assert describe_change(Sample(4e6, 0.0, 10), Sample(4e6, 0.0, 10)) == "no change"
+    # issue 35: two runs of one configuration, different host moments: seeds 1.00/1.20/0.90 s against
+    # 0.85/1.25/0.80 s. Per step (hundreds of samples each) a Welch test called such a pair "significant";
+    # over the three paired seeds it is noise.
+    a, b = {"0": 1.00, "1": 1.20, "2": 0.90}, {"0": 0.85, "1": 1.25, "2": 0.80}
+    assert seed_change(a, b, "ratio") == "not significant"
+    # a consistent change on every seed is one, with its interval in percent
+    assert seed_change(a, {k: v * 1.5 for k, v in a.items()}, "ratio") == "+50.0%"
+    slower = {"0": 1.52, "1": 1.78, "2": 1.37}
+    assert seed_change(a, slower, "ratio").startswith("+50.") and "[" in seed_change(a, slower, "ratio")
+    assert seed_change({"0": 4e6, "1": 4e6}, {"0": 4e3, "1": 4e3}, "ratio") == "-99.9%"
+    assert seed_change({"0": 4e6}, {"0": 4e6}, "ratio") == "no change"
+    assert seed_change({"0": 2.0}, {"0": 2.5}, "diff") == "+0.500, 1 seed"
+    assert seed_change({"0": 2.0, "1": 2.2, "2": 2.1}, {"0": 2.05, "1": 2.26, "2": 2.14}, "diff").startswith("+0.050 [")
+    # different seeds on each side: unpaired (Welch over the seeds, exact t quantile), still seed-level
+    assert seed_change({"0": 1.0, "1": 1.2, "2": 0.9}, {"3": 0.85, "4": 1.25, "5": 0.8}, "ratio") == "not significant"
+
+
+def test_one_t_quantile_exact_for_any_df():
+    from distro_bench.results.stats import t_critical, unpaired_difference
+
+    # reference values of Student's t (0.975): the old table stopped at 30 and then used the normal's 1.96
+    for df, t in ((1, 12.7062), (2, 4.3027), (3, 3.1824), (10, 2.2281), (30, 2.0423), (31, 2.0395), (40, 2.0211),
+                  (60, 2.0003), (120, 1.9799)):
+        assert t_critical(df) == pytest.approx(t, abs=1e-4)
+    assert t_critical(2.5) == pytest.approx(3.5747, abs=1e-3)  # Welch's fractional df: no longer rounded down
+    iv = unpaired_difference([1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0, 5.0])
+    assert iv.mean == pytest.approx(-1.0) and iv.spans
 
 
 # ---- the HTML in a real browser ------------------------------------------------------------------
@@ -256,7 +280,10 @@ def test_three_or_more_optimizers_lead_the_verdict_with_a_ranking(tmp_path):
     run = make_run(tmp_path, optimizers=three)
     write_run_report(run)
     verdict = (run / "report.md").read_text().split("## Verdict")[1].split("\n## ")[0]
-    assert verdict.lstrip().startswith("Ranking of all 3 optimizers")
+    # issue 35: a one-line headline (who won, on which figure) opens the verdict; the ranking follows it
+    head, rest = verdict.lstrip().split("\n\n", 1)
+    assert head.startswith("In one line: diloco vs adamw: no verdict (1 seed") and "; distro vs adamw: " in head
+    assert rest.startswith("Ranking of all 3 optimizers")
     rows = [line for line in verdict.splitlines() if re.match(r"\| \d \|", line)]
     assert sorted(line.split("|")[2].strip() for line in rows) == ["adamw", "diloco", "distro"]
     two = make_run(tmp_path / "two")

@@ -83,3 +83,41 @@ def test_crashed_run_without_summary_is_rebuilt_from_worker_records(tmp_path):
     assert loaded.notes and "rebuilt" in loaded.notes[0]
     assert len(loaded.data.metrics) == 6
     assert not (run / "summary.json").exists()  # reports never write into a run's data files
+
+
+def test_a_rebuilt_summary_is_built_by_the_same_builder_as_finalize(tmp_path):
+    # issue 35: the summary rebuilt for a crashed run lacked the budget, the seeds and the costs; it now comes
+    # from results/build.py's build_summary, as finalize's does
+    from distro_bench.report.load import load_for_report
+    from distro_bench.results import metrics
+    from distro_bench.results.build import build_summary
+    from tests.unit.test_fair import records
+
+    run = tmp_path / "crashed"
+    recs = []
+    for seed in (0, 1, 2):
+        recs += records("adamw", seed, [3.0, 2.6]) + records("distro", seed, [3.2, 2.7])
+    for opt in ("adamw", "distro"):
+        for seed in (0, 1, 2):
+            folder = run / "workers" / opt / f"seed{seed}"
+            folder.mkdir(parents=True)
+            for r in range(2):
+                mine = [x for x in recs if x["optimizer"] == opt and x["seed"] == seed and x["rank"] == r]
+                start = {"type": "start", "rank": r, "world_size": 2, "device": "cpu", "optimizer": opt, "seed": seed}
+                (folder / f"rank{r}.jsonl").write_text("\n".join(json.dumps(x) for x in [start, *mine]) + "\n")
+    scen = {"name": "crashed", "baseline": "adamw", "workers": [{"count": 2, "hardware": "host"}],
+            "train": {"steps": 10, "eval_every": 5, "seeds": [0, 1, 2]},
+            "optimizers": {"adamw": {"lr": 1e-3}, "distro": {"lr": 1e-3}},
+            "checks": {"target_val_loss": 2.8}, "costs": {"egress_usd_per_gb": 0.09}}
+    (run / "scenario.yaml").write_text(yaml.safe_dump(scen))
+    atomic_write_json(run / "status.json", {"state": "running", "reason": None})
+    s = load_for_report(run).data.summary
+    assert s["run"]["budget"]["kind"] == "steps" and s["run"]["budget"]["value"] == 10 and s["run"]["seeds"] == [0, 1, 2]
+    assert s["target"] == {"val_loss": 2.8, "how": "checks.target_val_loss in the scenario", "post_hoc": False}
+    assert s["costs"]["egress_usd_per_gb"] == 0.09 and s["run"]["world_size"] == 2
+    assert s["optimizers"]["distro"]["seeds"] == 3 and "egress_usd_to_target" in s["optimizers"]["distro"]
+    df, events = metrics.read_worker_records(run / "workers")
+    again = build_summary(df, events, schema_version=s["schema_version"], run=s["run"], baseline="adamw",
+                          target_val_loss=2.8, target_how="checks.target_val_loss in the scenario",
+                          costs={"egress_usd_per_gb": 0.09, "gpu_usd_per_hour": None})
+    assert again["optimizers"]["distro"]["time_to_target_s"] == s["optimizers"]["distro"]["time_to_target_s"]

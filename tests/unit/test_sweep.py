@@ -198,6 +198,29 @@ def test_cli_pick_best_tunes_on_three_seeds_by_default(cli, monkeypatch, tmp_pat
     assert "train.seeds" not in seen["fixed"]  # no pick: the scenario's own seeds
 
 
+def test_cli_pick_best_refuses_fewer_than_three_seeds_unless_told(cli, monkeypatch, tmp_path):
+    import distro_bench.studies.sweep as sweep_mod
+
+    seen = {}
+
+    def fake_run_sweep(scenario, axes, **kw):
+        seen.update(kw)
+        raise InputError("stop here")
+
+    monkeypatch.setattr(sweep_mod, "run_sweep", fake_run_sweep)
+    # issue 35: `--pick best --repeat 1` tuned on seed 0 alone, with no warning
+    r = cli("sweep", SMOKE, "--set", "optimizers.distro.lr=1e-3,3e-3", "--pick", "best", "--repeat", "1",
+            "--out", tmp_path)
+    assert r.exit_code == 2 and not seen and "Traceback" not in r.output
+    assert "--repeat: 1 seed(s) per point is too few for --pick best" in r.output and "--allow-few-seeds" in r.output
+    r = cli("sweep", SMOKE, "--set", "optimizers.distro.lr=1e-3,3e-3", "--pick", "best", "--repeat", "2",
+            "--allow-few-seeds", "--out", tmp_path)
+    assert seen["fixed"]["train.seeds"] == [0, 1]  # told: it runs (and stops at the fake)
+    seen.clear()
+    cli("sweep", SMOKE, "--set", "optimizers.distro.lr=1e-3,3e-3", "--repeat", "1", "--out", tmp_path)
+    assert seen["fixed"]["train.seeds"] == [0]  # no pick: one seed is a plain sweep
+
+
 def test_rate_sweep_draws_the_crossing(tmp_path):
     s = load_scenario(HOME)
 

@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 
 from distro_bench.cli.options import JSON_OPTION, out_path
+from distro_bench.report.gates import GATES
 from distro_bench.run.console import TABLE_STYLE, cli_errors, console, err_console, print_json, print_table
 
 if TYPE_CHECKING:
@@ -56,32 +57,36 @@ CHECK_COLUMNS = ["check", "optimizer", "measured", "threshold", "result"]
 
 def check(
     run_dir: Path = typer.Argument(..., help="run folder"),
-    min_reduction: float = typer.Option(None, min=0, help="candidate must send at least X times fewer bytes than the baseline (default: the scenario's checks.min_reduction)"),
-    max_loss_gap: float = typer.Option(None, min=0, help="non-inferiority margin: the upper end of the paired 95% interval of (candidate - baseline) val loss at equal time must be at most Y (default: checks.max_loss_gap)"),
+    min_reduction: float = typer.Option(None, GATES["min_reduction"].flag, min=0, help=GATES["min_reduction"].help),
+    max_loss_gap: float = typer.Option(None, GATES["max_loss_gap"].flag, min=0, help=GATES["max_loss_gap"].help),
     baseline: str = typer.Option(None, help="optimizer to compare against (default: the scenario's baseline)"),
     candidate: list[str] = typer.Option(None, "--candidate", help="optimizer(s) to check (repeatable; default: checks.candidate or every non-baseline optimizer)"),
     allow_few_seeds: bool = typer.Option(False, "--allow-few-seeds", help="judge the loss gap on fewer than 3 seeds (one seed: its value, no interval)"),
+    strict: bool = typer.Option(False, "--strict", help="a check that does not apply to the run (N/A: e.g. loss at equal time over unshaped links) fails too"),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """The CI gate: exit 0 when every check passes, 1 when any fails, 2 on a bad run folder or flag."""
+    """The CI gate: exit 0 when every check passes or is N/A, 1 when any fails, 2 on a bad run folder or flag.
+
+    A check that does not apply to the run (N/A, with its reason) fails only with --strict."""
     from rich.table import Table
 
     from distro_bench import api
-    from distro_bench.report.check import FAIL, measured_text
+    from distro_bench.report.check import FAIL, NA, measured_text
 
     with cli_errors():
         run = api.load_run(run_dir)
         result = api.check(run, min_reduction=min_reduction, max_loss_gap=max_loss_gap, baseline=baseline,
-                           candidates=candidate or None, allow_few_seeds=allow_few_seeds)
+                           candidates=candidate or None, allow_few_seeds=allow_few_seeds, strict=strict)
     if as_json:
         print_json(api.check_to_dict(result))
     else:
-        _notes(run)
+        for note in filter(None, [run.state_note(), *result.notes]):  # the run's notes, then the check's own
+            err_console.print(f"[yellow]note:[/] {escape(note)}")
         rows = [[r.check, r.optimizer or "-", measured_text(r), r.threshold, r.status] for r in result.results]
         t = Table(title=f"check {escape(run.path.name)} (baseline {escape(str(result.baseline))})", **TABLE_STYLE)
         for col in CHECK_COLUMNS:
             t.add_column(col, justify="right" if col == "measured" else "left", no_wrap=True)
-        colour = {"PASS": "green", FAIL: "bold red"}
+        colour = {"PASS": "green", FAIL: "bold red", NA: "yellow"}
         for r in rows:
             t.add_row(*[escape(c) for c in r[:4]], f"[{colour.get(r[4], 'dim')}]{r[4]}[/]")
         print_table(t, [(f"{r[4]} {r[0]}" + (f" ({r[1]})" if r[1] != "-" else ""),
@@ -92,7 +97,10 @@ def check(
                 # Wrapped (not soft-wrapped) so a margin and interval still fit 80 columns in a log.
                 console.print(f"  {c.status} {c.check}" + (f" ({c.optimizer})" if c.optimizer else "") + f": {c.note}",
                               markup=False)
-        failed = sum(c.status == FAIL for c in result.results)
-        console.print("[green]all checks passed[/]" if not failed else f"[bold red]{failed} check(s) failed[/]")
+        failed = sum(c.status == FAIL or (strict and c.status == NA) for c in result.results)
+        na = sum(c.status == NA for c in result.results)
+        na_words = f" ({na} not applicable{', failing with --strict' if strict else ''})" if na else ""
+        console.print(f"[green]all checks passed{na_words}[/]" if not failed
+                      else f"[bold red]{failed} check(s) failed{na_words}[/]")
     if not result.passed:
         raise typer.Exit(1)

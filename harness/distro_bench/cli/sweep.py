@@ -27,7 +27,11 @@ def sweep(
                                                                 "optimizer, e.g. 60s (train.time_budget)"),
     tokens: str = typer.Option(None, help="budget at every point: tokens per optimizer, e.g. 2M (train.tokens)"),
     repeat: int = typer.Option(None, min=1, max=100, help="run every point with K seeds (train.seeds), for intervals; "
-                                                          f"with --pick best the default is {TUNE_SEEDS}"),
+                                                          f"with --pick best the default is {TUNE_SEEDS}, and fewer "
+                                                          "are refused unless --allow-few-seeds"),
+    allow_few_seeds: bool = typer.Option(False, "--allow-few-seeds", help=f"let --pick best tune on fewer than "
+                                                                          f"{TUNE_SEEDS} seeds (one seed's luck "
+                                                                          "can win the pick)"),
     link_engine: str = typer.Option("auto", help="auto | tc | userspace: how delay, jitter and loss are emulated"),
     allow_unemulated: bool = typer.Option(False, help="run even if part of a link cannot be emulated here"),
     measure_links: bool = typer.Option(None, "--measure-links/--no-measure-links", show_default=False,
@@ -54,8 +58,8 @@ def sweep(
             console.print(f"[bold][{point.index + 1}/{total}][/] {escape(point.label)}: {escape(what)}")
 
         # Ctrl-C: run_sweep keeps and summarises the finished points, then raises Interrupted (exit 130)
-        result = api.sweep(s, set_, overrides, pick_best=pick == "best", reuse=reuse, on_point=on_point,
-                           point_progress=RichProgress)
+        result = api.sweep(s, set_, overrides, pick_best=pick == "best", allow_few_seeds=allow_few_seeds,
+                           reuse=reuse, on_point=on_point, point_progress=RichProgress)
         from distro_bench.studies.sweep import table_frame
 
         frame = table_frame(result.points)

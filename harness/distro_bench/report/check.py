@@ -12,7 +12,10 @@ a check fail, never pass:
   any seed whose loss is missing or not finite (a diverged run) fails it.
 
 Every result reports its margin (how far the relevant end of the interval is from the threshold, positive
-= room to spare). docs/ci-gate.md.
+= room to spare). A check whose premise does not hold on the run is NOT APPLICABLE (N/A) with the reason,
+not a failure: the loss at equal time compares what each method learns in the same seconds over a slow
+network, so over links nothing shaped (the local backend's loopback) it measures this host's compute, not
+the method; `strict` makes N/A fail too. docs/ci-gate.md.
 """
 
 from __future__ import annotations
@@ -21,11 +24,15 @@ from dataclasses import asdict, dataclass, field
 
 from distro_bench.errors import InputError
 from distro_bench.report.analysis import total_bytes
+from distro_bench.report.gates import FIXED, GATES
 from distro_bench.report.load import LoadedRun
+from distro_bench.report.verdict import is_post_hoc
 from distro_bench.results import stats
 
 MIN_SEEDS = 3  # two seeds give a t interval 12.7 standard errors wide: a gate on it cannot fail or pass honestly
-PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
+PASS, FAIL, SKIP, NA = "PASS", "FAIL", "SKIP", "N/A"
+
+
 
 
 @dataclass
@@ -34,11 +41,14 @@ class CheckResult:
     optimizer: str | None
     measured: float | str | bool | None
     threshold: str
-    status: str  # PASS | FAIL | SKIP (no threshold given)
+    status: str  # PASS | FAIL | SKIP (no threshold given) | N/A (its premise does not hold on this run)
     note: str = ""
     interval: list[float] | None = None  # 95% interval of the mean over seeds (None: one seed)
     margin: float | None = None  # threshold side minus the mean: > 0 has room, < 0 is beyond the threshold
     seeds: int | None = None
+    gate: str | None = None  # the GATES key this result judges (None: a fixed check)
+    op: str | None = None  # ">=" | "<=" | "==": how `measured` is held to `limit`
+    limit: object = None  # the threshold as a value (a number, True, "complete"); None when not set
 
 
 def measured_text(r: CheckResult) -> str:
@@ -47,10 +57,8 @@ def measured_text(r: CheckResult) -> str:
         return "n/a"
     if isinstance(v, bool):
         return str(v).lower()
-    if isinstance(v, float) and r.check.startswith("reduction"):
-        return f"{v:,.1f}x"
-    if isinstance(v, float) and "gap" in r.check:
-        return f"{v:+.4f}"
+    if isinstance(v, float) and r.gate in GATES:
+        return GATES[r.gate].fmt.format(v)
     return str(v)
 
 
@@ -63,10 +71,12 @@ class CheckReport:
     thresholds: dict
     results: list[CheckResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    strict: bool = False  # a check that does not apply (N/A) fails too
 
     @property
     def passed(self) -> bool:
-        return all(r.status != FAIL for r in self.results)
+        failing = {FAIL, NA} if self.strict else {FAIL}
+        return all(r.status not in failing for r in self.results)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "passed": self.passed}
@@ -117,11 +127,28 @@ def _pair_reduction(base: dict, cand: dict) -> tuple[float | None, str]:
     return (b / c if b and c else None), basis
 
 
+def unshaped_network(run: LoadedRun) -> str | None:
+    """Why the loss at equal time has no premise on this run (None when it has one): nothing was emulated
+    (the local backend, or a backend that could not shape), or every link of the scenario is unshaped."""
+    net = run.data.environment.get("network")
+    backend = (run.data.summary.get("run") or {}).get("backend") or run.data.environment.get("backend")
+    if isinstance(net, dict) and net.get("network_emulated") is False:
+        return (f"no network was emulated on this run (backend {backend or 'unknown'}): at equal time the loss "
+                "compares the methods over this host's unshaped loopback, where fewer bytes win nothing; run it on "
+                "netns or docker")
+    links = run.data.scenario.get("links")
+    if isinstance(links, dict) and links and all(isinstance(v, dict) and not any(
+            v.get(k) for k in ("up", "down", "rate", "delay", "jitter", "loss")) for v in links.values()):
+        return "every link of the scenario is unshaped (no rate, delay or loss): at equal time nothing is slow"
+    return None
+
+
 def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_gap: float | None = None,
                baseline: str | None = None, candidates: list[str] | None = None,
-               allow_few_seeds: bool = False) -> CheckReport:
+               allow_few_seeds: bool = False, strict: bool = False) -> CheckReport:
     """Thresholds from the arguments, else from the scenario's `checks`; InputError for a name the run lacks.
-    `allow_few_seeds` lets the loss gap be judged on fewer than MIN_SEEDS seeds (one seed: its value)."""
+    `allow_few_seeds` lets the loss gap be judged on fewer than MIN_SEEDS seeds (one seed: its value);
+    `strict` fails a check that is not applicable to the run (N/A) instead of passing over it."""
     checks = run.data.scenario.get("checks") or {}
     if min_reduction is None:
         min_reduction = checks.get("min_reduction")
@@ -146,7 +173,14 @@ def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_g
 
     summaries = run.data.summary.get("optimizers", {})
     report = CheckReport(run=str(run.data.path), state=run.state, baseline=base, candidates=list(candidates),
-                         thresholds={"min_reduction": min_reduction, "max_loss_gap": max_loss_gap}, notes=list(run.notes))
+                         thresholds={"min_reduction": min_reduction, "max_loss_gap": max_loss_gap}, notes=list(run.notes),
+                         strict=strict)
+    target = run.data.summary.get("target")
+    if is_post_hoc(run.data.summary) and isinstance(target, dict):
+        report.notes.append(f"target val loss {target.get('val_loss'):.4g} is post-hoc, descriptive: the worst best "
+                            "loss, chosen after seeing the data; no check tests time to it (set "
+                            "checks.target_val_loss in advance)")
+    no_premise = unshaped_network(run)
     add = report.results.append
     reason = f": {run.reason}" if run.reason else ""
     add(CheckResult("run complete", None, run.state, "complete", PASS if run.state == "complete" else FAIL,
@@ -164,40 +198,54 @@ def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_g
 
     base_summary = summaries.get(base)
     if not candidates:
-        for label, value in (("reduction vs baseline", min_reduction), ("val loss gap vs baseline", max_loss_gap)):
+        for gate, value in ((GATES["min_reduction"], min_reduction), (GATES["max_loss_gap"], max_loss_gap)):
             if value is not None:
-                add(CheckResult(label, None, None, str(value), FAIL,
-                                f"no candidate optimizer: this run has only the baseline {base}"))
+                add(CheckResult(f"{gate.label} vs baseline", None, None, str(value), FAIL,
+                                f"no candidate optimizer: this run has only the baseline {base}", gate=gate.key))
     for cand in candidates:
         s = summaries.get(cand)
+        red_gate, gap_gate = GATES["min_reduction"], GATES["max_loss_gap"]
         if min_reduction is None:
-            add(CheckResult(f"reduction vs {base}", cand, None, "not set", SKIP, "no threshold set"))
+            add(CheckResult(f"{red_gate.label} vs {base}", cand, None, "not set", SKIP, "no threshold set",
+                            gate=red_gate.key))
         elif s is None or base_summary is None:
-            add(CheckResult(f"reduction vs {base}", cand, None, f">= {min_reduction:g}x", FAIL,
-                            f"no summary for {cand if s is None else base}: it recorded no step"))
+            add(CheckResult(f"{red_gate.label} vs {base}", cand, None, red_gate.threshold_text(min_reduction), FAIL,
+                            f"no summary for {cand if s is None else base}: it recorded no step", gate=red_gate.key))
         else:
             pairs = _per_seed(base_summary, s, _pair_reduction)
             reds = [r for r, _ in pairs if r is not None]
             basis = pairs[0][1] if pairs else "payload"
             if len(reds) < len(pairs) or not reds:
-                add(CheckResult(f"reduction vs {base}", cand, None, f">= {min_reduction:g}x", FAIL, "bytes not recorded"))
+                add(CheckResult(f"{red_gate.label} vs {base}", cand, None, red_gate.threshold_text(min_reduction), FAIL,
+                                "bytes not recorded", gate=red_gate.key))
             else:
-                red, ci, margin, status, note = _judge(reds, min_reduction, higher_is_better=True)
-                add(CheckResult(f"reduction vs {base}", cand, red, f">= {min_reduction:g}x", status,
-                                "; ".join(filter(None, [f"{basis} bytes, tx + rx", note])), ci, margin, len(reds)))
+                red, ci, margin, status, note = _judge(reds, min_reduction, higher_is_better=red_gate.higher_is_better)
+                add(CheckResult(f"{red_gate.label} vs {base}", cand, red, red_gate.threshold_text(min_reduction), status,
+                                "; ".join(filter(None, [f"{basis} bytes, tx + rx", note])), ci, margin, len(reds),
+                                gate=red_gate.key))
         if max_loss_gap is None:
-            add(CheckResult(f"val loss gap vs {base}", cand, None, "not set", SKIP, "no threshold set"))
+            add(CheckResult(f"{gap_gate.label} vs {base}", cand, None, "not set", SKIP, "no threshold set",
+                            gate=gap_gate.key))
         elif s is None or base_summary is None or base is None:  # no baseline name: no baseline summary either
-            add(CheckResult(f"val loss gap vs {base}", cand, None, f"<= {max_loss_gap:g}", FAIL,
-                            f"no summary for {cand if s is None else base}: it recorded no step"))
+            add(CheckResult(f"{gap_gate.label} vs {base}", cand, None, gap_gate.threshold_text(max_loss_gap), FAIL,
+                            f"no summary for {cand if s is None else base}: it recorded no step", gate=gap_gate.key))
         else:
-            add(_loss_gap(base, cand, base_summary, s, max_loss_gap, allow_few_seeds))
+            r = _loss_gap(base, cand, base_summary, s, max_loss_gap, allow_few_seeds)
+            if no_premise:  # measured all the same, for information; neither a pass nor a failure
+                r.status, r.note = NA, f"not applicable: {no_premise}; measured: {r.note}"
+            add(r)
+    for r in report.results:  # each result's op and limit, from the gate table (or the fixed checks)
+        if r.gate in GATES:
+            r.op, r.limit = GATES[r.gate].op, report.thresholds.get(r.gate)
+        else:
+            r.op, r.limit = FIXED.get(r.check, (None, None))
     return report
 
 
 def _loss_gap(base: str, cand: str, b: dict, c: dict, margin: float, allow_few_seeds: bool) -> CheckResult:
     """Non-inferiority at equal time: candidate - baseline validation loss, paired by seed, upper end <= margin."""
-    label, limit = f"val loss gap vs {base}", f"<= {margin:g}"
+    gate = GATES["max_loss_gap"]
+    label, limit = f"{gate.label} vs {base}", gate.threshold_text(margin)
     key, what = "val_loss_at_equal_time", "val loss at equal time, candidate - baseline"
     if c.get(key) is None and b.get(key) is None and not (c.get("per_seed") or b.get("per_seed")):
         # a run folder from before equal-time figures: its final losses
@@ -210,13 +258,13 @@ def _loss_gap(base: str, cand: str, b: dict, c: dict, margin: float, allow_few_s
     if bad:
         return CheckResult(label, cand, None, limit, FAIL,
                            f"{what}: seed(s) {', '.join(bad)} have no finite value (diverged, NaN or not evaluated "
-                           "at the equal time); every seed must count", seeds=len(pairs))
+                           "at the equal time); every seed must count", seeds=len(pairs), gate=gate.key)
     gaps = [y - x for x, y in pairs]
     if len(gaps) < MIN_SEEDS and not allow_few_seeds:
         return CheckResult(label, cand, sum(gaps) / len(gaps), limit, FAIL,
                            f"{what}: {len(gaps)} seed(s); the gate needs at least {MIN_SEEDS} paired seeds "
-                           "(train.seeds or run --repeat 3), or --allow-few-seeds", seeds=len(gaps))
-    gap, ci, m, status, note = _judge(gaps, margin, higher_is_better=False)
+                           "(train.seeds or run --repeat 3), or --allow-few-seeds", seeds=len(gaps), gate=gate.key)
+    gap, ci, m, status, note = _judge(gaps, margin, higher_is_better=gate.higher_is_better)
     if len(gaps) < MIN_SEEDS:
         note += f"; only {len(gaps)} seed(s), allowed by --allow-few-seeds"
-    return CheckResult(label, cand, gap, limit, status, "; ".join([what, note]), ci, m, len(gaps))
+    return CheckResult(label, cand, gap, limit, status, "; ".join([what, note]), ci, m, len(gaps), gate=gate.key)

@@ -1,8 +1,16 @@
 """Comparison across run folders: a table and plots of step time, bytes per step and final loss per run and
-optimizer. Differences within noise are named "not significant"; runs from different environments are flagged."""
+optimizer. Differences within noise are named "not significant"; runs from different environments are flagged.
+
+Noise is judged over seeds, never over steps: a run's steps share its seed, its host load and its moment, so
+thousands of per-step samples are not independent repeats (a Welch test on them called two seeds of one
+configuration "significantly" 16-20% apart). Each figure is taken per seed from the summaries' `per_seed`,
+paired where both runs ran the same seed (the same initial weights and data order), with the 95% Student-t
+interval of harness/distro_bench/results/stats.py: a ratio on the log scale for step time and bytes, a difference for loss.
+"""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from pathlib import Path
 
@@ -16,8 +24,9 @@ from distro_bench.report.document import Banner, Bullets, Document, Figure, Para
 from distro_bench.report.events import against_unchanged
 from distro_bench.report.events_section import fmt_secs
 from distro_bench.report.load import LoadedRun, load_for_report
-from distro_bench.report.stats import Sample, describe_change
+from distro_bench.report.stats import NOT_SIGNIFICANT, Sample
 from distro_bench.report.style import bar_style, human_bytes, new_figure, note_on_axes, save
+from distro_bench.results import stats as seed_stats
 from distro_bench.results.rundir import atomic_write_text
 
 # What makes two runs' environments different enough to say so.
@@ -43,21 +52,74 @@ def _bytes_basis(runs: list[LoadedRun]) -> str:
     return "wire" if every and all(analysis.total_bytes(s, "wire") for s in every) else "payload"
 
 
+FIGURES = {"step_time": "step_time_s_mean", "final_loss": "final_loss"}  # plus "bytes": tx + rx on the basis
+
+
+def seed_figures(run: LoadedRun, optimizer: str, basis: str) -> dict[str, dict[str, float]]:
+    """figure -> {seed: value} for one optimizer of one run, from summary.json's `per_seed` (a run folder
+    without it: its summary, as one seed "-")."""
+    s = run.data.summary.get("optimizers", {}).get(optimizer) or {}
+    per = s.get("per_seed") or ({"-": s} if s else {})
+    out: dict[str, dict[str, float]] = {k: {} for k in ("step_time", "bytes", "final_loss")}
+    for seed, v in per.items():
+        if not isinstance(v, dict):
+            continue
+        for key, col in FIGURES.items():
+            if seed_stats.finite(v.get(col)):
+                out[key][str(seed)] = float(v[col])
+        b = analysis.total_bytes(v, basis)
+        if b is not None:
+            out["bytes"][str(seed)] = b
+    return out
+
+
 def samples(run: LoadedRun, optimizer: str, basis: str) -> dict[str, Sample]:
-    """Per-step samples behind each compared figure, so noise can be told from change."""
-    df = run.data.metrics
-    df = df[df["optimizer"] == optimizer]
-    if not len(df):
-        empty = Sample.of([])
-        return {"step_time": empty, "bytes": empty, "final_loss": empty}
-    s = analysis.steady(df)
-    per_step = analysis.per_step(df)
-    steps = int(df["step"].max()) + 1
-    tail = per_step[per_step["step"] >= steps - max(3, steps // 10)]
-    cols = [f"{basis}_tx_bytes", f"{basis}_rx_bytes"]
-    bytes_per_step = s.groupby("step")[cols].mean().astype("float64").sum(axis=1)
-    return {"step_time": Sample.of(s.groupby("step")["step_time_s"].max()),
-            "bytes": Sample.of(bytes_per_step), "final_loss": Sample.of(tail["loss"])}
+    """Each compared figure's seeds as a sample (mean and standard deviation over seeds) for the table and bars."""
+    return {k: Sample.of(v.values()) for k, v in seed_figures(run, optimizer, basis).items()}
+
+
+def seed_change(ref: dict[str, float], other: dict[str, float], kind: str) -> str:
+    """How `other` differs from `ref` over seeds: '+12.3% [5, 20]' (kind 'ratio': the paired log-ratio's
+    interval, in percent) or '+0.050 [0.010, 0.090]' (kind 'diff'), 'not significant' when the interval holds
+    no change, 'no change' when every seed is equal. Paired on the seeds both ran; with none in common the two
+    sets of seeds are compared unpaired (Welch, exact t quantile). With one seed a side there is no noise to
+    judge: the change is given with '1 seed' beside it."""
+    common = seed_stats.paired(other, ref)
+    if not ref or not other:
+        return "n/a"
+    if common and all(abs(x - y) <= 1e-12 * max(abs(x), abs(y), 1e-30) for _, x, y in common):
+        return "no change"
+    if kind == "ratio":
+        if any(x <= 0 or y <= 0 for _, x, y in common):
+            return "n/a"
+        iv = seed_stats.ratio_interval(other, ref) if len(common) >= 2 else None
+        if iv is None:
+            iv = _unpaired(list(other.values()), list(ref.values()), log=True)
+        if iv is None:
+            return "n/a"
+        if iv.n < 2:
+            return f"{(iv.mean - 1) * 100:+.1f}%, 1 seed"
+        if iv.lo == iv.hi:  # every seed changed by the same factor (bytes): no noise
+            return f"{(iv.mean - 1) * 100:+.1f}%"
+        return NOT_SIGNIFICANT if iv.spans else \
+            f"{(iv.mean - 1) * 100:+.1f}% [{(iv.lo - 1) * 100:+.0f}, {(iv.hi - 1) * 100:+.0f}]"
+    iv = seed_stats.paired_difference(other, ref) if len(common) >= 2 else None
+    if iv is None:
+        iv = _unpaired(list(other.values()), list(ref.values()), log=False)
+    if iv is None:
+        return "n/a"
+    if iv.n < 2:
+        return f"{iv.mean:+.3f}, 1 seed"
+    return NOT_SIGNIFICANT if iv.spans else f"{iv.mean:+.3f} [{iv.lo:+.3f}, {iv.hi:+.3f}]"
+
+
+def _unpaired(a: list[float], b: list[float], *, log: bool) -> seed_stats.Interval | None:
+    """a against b over seeds that are not paired (harness/distro_bench/results/stats.py `unpaired_difference`, of the logs
+    and shown as a ratio when `log`)."""
+    if log:
+        a, b = [math.log(x) for x in a if x > 0], [math.log(x) for x in b if x > 0]
+    iv = seed_stats.unpaired_difference(a, b)
+    return seed_stats.as_ratio(iv) if log and iv is not None else iv
 
 
 def _grouped_bars(labels: list[str], optimizers: list[str], values: dict, title: str, ylabel: str,
@@ -87,7 +149,7 @@ def _grouped_bars(labels: list[str], optimizers: list[str], values: dict, title:
     else:
         note_on_axes(ax, "no data")
     save(fig, path)
-    return Figure(path, title, title + " (bars: mean; whiskers: one standard deviation over steps).")
+    return Figure(path, title, title + " (bars: mean over seeds; whiskers: one standard deviation over seeds).")
 
 
 def build_document(runs: list[LoadedRun], plots_dir: Path) -> Document:
@@ -121,7 +183,8 @@ def build_document(runs: list[LoadedRun], plots_dir: Path) -> Document:
                          emulated.get(net.get("network_emulated"), "unknown"), r.state,
                          str(env.get("git_commit") or "?")[:12], str(env.get("host", "?")), str(env.get("torch", "?"))])
 
-    stats = {(lab, o): samples(r, o, basis) for lab, r in zip(labels, runs) for o in r.optimizers}
+    per_seed = {(lab, o): seed_figures(r, o, basis) for lab, r in zip(labels, runs) for o in r.optimizers}
+    stats = {k: {f: Sample.of(v.values()) for f, v in figs.items()} for k, figs in per_seed.items()}
     rows = []
     for opt in optimizers:
         ref_label = next((lab for lab in labels if (lab, opt) in stats), "")  # "": no run has it (none is shown)
@@ -129,8 +192,9 @@ def build_document(runs: list[LoadedRun], plots_dir: Path) -> Document:
             if (lab, opt) not in stats:
                 continue
             st, s = stats[(lab, opt)], r.data.summary.get("optimizers", {}).get(opt, {})
-            ref = stats[(ref_label, opt)]
-            change = {key: "reference" if lab == ref_label else describe_change(ref[key], st[key])
+            ref = per_seed[(ref_label, opt)]
+            change = {key: "reference" if lab == ref_label else
+                      seed_change(ref[key], per_seed[(lab, opt)][key], "diff" if key == "final_loss" else "ratio")
                       for key in ("step_time", "bytes", "final_loss")}
 
             rows.append([opt, lab, f"{fmt(st['step_time'].mean)} ± {fmt(st['step_time'].std, '.2g')}", change["step_time"],
@@ -163,9 +227,14 @@ def build_document(runs: list[LoadedRun], plots_dir: Path) -> Document:
                                    run_rows, numeric=[False] * 8)]),
             Section("Comparison", [
                 table,
-                Para("Each optimizer is compared with its first run in the list. A change is given as a percentage only "
-                     "when it exceeds the step-to-step noise (Welch t-test, 95%); otherwise it is 'not significant'. "
-                     f"Bytes are {basis} bytes per worker per step, sent + received; step 0 is excluded."),
+                Para("Each optimizer is compared with its first run in the list, seed by seed (each seed's mean step "
+                     "time, bytes per step and final training loss; seeds both runs ran are paired). A change is given "
+                     "with its 95% interval only when the interval over seeds excludes no change (a ratio for step "
+                     "time and bytes, in percent; a difference for loss); otherwise it is 'not significant'. With one "
+                     "seed a side there is no noise to judge it by: the change carries '1 seed'. Per-step samples are "
+                     "not repeats (they share a seed, a host and a moment) and are not tested. Columns: mean ± one "
+                     f"standard deviation over seeds; bytes are {basis} bytes per worker per step, sent + received; "
+                     "step 0 is excluded."),
             ]),
             *_events_sections(runs, labels),
             Section("Plots", figures),

@@ -40,7 +40,8 @@ import pandas as pd
 from distro_bench.report.analysis import per_step
 from distro_bench.results import fair
 from distro_bench.results.events import EVENTS_FILE, MARKED_KINDS, events_frame, read_events
-from distro_bench.results.fair import evaluations, split_seeds, t_interval, value_at
+from distro_bench.results.fair import evaluations, split_seeds, value_at
+from distro_bench.results.stats import t_interval
 from distro_bench.scenario.units import parse_rate
 
 WINDOW_KINDS = ("schedule", "outage", "compute")  # changes that get an impact row (restores end windows)
@@ -115,7 +116,7 @@ class Estimate:
     def of(cls, values) -> Estimate | None:
         vals = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
         got = t_interval(vals)
-        return None if got is None else cls(*got, n=len(vals))
+        return None if got is None else cls(got.mean, got.lo, got.hi, n=len(vals))
 
     @property
     def half(self) -> float | None:

@@ -14,8 +14,10 @@ from pydantic import ValidationError
 from distro_bench.errors import InputError
 from distro_bench.report.events import EventsAnalysis, analyze_run
 from distro_bench.results import metrics
+from distro_bench.results.build import build_summary
 from distro_bench.results.rundir import SCHEMA_VERSION, RunData, load_run
 from distro_bench.results.summary import Summary
+from distro_bench.scenario.model import scenario_from_dict
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -135,6 +137,26 @@ class Run:
         return self.loaded.state_note()
 
 
+def _summary_inputs(scenario: dict, path: Path) -> tuple[dict, dict]:
+    """What build_summary takes from the scenario (the baseline, a target set in advance, the prices) and the
+    run block's budget and seeds, as finalize records them: from the validated scenario where scenario.yaml
+    still validates, else what the raw mapping says (no budget nor seeds then)."""
+    try:
+        s = scenario_from_dict(scenario, str(path / "scenario.yaml"), path)
+    except (InputError, ValueError, TypeError):
+        checks = scenario.get("checks") or {}
+        explicit = checks.get("target_val_loss") or (scenario.get("train") or {}).get("target_val_loss")
+        return ({"baseline": str(scenario.get("baseline", "adamw")), "target_val_loss": explicit,
+                 "target_how": "set in the scenario" if explicit is not None else None,
+                 "costs": scenario.get("costs") if isinstance(scenario.get("costs"), dict) else None}, {})
+    explicit, how = ((s.checks.target_val_loss, "checks.target_val_loss in the scenario")
+                     if s.checks.target_val_loss is not None else
+                     (s.train.target_val_loss, "train.target_val_loss in the scenario (the budget)")
+                     if s.train.target_val_loss is not None else (None, None))
+    return ({"baseline": s.baseline, "target_val_loss": explicit, "target_how": how, "costs": s.costs.model_dump()},
+            {"budget": s.budget().as_dict(), "seeds": s.train.seed_list()})
+
+
 def _rebuild(path: Path) -> LoadedRun:
     try:
         scenario = yaml.safe_load((path / "scenario.yaml").read_text()) or {}
@@ -151,19 +173,12 @@ def _rebuild(path: Path) -> LoadedRun:
             return default
 
     df, events = metrics.read_worker_records(path / "workers")
-    baseline = str(scenario.get("baseline", "adamw"))
     status = read_json("status.json", {"state": "unknown", "reason": None})
-    checks = scenario.get("checks") or {}
-    explicit = checks.get("target_val_loss") or (scenario.get("train") or {}).get("target_val_loss")
-    target = metrics.comparison_target(df, explicit, "set in the scenario" if explicit is not None else None)
-    summary = {
-        "schema_version": SCHEMA_VERSION,
-        "run": {"scenario": scenario.get("name", path.name), "backend": read_json("environment.json", {}).get("backend"),
-                "state": status.get("state"), "reason": status.get("reason")},
-        "baseline": baseline,
-        "target": target,
-        "optimizers": metrics.summarize(df, events, baseline, target["val_loss"]) if len(df) else {},
-    }
+    inputs, plan = _summary_inputs(scenario, path)
+    summary = build_summary(df, events, schema_version=SCHEMA_VERSION, **inputs,  # the finalize's builder
+                            run={"scenario": scenario.get("name", path.name),
+                                 "backend": read_json("environment.json", {}).get("backend"),
+                                 "state": status.get("state"), "reason": status.get("reason"), **plan})
     data = RunData(path=path, scenario=scenario, environment=read_json("environment.json", {}), summary=summary,
                    metrics=df, status=status)
     return LoadedRun(data, notes=[("summary.json or metrics.parquet was missing: the figures below were rebuilt "

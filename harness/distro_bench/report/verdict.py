@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 
 from distro_bench.results import cost as _cost
 from distro_bench.results.format import fmt_bytes
-from distro_bench.results.stats import Interval, paired_difference, ratio_interval, t_interval
+from distro_bench.results.stats import (
+    Interval,
+    RestrictedTime,
+    paired_difference,
+    ratio_interval,
+    restricted_speedup,
+    restricted_time,
+    restriction_s,
+)
 
 WIDTH = 80  # the block `run` prints fits an 80-column terminal or log
 
@@ -35,7 +43,7 @@ class Estimate:
     mean: float | None
     half: float | None = None
     bounds: tuple[float, float] | None = None  # an interval cut to what is possible (0 s .. the budget)
-    prefix: str = ""  # ">=" for a budget-capped time (a seed that missed counts as the whole budget)
+    prefix: str = ""  # "<=" for an interval-censored time (reached before the first evaluation on the grid)
 
     @property
     def known(self) -> bool:
@@ -88,11 +96,14 @@ class Verdict:
     paired_equal_steps: Interval | None = None
     paired_step_speedup: Interval | None = None
     paired_target_speedup: Interval | None = None
-    # Seeds that missed the target count with their whole training time (a budget-capped estimate): which
-    # side's figure is then a bound ("base": the speed-up is at least this; "mine": at most; "both": neither).
-    capped: str | None = None
-    capped_time: Estimate | None = None  # this optimizer's mean time with missed seeds counted at the budget
-    base_capped_time: Estimate | None = None
+    # Times to target are restricted means to `tau` (harness/distro_bench/results/stats.py RestrictedTime): a seed that
+    # missed counts exactly tau; a crossing before the first evaluation is interval-censored (only bounds).
+    tau: float | None = None
+    restricted: RestrictedTime | None = None
+    base_restricted: RestrictedTime | None = None
+    speedup_why: str | None = None  # why there is no time-to-target speed-up ("not estimable: ...")
+    post_hoc: bool = False  # the target was chosen after seeing the data (the worst best): descriptive only
+    capped: str | None = None  # kept for old callers: restricted means are estimates, never bounds (always None)
     bytes_per_step: float | None = None  # tx + rx per worker per step on `bytes_basis`
     base_bytes_per_step: float | None = None
     steps: Estimate = field(default_factory=lambda: Estimate(None))  # mean steps per seed
@@ -117,6 +128,9 @@ class Verdict:
 
     @property
     def target_speedup(self) -> float | None:
+        """Baseline / this optimizer's (restricted) time to target; None when post-hoc or not estimable."""
+        if self.post_hoc or self.speedup_why:
+            return None
         if self.paired_target_speedup is not None:
             return self.paired_target_speedup.mean
         if not (self.reached and self.base_reached):
@@ -224,32 +238,47 @@ def _paired(p: Interval | None) -> Interval | None:
     return p if p is not None and p.n >= 2 else None
 
 
-def _capped_times(s: dict) -> dict:
-    """Each seed's time to target, or its whole training time where it missed (the most the target could
-    have taken within the budget: a lower bound on the real time)."""
-    out = {}
-    for k, v in (s.get("per_seed") or {}).items():
-        t = v.get("time_to_target_s")
-        out[k] = t if isinstance(t, (int, float)) else v.get("train_time_s")
-    return out
-
-
 def _missed(s: dict) -> int:
     return sum(1 for v in (s.get("per_seed") or {}).values() if v.get("time_to_target_s") is None)
 
 
-def _capped_estimate(s: dict) -> Estimate | None:
-    if not _missed(s):
-        return None
-    iv = t_interval(_capped_times(s).values())
-    return None if iv is None else Estimate(iv.mean, iv.half, prefix=">=")
+def _time_budget(summary: dict) -> float | None:
+    b = (summary.get("run") or {}).get("budget") or {}
+    if isinstance(b, dict) and b.get("kind") == "time" and isinstance(b.get("value"), (int, float)):
+        return float(b["value"])
+    cap = b.get("cap") if isinstance(b, dict) else None
+    if isinstance(cap, dict) and cap.get("kind") == "time" and isinstance(cap.get("value"), (int, float)):
+        return float(cap["value"])
+    return None
+
+
+def is_post_hoc(summary: dict) -> bool:
+    """The comparison's target was chosen after seeing the data (the worst best validation loss)."""
+    t = summary.get("target")
+    if not isinstance(t, dict) or t.get("val_loss") is None:
+        return False
+    if "post_hoc" in t:
+        return bool(t["post_hoc"])
+    return str(t.get("how") or "").startswith("the worst optimizer's best")  # folders written before the flag
+
+
+def restricted_estimate(r: RestrictedTime | None) -> Estimate:
+    """A restricted mean as the verdict shows it: 'mean [lo, hi]' within [0, tau]; '<=' when interval-censored."""
+    if r is None:
+        return Estimate(None)
+    iv = r.interval
+    half = iv.half if r.n >= 2 else None
+    if half is None and not r.exact:  # one seed, known only as (lo, hi]
+        return Estimate(iv.mean, (iv.mean - r.lo_mean) / 2 or None, (r.lo_mean, iv.mean), prefix="<=")
+    bounds = (iv.lo, iv.hi) if half else None
+    return Estimate(iv.mean, half, bounds, prefix="" if r.exact else "<=")
 
 
 def _budget_cap(summary: dict, *sides: dict) -> float:
     """The most training seconds any seed could have spent: the time budget, else the longest seed's."""
-    b = (summary.get("run") or {}).get("budget") or {}
-    if isinstance(b, dict) and b.get("kind") == "time" and isinstance(b.get("value"), (int, float)):
-        return float(b["value"])
+    budget = _time_budget(summary)
+    if budget is not None:
+        return budget
     times = [v.get("train_time_s") for s in sides for v in (s.get("per_seed") or {}).values()]
     times = [t for t in times if isinstance(t, (int, float))]
     return max(times) if times else math.inf
@@ -291,12 +320,20 @@ def verdicts(summary: dict) -> list[Verdict]:
                                                          _seed_map(base, "val_loss_at_equal_steps")))
         v.paired_step_speedup = _paired(ratio_interval(_seed_map(base, "step_time_s_mean"),
                                                        _seed_map(s, "step_time_s_mean")))
-        mine_missed, base_missed = _missed(s), _missed(base)
-        if (v.reached or (v.reached_seeds or 0) > 0) and (v.base_reached or (v.base_reached_seeds or 0) > 0):
-            v.paired_target_speedup = _paired(ratio_interval(_capped_times(base), _capped_times(s)))
-            if v.paired_target_speedup is not None and (mine_missed or base_missed):
-                v.capped = "both" if mine_missed and base_missed else "mine" if mine_missed else "base"
-        v.capped_time, v.base_capped_time = _capped_estimate(s), _capped_estimate(base)
+        v.post_hoc = is_post_hoc(summary)
+        mine_seeds, base_seeds = s.get("per_seed") or {}, base.get("per_seed") or {}
+        if mine_seeds and base_seeds and v.reached is not None:
+            v.tau = restriction_s([mine_seeds, base_seeds], _time_budget(summary))
+            v.restricted, v.base_restricted = restricted_time(mine_seeds, v.tau), restricted_time(base_seeds, v.tau)
+            if v.restricted is not None:
+                v.time_to_target = restricted_estimate(v.restricted)
+            if v.base_restricted is not None:
+                v.base_time_to_target = restricted_estimate(v.base_restricted)
+            if (v.reached_seeds or 0) + (v.base_reached_seeds or 0) > 0 or v.reached or v.base_reached:
+                iv, why = restricted_speedup(base_seeds, mine_seeds, v.tau)
+                v.paired_target_speedup, v.speedup_why = _paired(iv), why
+        if v.post_hoc:
+            v.paired_target_speedup = None
         if basis:
             v.bytes_per_step, v.base_bytes_per_step = total_bytes(s, basis), total_bytes(base, basis)
         v.steps, v.base_steps = _estimate(s, "steps"), _estimate(base, "steps")
@@ -305,14 +342,23 @@ def verdicts(summary: dict) -> list[Verdict]:
             v.notes.append("time to target not recorded (run folder from before issue 16)")
         if not v.loss_equal_time.known and "val_loss_at_equal_time" not in s:
             v.notes.append("loss at equal time not recorded")
-        if v.capped_time is not None or v.base_capped_time is not None:
+        if v.post_hoc and v.target is not None:
+            v.notes.append(f"post-hoc, descriptive: the target val loss {v.target:.4g} is the worst best loss, chosen "
+                           "after seeing the data, so times to it describe this run and no speed-up interval is "
+                           "given; set checks.target_val_loss in advance (e.g. from a pilot run) to test one")
+        missed = (v.restricted.missed if v.restricted else 0) + (v.base_restricted.missed if v.base_restricted else 0)
+        if missed and v.tau is not None:
             v.notes.append(f"seeds that reached the target: {v.optimizer} {v.reached_seeds or 0}/{v.seeds}, "
-                           f"{v.baseline} {v.base_reached_seeds or 0}/{v.seeds}; '>=' times count a missed seed "
-                           "at its whole training time (budget-capped)")
-        if v.capped:
-            v.notes.append("a seed that missed the target counts with its whole training time (budget-capped), "
-                           "so the speed-up is " + {"base": "at least", "mine": "at most",
-                                                    "both": "a rough"}[v.capped] + " that")
+                           f"{v.baseline} {v.base_reached_seeds or 0}/{v.seeds}; times to target are restricted "
+                           f"means to {_num(v.tau)} s (a seed that missed counts {_num(v.tau)} s), intervals within "
+                           f"[0, {_num(v.tau)}] s")
+        if v.speedup_why and not v.post_hoc:
+            v.notes.append(f"time-to-target speed-up not estimable: {v.speedup_why}")
+        censored = [n for n, r in ((v.optimizer, v.restricted), (v.baseline, v.base_restricted)) if r and r.censored]
+        if censored:
+            v.notes.append(f"'<=': {' and '.join(censored)} reached the target before the first evaluation on the "
+                           "shared time grid on some seed: that time is only known to be at most the figure shown "
+                           "(interval-censored)")
         out.append(v)
     return out
 
@@ -323,7 +369,8 @@ def _add_cost(v: Verdict, summary: dict) -> None:
     if mine is None or base is None:
         return
     costs = summary["costs"]
-    v.cost, v.base_cost, v.cost_ratio = mine, base, _cost.paired_ratio(base, mine)
+    v.cost, v.base_cost = mine, base
+    v.cost_ratio = None if v.post_hoc else _cost.paired_ratio(base, mine)  # descriptive only on a post-hoc target
     v.cost_unit = costs.get("hours_unit") or "GPU-h"
     price, gpu = costs.get("egress_usd_per_gb"), costs.get("gpu_usd_per_hour")
     basis = _cost.BASIS_WORDS.get(costs.get("bytes_basis") or "", "payload bytes sent")
@@ -387,6 +434,8 @@ def cost_comparison(v: Verdict) -> str:
     mine, base = v.cost, v.base_cost
     if mine is None or base is None:
         return "n/a"
+    if v.post_hoc:  # a cost to a target chosen after the data: descriptive, as its time is
+        return "post-hoc target: descriptive"
     if not _cost.one_currency(base, mine):
         return _apart(v, mine, base)
     key = "usd"
@@ -455,22 +504,39 @@ def _partly(k: int | None, n: int | None) -> str:
     return f" in every seed (only {k} of {n} did)" if k and n and 0 < k < n else ""
 
 
-def _target_clause(v: Verdict) -> str | None:
+def _target_words(v: Verdict) -> str:
     t = f"val loss {v.target:.3g}" if v.target is not None else "the target loss"
+    return f"the post-hoc target {t} (descriptive)" if v.post_hoc else t
+
+
+def _speedup_words(v: Verdict) -> str:
+    """', 2.6x sooner than adamw ([2.3, 2.9])' or '' when there is none to give."""
+    x, iv = v.target_speedup, v.paired_target_speedup
+    if not x:
+        return ""
+    if 0.95 <= x <= 1.05:
+        return f", about as soon as {v.baseline} ({_factor(x)}{_range(iv)})"
+    return (f", {_factor(x if x >= 1 else 1 / x)} {'sooner' if x >= 1 else 'later'} than {v.baseline}"
+            + (f" ({_range(iv, x < 1).strip()})" if _range(iv) else ""))
+
+
+def _target_clause(v: Verdict) -> str | None:
+    t = _target_words(v)
     if v.reached is None:
         return None
+    restricted = v.tau is not None and ((v.restricted is not None and v.restricted.missed)
+                                        or (v.base_restricted is not None and v.base_restricted.missed))
     if not v.reached:
         t += _partly(v.reached_seeds, v.seeds)
+        if restricted and v.target_speedup:  # a restricted mean compares even with misses
+            return (f"did not reach {t}; its time restricted to {_num(v.tau or 0)} s was "
+                    f"{v.time_to_target.text(' s')}" + _speedup_words(v))
         if v.base_reached:
             return f"did not reach {t} (which {v.baseline} reached in {v.base_time_to_target.text(' s')})"
         return f"did not reach {t}, nor did {v.baseline}"
     clause = f"reached {t} in {v.time_to_target.text(' s')}"
-    if v.target_speedup and (v.base_reached or v.capped):
-        x, iv = v.target_speedup, v.paired_target_speedup
-        b = _bound(v.capped, x < 0.95)
-        clause += (f", about as soon as {v.baseline} ({b}{_factor(x)}{_range(iv)})" if 0.95 <= x <= 1.05 else
-                   f", {b}{_factor(x if x >= 1 else 1 / x)} {'sooner' if x >= 1 else 'later'} than {v.baseline}"
-                   + (f" ({_range(iv, x < 1).strip()})" if _range(iv) else ""))
+    if v.target_speedup:
+        clause += (f" (restricted to {_num(v.tau or 0)} s)" if restricted else "") + _speedup_words(v)
     elif v.base_reached is False:
         clause += f", which {v.baseline} did not reach"
     return clause
@@ -517,17 +583,17 @@ def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
     if v.reached is None:
         out.append(("time to target", "not recorded", "not recorded", "n/a"))
     else:
-        def shown(reached, est, capped, k):
-            if reached:
-                return est.text(" s")
-            if capped is not None:  # some seeds missed: the budget-capped mean, a lower bound
-                return capped.text(" s")
+        def shown(reached, est, restricted, k):
+            if reached or (restricted is not None and v.tau is not None):  # a miss counts tau: restricted mean
+                return est.text(" s") + ("" if reached else _seeds_of(k, v.seeds, short=True))
             return "not reached" + _seeds_of(k, v.seeds)
 
-        mine = shown(v.reached, v.time_to_target, v.capped_time, v.reached_seeds)
-        theirs = shown(v.base_reached, v.base_time_to_target, v.base_capped_time, v.base_reached_seeds)
+        mine = shown(v.reached, v.time_to_target, v.restricted, v.reached_seeds)
+        theirs = shown(v.base_reached, v.base_time_to_target, v.base_restricted, v.base_reached_seeds)
         k, kb = v.reached_seeds or 0, v.base_reached_seeds or 0
-        cmp = (_sooner(v.target_speedup, v.paired_target_speedup, v.capped) if v.target_speedup else
+        cmp = ("post-hoc target: descriptive" if v.post_hoc else
+               _sooner(v.target_speedup, v.paired_target_speedup) if v.target_speedup else
+               "not estimable" if v.speedup_why else
                "only this one reached it" if v.reached else
                f"only {v.baseline} reached it" if v.base_reached else
                f"seeds hit {k}/{v.seeds} vs {kb}/{v.seeds}" if k or kb else "neither reached it")
@@ -587,12 +653,47 @@ def heading(v: Verdict, summary: dict) -> str:
     return f"{v.optimizer} vs {v.baseline}" + (f" ({'; '.join(bits)})" if bits else "")
 
 
+def _interval_words(iv: Interval, fmt: str = ".2f") -> str:
+    return f"[{iv.lo:{fmt}}, {iv.hi:{fmt}}]"
+
+
+def headline(v: Verdict, summary: dict) -> str:
+    """One line that says who won: 'distro wins vs adamw: to val loss 3 2.6x sooner [2.30, 2.90]; 672x fewer
+    bytes'. The decision is the paired 95% interval's: of the time-to-target speed-up where the
+    target was set in advance and the speed-up is estimable, else of the val loss gap at equal time where the
+    links were emulated; 'wins' / 'loses' when it excludes no difference, 'ties' when it holds it, 'no
+    verdict' (with why) when there is no interval to decide on."""
+    bytes_words = _bytes_words(v)
+    tail = f"; {bytes_words}" if bytes_words else ""
+    sp = v.paired_target_speedup
+    if sp is not None and sp.n >= 2 and not v.post_hoc and not v.speedup_why and v.target is not None:
+        outcome = "wins" if sp.lo > 1 else "loses" if sp.hi < 1 else "ties"
+        x = sp.mean
+        words = (f"{_factor(x)} sooner" if x >= 1 else f"{_factor(1 / x)} later") + " " + \
+            _interval_words(sp if x >= 1 else type(sp)(1 / sp.mean, 1 / sp.hi, 1 / sp.lo, sp.n))
+        return f"{v.optimizer} {outcome} vs {v.baseline}: to val loss {v.target:.3g} {words}{tail}"
+    backend = (summary.get("run") or {}).get("backend")
+    gap = v.paired_equal_time
+    if gap is not None and gap.n >= 2 and backend != "local":
+        outcome = "wins" if gap.hi < 0 else "loses" if gap.lo > 0 else "ties"
+        side = "lower" if gap.mean < 0 else "higher"
+        return (f"{v.optimizer} {outcome} vs {v.baseline}: loss at equal time {abs(gap.mean):.2g} {side} "
+                f"{_interval_words(gap, '+.2g')}{tail}")
+    why = ("1 seed, no interval" if (v.seeds or 1) < 2 else
+           "local backend: no network emulated" if backend == "local" else "no paired figure")
+    return f"{v.optimizer} vs {v.baseline}: no verdict ({why}){tail}"
+
+
 def verdict_lines(summary: dict) -> list[str]:
-    """Plain text (no markup) for the end of `distro-bench run`: per optimizer, a heading, aligned figures
-    (this optimizer | baseline | comparison) and the sentence. Empty when there is nothing to compare."""
+    """Plain text (no markup) for the end of `distro-bench run`: one headline per optimizer (who won, on which
+    figure, at what bytes), then per optimizer a heading, aligned figures (this optimizer | baseline |
+    comparison) and the sentence. Empty when there is nothing to compare."""
     scenario = (summary.get("run") or {}).get("scenario")
+    found = verdicts(summary)
     lines: list[str] = []
-    for v in verdicts(summary):
+    for v in found:
+        lines += textwrap.wrap(headline(v, summary), WIDTH, subsequent_indent="  ", break_on_hyphens=False)
+    for v in found:
         lines.append(heading(v, summary))
         table = rows(v)
         w = [max(len(r[i]) for r in table) for i in range(3)]
@@ -617,8 +718,10 @@ def verdict_lines(summary: dict) -> list[str]:
 
 @dataclass(frozen=True)
 class Ranked:
-    """One optimizer's place when several are compared: by time to target (every seed reached it) first, then
-    by val loss at equal time; a method that missed the target on some seed ranks after those that did not."""
+    """One optimizer's place when several are compared: by time to target first, then by val loss at equal
+    time. Times are restricted means to the run's horizon (a seed that missed counts the horizon: the time
+    budget, or the shortest training of a seed that missed); a method without a time ranks last. A ranking
+    by means, not a test: neighbours whose intervals overlap are not shown apart."""
 
     rank: int
     optimizer: str
@@ -637,15 +740,29 @@ def ranking(summary: dict) -> list[Ranked]:
         return []
     basis = "wire" if all(total_bytes(s, "wire") for s in opts.values()) else "payload"
 
+    per = {n: s.get("per_seed") or {} for n, s in opts.items()}
+    tau = restriction_s(per.values(), _time_budget(summary)) if all(per.values()) else None
+
+    def time_of(name: str, s: dict) -> Estimate:
+        """The restricted mean to the run's shared tau where every optimizer has per-seed figures (a miss
+        counts tau, intervals within [0, tau]); else the summary's mean, its interval cut at 0."""
+        if all(per.values()) and "time_to_target_s" in s:
+            r = restricted_time(per[name], tau)
+            if r is not None and (tau is not None or not r.missed):
+                return restricted_estimate(r)
+        return _estimate(s, "time_to_target_s").within(0.0, _budget_cap(summary, s))
+
+    times = {n: time_of(n, s) for n, s in opts.items()}
+
     def key(item):
-        s = item[1]
-        ttt, loss = _estimate(s, "time_to_target_s"), _estimate(s, "val_loss_at_equal_time")
+        name, s = item
+        ttt, loss = times[name], _estimate(s, "val_loss_at_equal_time")
         return (not ttt.known, ttt.mean if ttt.known else 0.0, loss.mean if loss.known else math.inf)
 
     out = []
     for i, (name, s) in enumerate(sorted(opts.items(), key=key), 1):
         reached, seeds = _count(s.get("target_reached")), _count(s.get("seeds"))
-        out.append(Ranked(rank=i, optimizer=name, time_to_target=_estimate(s, "time_to_target_s"),
+        out.append(Ranked(rank=i, optimizer=name, time_to_target=times[name],
                           reached=f"{reached}/{seeds}" if reached is not None and seeds else "",
                           loss_equal_time=_estimate(s, "val_loss_at_equal_time"),
                           bytes_per_step=total_bytes(s, basis), bytes_basis=basis, steps=_estimate(s, "steps")))

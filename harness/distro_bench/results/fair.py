@@ -12,12 +12,11 @@ Tokens: all ranks' tokens up to and including the step. Steps: steps done (step 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-
-from distro_bench.results import stats
 
 
 def split_seeds(df: pd.DataFrame) -> list[tuple[int | None, pd.DataFrame]]:
@@ -56,12 +55,18 @@ def evaluations(c: pd.DataFrame) -> pd.DataFrame:
 class Crossing:
     """Where a validation-loss curve first reaches the target, by linear interpolation between the last
     evaluation above it and the first at or below it. `exact` is False when the first evaluation is already
-    at or below (nothing earlier to interpolate from: the figures are that evaluation's, an upper bound)."""
+    at or below (nothing earlier to interpolate from): the target was then reached somewhere in
+    (`lo_s`, `time_s`], an interval-censored time whose figures are that evaluation's (upper bounds)."""
 
     time_s: float
     tokens: float
     steps: float
     exact: bool
+    lo_s: float = 0.0  # the earliest the crossing can have been: time_s when exact, else 0 (nothing known before)
+
+    def __post_init__(self) -> None:
+        if self.exact:
+            object.__setattr__(self, "lo_s", self.time_s)
 
 
 def crossing(c: pd.DataFrame, target: float) -> Crossing | None:
@@ -72,7 +77,7 @@ def crossing(c: pd.DataFrame, target: float) -> Crossing | None:
     i = int(below[0])
     if i == 0:
         r = ev.iloc[0]
-        return Crossing(float(r["elapsed_s"]), float(r["tokens"]), float(r["steps"]), exact=False)
+        return Crossing(float(r["elapsed_s"]), float(r["tokens"]), float(r["steps"]), exact=False, lo_s=0.0)
     a, b = ev.iloc[i - 1], ev.iloc[i]
     f = (a["val_loss"] - target) / (a["val_loss"] - b["val_loss"])  # a > target >= b, so 0 < f <= 1
     time_s, tokens, steps = (float(a[k] + f * (b[k] - a[k])) for k in ("elapsed_s", "tokens", "steps"))
@@ -103,13 +108,6 @@ def default_target(curves: list[pd.DataFrame]) -> float | None:
     return max(bests) if bests else None
 
 
-def t_interval(values) -> tuple[float, float, float] | None:
-    """(mean, lo, hi): a two-sided 95% Student-t interval for the mean (harness/distro_bench/results/stats.py); (mean, mean, mean)
-    for one value; None for none. NaN and None are left out."""
-    iv = stats.t_interval(values)
-    return None if iv is None else (iv.mean, iv.lo, iv.hi)
-
-
 def eval_spacing(c: pd.DataFrame) -> float | None:
     """Median training seconds between one curve's evaluations (None with fewer than two)."""
     t = evaluations(c)["elapsed_s"].to_numpy(dtype=float)
@@ -117,31 +115,37 @@ def eval_spacing(c: pd.DataFrame) -> float | None:
 
 
 def on_grid(c: pd.DataFrame, grid_s: float | None) -> pd.DataFrame:
-    """The curve with only the evaluations nearest to each point of a shared time grid (every `grid_s`
-    training seconds, within half a grid step): evaluations are scheduled by steps, so a method that steps
-    8x faster would otherwise get 8x more chances to cross a target, and a finer chord to interpolate on."""
+    """The curve read on a shared time grid from t = 0 (every `grid_s` training seconds): its validation loss
+    interpolated linearly at each grid point inside its evaluated range, plus its first and last evaluations
+    (where its known curve starts and ends: every method has both). Evaluations are scheduled by steps, so a
+    method that steps 8x faster would otherwise get 8x more chances to cross a target and a finer chord to
+    interpolate on; on the grid every method has the same resolution. Grid values are interpolated, never the
+    nearest evaluation: an evaluation up to half a grid step away would move the crossing by as much and
+    could invert two methods' order (tests/unit/test_fair.py). Returns evaluation rows only (elapsed_s,
+    tokens, steps interpolated alike); an evaluation at t = 0, where a run records one, is the grid's first."""
     ev = evaluations(c)
     if not grid_s or len(ev) < 2:
         return c
     t = ev["elapsed_s"].to_numpy(dtype=float)
-    keep = set()
-    for k in range(1, int(t[-1] // grid_s) + 2):
-        i = int(np.argmin(np.abs(t - k * grid_s)))
-        if abs(t[i] - k * grid_s) <= grid_s / 2:
-            keep.add(i)
-    keep.add(len(t) - 1)  # the last evaluation: the run's end is the same chance for every method
-    kept_steps = set(ev["step"].iloc[sorted(keep)])
-    out = c.copy()
-    out.loc[~out["step"].isin(kept_steps), "val_loss"] = np.nan
-    return out
+    k0, k1 = math.ceil(t[0] / grid_s - 1e-9), math.floor(t[-1] / grid_s + 1e-9)
+    times = sorted({float(t[0]), float(t[-1]), *(k * grid_s for k in range(max(k0, 0), k1 + 1))})
+    times = [x for x in times if t[0] - 1e-9 <= x <= t[-1] + 1e-9]
+    out = {"elapsed_s": times}
+    for col in ("tokens", "steps", "val_loss"):
+        out[col] = np.interp(times, t, ev[col].to_numpy(dtype=float)).tolist()
+    grid = pd.DataFrame(out)
+    grid["step"] = np.interp(times, t, ev["step"].to_numpy(dtype=float))
+    grid["loss"] = np.nan
+    return grid[["step", "steps", "elapsed_s", "tokens", "loss", "val_loss"]]
 
 
 def fairness(curves: dict[str, dict[int | None, pd.DataFrame]], target: float | None) -> dict[str, dict[int | None, dict]]:
     """Per optimizer and seed: time/tokens/steps to `target` (None = not reached) and validation loss at
     equal time / equal steps. Equal points are taken within a seed: the shortest optimizer's training
     seconds and the fewest steps any optimizer of that seed ran. Time to target is read on a shared time
-    grid (`on_grid`: the coarsest optimizer's evaluation spacing in that seed), so every method has the
-    same chances to cross it; the equal-time and equal-steps losses use every evaluation."""
+    grid from t = 0 (`on_grid`: the coarsest optimizer's evaluation spacing in that seed), so every method has
+    the same chances to cross it; a crossing at the first point is interval-censored (`time_to_target_exact`
+    false, `time_to_target_lo_s` its lower bound). The equal-time and equal-steps losses use every evaluation."""
     seeds = sorted({s for per in curves.values() for s in per}, key=lambda s: -1 if s is None else s)
     out: dict[str, dict[int | None, dict]] = {name: {} for name in curves}
     for seed in seeds:
@@ -160,6 +164,8 @@ def fairness(curves: dict[str, dict[int | None, pd.DataFrame]], target: float | 
                 "tokens_to_target": hit.tokens if hit else None,
                 "steps_to_target": hit.steps if hit else None,
                 "target_reached": None if target is None else hit is not None,
+                "time_to_target_exact": hit.exact if hit else None,
+                "time_to_target_lo_s": hit.lo_s if hit else None,
                 "val_loss_at_equal_time": value_at(c, "elapsed_s", equal_time),
                 "val_loss_at_equal_steps": value_at(c, "steps", equal_steps),
                 "equal_time_s": equal_time,

@@ -4,7 +4,8 @@ Seeds of different optimizers are *paired*: seed k of every optimizer starts fro
 and reads the same data order, so what varies with the seed moves both. Differences are therefore taken
 seed by seed (a loss gap as candidate - baseline, a speed-up as the log of the ratio) and one Student-t
 interval is put on their mean. Treating the two sides as independent (half-widths added in quadrature)
-counts the shared seed-to-seed spread twice and calls a consistent gain noise. Pure numpy, no scipy.
+counts the shared seed-to-seed spread twice and calls a consistent gain noise. Pure numpy, no scipy: the t
+quantiles are exact for any degrees of freedom (`t_critical`).
 """
 
 from __future__ import annotations
@@ -16,15 +17,61 @@ from typing import TypeGuard
 
 import numpy as np
 
-# Two-sided 95% critical values of Student's t by degrees of freedom (beyond 30, the normal's 1.96 is close enough).
-_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+def _betacf(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularised incomplete beta function (modified Lentz)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 500):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
 
 
-def t_critical(df: float) -> float:
-    if df < 1:
-        return _T95[0]
-    return _T95[int(df) - 1] if df <= 30 else 1.96
+def _betainc(a: float, b: float, x: float) -> float:
+    """I_x(a, b), the regularised incomplete beta function."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_two_sided_p(t: float, df: float) -> float:
+    """P(|T| > t) for Student's t with `df` degrees of freedom (any df > 0, not only whole ones)."""
+    return _betainc(df / 2.0, 0.5, df / (df + t * t))
+
+
+def t_critical(df: float, level: float = 0.95) -> float:
+    """The exact two-sided `level` quantile of Student's t for any df > 0 (Welch's fractional df too): the t with
+    P(|T| > t) = 1 - level, found by bisection on the incomplete beta function (12.706 at df 1, 2.042 at 30,
+    1.984 at 100; no table and no cut-over to the normal's 1.96)."""
+    if not df > 0 or math.isinf(df):
+        return 1.959963984540054 if math.isinf(df) else math.nan
+    alpha = 1.0 - level
+    lo, hi = 0.0, 1.0
+    while t_two_sided_p(hi, df) > alpha:
+        hi *= 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if t_two_sided_p(mid, df) > alpha:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * hi:
+            break
+    return (lo + hi) / 2
 
 
 def finite(v: object) -> TypeGuard[float]:
@@ -75,6 +122,26 @@ def paired(a: Mapping, b: Mapping) -> list[tuple[object, float, float]]:
     return [(k, float(a[k]), float(b[k])) for k in a if k in b and finite(a[k]) and finite(b[k])]
 
 
+def unpaired_difference(a: Iterable, b: Iterable) -> Interval | None:
+    """mean(a) - mean(b) for two sets of seeds that are NOT paired (different seeds): Welch's 95% interval,
+    with the exact t quantile at its fractional degrees of freedom. n is the smaller side's count; with one
+    value a side there is no spread to judge: the difference alone (lo = hi, n 1). None when a side is empty."""
+    x = np.asarray([v for v in a if finite(v)], dtype=float)
+    y = np.asarray([v for v in b if finite(v)], dtype=float)
+    if not len(x) or not len(y):
+        return None
+    d = float(x.mean() - y.mean())
+    n = min(len(x), len(y))
+    if n < 2:
+        return Interval(d, d, d, 1)
+    va, vb = float(x.var(ddof=1)) / len(x), float(y.var(ddof=1)) / len(y)
+    if va + vb == 0:
+        return Interval(d, d, d, n)
+    df = (va + vb) ** 2 / (va ** 2 / (len(x) - 1) + vb ** 2 / (len(y) - 1))
+    half = t_critical(df) * math.sqrt(va + vb)
+    return Interval(d, d - half, d + half, n)
+
+
 def paired_difference(a: Mapping, b: Mapping) -> Interval | None:
     """The mean of a[seed] - b[seed] over the seeds both ran, with its paired 95% interval."""
     return t_interval([x - y for _, x, y in paired(a, b)])
@@ -85,9 +152,12 @@ def ratio_interval(num: Mapping, den: Mapping) -> Interval | None:
     equally far from 1): the geometric mean and exp of the log interval; `spans` then means it holds 1."""
     logs = [math.log(x / y) for _, x, y in paired(num, den) if x > 0 and y > 0]
     iv = t_interval(logs)
-    if iv is None:
-        return None
-    return _RatioInterval(math.exp(iv.mean), math.exp(iv.lo), math.exp(iv.hi), iv.n)
+    return None if iv is None else as_ratio(iv)
+
+
+def as_ratio(log_iv: Interval) -> Interval:
+    """An interval of a log-ratio shown as the ratio (exp of each end); `spans` then means it holds 1."""
+    return _RatioInterval(math.exp(log_iv.mean), math.exp(log_iv.lo), math.exp(log_iv.hi), log_iv.n)
 
 
 class _RatioInterval(Interval):
@@ -104,6 +174,95 @@ class _RatioInterval(Interval):
         return _RatioInterval(iv.mean, iv.lo, iv.hi, iv.n)
 
 
+# ---- time to target: censored, so restricted to a horizon --------------------------------------------------
+
+def restriction_s(sides: Iterable[Mapping], budget_s: float | None = None) -> float | None:
+    """The horizon tau that times to target are restricted to: the time budget where the run had one, and no
+    later than the shortest training of any seed (of any side) that missed the target, whose time is known only
+    to exceed its run. None when no seed missed and no time budget is known: nothing needs restricting.
+    `sides`: each optimizer's `per_seed` mapping (seed -> that seed's summary figures)."""
+    horizons = [float(budget_s)] if finite(budget_s) and budget_s > 0 else []
+    for per in sides:
+        for v in per.values():
+            if not finite(v.get("time_to_target_s")) and finite(v.get("train_time_s")):
+                horizons.append(float(v["train_time_s"]))
+    return min(horizons) if horizons else None
+
+
+@dataclass(frozen=True)
+class RestrictedTime:
+    """One optimizer's time to target restricted to `tau`: the mean over seeds of min(T, tau) (the restricted
+    mean; a seed that missed counts exactly tau, since its T is beyond its run, which is at least tau), with
+    its 95% interval cut to [0, tau]. A seed that crossed before its first evaluation on the grid is
+    interval-censored (T somewhere in (lo, t]): then only bounds are known, `interval` spans from the lower
+    bounds' interval's lower end to the upper bounds' upper end, and `exact` is False."""
+
+    interval: Interval  # exact: mean and interval of min(T, tau); censored: mean of the upper bounds, conservative range
+    lo_mean: float  # the mean of the lower bounds (= interval.mean when exact)
+    tau: float | None  # None: not restricted (every seed reached the target, no time budget)
+    n: int
+    missed: int  # seeds counted at tau
+    censored: int  # seeds known only to lie in an interval
+
+    @property
+    def exact(self) -> bool:
+        return self.censored == 0
+
+
+def restricted_values(per: Mapping, tau: float | None) -> dict[str, tuple[float, float]] | None:
+    """seed -> (lower, upper) bound of min(T, tau); equal for an exact crossing or a miss (tau). None when a
+    seed's figure cannot be restricted (it missed and nothing bounds its time: a folder without training times)."""
+    out: dict[str, tuple[float, float]] = {}
+    for k, v in per.items():
+        t = v.get("time_to_target_s")
+        if not finite(t):
+            if tau is None:
+                return None
+            out[str(k)] = (tau, tau)
+            continue
+        lo = v.get("time_to_target_lo_s") if v.get("time_to_target_exact") is False else t
+        lo = float(lo) if finite(lo) else 0.0
+        hi = float(t)
+        if tau is not None:
+            lo, hi = min(lo, tau), min(hi, tau)
+        out[str(k)] = (max(0.0, lo), max(0.0, hi))
+    return out
+
+
+def restricted_time(per: Mapping, tau: float | None) -> RestrictedTime | None:
+    """The restricted mean time to target of one optimizer over its seeds (see RestrictedTime); None when it
+    is not estimable (no seed, or a miss with nothing to bound it)."""
+    vals = restricted_values(per, tau)
+    if not vals:
+        return None
+    los, his = [lo for lo, _ in vals.values()], [hi for _, hi in vals.values()]
+    iv_lo, iv_hi = t_interval(los), t_interval(his)
+    if iv_lo is None or iv_hi is None:
+        return None
+    runs = [float(v["train_time_s"]) for v in per.values() if finite(v.get("train_time_s"))]
+    cap = tau if tau is not None else max(runs) if runs else math.inf  # a time to target is within its run
+    censored = sum(1 for lo, hi in vals.values() if hi - lo > 1e-12 * max(1.0, hi))
+    missed = sum(1 for v in per.values() if not finite(v.get("time_to_target_s")))
+    lo_end, hi_end = (iv_hi.lo, iv_hi.hi) if not censored else (iv_lo.lo, iv_hi.hi)
+    interval = Interval(iv_hi.mean, lo_end, hi_end, iv_hi.n).clipped(0.0, cap)
+    return RestrictedTime(interval, iv_lo.mean, tau, len(vals), missed, censored)
+
+
+def restricted_speedup(base: Mapping, cand: Mapping, tau: float | None) -> tuple[Interval | None, str | None]:
+    """baseline / candidate restricted time to target, paired by seed on the log scale: (interval, None), or
+    (None, why) when it is not estimable: a time known only as an interval (a crossing before the first
+    evaluation: the ratio could be anything from its bounds), or no common seed."""
+    b, c = restricted_values(base, tau), restricted_values(cand, tau)
+    if b is None or c is None:
+        return None, "a seed missed the target and its training time is not recorded"
+    for side, vals in (("baseline", b), ("candidate", c)):
+        if any(hi - lo > 1e-12 * max(1.0, hi) for lo, hi in vals.values()):
+            return None, (f"the {side} reached the target before its first evaluation on some seed, so its time "
+                          "is only known to lie in an interval")
+    iv = ratio_interval({k: hi for k, (_, hi) in b.items()}, {k: hi for k, (_, hi) in c.items()})
+    return (iv, None) if iv is not None else (None, "no seed with a time on both sides")
+
+
 def independent_difference_half(a_half: float | None, b_half: float | None) -> float | None:
     """The half-width an unpaired comparison would give (quadrature): kept only to show, in tests and docs,
     how much wider it is than the paired one."""
@@ -112,5 +271,6 @@ def independent_difference_half(a_half: float | None, b_half: float | None) -> f
     return math.hypot(a_half or 0.0, b_half or 0.0)
 
 
-__all__ = ["Interval", "finite", "independent_difference_half", "paired", "paired_difference", "ratio_interval",
-           "t_critical", "t_interval"]
+__all__ = ["Interval", "RestrictedTime", "as_ratio", "finite", "independent_difference_half", "paired", "paired_difference",
+           "ratio_interval", "restricted_speedup", "restricted_time", "restricted_values", "restriction_s",
+           "t_critical", "t_interval", "t_two_sided_p", "unpaired_difference"]

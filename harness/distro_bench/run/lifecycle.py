@@ -31,7 +31,8 @@ from distro_bench.net.host import gpus as host_gpus
 from distro_bench.net.naming import new_run_id
 from distro_bench.report import write_run_report
 from distro_bench.results import metrics
-from distro_bench.results.cost import add_costs, link_class_of
+from distro_bench.results.build import build_summary
+from distro_bench.results.cost import link_class_of
 from distro_bench.results.events import write_events
 from distro_bench.results.rundir import (
     SCHEMA_VERSION,
@@ -304,24 +305,19 @@ def _write_results(run_dir: Path, scenario: Scenario, backend_name: str, state: 
     starts = [e for e in events if e.get("type") == "start"]
     probes = [e["probe_allgather_s"] for e in starts if e.get("probe_allgather_s") is not None]
     explicit, how = comparison_target_of(scenario)
-    target = metrics.comparison_target(df, explicit, how)
-    summary: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "run": {"scenario": scenario.name, "backend": backend_name, "state": state, "reason": reason,
-                "budget": scenario.budget().as_dict(), "seeds": scenario.train.seed_list(),
-                "started": started, "finished": _now(),
-                "world_size": scenario.world_size,
-                "corpus_sha256": sorted({e["corpus_sha256"] for e in starts if "corpus_sha256" in e}),
-                # mean over ranks and optimizers of the workers' calibration gathers (worker.latency_probe)
-                "probe_allgather_s": sum(probes) / len(probes) if probes else None},
-        "baseline": scenario.baseline,
-        "target": target,
-        "optimizers": metrics.summarize(df, events, scenario.baseline, target["val_loss"]) if len(df) else {},
-    }
     predicted = _read_json(run_dir / "prediction.json").get("optimizers") or {}
-    add_costs(summary, scenario.costs.model_dump(), [str(e.get("device", "")) for e in starts],  # issues 29, 34
-              link_classes=[link_class_of(n.link_name, scenario.costs.link_classes) for n in scenario.nodes()],
-              predicted_wire_tx={k: p.get("wire_tx_bytes") for k, p in predicted.items() if isinstance(p, dict)})
+    summary: dict[str, Any] = build_summary(  # the one summary builder (issue 35)
+        df, events, schema_version=SCHEMA_VERSION, baseline=scenario.baseline, target_val_loss=explicit,
+        target_how=how, costs=scenario.costs.model_dump(),  # issues 29, 34
+        link_classes=[link_class_of(n.link_name, scenario.costs.link_classes) for n in scenario.nodes()],
+        predicted_wire_tx={k: p.get("wire_tx_bytes") for k, p in predicted.items() if isinstance(p, dict)},
+        run={"scenario": scenario.name, "backend": backend_name, "state": state, "reason": reason,
+             "budget": scenario.budget().as_dict(), "seeds": scenario.train.seed_list(),
+             "started": started, "finished": _now(),
+             "world_size": scenario.world_size,
+             "corpus_sha256": sorted({e["corpus_sha256"] for e in starts if "corpus_sha256" in e}),
+             # mean over ranks and optimizers of the workers' calibration gathers (worker.latency_probe)
+             "probe_allgather_s": sum(probes) / len(probes) if probes else None})
     atomic_write_parquet(run_dir / "metrics.parquet", df)
     atomic_write_json(run_dir / "summary.json", summary)
     atomic_write_text(run_dir / "summary.csv", metrics.summary_frame(summary["optimizers"]).to_csv(index=False))

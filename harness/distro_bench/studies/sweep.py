@@ -73,13 +73,19 @@ RunFn = Callable[[Scenario, Path], Any]  # (scenario, out folder) -> RunResult (
 TUNE_SEEDS = 3  # seeds per grid point when picking: one seed's luck is not a setting's merit
 
 
-def fixed_settings(scenario: Scenario, axes: list[Axis], overrides: Overrides, pick_best: bool) -> dict[str, Any]:
+def fixed_settings(scenario: Scenario, axes: list[Axis], overrides: Overrides, pick_best: bool,
+                   allow_few_seeds: bool = False) -> dict[str, Any]:
     """The settings every point shares, from the run options (dotted path -> value): the one budget, and the
-    seeds (`repeat`; TUNE_SEEDS when picking, unless given)."""
+    seeds (`repeat`; TUNE_SEEDS when picking, unless given). Picking on fewer than TUNE_SEEDS seeds is refused
+    (InputError) unless `allow_few_seeds`: a pick on one seed selects that seed's luck as often as a setting."""
     budgets = overrides.budgets()
     if len(budgets) > 1:
         raise InputError(f"give one budget, not {' and '.join('--' + k.replace('_', '-') for k in budgets)}")
     fixed: dict[str, Any] = {f"train.{k}": v for k, v in budgets.items()}
+    if pick_best and overrides.repeat is not None and overrides.repeat < TUNE_SEEDS and not allow_few_seeds:
+        raise InputError(f"--repeat: {overrides.repeat} seed(s) per point is too few for --pick best, which needs at "
+                         f"least {TUNE_SEEDS} (one seed's luck is not a setting's merit); give --repeat {TUNE_SEEDS} "
+                         "or more, or --allow-few-seeds to pick on fewer anyway")
     repeat = TUNE_SEEDS if overrides.repeat is None and pick_best else overrides.repeat
     if repeat is not None:
         fixed["train.seeds"] = list(range(scenario.train.seed, scenario.train.seed + repeat))
@@ -90,14 +96,14 @@ def fixed_settings(scenario: Scenario, axes: list[Axis], overrides: Overrides, p
 
 
 def sweep(scenario: Scenario, axes: list[Axis], overrides: Overrides | None = None, *, pick_best: bool = False,
-          reuse: bool = True, on_point: Callable[[Point, int, str], None] | None = None,
+          allow_few_seeds: bool = False, reuse: bool = True, on_point: Callable[[Point, int, str], None] | None = None,
           point_progress: Callable[[], AbstractContextManager[ProgressSink | None]] | None = None) -> SweepResult:
     """`run_sweep` with the runner and one Overrides: its budget and repeat set at every point (`fixed`), its
     optimizers subset and seed applied to the scenario, the rest (backend, link emulation, limits) how each
     point runs, into a sweep folder under `overrides.out`. `point_progress` makes each point's progress sink."""
     overrides = overrides or Overrides()
     scenario = replace(overrides, steps=None, time_budget=None, tokens=None, repeat=None).apply(scenario)
-    fixed = fixed_settings(scenario, axes, overrides, pick_best)
+    fixed = fixed_settings(scenario, axes, overrides, pick_best, allow_few_seeds)
     make_progress = point_progress or (lambda: nullcontext(None))
     point_options = overrides.run_only()  # each point's scenario already has the budget and seeds
 

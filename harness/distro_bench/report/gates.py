@@ -1,0 +1,48 @@
+"""The gates of `check` as data (issue 35): one row per threshold check, from which report/check.py judges,
+the CLI takes each flag's name and help, and every CheckResult its op and limit. Import-light (no pandas):
+the CLI reads it at start-up. docs/ci-gate.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A threshold check declared as data: the scenario's `checks` key and the flag that set its threshold, the
+    figure it judges, which way is good, how seeds are paired, and how the figure is shown. The checks below,
+    the CLI's help and each CheckResult's op and limit come from this one table."""
+
+    key: str  # checks.<key> in the scenario, and the threshold's name in CheckReport.thresholds
+    flag: str
+    label: str  # the result's name, "<label> vs <baseline>"
+    figure: str  # what is judged, per seed
+    op: str  # ">=": the interval's lower end must reach the limit; "<=": its upper end must stay within it
+    pairing: str
+    fmt: str  # the measured figure, as shown
+    help: str
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.op == ">="
+
+    def threshold_text(self, limit: float) -> str:
+        return f"{self.op} {limit:g}" + ("x" if self.fmt.endswith("x") else "")  # a factor reads as one
+
+
+GATES: dict[str, Gate] = {g.key: g for g in (
+    Gate("min_reduction", "--min-reduction", "reduction", "baseline bytes / candidate bytes per worker per step, tx + rx "
+         "(wire where both measured it, else payload)", ">=", "per seed, the candidate against the baseline's seed",
+         "{:,.1f}x", "candidate must send at least X times fewer bytes than the baseline: the lower end of the "
+         "paired 95% interval (default: the scenario's checks.min_reduction)"),
+    Gate("max_loss_gap", "--max-loss-gap", "val loss gap", "val loss at equal time, candidate - baseline", "<=",
+         "per seed, the candidate against the baseline's seed", "{:+.4f}",
+         "non-inferiority margin: the upper end of the paired 95% interval of (candidate - baseline) val loss at "
+         "equal time must be at most Y (default: checks.max_loss_gap)"),
+)}
+# Checks without a threshold: what each must equal.
+FIXED: dict[str, tuple[str, object]] = {"run complete": ("==", "complete"), "replicas identical": ("==", True)}
+
+
+__all__ = ["FIXED", "GATES", "Gate"]

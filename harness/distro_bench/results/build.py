@@ -1,0 +1,38 @@
+"""`build_summary`: the one place summary.json is built (issue 35), for the runner's finalize and for a report
+on a folder whose harness died before writing it. Per-optimizer figures come from results/metrics.py, the cost
+to target from results/cost.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from distro_bench.results.cost import add_costs
+from distro_bench.results.metrics import comparison_target, summarize
+
+
+def build_summary(df: pd.DataFrame, events: list[dict], *, schema_version: int, run: dict, baseline: str,
+                  target_val_loss: float | None = None, target_how: str | None = None,
+                  costs: dict | None = None, link_classes: list[str] | None = None,
+                  predicted_wire_tx: Mapping[str, float | None] | None = None) -> dict:
+    """The one builder of `summary.json` (issue 35): the run block as given (scenario, backend, state, budget,
+    seeds, times, ...), the target (set in advance, else the post-hoc worst best), every optimizer's figures
+    over seeds (`summarize`), and, with the scenario's `costs`, the cost to target (results/cost.py). The
+    runner's finalize writes it; a report on a folder whose harness died before writing it builds the same
+    from the workers' records (`link_classes` and `predicted_wire_tx` as add_costs takes them). `run` gains `world_size` where the start records tell it and it is absent."""
+    starts = [e for e in events if e.get("type") == "start"]
+    target = comparison_target(df, target_val_loss, target_how)
+    run = dict(run)
+    if run.get("world_size") is None and starts:
+        run["world_size"] = max(int(e.get("world_size") or 0) for e in starts) or None
+    summary: dict = {"schema_version": schema_version, "run": run, "baseline": baseline, "target": target,
+                     "optimizers": summarize(df, events, baseline, target["val_loss"]) if len(df) else {}}
+    if costs is not None:
+        add_costs(summary, costs, [str(e.get("device", "")) for e in starts], link_classes=link_classes,
+                  predicted_wire_tx=predicted_wire_tx)
+    return summary
+
+
+__all__ = ["build_summary"]
