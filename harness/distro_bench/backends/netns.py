@@ -17,7 +17,7 @@ from pathlib import Path
 from distro_bench.backends.base import Backend, BackendOptions, WorkerHandle
 from distro_bench.backends.requirements import Needs, Requirement, emulation_requirements
 from distro_bench.errors import HarnessError
-from distro_bench.net import cleanup, naming
+from distro_bench.net import cleanup, naming, owner
 from distro_bench.net import host as net_probe
 from distro_bench.net.emulation import Emulation, Endpoints, describe_plan, worker_env
 from distro_bench.net.engines import NetworkPlan, plan_links
@@ -68,10 +68,20 @@ class NetnsBackend(Backend):
     @classmethod
     def clean_leftovers(cls, include_live: bool = False) -> tuple[list[str], list[str]]:
         """Namespaces named dbench-* (harness/distro_bench/net/naming.py) whose run is over, with their veths,
-        bridges, qdiscs and delay lines."""
+        bridges, qdiscs and delay lines, and delay lines' temporary folders whose coordinator is gone."""
         # through the module, not a name bound at import: a test wraps cleanup.list_namespaces
-        names = [n for n in cleanup.list_namespaces() if include_live or not owner_alive(naming.run_id_of(n))]
-        return [f"namespace {n}" for n in names], cleanup.delete_namespaces(names)
+        names = []
+        for n in cleanup.list_namespaces():
+            rid = naming.run_id_of(n)
+            if not owner_alive(rid):
+                names.append(n)
+            elif include_live:  # clean --force: the live run is told who ended it (its status says so)
+                owner.mark_ended_by_clean(owner.claim_record(rid), f"namespace {n}")
+                names.append(n)
+        problems = cleanup.delete_namespaces(names)
+        # The temporary folders of delay lines (both backends') whose coordinator was killed.
+        dirs, dir_problems = cleanup.remove_delayline_dirs()
+        return [f"namespace {n}" for n in names] + dirs, problems + dir_problems
 
     # ---- lifecycle ---------------------------------------------------------------------
     def setup(self) -> None:
