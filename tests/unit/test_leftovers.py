@@ -130,3 +130,22 @@ def test_the_status_says_clean_force_ended_the_run(tmp_path, claims):
                                        "namespace dbench-x1-sw"), status
     assert "exited with code -9" in status["reason"]
     assert list(claims.glob("ended-*")) == []  # read once
+
+
+def test_finish_gives_what_nobody_wrote_back_to_the_coordinators_user(tmp_path):
+    from distro_bench.backends.base import WORKER_UID
+    from distro_bench.run.lifecycle import reclaim_worker_files
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give files to another uid")
+    out = tmp_path / "workers" / "adamw"
+    out.mkdir(parents=True)
+    (out / "rank0.jsonl").write_text("{}\n")
+    (out / "link").symlink_to("/etc/hostname")  # a worker's link: its own ownership changes, never the target's
+    for p in (out, out / "rank0.jsonl"):
+        os.chown(p, WORKER_UID, WORKER_UID)
+    os.lchown(out / "link", WORKER_UID, WORKER_UID)
+    reclaim_worker_files(tmp_path)
+    assert {p.name: p.lstat().st_uid for p in (out, out / "rank0.jsonl", out / "link")} == {
+        "adamw": 0, "rank0.jsonl": 0, "link": 0}
+    assert os.stat("/etc/hostname").st_uid == 0

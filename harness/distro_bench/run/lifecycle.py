@@ -15,6 +15,7 @@ finishes. The derived limits both launchers give their workers (collective timeo
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from typing import Any, Protocol
 
 import yaml
 
+from distro_bench.backends.base import WORKER_UID
 from distro_bench.errors import HarnessError, Interrupted, RunFolderWriteError, WorkerFailed
 from distro_bench.net import owner
 from distro_bench.net.host import gpus as host_gpus
@@ -270,6 +272,7 @@ class RunLifecycle:
         """Status first, then metrics and summary (`finalize`), then the report; the claim released. A folder
         the disk refuses raises RunFolderWriteError (WorkerFailed, with the worker's log tail, when a worker
         failure was the run's end)."""
+        reclaim_worker_files(self._dir())
         ended = owner.ended_by_clean()
         if ended and self.state != "complete":
             self.reason = (f"ended by `distro-bench clean --force`, which removed {ended} while the run was going"
@@ -309,6 +312,22 @@ class RunLifecycle:
         if self.run_dir is None:
             raise RuntimeError("the run folder is not open")
         return self.run_dir
+
+
+def reclaim_worker_files(run_dir: Path) -> None:
+    """Give what nobody-run workers wrote (workers/**, backends/base.py WORKER_UID) back to this process's user,
+    so the finished run folder is one owner's and no worker uid can still change it. Links are not followed."""
+    uid, gid = os.geteuid(), os.getegid()
+    if uid == WORKER_UID:
+        return
+    for root, dirs, files in os.walk(run_dir / "workers", followlinks=False):
+        for name in [*dirs, *files, ""]:
+            path = os.path.join(root, name) if name else root
+            try:
+                if os.lstat(path).st_uid == WORKER_UID:
+                    os.lchown(path, uid, gid)
+            except OSError:
+                continue
 
 
 def _now() -> str:

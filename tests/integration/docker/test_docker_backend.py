@@ -81,7 +81,15 @@ def test_worker_cannot_reshape_its_link(worker_image, engine, tmp_path, tracked)
     with b:
         c = b.containers[0]
         host_cfg = c.attrs["HostConfig"]
-        assert not host_cfg["Privileged"] and {"NET_ADMIN", "NET_RAW"} <= set(host_cfg["CapDrop"])
+        assert not host_cfg["Privileged"] and host_cfg["CapDrop"] == ["ALL"]
+        assert "no-new-privileges" in host_cfg["SecurityOpt"] and host_cfg["PidMode"] in ("", None)  # its own pids
+        assert c.attrs["Config"]["User"] == "65534:65534"  # a root coordinator's workers run as nobody
+        # No capability in any set, no_new_privs (issue 39): what a worker exec'd into the node holds.
+        rc, out = exec_as_worker(engine, c.id, ["grep", "-E", "^(Cap|NoNewPrivs|Uid)", "/proc/self/status"])
+        st = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+        assert rc == 0 and {k: int(v, 16) for k, v in st.items() if k.startswith("Cap")} == dict.fromkeys(
+            ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"), 0), out
+        assert st["NoNewPrivs"].strip() == "1" and st["Uid"].split()[0] == "65534", out
         assert host_cfg["ShmSize"] == 2**30
         rc, out = exec_as_worker(engine, c.id, ["tc", "qdisc", "replace", "dev", "eth0", "root", "tbf",
                                                 "rate", "1gbit", "burst", "100k", "latency", "1ms"])
