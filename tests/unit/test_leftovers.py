@@ -103,6 +103,7 @@ print(json.dumps({"sigterms": life.sigterms, "restored": restored and signal.get
 """
 
 
+@pytest.mark.slow
 def test_sigterms_after_the_first_do_not_stop_the_finish(tmp_path, claims):
     import sys
 

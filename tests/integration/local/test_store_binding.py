@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from distro_bench.backends.base import free_port
 
 # A worker's process group as the loop starts it (train/distributed.py), world 1, held open until stdin closes.
@@ -66,6 +68,7 @@ def _external_address() -> str | None:
     return None if addr.startswith("127.") else addr
 
 
+@pytest.mark.slow
 def test_two_ranks_still_rendezvous_through_the_bound_store():
     port = free_port()
     code = """

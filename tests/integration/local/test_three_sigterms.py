@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.helpers import start_cli, tiny_scenario_dict
@@ -16,6 +17,7 @@ from tests.helpers import start_cli, tiny_scenario_dict
 LONG = tiny_scenario_dict(train={"time_budget": "10min", "eval_every": 50, "seed": 0})
 
 
+@pytest.mark.slow
 def test_three_sigterms_write_status_summary_and_report_and_exit_130(tmp_path):
     scenario = tmp_path / "s.yaml"
     scenario.write_text(yaml.safe_dump(LONG))

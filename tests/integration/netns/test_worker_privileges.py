@@ -142,6 +142,7 @@ def test_worker_user_is_nobody_only_where_it_can_reach_its_files(full_root, tmp_
         subprocess.run(["rm", "-rf", str(pub)], check=False)
 
 
+@pytest.mark.slow
 def test_every_worker_of_a_netns_run_has_capeff_0(full_root, tmp_path):
     if not netns_host().netns:
         pytest.skip("network namespaces unavailable here")
