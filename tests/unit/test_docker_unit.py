@@ -177,3 +177,125 @@ def test_paths_find_the_checkout_and_refuse_an_install_without_one(tmp_path, mon
     assert paths.source_tree() is None
     with pytest.raises(InputError, match="source tree"):
         image.containers_dir()
+
+
+# ---- `clean` judges a run's liveness from the owner on its labels (issue 39, item 4) -----------------------
+
+class _FakeObj:
+    def __init__(self, kind: str, name: str, labels: dict[str, str], engine: _FakeEngine):
+        self.name, self.kind, self.engine = name, kind, engine
+        self.attrs = {"Config": {"Labels": labels}, "State": {}} if kind == "container" else {"Labels": labels}
+
+    def remove(self, force: bool = False):
+        self.engine.removed.append(f"{self.kind} {self.name}")
+
+
+class _FakeList:
+    def __init__(self, engine: _FakeEngine, kind: str):
+        self.engine, self.kind = engine, kind
+
+    def list(self, all: bool = False, filters: dict | None = None):
+        key, _, value = (filters or {}).get("label", "").partition("=")
+        return [o for o in self.engine.objects if o.kind == self.kind and o.attrs.get("Labels", o.attrs.get(
+            "Config", {}).get("Labels", {})).get(key) == value and f"{o.kind} {o.name}" not in self.engine.removed]
+
+
+class _FakeEngine:
+    """What remove_labelled asks of a docker client: containers and networks listed by label, removed."""
+
+    def __init__(self):
+        self.objects: list[_FakeObj] = []
+        self.removed: list[str] = []
+        self.containers, self.networks = _FakeList(self, "container"), _FakeList(self, "network")
+
+    def add_run(self, run_id: str, labels: dict[str, str]):
+        self.objects += [_FakeObj("container", f"distro-bench-{run_id}-node0", labels, self),
+                         _FakeObj("network", f"distro-bench-{run_id}", labels, self)]
+
+
+@pytest.fixture
+def no_claims(monkeypatch, tmp_path):
+    """This host's claim files out of sight, as from another mount namespace or a user without /run."""
+    monkeypatch.setattr("distro_bench.net.owner.runtime_dir", lambda: tmp_path)
+    return tmp_path
+
+
+def _dead_pid() -> int:
+    import subprocess
+
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def test_clean_keeps_a_live_runs_containers_whose_claim_it_cannot_see(no_claims):
+    from distro_bench.backends.docker.leftovers import owner_labels, remove_labelled
+
+    engine = _FakeEngine()
+    engine.add_run("live", owner_labels("live"))  # made by this (live) process; no claim file in sight
+    removed, problems = remove_labelled(engine, include_live=False)
+    assert removed == [] and engine.removed == [] and problems == []
+
+
+def test_clean_removes_what_a_proven_dead_owner_left(no_claims):
+    from distro_bench.backends.docker.leftovers import LABEL_OWNER_PREFIX, owner_labels, remove_labelled
+
+    engine = _FakeEngine()
+    dead = owner_labels("dead")
+    dead[LABEL_OWNER_PREFIX + "pid"] = str(_dead_pid())
+    recycled = owner_labels("recycled")
+    recycled[LABEL_OWNER_PREFIX + "start"] = "1"  # our pid, another start time: the pid was reused
+    rebooted = owner_labels("rebooted")
+    rebooted[LABEL_OWNER_PREFIX + "boot"] = "0000-another-boot"
+    for run_id, labels in (("dead", dead), ("recycled", recycled), ("rebooted", rebooted)):
+        engine.add_run(run_id, labels)
+    removed, problems = remove_labelled(engine, include_live=False)
+    assert problems == [] and sorted(removed) == sorted(engine.removed) and len(removed) == 6
+
+
+def test_clean_never_removes_what_it_cannot_prove_dead(no_claims):
+    from distro_bench.backends.docker.leftovers import (
+        LABEL_OWNER,
+        LABEL_OWNER_PREFIX,
+        LABEL_RUN,
+        owner_labels,
+        remove_labelled,
+    )
+
+    engine = _FakeEngine()
+    elsewhere = owner_labels("elsewhere")
+    elsewhere[LABEL_OWNER_PREFIX + "host"] = "another-host"
+    elsewhere[LABEL_OWNER_PREFIX + "pid"] = str(_dead_pid())  # dead here, but the pid is another host's
+    other_ns = owner_labels("otherns")
+    other_ns[LABEL_OWNER_PREFIX + "pidns"] = "1"
+    engine.add_run("elsewhere", elsewhere)
+    engine.add_run("otherns", other_ns)
+    engine.add_run("old", {LABEL_OWNER: "1", LABEL_RUN: "old"})  # an older harness: no owner at all
+    removed, problems = remove_labelled(engine, include_live=False)
+    assert removed == [] and engine.removed == []
+    assert len(problems) == 6 and all("cannot prove" in p and "--force" in p for p in problems), problems
+    assert any("another-host" in p for p in problems) and any("older distro-bench" in p for p in problems)
+
+
+def test_clean_force_removes_a_live_run_and_tells_it(no_claims):
+    from distro_bench.backends.docker.leftovers import owner_labels, remove_labelled
+    from distro_bench.net import owner
+
+    engine = _FakeEngine()
+    engine.add_run("live", owner_labels("live"))
+    removed, problems = remove_labelled(engine, include_live=True)
+    assert problems == [] and len(removed) == 2
+    note = owner.ended_by_clean()  # what the live run's lifecycle reads when it finishes
+    assert note == "container distro-bench-live-node0, network distro-bench-live"
+    assert owner.ended_by_clean() is None  # read once
+
+
+def test_containers_and_network_carry_their_owner():
+    from distro_bench.backends.docker.backend import DROPPED_CAPS, _owner_labels
+    from distro_bench.backends.docker.leftovers import LABEL_OWNER_PREFIX
+    from distro_bench.net import owner
+
+    labels = _owner_labels("r1")
+    rec = {k: labels[LABEL_OWNER_PREFIX + k] for k in owner.OWNER_KEYS}
+    assert rec == owner.record() and rec["pid"] == str(__import__("os").getpid())
+    assert DROPPED_CAPS == ["ALL"]

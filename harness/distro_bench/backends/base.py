@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, ClassVar
 from distro_bench.backends.requirements import Needs, Requirement
 from distro_bench.net import owner
 from distro_bench.net.naming import new_run_id
+from distro_bench.net.ns import NetnsRef
+from distro_bench.scenario import hfcorpus
 from distro_bench.scenario.model import Scenario
 
 if TYPE_CHECKING:
@@ -74,14 +76,95 @@ class ProcessHandle(WorkerHandle):
             pass
 
 
-def start_process(rank: int, argv: list[str], env: dict[str, str], log_path: Path) -> ProcessHandle:
+def start_process(rank: int, argv: list[str], env: dict[str, str], log_path: Path,
+                  note: str | None = None) -> ProcessHandle:
+    """`note`: a first line for the log (who the worker runs as)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # The worker dies with us (harness/distro_bench/train/worker.py die_with_parent): a SIGKILLed CLI leaves no orphans.
     env = {**env, "DISTRO_BENCH_PARENT_PID": str(os.getpid())}
     with open(log_path, "ab") as log:
+        if note:
+            log.write(f"distro-bench: {note}\n".encode())
+            log.flush()
         proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     return ProcessHandle(rank=rank, log_path=log_path, proc=proc)
+
+
+# Workers of a root coordinator run as nobody/nogroup: a uid that is not the coordinator's can neither
+# ptrace nor signal it, nor write the files root owns (harness/distro_bench/net/enter.py drops the rest).
+WORKER_UID = WORKER_GID = 65534
+
+# Run as the worker (its python, its environment, its uid): can it read what a worker reads and write its
+# output folder? Lists what it cannot. find_spec on top-level names stats folders and imports nothing.
+_REACH_PROBE = """
+import importlib.util, os, sys
+out, *reads = sys.argv[1:]
+bad = [p for p in reads if not os.access(p, os.R_OK)]
+bad += [] if os.access(out, os.W_OK | os.X_OK) else [out]
+for m in ("distro_bench", "torch"):
+    try:
+        if importlib.util.find_spec(m) is None:
+            bad.append("module " + m)
+    except Exception as e:
+        bad.append(f"module {m} ({e})")
+print("; ".join(bad))
+sys.exit(1 if bad else 0)
+"""
+
+
+@dataclass(frozen=True)
+class WorkerUser:
+    """Who a host-process worker runs as: `user` (uid, gid) or None for the coordinator's own, and why."""
+
+    user: tuple[int, int] | None
+    why: str
+
+    def describe(self) -> dict:
+        return {"uid": self.user[0] if self.user else os.geteuid(),
+                "gid": self.user[1] if self.user else os.getegid(),
+                "capabilities": "none (effective, permitted, inheritable, ambient and bounding sets empty; "
+                                "no_new_privs)", "why": self.why}
+
+
+def worker_reads(scenario: Scenario, argv: list[str]) -> list[str]:
+    """What a worker started with `argv` opens for reading: its scenario file and the corpus (a file, a
+    folder, or the cache a Hugging Face corpus is read from)."""
+    out = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--scenario"]
+    corpus = scenario.data.corpus
+    if hfcorpus.is_hf(corpus):
+        out.append(str(hfcorpus.cache_dir()))
+    elif not corpus.startswith("builtin:"):
+        out.append(scenario.corpus_path())
+    return out
+
+
+def choose_worker_user(out_dir: Path, reads: list[str], python: str, env: dict[str, str]) -> WorkerUser:
+    """nobody (WORKER_UID) where the coordinator is root and nobody can reach what the worker reads and
+    writes: `out_dir` is given to it (the run folder's other files stay root's and read-only to it), then
+    a probe started exactly as the worker will be says whether it can read `reads`, write `out_dir` and
+    find its modules. Otherwise the worker keeps the coordinator's uid, still without any capability: a
+    run folder under a 0700 home (root's /root) is not reachable by another uid."""
+    if os.geteuid() != 0:
+        return WorkerUser(None, "the coordinator is not root: workers keep its uid (no capabilities, no_new_privs)")
+    try:
+        os.chown(out_dir, WORKER_UID, WORKER_GID)
+        probe = subprocess.run(NetnsRef.current().wrap([python, "-c", _REACH_PROBE, str(out_dir), *reads],
+                                                       no_caps=True, user=(WORKER_UID, WORKER_GID)),
+                               env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        problem = str(e)
+    else:
+        if probe.returncode == 0:
+            return WorkerUser((WORKER_UID, WORKER_GID), f"uid {WORKER_UID} (nobody): not the coordinator's, so it "
+                              "can neither ptrace nor signal it; it owns only its output folder")
+        problem = (probe.stdout.strip() or probe.stderr.strip()[-300:]) or f"probe exit {probe.returncode}"
+    try:
+        os.chown(out_dir, 0, 0)
+    except OSError:
+        pass
+    return WorkerUser(None, f"uid {WORKER_UID} cannot reach what a worker needs ({problem}): workers keep uid 0, "
+                            "without any capability")
 
 
 def free_port() -> int:
@@ -105,6 +188,7 @@ class Backend(ABC):
         self.plan = plan
         # Names every namespace/container of this run; claimed while the run lives (harness/distro_bench/net/owner.py).
         self.run_id = new_run_id()
+        self._worker_users: dict[Path, WorkerUser] = {}
 
     @classmethod
     @abstractmethod
@@ -165,6 +249,23 @@ class Backend(ABC):
     @abstractmethod
     def start_worker(self, rank: int, argv: list[str], env: dict[str, str], log_path: Path) -> WorkerHandle:
         """Start `argv` (a `python -m distro_bench.train.worker ...` command) as worker `rank` on its node."""
+
+    def worker_user(self, out_dir: Path, argv: list[str], env: dict[str, str]) -> WorkerUser:
+        """Who the workers writing to `out_dir` run as (choose_worker_user), decided once per folder."""
+        if out_dir not in self._worker_users:
+            self._worker_users[out_dir] = choose_worker_user(out_dir, worker_reads(self.scenario, argv), argv[0], env)
+        return self._worker_users[out_dir]
+
+    def start_unprivileged(self, rank: int, argv: list[str], env: dict[str, str], log_path: Path,
+                           netns=None) -> ProcessHandle:
+        """A host-process worker (local, netns) started through harness/distro_bench/net/enter.py: in `netns` (a
+        NetnsRef; None: this namespace), with no capability, no_new_privs, and as nobody where it can be."""
+        full_env = {**os.environ, **env}
+        who = self.worker_user(log_path.parent, argv, full_env)
+        wrapped = (netns or NetnsRef.current()).wrap(argv, no_caps=True, user=who.user)
+        uid = who.user[0] if who.user else os.geteuid()
+        return start_process(rank, wrapped, full_env, log_path,
+                             note=f"worker runs as uid {uid} with no capabilities and no_new_privs ({who.why})")
 
     def worker_env(self, rank: int) -> dict[str, str]:
         """Backend-specific environment for a worker (interface to bind and count, ...)."""

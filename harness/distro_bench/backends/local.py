@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from distro_bench.backends.base import Backend, WorkerHandle, start_process
+from distro_bench.backends.base import Backend, WorkerHandle
 from distro_bench.backends.requirements import Needs, Requirement, Unsupported
 
 
@@ -32,7 +31,8 @@ class LocalBackend(Backend):
         return {"GLOO_SOCKET_IFNAME": "lo"}
 
     def start_worker(self, rank: int, argv: list[str], env: dict[str, str], log_path: Path) -> WorkerHandle:
-        return start_process(rank, argv, {**os.environ, **env}, log_path)
+        # No capability, no_new_privs, and nobody's uid where the coordinator is root (base.choose_worker_user).
+        return self.start_unprivileged(rank, argv, env, log_path)
 
     def describe(self) -> dict:
         shaped = [n.name for n in self.scenario.nodes() if n.link is not None and n.link.shaped]

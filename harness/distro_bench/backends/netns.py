@@ -14,10 +14,10 @@ import atexit
 import os
 from pathlib import Path
 
-from distro_bench.backends.base import Backend, BackendOptions, WorkerHandle, start_process
+from distro_bench.backends.base import Backend, BackendOptions, WorkerHandle
 from distro_bench.backends.requirements import Needs, Requirement, emulation_requirements
 from distro_bench.errors import HarnessError
-from distro_bench.net import cleanup, naming
+from distro_bench.net import cleanup, naming, owner
 from distro_bench.net import host as net_probe
 from distro_bench.net.emulation import Emulation, Endpoints, describe_plan, worker_env
 from distro_bench.net.engines import NetworkPlan, plan_links
@@ -26,10 +26,6 @@ from distro_bench.net.ns import NetnsRef
 from distro_bench.net.owner import owner_alive
 from distro_bench.net.topology import NODE_IFACE, Star, StarSpec
 from distro_bench.scenario.model import Scenario, region_matrix
-
-# Workers run as root inside their namespace; without these capabilities they cannot touch the
-# shaping (net_admin) or enter another namespace (sys_admin).
-DROPPED_CAPS = ("net_admin", "sys_admin")
 
 
 class NetnsBackend(Backend):
@@ -72,10 +68,20 @@ class NetnsBackend(Backend):
     @classmethod
     def clean_leftovers(cls, include_live: bool = False) -> tuple[list[str], list[str]]:
         """Namespaces named dbench-* (harness/distro_bench/net/naming.py) whose run is over, with their veths,
-        bridges, qdiscs and delay lines."""
+        bridges, qdiscs and delay lines, and delay lines' temporary folders whose coordinator is gone."""
         # through the module, not a name bound at import: a test wraps cleanup.list_namespaces
-        names = [n for n in cleanup.list_namespaces() if include_live or not owner_alive(naming.run_id_of(n))]
-        return [f"namespace {n}" for n in names], cleanup.delete_namespaces(names)
+        names = []
+        for n in cleanup.list_namespaces():
+            rid = naming.run_id_of(n)
+            if not owner_alive(rid):
+                names.append(n)
+            elif include_live:  # clean --force: the live run is told who ended it (its status says so)
+                owner.mark_ended_by_clean(owner.claim_record(rid), f"namespace {n}")
+                names.append(n)
+        problems = cleanup.delete_namespaces(names)
+        # The temporary folders of delay lines (both backends') whose coordinator was killed.
+        dirs, dir_problems = cleanup.remove_delayline_dirs()
+        return [f"namespace {n}" for n in names] + dirs, problems + dir_problems
 
     # ---- lifecycle ---------------------------------------------------------------------
     def setup(self) -> None:
@@ -115,11 +121,13 @@ class NetnsBackend(Backend):
         return worker_env(NODE_IFACE)
 
     def worker_argv(self, rank: int, argv: list[str]) -> list[str]:
-        # harness/distro_bench/net/enter.py: setns + dropping the capabilities, without iproute2 or util-linux.
-        return NetnsRef.named(self._node(rank).ns).wrap(argv, drop_caps=DROPPED_CAPS)
+        """`argv` as rank's worker runs it, but with the coordinator's uid (start_worker adds nobody's)."""
+        return NetnsRef.named(self._node(rank).ns).wrap(argv, no_caps=True)
 
     def start_worker(self, rank: int, argv: list[str], env: dict[str, str], log_path: Path) -> WorkerHandle:
-        return start_process(rank, self.worker_argv(rank, argv), {**os.environ, **env}, log_path)
+        # harness/distro_bench/net/enter.py: setns, then no capability at all (it can neither reshape its link,
+        # enter another namespace nor ptrace the coordinator), no_new_privs, and nobody's uid where it can be.
+        return self.start_unprivileged(rank, argv, env, log_path, netns=NetnsRef.named(self._node(rank).ns))
 
     # ---- reuse by `links` and environment.json ---------------------------------------------
     def link_targets(self) -> list[LinkTarget]:

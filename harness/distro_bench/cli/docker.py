@@ -48,7 +48,11 @@ def clean(
     force: bool = typer.Option(False, "--force", help="also remove what runs that are still going use"),
 ) -> None:
     """Remove anything a finished or killed run left behind: containers and networks labelled distro-bench,
-    dbench-* namespaces. Runs still in progress are left alone unless --force."""
+    dbench-* namespaces. Runs still in progress are left alone unless --force.
+
+    Also delay lines' /tmp/dbench-delayline-* folders. A run's liveness is judged from the owner recorded on
+    what it made (host, boot id, pid and its start time); what cannot be proven dead (another host's, an
+    older harness's) is kept and named, exit 1. A run that --force ends says so in its status."""
     from distro_bench import api
 
     with cli_errors():

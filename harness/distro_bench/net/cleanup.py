@@ -1,14 +1,18 @@
 """Removing namespaces by name: kill what runs inside, then delete. Used by every teardown and by
-`distro-bench clean` (NetnsBackend.clean_leftovers: everything named `dbench-*` whose run is over)."""
+`distro-bench clean` (NetnsBackend.clean_leftovers: everything named `dbench-*` whose run is over, and the
+temporary folders of delay lines whose coordinator is gone)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Iterable
+from pathlib import Path
 
-from distro_bench.net import naming
+from distro_bench.net import naming, owner
 from distro_bench.net.ns import delete_netns, list_netns, netns_pids
 
 
@@ -49,3 +53,57 @@ def delete_namespaces(names: Iterable[str]) -> list[str]:
         if problem and name in list_namespaces():
             problems.append(problem)
     return problems
+
+
+DELAYLINE_PREFIX = "dbench-delayline-"  # harness/distro_bench/net/delayline/controller.py's temporary folders
+# A folder without an owner (an older harness's) and no process naming it: left for this long, in case its
+# line is just starting.
+UNOWNED_GRACE_S = 60.0
+
+
+def _referenced(folder: Path) -> bool:
+    """Does a running process name `folder` in its command line (a delay line's --stats path)?"""
+    needle = str(folder).encode()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if needle in (d / "cmdline").read_bytes():
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def stale_delayline_dirs(base: Path | None = None) -> list[Path]:
+    """Delay-line temporary folders whose coordinator is gone: its owner (owner.json) proven dead, or, for a
+    folder with none, no process naming it for UNOWNED_GRACE_S."""
+    base = Path(base or tempfile.gettempdir())
+    out = []
+    for d in sorted(base.glob(DELAYLINE_PREFIX + "*")):
+        if d.is_symlink() or not d.is_dir():
+            continue
+        rec = owner.folder_owner(d)
+        if rec:
+            alive, _ = owner.judge(rec)
+            if alive is False:
+                out.append(d)
+            continue
+        try:
+            old = time.time() - d.stat().st_mtime > UNOWNED_GRACE_S
+        except OSError:
+            continue
+        if old and not _referenced(d):
+            out.append(d)
+    return out
+
+
+def remove_delayline_dirs(base: Path | None = None) -> tuple[list[str], list[str]]:
+    """`clean`: remove stale_delayline_dirs(); (removed, problems)."""
+    removed, problems = [], []
+    for d in stale_delayline_dirs(base):
+        try:
+            shutil.rmtree(d)
+            removed.append(f"delay-line folder {d}")
+        except OSError as e:
+            problems.append(f"delay-line folder {d}: {e.strerror or e}")
+    return removed, problems

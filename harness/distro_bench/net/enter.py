@@ -1,11 +1,18 @@
-"""`python -I harness/distro_bench/net/enter.py [--net PATH] [--drop-caps net_admin,sys_admin] -- ARGV...`
+"""`python -I harness/distro_bench/net/enter.py [--net PATH] [--drop-caps net_admin,...] [--no-caps] [--user UID:GID] -- ARGV...`
 
 Runs ARGV inside the network namespace PATH (`/run/netns/<name>` or `/proc/<pid>/ns/net`), like
-`nsenter --net=PATH` (`ip netns exec` for a named one), and without the listed capabilities in its
-bounding set, like `setpriv --bounding-set=-net_admin,-sys_admin`: a root process exec'd without a
-capability in its bounding set does not get it back, so a worker can neither reshape its own link
-(net_admin) nor enter another namespace (sys_admin). Pure Python (setns(2), prctl(2)), so a run
-needs neither util-linux nor iproute2 for it; imports nothing heavy, so it adds ~20 ms per start.
+`nsenter --net=PATH` (`ip netns exec` for a named one), with less privilege than its caller, like
+`setpriv`: `--drop-caps` takes the listed capabilities out of the bounding set (a root process exec'd
+without a capability in its bounding set does not get it back); `--no-caps` leaves the command no
+capability at all (effective, permitted, inheritable, ambient and bounding sets empty) and sets
+no_new_privs, so no setuid binary or file capability gives any back; `--user` runs it as that uid and
+gid with no supplementary groups. In that order: setns needs CAP_SYS_ADMIN and dropping the bounding
+set CAP_SETPCAP, so both come before the capabilities and the uid go. This is how every worker of the
+local and netns backends starts: as a uid that is not the coordinator's it can neither ptrace nor
+signal it, and without capabilities it can neither reshape its link (net_admin), enter another
+namespace (sys_admin), ptrace a root process (sys_ptrace) nor write what it does not own
+(dac_override). Pure Python (setns(2), prctl(2), capset(2)), so a run needs neither util-linux nor
+iproute2 for it; imports nothing heavy, so it adds ~20 ms per start.
 """
 
 from __future__ import annotations
@@ -16,11 +23,28 @@ import os
 import sys
 
 PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+PR_SET_SECUREBITS = 28
+# SECBIT_NOROOT and its lock: a uid-0 process no longer gains capabilities by exec'ing (the fallback where
+# the worker keeps uid 0), and the bit cannot be unset again.
+SECBITS_NOROOT_LOCKED = 0x3
+CAP_SETPCAP = 8
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
 # linux/capability.h
 CAPS = {"chown": 0, "dac_override": 1, "fowner": 3, "kill": 5, "setgid": 6, "setuid": 7, "setpcap": 8,
         "net_bind_service": 10, "net_broadcast": 11, "net_admin": 12, "net_raw": 13, "sys_module": 16,
         "sys_rawio": 17, "sys_chroot": 18, "sys_ptrace": 19, "sys_admin": 21, "sys_boot": 22, "sys_nice": 23,
         "sys_resource": 24, "sys_time": 25, "mknod": 27, "audit_write": 29, "setfcap": 31, "bpf": 39}
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
 def cap_numbers(names: str) -> list[int]:
@@ -32,10 +56,75 @@ def cap_numbers(names: str) -> list[int]:
     return out
 
 
+def parse_user(text: str) -> tuple[int, int]:
+    uid, _, gid = text.partition(":")
+    try:
+        u, g = int(uid), int(gid or uid)
+    except ValueError:
+        raise ValueError(f"--user: {text!r} is not UID:GID (numbers, e.g. 65534:65534)") from None
+    if u < 0 or g < 0:
+        raise ValueError(f"--user: {text!r}: uid and gid must be >= 0")
+    return u, g
+
+
+def last_cap() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 40
+
+
+def effective_caps() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
+    return 0
+
+
+class Failed(Exception):
+    pass
+
+
+def _prctl(libc, what: str, *args: int, ok_errnos: tuple[int, ...] = ()) -> None:
+    if libc.prctl(*(ctypes.c_ulong(x) for x in (*args, 0, 0, 0, 0)[:5])) != 0:
+        err = ctypes.get_errno()
+        if err not in ok_errnos:
+            raise Failed(f"{what}: {os.strerror(err)}")
+
+
+def drop_everything(libc, user: tuple[int, int] | None) -> None:
+    """Empty bounding and ambient sets, NOROOT securebits, then the uid/gid, then no_new_privs and empty
+    effective/permitted/inheritable sets. A caller without CAP_SETPCAP (not root) has no bounding set to
+    drop that matters: with no_new_privs nothing it execs can gain a capability."""
+    can_setpcap = bool(effective_caps() & (1 << CAP_SETPCAP))
+    if can_setpcap:
+        for cap in range(last_cap() + 1):
+            _prctl(libc, f"dropping capability {cap} from the bounding set", PR_CAPBSET_DROP, cap)
+        _prctl(libc, "locking securebits (noroot)", PR_SET_SECUREBITS, SECBITS_NOROOT_LOCKED)
+    _prctl(libc, "clearing the ambient capabilities", PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL,
+           ok_errnos=(22,))  # EINVAL: a kernel before 4.3 has no ambient set
+    if user is not None:
+        uid, gid = user
+        try:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+        except OSError as e:
+            raise Failed(f"switching to uid {uid}, gid {gid}: {e.strerror}") from None
+    _prctl(libc, "setting no_new_privs", PR_SET_NO_NEW_PRIVS, 1)
+    header, data = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise Failed(f"clearing the capability sets: {os.strerror(ctypes.get_errno())}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="enter.py", description=__doc__.split("\n\n")[1])
+    p = argparse.ArgumentParser(prog="enter.py", description=(__doc__ or "").split("\n\n")[1])
     p.add_argument("--net", help="network namespace handle to enter")
     p.add_argument("--drop-caps", default="", help="capabilities to drop from the bounding set, comma-separated")
+    p.add_argument("--no-caps", action="store_true", help="no capabilities at all, and no_new_privs")
+    p.add_argument("--user", help="UID:GID to run as (no supplementary groups)")
     p.add_argument("argv", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
     cmd = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
@@ -44,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     libc = ctypes.CDLL(None, use_errno=True)
     try:
         caps = cap_numbers(a.drop_caps)
+        user = parse_user(a.user) if a.user else None
     except ValueError as e:
         p.error(str(e))
     if a.net:
@@ -56,10 +146,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"distro_bench.net.enter: setns {a.net}: {os.strerror(ctypes.get_errno())}", file=sys.stderr)
             return 125
         os.close(fd)
-    for cap in caps:
-        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            print(f"distro_bench.net.enter: dropping capability {cap}: {os.strerror(ctypes.get_errno())}", file=sys.stderr)
-            return 125
+    try:
+        for cap in caps:
+            _prctl(libc, f"dropping capability {cap}", PR_CAPBSET_DROP, cap)
+        if a.no_caps or user is not None:
+            drop_everything(libc, user)
+    except Failed as e:
+        print(f"distro_bench.net.enter: {e}", file=sys.stderr)
+        return 125
     try:
         os.execvp(cmd[0], cmd)
     except OSError as e:

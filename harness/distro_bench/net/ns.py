@@ -61,17 +61,20 @@ class NetnsRef:
     def current(cls) -> NetnsRef:
         return cls(path=None, label="root")
 
-    def wrap(self, argv: list[str], *, drop_caps: Iterable[str] = ()) -> list[str]:
+    def wrap(self, argv: list[str], *, drop_caps: Iterable[str] = (), no_caps: bool = False,
+             user: tuple[int, int] | None = None) -> list[str]:
         """`argv` as a command that runs inside this namespace (only the network namespace is entered),
-        without `drop_caps` (e.g. net_admin, sys_admin) in its capability bounding set."""
+        without `drop_caps` (e.g. net_admin, sys_admin) in its capability bounding set; `no_caps`: with no
+        capability at all and no_new_privs; `user`: as that (uid, gid) (harness/distro_bench/net/enter.py)."""
         drop = ",".join(drop_caps)
-        if self.path is None and not drop:
+        less = [*(["--drop-caps", drop] if drop else []), *(["--no-caps"] if no_caps else []),
+                *(["--user", f"{user[0]}:{user[1]}"] if user is not None else [])]
+        if self.path is None and not less:
             return list(argv)
-        if not drop and argv and argv[0] == "tc" and self.path is not None and self.path.startswith(NETNS_DIR + "/"):
+        if not less and argv and argv[0] == "tc" and self.path is not None and self.path.startswith(NETNS_DIR + "/"):
             # tc enters a named namespace itself (-n): no interpreter start per tc call.
             return [argv[0], "-n", self.path[len(NETNS_DIR) + 1:], *argv[1:]]
-        return [sys.executable, "-I", ENTER_SCRIPT, *(["--net", self.path] if self.path else []),
-                *(["--drop-caps", drop] if drop else []), "--", *argv]
+        return [sys.executable, "-I", ENTER_SCRIPT, *(["--net", self.path] if self.path else []), *less, "--", *argv]
 
     def __str__(self) -> str:
         return self.label or str(self.path)

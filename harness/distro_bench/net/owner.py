@@ -4,13 +4,24 @@ a dead run left behind and never pulls the network out from under a run that is 
 A backend claims its run id before creating anything and releases it after teardown. The claim is a
 file holding the owner's pid and the kernel's start time of that pid (so a recycled pid is not
 mistaken for the owner). No library covers this; it is a dozen lines.
+
+What lives outside this host's runtime folder carries its owner itself (`record()`: host, boot id, pid
+namespace, pid, start time): Docker containers and networks as labels, a delay line's temporary folder as
+a file. `judge()` says alive, proven dead, or cannot tell, from what the kernel says now; a claim file
+under /run is invisible from another mount namespace, and under /tmp for a user without /run, so judging
+from it alone made every container of a live run look dead.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import tempfile
 from pathlib import Path
+
+# What record() holds; Docker labels carry them as distro-bench.owner.<key>.
+OWNER_KEYS = ("host", "boot", "pidns", "pid", "start")
 
 
 def runtime_dir() -> Path:
@@ -64,3 +75,102 @@ def abandoned_runs() -> list[tuple[str, int, Path]]:
         if len(lines) > 1 and lines[1] and not owner_alive(f.stem):
             out.append((f.stem, pid, Path(lines[1])))
     return out
+
+
+# ---- owners recorded on what they made (Docker labels, a delay line's folder) --------------------------
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _pidns() -> str:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
+def record(pid: int | None = None) -> dict[str, str]:
+    """This process (or `pid` of this host) as an owner: host name, boot id, pid namespace, pid, start time."""
+    pid = os.getpid() if pid is None else pid
+    return {"host": socket.gethostname(), "boot": _boot_id(), "pidns": _pidns(), "pid": str(pid),
+            "start": _start_time(pid) or ""}
+
+
+def judge(rec: dict[str, str]) -> tuple[bool | None, str]:
+    """(True: the owner lives, False: proven dead, None: cannot tell) and why. Dead only on evidence: the
+    same host and boot with the pid gone or recycled (another start time), or the same host rebooted since."""
+    if not all(rec.get(k) for k in OWNER_KEYS):
+        return None, "no owner recorded (made by an older distro-bench, or by hand)"
+    me = record()
+    if rec["host"] != me["host"]:
+        return None, f"owned by pid {rec['pid']} on host {rec['host']!r}, not this host ({me['host']!r})"
+    if rec["boot"] != me["boot"]:
+        return False, f"its owner (pid {rec['pid']}) ran before this host last booted"
+    if rec["pidns"] != me["pidns"]:
+        return None, f"owned by pid {rec['pid']} of another pid namespace (a container?), which this one cannot see"
+    try:
+        pid = int(rec["pid"])
+    except ValueError:
+        return None, f"owner pid {rec['pid']!r} is not a number"
+    now = _start_time(pid)
+    if now is None:
+        return False, f"its owner (pid {pid}) has exited"
+    if now != rec["start"]:
+        return False, f"its owner (pid {pid}) has exited (the pid now belongs to another process)"
+    return True, f"its owner (pid {pid}) is still running"
+
+
+OWNER_FILE = "owner.json"
+
+
+def stamp(folder: Path) -> None:
+    """Record this process as the owner of `folder` (a delay line's temporary folder), for `clean`."""
+    (Path(folder) / OWNER_FILE).write_text(json.dumps(record()))
+
+
+def folder_owner(folder: Path) -> dict[str, str]:
+    try:
+        data = json.loads((Path(folder) / OWNER_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+# ---- runs that `clean --force` ended ------------------------------------------------------------------
+
+def mark_ended_by_clean(rec: dict[str, str], what: str) -> None:
+    """`clean --force` removed `what` from under the live run owned by `rec`: leave it a note, so the run's
+    status says clean ended it rather than only "worker exited -9"."""
+    if not rec.get("pid") or not rec.get("start"):
+        return
+    try:
+        with open(runtime_dir() / f"ended-{rec['pid']}-{rec['start']}.txt", "a") as f:
+            f.write(what + "\n")
+    except OSError:
+        pass
+
+
+def ended_by_clean(pid: int | None = None) -> str | None:
+    """What `clean --force` removed from under this process's run (None: nothing), once: the note is consumed."""
+    pid = os.getpid() if pid is None else pid
+    try:
+        path = runtime_dir() / f"ended-{pid}-{_start_time(pid)}.txt"
+        text = path.read_text()
+        path.unlink()
+    except OSError:
+        return None
+    items = sorted({x for x in text.splitlines() if x})
+    return ", ".join(items) or None
+
+
+def claim_record(run_id: str) -> dict[str, str]:
+    """The owner of a claim on this host (pid and start time), as record() names them; {} if none."""
+    try:
+        pid, start = (runtime_dir() / f"{run_id}.owner").read_text().splitlines()[0].split()
+    except (OSError, ValueError, IndexError):
+        return {}
+    return {"pid": pid, "start": start}

@@ -16,6 +16,8 @@ finishes. The derived limits both launchers give their workers (collective timeo
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,6 +27,7 @@ from typing import Any, Protocol
 
 import yaml
 
+from distro_bench.backends.base import WORKER_UID
 from distro_bench.errors import HarnessError, Interrupted, RunFolderWriteError, WorkerFailed
 from distro_bench.net import owner
 from distro_bench.net.host import gpus as host_gpus
@@ -76,10 +79,20 @@ Launch = Callable[[str, int], None]
 
 
 @contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (a CI timeout, `kill`) takes the same clean path as Ctrl-C."""
+def sigterm_as_interrupt(life: RunLifecycle | None = None) -> Iterator[None]:
+    """SIGTERM (a CI timeout, `kill`) takes the same clean path as Ctrl-C. Only the first one interrupts:
+    later ones (a supervisor repeating its TERM) are counted and ignored until the run is finished, so the
+    teardown, status.json, the summary and the report are still written, and the run exits 130 (Interrupted)
+    rather than dying of the signal. With `life`, that holds through `life.finish()`, which restores the
+    previous handler; SIGKILL still ends it at once."""
+    terms = [0]
+
     def handler(signum, frame):
-        raise KeyboardInterrupt
+        terms[0] += 1
+        if life is not None:
+            life.sigterms = terms[0]
+        if terms[0] == 1:
+            raise KeyboardInterrupt
 
     try:
         previous = signal.signal(signal.SIGTERM, handler)
@@ -89,7 +102,10 @@ def sigterm_as_interrupt() -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if life is not None and terms[0]:
+            life.restore_sigterm = previous  # finish() restores it once everything is written
+        else:
+            signal.signal(signal.SIGTERM, previous)
 
 
 # ---- what both launchers give their workers ------------------------------------------------------------
@@ -141,6 +157,8 @@ class RunLifecycle:
         self.reason: str | None = None
         self.failure: BaseException | None = None
         self.claim_id: str | None = None
+        self.sigterms = 0  # SIGTERMs received (the first interrupts; see sigterm_as_interrupt)
+        self.restore_sigterm: Any = None  # the SIGTERM handler finish() puts back after a SIGTERM
 
     # ---- open ---------------------------------------------------------------------------------------------
     def open(self, out: Path) -> Path:
@@ -148,13 +166,21 @@ class RunLifecycle:
         follows traces is reloaded from the folder's copy (the workers read that one)."""
         self.run_dir = run_dir = new_run_dir(out, self.scenario.name)
         self.started = _now()
-        self._claim()
-        text, follows_traces = dump_for_run(self.scenario, run_dir)
-        atomic_write_text(run_dir / "scenario.yaml", text)
-        if follows_traces:
-            self.scenario = scenario_from_dict(yaml.safe_load(text), source=str(run_dir / "scenario.yaml"),
-                                               base_dir=run_dir)
-        write_status(run_dir, "running", None)
+        try:
+            self._claim()
+            text, follows_traces = dump_for_run(self.scenario, run_dir)
+            atomic_write_text(run_dir / "scenario.yaml", text)
+            if follows_traces:
+                self.scenario = scenario_from_dict(yaml.safe_load(text), source=str(run_dir / "scenario.yaml"),
+                                                   base_dir=run_dir)
+            write_status(run_dir, "running", None)
+        except BaseException:
+            # Nothing ran: no claim for `clean` to find, and no folder without status.json. The folder is the
+            # one new_run_dir just made (never another run's), holding at most partial copies.
+            self.release()
+            shutil.rmtree(run_dir, ignore_errors=True)
+            self.run_dir = None
+            raise
         return run_dir
 
     def join(self, run_dir: Path) -> None:
@@ -217,7 +243,7 @@ class RunLifecycle:
         here = f" on host {self.host}" if self.host is not None else ""
         prefix = f"host {self.host}: " if self.host is not None else ""
         try:
-            with sigterm_as_interrupt():
+            with sigterm_as_interrupt(self):
                 yield
             self.state = "complete"
         except KeyboardInterrupt as e:
@@ -248,18 +274,35 @@ class RunLifecycle:
         """Status first, then metrics and summary (`finalize`), then the report; the claim released. A folder
         the disk refuses raises RunFolderWriteError (WorkerFailed, with the worker's log tail, when a worker
         failure was the run's end)."""
+        reclaim_worker_files(self._dir())
+        ended = owner.ended_by_clean()
+        if ended and self.state != "complete":
+            self.reason = (f"ended by `distro-bench clean --force`, which removed {ended} while the run was going"
+                           + (f"; then: {self.reason}" if self.reason else ""))
         try:
             summary = finalize(self._dir(), self.scenario, self.backend_name, self.state, self.reason, self.started,
                                events=self.events)
         except RunFolderWriteError as e:
+            self._restore_sigterm()
             if isinstance(self.failure, WorkerFailed):  # keep the worker's log tail beside the combined cause
                 raise WorkerFailed(str(e), rank=self.failure.rank, log_tail=self.failure.log_tail) from None
             raise
         finally:
             self.release()
-        if write_report:
-            self.write_report()
+        try:
+            if write_report:
+                self.write_report()
+        finally:
+            self._restore_sigterm()
         return summary
+
+    def _restore_sigterm(self) -> None:
+        if self.restore_sigterm is not None:
+            try:
+                signal.signal(signal.SIGTERM, self.restore_sigterm)
+            except ValueError:
+                pass
+            self.restore_sigterm = None
 
     def write_report(self) -> None:
         try:
@@ -271,6 +314,22 @@ class RunLifecycle:
         if self.run_dir is None:
             raise RuntimeError("the run folder is not open")
         return self.run_dir
+
+
+def reclaim_worker_files(run_dir: Path) -> None:
+    """Give what nobody-run workers wrote (workers/**, backends/base.py WORKER_UID) back to this process's user,
+    so the finished run folder is one owner's and no worker uid can still change it. Links are not followed."""
+    uid, gid = os.geteuid(), os.getegid()
+    if uid == WORKER_UID:
+        return
+    for root, dirs, files in os.walk(run_dir / "workers", followlinks=False):
+        for name in [*dirs, *files, ""]:
+            path = os.path.join(root, name) if name else root
+            try:
+                if os.lstat(path).st_uid == WORKER_UID:
+                    os.lchown(path, uid, gid)
+            except OSError:
+                continue
 
 
 def _now() -> str:

@@ -5,6 +5,7 @@ calibration gathers."""
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -63,11 +64,38 @@ def init_process_group(device: torch.device, rank: int, world: int) -> None:
     timeout = timedelta(seconds=float(os.environ.get("DISTRO_BENCH_TIMEOUT_S", "300")))
     kwargs: dict[str, Any] = {"device_id": device} if backend == "nccl" else {}
     try:
+        store = rendezvous_store(rank, world, timeout)
+        if store is not None:
+            kwargs["store"] = store
         dist.init_process_group(backend=backend, timeout=timeout, rank=rank, world_size=world, **kwargs)
     except dist.DistError as e:  # the rendezvous ran out of time (the store, or connecting to it): what, how long, and how busy the host was
         where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
         raise RuntimeError(f"rank {rank}: the rendezvous of {world} ranks at {where} did not complete in "
                            f"{timeout.total_seconds():.0f}s ({HostLoad.now().describe()}): {e}") from e
+
+
+def rendezvous_store(rank: int, world: int, timeout: timedelta) -> dist.TCPStore | None:
+    """The run's c10d store, rank 0 serving it on MASTER_ADDR only. torch's env:// rendezvous has rank 0 listen
+    on every interface (`*:MASTER_PORT`, unauthenticated: anyone who reaches the host could join or poison the
+    group); here rank 0 binds a socket to MASTER_ADDR itself and hands it to the store (`master_listen_fd`):
+    loopback for the local backend, the node's own address in its namespace or container for netns and docker.
+    None (torch's own rendezvous) under torchrun, whose agent serves the store (`distro-bench node`)."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" or "MASTER_ADDR" not in os.environ:
+        return None
+    host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    if rank != 0:
+        return dist.TCPStore(host, port, world, False, timeout, multi_tenant=True)
+    family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    listener = socket.socket(family, kind, proto)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(addr)
+        listener.listen(512)
+    except OSError:
+        listener.close()
+        raise
+    # The store owns the descriptor from here (it closes it when the store goes).
+    return dist.TCPStore(host, port, world, True, timeout, multi_tenant=True, master_listen_fd=listener.detach())
 
 
 def close_process_group() -> None:

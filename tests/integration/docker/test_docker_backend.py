@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from distro_bench.backends.docker import LABEL_OWNER, LABEL_RUN, DockerBackend, image, remove_labelled
+from distro_bench.backends.docker import DockerBackend, image, remove_labelled
 from distro_bench.errors import HarnessError
 from distro_bench.scenario.model import scenario_from_dict
 from tests.helpers import REPO, exec_as_worker, ours, start_cli, tiny_scenario_dict
@@ -81,7 +81,15 @@ def test_worker_cannot_reshape_its_link(worker_image, engine, tmp_path, tracked)
     with b:
         c = b.containers[0]
         host_cfg = c.attrs["HostConfig"]
-        assert not host_cfg["Privileged"] and {"NET_ADMIN", "NET_RAW"} <= set(host_cfg["CapDrop"])
+        assert not host_cfg["Privileged"] and host_cfg["CapDrop"] == ["ALL"]
+        assert "no-new-privileges" in host_cfg["SecurityOpt"] and host_cfg["PidMode"] in ("", None)  # its own pids
+        assert c.attrs["Config"]["User"] == "65534:65534"  # a root coordinator's workers run as nobody
+        # No capability in any set, no_new_privs (issue 39): what a worker exec'd into the node holds.
+        rc, out = exec_as_worker(engine, c.id, ["grep", "-E", "^(Cap|NoNewPrivs|Uid)", "/proc/self/status"])
+        st = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+        assert rc == 0 and {k: int(v, 16) for k, v in st.items() if k.startswith("Cap")} == dict.fromkeys(
+            ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"), 0), out
+        assert st["NoNewPrivs"].strip() == "1" and st["Uid"].split()[0] == "65534", out
         assert host_cfg["ShmSize"] == 2**30
         rc, out = exec_as_worker(engine, c.id, ["tc", "qdisc", "replace", "dev", "eth0", "root", "tbf",
                                                 "rate", "1gbit", "burst", "100k", "latency", "1ms"])
@@ -184,26 +192,33 @@ def test_failed_setup_removes_what_it_created(worker_image, engine, tmp_path, tr
     assert ours(engine, b.run_id) == []
 
 
-def test_clean_removes_labelled_leftovers(worker_image, engine, cli, monkeypatch):
+def test_clean_removes_labelled_leftovers(worker_image, engine, cli, monkeypatch, tmp_path):
+    from distro_bench.backends.docker.leftovers import LABEL_OWNER_PREFIX, owner_labels
     from distro_bench.backends.netns import NetnsBackend
 
     # this test is about containers
     monkeypatch.setattr(NetnsBackend, "clean_leftovers", classmethod(lambda cls, include_live=False: ([], [])))
-    labels = {LABEL_OWNER: "1", LABEL_RUN: "leftover"}
+    # No claim file in sight (another mount namespace): liveness comes from the owner on the labels (issue 39).
+    monkeypatch.setattr("distro_bench.net.owner.runtime_dir", lambda: tmp_path)
+    labels = owner_labels("leftover")  # this test process: alive
     net = engine.networks.create("distro-bench-leftover", internal=True, labels=labels)
     try:
         engine.containers.run(worker_image.id, ["sleep", "infinity"], detach=True, labels=labels,
                               network=net.name, name="distro-bench-leftover-node0")
-        from distro_bench.net import owner
-
-        owner.claim("leftover")  # while its harness lives, a run's containers are not leftovers
-        try:
-            r = cli("clean")
-            assert r.exit_code == 0 and ours(engine, "leftover") != [], r.output
-        finally:
-            owner.release("leftover")
         r = cli("clean")
-        assert r.exit_code == 0, r.output
+        assert r.exit_code == 0 and sorted(ours(engine, "leftover")) == sorted(
+            ["distro-bench-leftover-node0", "distro-bench-leftover"]), r.output
+        # The same objects, their owner gone: leftovers.
+        p = subprocess.Popen(["true"])
+        p.wait()
+        dead = {**labels, LABEL_OWNER_PREFIX + "pid": str(p.pid)}
+        engine.containers.get("distro-bench-leftover-node0").remove(force=True)
+        net.remove()
+        net = engine.networks.create("distro-bench-leftover", internal=True, labels=dead)
+        engine.containers.run(worker_image.id, ["sleep", "infinity"], detach=True, labels=dead,
+                              network=net.name, name="distro-bench-leftover-node0")
+        r = cli("clean")
+        assert r.exit_code in (0, 1), r.output  # 1 only for another run's objects that cannot be judged
         assert "container distro-bench-leftover-node0" in r.output and "network distro-bench-leftover" in r.output
         assert ours(engine, "leftover") == []
     finally:

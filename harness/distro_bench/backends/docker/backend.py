@@ -26,8 +26,12 @@ are shaped once, verified once, described truthfully, and every optimizer trains
 links; a worker cannot start before shaping because it is only exec'ed after setup returns. This
 is the netns backend's model (namespaces persist, workers are processes in them) with containers.
 
-Workers run as the host user (their files in the bind-mounted run folder belong to the user), without
-NET_ADMIN/NET_RAW and with no-new-privileges, so they cannot change their own shaping.
+Workers run without any capability (cap_drop ALL) and with no-new-privileges, in the container's own pid
+namespace, so they cannot change their own shaping nor see, signal or ptrace the coordinator. A non-root
+user's run has them run as that user (their files in the bind-mounted run folder belong to the user); a
+root coordinator's as nobody (65534), which owns only the worker's output folder, where nobody can read
+the scenario and the corpus (checked by an exec as nobody, once per folder), else as the container's root
+without capabilities.
 """
 
 from __future__ import annotations
@@ -39,9 +43,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from distro_bench.backends.base import Backend, BackendOptions, WorkerHandle
+from distro_bench.backends.base import WORKER_GID, WORKER_UID, Backend, BackendOptions, WorkerHandle, worker_reads
 from distro_bench.backends.docker import image
-from distro_bench.backends.docker.leftovers import IFACE, LABEL_OWNER, LABEL_RUN, remove_labelled
+from distro_bench.backends.docker.leftovers import IFACE, owner_labels, remove_labelled
 from distro_bench.backends.docker.placement import SHM_SIZE, Placement, device_requests, host_gpu_count, place
 from distro_bench.backends.docker.worker import ContainerWorker
 from distro_bench.backends.requirements import DockerEngine, Needs, PythonModule, Requirement, emulation_requirements
@@ -55,11 +59,19 @@ from distro_bench.scenario.model import Node, Scenario
 from distro_bench.train.liveness import Timeouts, timeout_scale
 
 LABEL_RANK = "distro-bench.rank"
-DROPPED_CAPS = ["NET_ADMIN", "NET_RAW"]
+DROPPED_CAPS = ["ALL"]
+NOBODY = f"{WORKER_UID}:{WORKER_GID}"
+
+
+def container_user() -> str:
+    """The node containers' user: nobody for a root coordinator, else the host user (it owns its files)."""
+    return NOBODY if os.geteuid() == 0 else f"{os.getuid()}:{os.getgid()}"
 
 
 def _owner_labels(run_id: str) -> dict[str, str]:
-    return {LABEL_OWNER: "1", LABEL_RUN: run_id}
+    # The owner (host, boot id, pid namespace, pid, start time) travels with the objects: `clean` judges
+    # liveness from the engine's labels and the kernel, not from a claim file another mount namespace cannot see.
+    return owner_labels(run_id)
 
 
 # ---- the backend --------------------------------------------------------------------------------
@@ -85,6 +97,7 @@ class DockerBackend(Backend):
         self._exec_count = 0
         # The engine's answers slow down with the host (a 10 s read timeout died under load, issue 38).
         self.timeouts = Timeouts.for_host()
+        self._exec_users: dict[Path, str] = {}
 
     # ---- capability ------------------------------------------------------------------
     @classmethod
@@ -183,7 +196,7 @@ class DockerBackend(Backend):
             "image": self.image.id, "command": ["sleep", "infinity"], "entrypoint": [], "detach": True, "init": True,
             "name": f"distro-bench-{self.run_id}-{node.name}", "hostname": node.name,
             "labels": {**_owner_labels(self.run_id), LABEL_RANK: str(node.rank)},
-            "network": self.network.name, "volumes": self._mounts(), "user": f"{os.getuid()}:{os.getgid()}",
+            "network": self.network.name, "volumes": self._mounts(), "user": container_user(),
             "shm_size": SHM_SIZE, "cap_drop": DROPPED_CAPS, "security_opt": ["no-new-privileges"], "privileged": False,
             "environment": {"HOME": "/tmp"},
         }
@@ -313,10 +326,34 @@ class DockerBackend(Backend):
         # its host path, so the host's working directory exists in the container too.
         workdir = os.getcwd() if not self.run_dir.is_absolute() else "/tmp"
         api = self.client.api
-        ex = api.exec_create(container.id, cmd, environment=env, workdir=workdir)
+        user = self._exec_user(container, log_path, argv)
+        ex = api.exec_create(container.id, cmd, environment=env, workdir=workdir, user=user)
         api.exec_start(ex["Id"], detach=True)
         return ContainerWorker(rank=rank, log_path=log_path, api=api, container_id=container.id,
-                               exec_id=ex["Id"], pid_file=pid_file)
+                               exec_id=ex["Id"], pid_file=pid_file, user=user)
+
+    def _exec_user(self, container, log_path: Path, argv: list[str]) -> str:
+        """Who the worker writing `log_path`'s folder runs as (see the module docstring), decided once per folder."""
+        out = log_path.parent
+        if os.geteuid() != 0:
+            return container_user()
+        if out not in self._exec_users:
+            os.chown(out, WORKER_UID, WORKER_GID)
+            check = 'test -w "$0" -a -x "$0" || exit 1; for f; do test -r "$f" || exit 1; done'
+            api = self.client.api
+            ex = api.exec_create(container.id, ["sh", "-c", check, str(out), *worker_reads(self.scenario, argv)],
+                                 user=NOBODY)
+            api.exec_start(ex["Id"])
+            if api.exec_inspect(ex["Id"]).get("ExitCode") == 0:
+                self._exec_users[out] = NOBODY
+            else:
+                os.chown(out, 0, 0)
+                self._exec_users[out] = "0:0"
+        user = self._exec_users[out]
+        if user == NOBODY:  # the container's shell opens the log as the worker
+            log_path.touch()
+            os.chown(log_path, WORKER_UID, WORKER_GID)
+        return user
 
     def describe(self) -> dict:
         plan = describe_plan(self.plan)

@@ -20,6 +20,7 @@ class ContainerWorker(WorkerHandle):
     container_id: str = ""
     exec_id: str = ""
     pid_file: str = ""
+    user: str | None = None  # the exec's user: stop() signals as it (the container's root has no CAP_KILL)
     _rc: int | None = None
 
     def poll(self) -> int | None:
@@ -54,7 +55,8 @@ class ContainerWorker(WorkerHandle):
             return
         sig = "KILL" if kill else "TERM"
         try:
-            ex = self.api.exec_create(self.container_id, ["sh", "-c", f'kill -{sig} "$(cat {self.pid_file})" 2>/dev/null; true'])
+            ex = self.api.exec_create(self.container_id, ["sh", "-c", f'kill -{sig} "$(cat {self.pid_file})" 2>/dev/null; true'],
+                                      **({"user": self.user} if self.user else {}))
             self.api.exec_start(ex["Id"])
         except docker.errors.APIError:
             pass  # the container is gone or stopping: nothing left to signal

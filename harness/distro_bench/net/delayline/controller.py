@@ -17,6 +17,7 @@ from pathlib import Path
 
 from distro_bench import paths
 from distro_bench.errors import CapabilityError, HarnessError
+from distro_bench.net import owner
 from distro_bench.net.delayline.forwarder import write_json
 from distro_bench.net.link import Impairment
 from distro_bench.net.ns import NetnsRef
@@ -96,6 +97,7 @@ class DelayLine:
         if not ok:
             raise CapabilityError(why)
         self._tmpdir = Path(tempfile.mkdtemp(prefix="dbench-delayline-"))
+        owner.stamp(self._tmpdir)  # `distro-bench clean` removes it once this process is gone (a killed run)
         self._stats_path = self._tmpdir / "stats.json"
         log_path = self.log_path or self._tmpdir / "delayline.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
