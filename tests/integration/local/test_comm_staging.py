@@ -49,6 +49,7 @@ def _worker(rank: int, world: int, port: int, device: str, out: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # three spawned processes: 20-40 s on the loaded 2-core host
 @pytest.mark.parametrize("device", [
     "cpu",
     pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
