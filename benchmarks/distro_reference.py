@@ -38,14 +38,15 @@ def demo_chunk(n: int, chunk: int) -> int:
     return max(d for d in range(1, chunk + 1) if n % d == 0)
 
 
-def dct2_matrix(n: int) -> torch.Tensor:
-    """Orthonormal DCT-II: C[k] = s_k * sum_i x[i] cos(pi (2i + 1) k / 2n), s_0 = sqrt(1/n), s_k = sqrt(2/n)."""
+def dct2_matrix(n: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """Orthonormal DCT-II: C[k] = s_k * sum_i x[i] cos(pi (2i + 1) k / 2n), s_0 = sqrt(1/n), s_k = sqrt(2/n);
+    built in float64 on the CPU, then float32 on `device` (the same numbers on every device)."""
     i = torch.arange(n, dtype=torch.float64)
     k = i[:, None]
     m = torch.cos(math.pi * (2 * i[None, :] + 1) * k / (2 * n))
     scale = torch.full((n, 1), math.sqrt(2.0 / n), dtype=torch.float64)
     scale[0] = math.sqrt(1.0 / n)
-    return (m * scale).float()
+    return (m * scale).float().to(device)
 
 
 class ReferenceDeMo:
@@ -72,12 +73,12 @@ class ReferenceDeMo:
         """(rows, cols) -> (chunks, h*w): every h x w chunk's DCT-II coefficients, flattened row-major."""
         rows, cols, h, w = self._grid(x)
         blocks = x.reshape(rows // h, h, cols // w, w).permute(0, 2, 1, 3)  # (gy, gx, h, w)
-        c = dct2_matrix(h) @ blocks @ dct2_matrix(w).T
+        c = dct2_matrix(h, x.device) @ blocks @ dct2_matrix(w, x.device).T
         return c.reshape(-1, h * w)
 
     def _from_coefficients(self, c: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
         rows, cols, h, w = self._grid(like)
-        blocks = dct2_matrix(h).T @ c.reshape(rows // h, cols // w, h, w) @ dct2_matrix(w)
+        blocks = dct2_matrix(h, c.device).T @ c.reshape(rows // h, cols // w, h, w) @ dct2_matrix(w, c.device)
         return blocks.permute(0, 2, 1, 3).reshape(like.shape)
 
     @torch.no_grad()

@@ -1,6 +1,10 @@
 """Workers in one process for the optimizer reference tests: ranks on threads meeting at a threading.Barrier
-(a two-rank Comm here; a test module may bring another), seeded parameters and gradients, and a strategy trained
-on every rank. Only plumbing: each test module keeps its own reference implementation."""
+(a two-rank Comm, and an all-gather of any world size), seeded parameters and gradients, and a strategy trained
+on every rank. Only plumbing: each test module keeps its own reference implementation.
+
+Device-generic where a test runs on a GPU (benchmarks/gpu_acceptance.py): `ThreadComm` keeps what it gathers on
+the tensors' device, and `run_workers` draws gradients on the CPU and moves them, so a CPU run and a CUDA run
+start from the same numbers."""
 
 from __future__ import annotations
 
@@ -81,6 +85,65 @@ def run_threads(world: int, work: Callable[[int], R], barrier: threading.Barrier
     if errors:
         raise errors[0]
     return out
+
+
+class ThreadGroup:
+    """`world` threads' all-gather: each puts its tensor in a slot, and all read every slot in rank order."""
+
+    def __init__(self, world: int):
+        self.world, self.slots = world, [None] * world
+        self.barrier = threading.Barrier(world, timeout=60)
+
+    def comm(self, rank: int) -> ThreadComm:
+        return ThreadComm(self, rank)
+
+
+class ThreadComm:
+    """One rank of a ThreadGroup; `sent` counts the bytes handed to all-gathers (each call's buffer once, as a ring
+    all-gather's tx; the `exchange` keyword is accepted and ignored). Buffers stay on their device: threads of one
+    process share a GPU's default stream, so a clone made before the barrier is ordered before every read after it."""
+
+    def __init__(self, group: ThreadGroup, rank: int):
+        self.group, self.rank, self.world_size = group, rank, group.world
+        self.sent = 0
+
+    def all_gather(self, tensor: torch.Tensor, **_) -> list[torch.Tensor]:
+        g = self.group
+        self.sent += tensor.numel() * tensor.element_size()
+        g.slots[self.rank] = tensor.clone()
+        g.barrier.wait()
+        out = [t.clone() for t in g.slots]
+        g.barrier.wait()  # nobody overwrites a slot before everyone has read it
+        return out
+
+    def all_gather_async(self, tensor: torch.Tensor, **_):
+        out = self.all_gather(tensor)  # done at once; the handle only hands it back
+
+        class Done:
+            def wait(self):
+                return out
+        return Done()
+
+
+def run_workers(world: int, make: Callable[[int, ThreadComm], tuple[list[torch.Tensor], Callable[[int], object]]],
+                steps: int, grad=None, device: torch.device | str = "cpu") -> list[list[torch.Tensor]]:
+    """Run `make(rank, comm) -> (params, step_fn)` on `world` threads for `steps` steps, each rank its own
+    gradients (random, or `grad(rank, param, noise)` where they must depend on the parameters), drawn on the CPU
+    from a seed per rank and moved to `device`; returns each rank's params."""
+    group = ThreadGroup(world)
+
+    def body(rank: int) -> list[torch.Tensor]:
+        params, step_fn = make(rank, group.comm(rank))
+        data = torch.Generator().manual_seed(100 + rank)
+        for step in range(steps):
+            for p in params:
+                noise = torch.randn(p.shape, generator=data).to(device)
+                p.grad = noise if grad is None else grad(rank, p, noise)
+            step_fn(step)
+        return params
+
+    out = run_threads(world, body, group.barrier)  # a failing rank lets the others out of the barrier
+    return [out[r] for r in range(world)]
 
 
 def pair_comm(rank: int, world: int, shared: dict) -> PairComm:

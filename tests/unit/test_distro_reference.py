@@ -6,19 +6,24 @@ the reference transforms each tensor in the parameter domain; the two sums round
 about 1e-7 relative). Each step moves a parameter by exactly +-lr or 0, so parameters agree to 1e-6 except
 where an update lies within rounding of 0 or two coefficients within rounding of a top-k tie; such
 elements are allowed to be at most 0.1% of all.
+
+The comparison's core (`train_distro`, `train_demo`, `differing`, `payload_bytes`) takes a device:
+benchmarks/gpu_acceptance.py runs it on CUDA with the same tolerance, where cuBLAS's GEMMs round differently
+again (another blocking and summation order), so a CUDA run is compared by the same rule, never bit for bit.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
 
+from distro_bench.train.optim.base import PhaseTimer
 from distro_bench.train.optim.distro import DisTrO, DisTrOConfig
-from tests.pair_workers import run_threads
+from tests.pair_workers import run_workers
 
 REPO = Path(__file__).resolve().parents[2]
 WORLD = 3
@@ -26,6 +31,10 @@ STEPS = 5
 # Shapes on which DeMo's divisor rule and DisTrO's chunking agree (a divisor >= chunk / 2 exists or the
 # dimension fits one chunk): 48 -> 16, 40 -> 10, 12 -> one chunk, 64 -> 16; vectors and matrices.
 SHAPES = [(48, 40), (64,), (12, 64), (16, 16), (40,)]
+OPTIONS = {"lr": 0.01, "chunk": 16, "topk": 3, "decay": 0.95, "weight_decay": 0.1}
+# The tolerance above: an element differs when farther than ATOL apart; at most MAX_DIFFER of them may.
+ATOL = 1e-6
+MAX_DIFFER = 1e-3
 
 
 def _reference():
@@ -35,97 +44,121 @@ def _reference():
     return mod
 
 
-class ThreadGroup:
-    """`world` threads' all-gather: each puts its tensor in a slot, and all read every slot in rank order."""
-
-    def __init__(self, world: int):
-        self.world, self.slots = world, [None] * world
-        self.barrier = threading.Barrier(world, timeout=60)
-
-    def comm(self, rank: int) -> ThreadComm:
-        return ThreadComm(self, rank)
+def _run_workers(world: int, make, steps: int = STEPS, grad=None, device: torch.device | str = "cpu") -> list:
+    return run_workers(world, make, steps, grad, device)
 
 
-class ThreadComm:
-    def __init__(self, group: ThreadGroup, rank: int):
-        self.group, self.rank, self.world_size = group, rank, group.world
-        self.sent = 0
-
-    def all_gather(self, tensor: torch.Tensor, **_) -> list[torch.Tensor]:
-        g = self.group
-        self.sent += tensor.numel() * tensor.element_size()
-        g.slots[self.rank] = tensor.clone()
-        g.barrier.wait()
-        out = [t.clone() for t in g.slots]
-        g.barrier.wait()  # nobody overwrites a slot before everyone has read it
-        return out
-
-    def all_gather_async(self, tensor: torch.Tensor, **_):
-        out = self.all_gather(tensor)  # done at once; the handle only hands it back
-
-        class Done:
-            def wait(self):
-                return out
-        return Done()
-
-
-def _run_workers(world: int, make, steps: int = STEPS, grad=None) -> list:
-    """Run `make(rank, comm) -> (params, step_fn)` on `world` threads for `steps` steps, each rank its own
-    gradients (random, or `grad(rank, param, noise)` where they must depend on the parameters); returns each
-    rank's params."""
-    group = ThreadGroup(world)
-
-    def body(rank):
-        params, step_fn = make(rank, group.comm(rank))
-        data = torch.Generator().manual_seed(100 + rank)
-        for step in range(steps):
-            for p in params:
-                noise = torch.randn(p.shape, generator=data)
-                p.grad = noise if grad is None else grad(rank, p, noise)
-            step_fn(step)
-        return params
-
-    out = run_threads(world, body, group.barrier)  # a failing rank lets the others out of the barrier
-    return [out[r] for r in range(world)]
-
-
-def _initial(shapes=SHAPES) -> list[torch.nn.Parameter]:
+def _initial(shapes=SHAPES, device: torch.device | str = "cpu") -> list[torch.nn.Parameter]:
     g = torch.Generator().manual_seed(0)
-    return [torch.nn.Parameter(torch.randn(s, generator=g) * 0.1) for s in shapes]
+    return [torch.nn.Parameter((torch.randn(s, generator=g) * 0.1).to(device)) for s in shapes]
 
 
-def _distro(options: dict, shapes=SHAPES, steps: int = STEPS):
-    from distro_bench.train.optim.base import PhaseTimer
-
+def _distro(options: dict, shapes=SHAPES, steps: int = STEPS, device: torch.device | str = "cpu", comms=None):
     def make(rank, comm):
-        params = _initial(shapes)
+        if comms is not None:
+            comms[rank] = comm
+        params = _initial(shapes, device)
         s = DisTrO(DisTrOConfig(**options), [(f"p{i}", p) for i, p in enumerate(params)], comm, steps)
-        return params, lambda step: s.step(step, PhaseTimer(torch.device("cpu")))
+        return params, lambda step: s.step(step, PhaseTimer(torch.device(device)))
     return make
 
 
-OPTIONS = {"lr": 0.01, "chunk": 16, "topk": 3, "decay": 0.95, "weight_decay": 0.1}
+def _demo(ref_mod, shapes=SHAPES, device: torch.device | str = "cpu", refs=None, **options):
+    """The reference on every rank (`options` as ReferenceDeMo's keywords); each rank's ReferenceDeMo in `refs`."""
+    def make(rank, comm):
+        params = _initial(shapes, device)
+        r = ref_mod.ReferenceDeMo(params, comm, **options)
+        if refs is not None:
+            refs[rank] = r
+        return params, lambda step: r.step()
+    return make
+
+
+def train_distro(options: dict, device: torch.device | str = "cpu", shapes=SHAPES, steps: int = STEPS,
+                 world: int = WORLD) -> list[list[torch.Tensor]]:
+    """Every rank's parameters after `steps` steps of our DisTrO with `options` on `device`."""
+    return _run_workers(world, _distro(options, shapes, steps, device), steps=steps, device=device)
+
+
+def train_demo(options: dict, device: torch.device | str = "cpu", shapes=SHAPES, steps: int = STEPS,
+               world: int = WORLD) -> list[list[torch.Tensor]]:
+    """The same for the DeMo reference; `options` as DisTrO's (lr, chunk, topk, decay, weight_decay, values)."""
+    keys = ("lr", "topk", "chunk", "decay", "values", "weight_decay")
+    ref = _demo(_reference(), shapes, device, **{k: options[k] for k in keys if k in options})
+    return _run_workers(world, ref, steps=steps, device=device)
+
+
+def differing(a: list[torch.Tensor], b: list[torch.Tensor]) -> tuple[float, float]:
+    """(the largest share, over tensors, of elements farther than ATOL apart; the largest difference), on the CPU."""
+    shares, worst = [0.0], 0.0
+    for x, y in zip(a, b):
+        d = (x.detach().cpu() - y.detach().cpu()).abs()
+        shares.append((d > ATOL).float().mean().item())
+        worst = max(worst, d.max().item())
+    return max(shares), worst
+
+
+def identical(ranks: list[list[torch.Tensor]]) -> bool:
+    """Every rank holds rank 0's parameters, bit for bit."""
+    return all(torch.equal(a, b) for r in ranks[1:] for a, b in zip(ranks[0], r))
+
+
+@dataclass(frozen=True)
+class Payload:
+    """Bytes one worker hands to all-gathers in one step: predicted from the shapes, and counted."""
+
+    predicted: float
+    counted: int
+    reference: int | None  # DeMo's own count (its wire format only)
+
+
+def payload_bytes(options: dict, device: torch.device | str = "cpu", shapes=SHAPES, world: int = WORLD) -> Payload:
+    """One step of our DisTrO with `options` on `device` (exchange ring: ThreadComm counts a ring's tx); with
+    DeMo's wire format (fp32 values, int64 indices) the reference's own count beside it."""
+    options = {**options, "exchange": "ring"}
+    cfg = DisTrOConfig(**options)
+    named = {f"p{i}": s for i, s in enumerate(shapes)}
+    tx, _ = DisTrO.predict_payload_bytes(cfg, named, world)
+    comms: dict = {}
+    _run_workers(world, _distro(options, shapes, 1, device, comms), steps=1, device=device)
+    reference = None
+    if cfg.values == "fp32" and cfg.index == "int64":
+        refs: dict = {}
+        ref = _demo(_reference(), shapes, device, refs, lr=cfg.lr, topk=cfg.topk, chunk=cfg.chunk, decay=cfg.decay)
+        _run_workers(world, ref, steps=1, device=device)
+        reference = refs[0].bytes_sent
+    return Payload(tx, comms[0].sent, reference)
 
 
 @pytest.mark.parametrize("values", ["fp32", "1bit"])
 def test_distro_matches_demo_written_from_its_equations(values):
-    ref_mod = _reference()
-
-    def reference(rank, comm):
-        params = _initial()
-        r = ref_mod.ReferenceDeMo(params, comm, lr=0.01, topk=3, chunk=16, decay=0.95, values=values,
-                                  weight_decay=0.1)
-        return params, lambda step: r.step()
-
-    ref = _run_workers(WORLD, reference)
-    ours = _run_workers(WORLD, _distro({**OPTIONS, "values": values, "weight_decay_on": "all"}))
+    ref = train_demo({**OPTIONS, "values": values})
+    ours = train_distro({**OPTIONS, "values": values, "weight_decay_on": "all"})
     start = _initial()
     for a, b, p0 in zip(ours[0], ref[0], start):
         assert not torch.equal(a, p0)
-        differ = ((a - b).abs() > 1e-6).float().mean().item()
-        assert differ <= 1e-3, (tuple(a.shape), differ)
+        differ, _ = differing([a], [b])
+        assert differ <= MAX_DIFFER, (tuple(a.shape), differ)
     for rank in range(1, WORLD):  # replicas agree
         assert all(torch.equal(a, b) for a, b in zip(ours[0], ours[rank]))
+    assert identical(ours)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
+@pytest.mark.parametrize("values", ["fp32", "1bit"])
+def test_distro_matches_demo_on_cuda_and_cpu(values):
+    """The same comparison on CUDA (ours against the reference, both there), and ours on CUDA against ours on
+    the CPU: cuBLAS rounds differently from the CPU's GEMMs, so by the same tolerance, never bit for bit."""
+    opts = {**OPTIONS, "values": values, "weight_decay_on": "all"}
+    ours = train_distro(opts, "cuda")
+    assert ours[0][0].is_cuda
+    assert differing(ours[0], train_demo(opts, "cuda")[0])[0] <= MAX_DIFFER
+    assert differing(ours[0], train_distro(opts, "cpu")[0])[0] <= MAX_DIFFER
+    assert identical(ours)
+    for fmt in ({**OPTIONS, "values": "fp32", "index": "int64", "bucket": False}, {**OPTIONS, "values": "1bit"}):
+        paid = payload_bytes(fmt, "cuda")
+        assert paid.counted == paid.predicted, fmt
 
 
 def test_weight_decay_of_vectors_is_what_sets_demo_apart():
@@ -182,6 +215,21 @@ def test_demo_wire_format_bytes_are_12_per_coefficient():
         rows, cols = (1, shape[0]) if len(shape) == 1 else shape
         chunks += (rows // ref_mod.demo_chunk(rows, 16)) * (cols // ref_mod.demo_chunk(cols, 16))
     assert tx == 12 * 3 * chunks
+
+
+@pytest.mark.parametrize("fmt", [
+    {"values": "fp32", "index": "int64", "bucket": False},  # DeMo's wire format: two gathers per tensor
+    {"values": "1bit", "bucket": True},  # production DisTrO: one packed buffer, u8 indices of 16x16 chunks
+    {"values": "bf16"},
+])
+def test_payload_predicted_from_shapes_equals_what_the_gathers_were_handed(fmt):
+    paid = payload_bytes({**OPTIONS, **fmt})
+    assert paid.counted > 0
+    assert paid.counted == paid.predicted
+    if fmt.get("index") == "int64":
+        assert paid.reference == paid.counted  # and DeMo counts its own format alike
+    else:
+        assert paid.reference is None
 
 
 def test_demo_reference_format_equals_fp32_distro_after_20_steps():

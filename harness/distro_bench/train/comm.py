@@ -45,6 +45,14 @@ def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
+def host_staged(tensor: torch.Tensor, group: dist.ProcessGroup | None) -> bool:
+    """Whether point-to-point sends of `tensor` must go through host memory: a CUDA tensor over gloo. Gloo's
+    send and recv hand the tensor's data pointer to its TCP transport unchecked (ProcessGroupGloo::send), so a
+    device pointer cannot travel; its collectives (all-reduce, all-gather) stage CUDA tensors themselves. Four
+    workers sharing one GPU run over gloo (run/lifecycle.py choose_dist_backend)."""
+    return tensor.is_cuda and dist.get_backend(group) == "gloo"
+
+
 class Comm:
     """Collectives over the default process group (or a single process when world_size is 1)."""
 
@@ -103,21 +111,22 @@ class Comm:
             out = [torch.empty_like(tensor) for _ in range(world)]
             works = [dist.all_gather(out, tensor, group=self.group, async_op=True)]
         elif exchange == "direct":
+            send = tensor.cpu() if host_staged(tensor, self.group) else tensor
             out, ops = [], []
             for peer in range(world):
                 if peer == self.rank:
                     out.append(tensor)
                     continue
-                out.append(torch.empty_like(tensor))
+                out.append(torch.empty_like(send))
                 g_peer = dist.get_global_rank(self.group, peer) if self.group is not None else peer
-                ops.append(dist.P2POp(dist.isend, tensor, g_peer, self.group))
+                ops.append(dist.P2POp(dist.isend, send, g_peer, self.group))
                 ops.append(dist.P2POp(dist.irecv, out[-1], g_peer, self.group))
             # Every send and receive posted at once: one round trip instead of the ring's N-1.
             works = dist.batch_isend_irecv(ops)
         else:
             raise ValueError(f"exchange {exchange!r}: valid are 'ring', 'direct'")
         self._stats.seconds += time.perf_counter() - start
-        return PendingGather(self, out, works)
+        return PendingGather(self, out, works, tensor.device)
 
     def exchange(self, tensor: torch.Tensor, peers: list[int]) -> list[torch.Tensor]:
         """Point-to-point (gossip): send `tensor` to each of `peers` (ranks of this group) and receive each one's
@@ -127,16 +136,19 @@ class Comm:
         self._stats.tx_bytes += n
         self._stats.rx_bytes += n
         self._stats.ring_bytes += n  # what the wire carries each way, as for a direct gather
-        out = [torch.empty_like(tensor) for _ in peers]
         if not peers:
-            return out
+            return [torch.empty_like(tensor) for _ in peers]
+        device = tensor.device
         tensor = tensor.contiguous()
+        if host_staged(tensor, self.group):
+            tensor = tensor.cpu()
+        out = [torch.empty_like(tensor) for _ in peers]
         ops = []
         for peer, buf in zip(peers, out):
             g_peer = dist.get_global_rank(self.group, peer) if self.group is not None else peer
             ops += [dist.P2POp(dist.isend, tensor, g_peer, self.group), dist.P2POp(dist.irecv, buf, g_peer, self.group)]
         self._timed(tensor, lambda: [w.wait() for w in dist.batch_isend_irecv(ops)])
-        return out
+        return [b.to(device) for b in out]
 
     def take(self) -> CommStats:
         """Counters since the last call, then reset: one call per training step."""
@@ -148,14 +160,17 @@ class PendingGather:
     """A gather in flight. `wait()` blocks until every buffer has arrived and adds the time it blocked to
     the communication seconds of the step in which it is called."""
 
-    def __init__(self, comm: Comm, out: list[torch.Tensor], works: list):
+    def __init__(self, comm: Comm, out: list[torch.Tensor], works: list, device: torch.device | None = None):
         self._comm, self._out, self._works = comm, out, works
+        self._device = device  # where the buffers belong (received in host memory when staged)
 
     def wait(self) -> list[torch.Tensor]:
         if self._works:
             start = time.perf_counter()
             for w in self._works:
                 w.wait()
+            if self._device is not None:
+                self._out = [t.to(self._device) for t in self._out]
             if self._out[0].is_cuda:
                 torch.cuda.synchronize(self._out[0].device)
             self._comm._stats.seconds += time.perf_counter() - start
