@@ -13,8 +13,8 @@ from pathlib import Path
 import yaml
 
 from distro_bench.results import metrics
-from distro_bench.scenario.optimizers import OPTIONS
 from distro_bench.results.rundir import atomic_write_json, atomic_write_parquet
+from distro_bench.scenario.optimizers import OPTIONS
 
 REPO = Path(__file__).resolve().parents[1]
 
