@@ -144,10 +144,11 @@ def build_document(run: LoadedRun, plots_dir: Path) -> Document:
     return Document(title=title, subtitle=subtitle, banners=_banners(run), sections=sections)
 
 
-def write_run_report(run_dir: Path | str, out: Path | str | None = None) -> list[Path]:
-    """Write report.md, report.html and plots/*.png for the run folder (into `out` if given); return the paths."""
-    run = load_for_report(run_dir)
-    out = ensure_report_dir(Path(out) if out is not None else Path(run_dir))
+def write_run_report(run_dir: Path | str | LoadedRun, out: Path | str | None = None) -> list[Path]:
+    """Write report.md, report.html and plots/*.png for the run folder, or a run already loaded with
+    `load_for_report` (into `out` if given); return the paths."""
+    run = run_dir if isinstance(run_dir, LoadedRun) else load_for_report(run_dir)
+    out = ensure_report_dir(Path(out) if out is not None else run.data.path)
     doc = build_document(run, out / "plots")
     md_path, html_path = out / "report.md", out / "report.html"
     atomic_write_text(md_path, markdown.render(doc, md_path), root=out)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
@@ -57,7 +58,10 @@ def atomic_write_json(path: Path, obj, *, root: Path | None = None) -> None:
 
 def atomic_write_parquet(path: Path, df: pd.DataFrame, *, root: Path | None = None) -> None:
     buf = io.BytesIO()
-    df.to_parquet(buf, index=False)
+    try:
+        df.to_parquet(buf, index=False)
+    except OSError as e:
+        raise RunFolderWriteError.of(e, path) from None
     atomic_write_bytes(path, buf.getvalue(), root=root)
 
 
@@ -242,8 +246,13 @@ def read_scenario(run_dir: Path) -> dict | None:
         raise runfiles.RunFileError(f"{p}: not valid YAML (at {where})") from None
     except RecursionError:
         raise runfiles.RunFileError(f"{p}: not valid YAML (nested too deeply)") from None
+    except (ValueError, TypeError, OverflowError) as e:  # a 5000-digit integer, an unhashable key
+        raise runfiles.RunFileError(f"{p}: not valid YAML (a value that cannot be read: {type(e).__name__})") from None
     if not isinstance(data, dict):
         raise runfiles.RunFileError(f"{p}: not a scenario (expected a mapping of fields)")
+    if _expanded_size(data) > MAX_SCENARIO_NODES:  # YAML aliases: a small file can stand for a huge document
+        raise runfiles.RunFileError(f"{p}: more than {MAX_SCENARIO_NODES} values once its aliases are expanded; "
+                                    "not a scenario distro-bench writes")
     try:
         s = Scenario.model_validate(data)
     except ValidationError as e:
@@ -252,6 +261,33 @@ def read_scenario(run_dir: Path) -> dict | None:
         raise runfiles.RunFileError(f"{p}: not a valid scenario ({type(e).__name__})") from None
     scenario: dict = s.model_dump(mode="json", exclude_none=True, exclude_unset=True)
     return scenario
+
+
+MAX_SCENARIO_NODES = 1_000_000
+
+
+def _expanded_size(obj, memo: dict[int, int] | None = None) -> int:
+    """Values in `obj` counting each alias of a shared subtree again (what validating it walks), computed once
+    per distinct subtree; stops counting past MAX_SCENARIO_NODES."""
+    memo = {} if memo is None else memo
+    open_: set[int] = set()  # on the path being counted: met again, the document contains itself
+    stack: list[tuple[object, bool]] = [(obj, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in memo:
+            continue
+        children = (list(node.keys()) + list(node.values()) if isinstance(node, dict)
+                    else list(node) if isinstance(node, list) else [])
+        if done or not children:
+            open_.discard(id(node))
+            memo[id(node)] = min(1 + sum(memo.get(id(c), 1) for c in children), MAX_SCENARIO_NODES + 1)
+            continue
+        if id(node) in open_:
+            return MAX_SCENARIO_NODES + 1  # a recursive alias (`&a [*a]`): endless once expanded
+        open_.add(id(node))
+        stack.append((node, True))
+        stack += [(c, False) for c in children if id(c) not in memo]
+    return memo[id(obj)]
 
 
 def read_status(run_dir: Path) -> dict | None:
@@ -291,12 +327,22 @@ def check_metrics(df: pd.DataFrame, path: Path) -> pd.DataFrame:
     if missing:
         raise runfiles.RunFileError(f"{path}: no {', '.join(missing)} column; not written by distro-bench")
     for col, dtype in METRIC_COLUMNS.items():
-        if col in df.columns:
+        if col in df.columns and str(df[col].dtype) != dtype:
             try:
                 df[col] = df[col].astype(dtype)
             except (ValueError, TypeError, OverflowError):
                 raise runfiles.RunFileError(f"{path}: column {col!r} does not hold {dtype} values") from None
+        if col in df.columns and dtype == "float64":
+            values = df[col].to_numpy()
+            bad = np.isinf(values) | (np.abs(np.nan_to_num(values)) > MAX_MEASURED)
+            if bad.any():
+                raise runfiles.RunFileError(f"{path}: column {col!r} holds {values[bad][0]!r} (row {int(bad.argmax())});"
+                                            f" a measured value is finite and at most {MAX_MEASURED:g} in size")
     return df
+
+
+# Larger than any loss, second or byte count a run measures; beyond it a figure cannot be drawn or summed.
+MAX_MEASURED = 1e100
 
 
 def upgrade_summary(summary: dict) -> dict:
