@@ -213,3 +213,14 @@ def test_a_clean_folder_still_reports_checks_and_exports(cli, run, tmp_path):
     assert cli("report", run).exit_code == 0
     assert cli("check", run).exit_code in (0, 1)
     assert api.load_run(run).scenario["workers"][0]["count"] == 2
+
+
+def test_compare_does_not_write_into_a_linked_plots_folder(cli, tmp_path):
+    a, b = make_run(tmp_path, "a", seeds=1, steps=6), make_run(tmp_path, "b", seeds=1, steps=6)
+    out, elsewhere = tmp_path / "cmp", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / "plots").symlink_to(elsewhere, target_is_directory=True)
+    _refused(cli("report", a, b, "--out", out), f"{out / 'plots'}", "symbolic link")
+    assert list(elsewhere.iterdir()) == []
+    assert not (out / "report.md").exists()
