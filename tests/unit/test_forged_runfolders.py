@@ -443,6 +443,7 @@ def _fuzz(forge, n: int, tracker: str, plots: bool, monkeypatch) -> None:
     assert outcomes.get("ok", 0) and outcomes.get("ours", 0), outcomes  # the generator makes both kinds
 
 
+@pytest.mark.slow  # 25 s on the 2-core host, 100 s at load average 12
 def test_forged_run_folders_fail_cleanly(forge, monkeypatch):
     """CASES (500) forged folders: success or our error, each within CASE_LIMIT_S, nothing outside touched."""
     _fuzz(forge, CASES, "null", plots=False, monkeypatch=monkeypatch)

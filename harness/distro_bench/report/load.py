@@ -12,6 +12,7 @@ from distro_bench.results.rundir import (
     SCHEMA_VERSION,
     IncompleteRunFolder,
     RunData,
+    check_metrics,
     load_run,
     read_mapping,
     read_scenario,
@@ -105,7 +106,10 @@ def _rebuild(path: Path) -> LoadedRun:
 def _worker_records(path: Path):
     """The workers' records (workers/**/rank*.jsonl), each record checked against the metric columns' types."""
     try:
-        return metrics.read_worker_records(path / "workers")
+        df, events = metrics.read_worker_records(path / "workers")
+        return check_metrics(df, path / "workers"), events
+    except runfiles.RunFileError:
+        raise
     except (ValueError, TypeError, OverflowError, KeyError, AttributeError, RecursionError) as e:
         raise runfiles.RunFileError(f"{path / 'workers'}: the workers' records do not hold what distro-bench "
                                     f"writes ({type(e).__name__})") from None

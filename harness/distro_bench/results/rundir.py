@@ -322,10 +322,15 @@ def read_parquet(run_dir: Path, name: str) -> pd.DataFrame | None:
 
 def check_metrics(df: pd.DataFrame, path: Path) -> pd.DataFrame:
     """The per-step table with the types `run` writes (metrics.METRIC_COLUMNS): a column of text where numbers
-    belong, or the optimizer/rank/step keys missing, is a RunFileError naming the file and the column."""
-    missing = [c for c in ("optimizer", "rank", "step") if c not in df.columns]
+    belong, a value above MAX_MEASURED or a missing counter is a RunFileError naming the file and the column;
+    an infinite value reads as missing."""
+    # The optimizer and the counters every version wrote are required; a column added since reads as null.
+    missing = [c for c, t in METRIC_COLUMNS.items() if c not in df.columns and (t == "int64" or c == "optimizer")]
     if missing:
         raise runfiles.RunFileError(f"{path}: no {', '.join(missing)} column; not written by distro-bench")
+    for col, dtype in METRIC_COLUMNS.items():
+        if col not in df.columns:
+            df[col] = pd.Series([None] * len(df), dtype=dtype, index=df.index)
     for col, dtype in METRIC_COLUMNS.items():
         if col in df.columns and str(df[col].dtype) != dtype:
             try:
@@ -334,10 +339,12 @@ def check_metrics(df: pd.DataFrame, path: Path) -> pd.DataFrame:
                 raise runfiles.RunFileError(f"{path}: column {col!r} does not hold {dtype} values") from None
         if col in df.columns and dtype == "float64":
             values = df[col].to_numpy()
-            bad = np.isinf(values) | (np.abs(np.nan_to_num(values)) > MAX_MEASURED)
+            if np.isinf(values).any():  # a diverged step's loss: missing, as NaN is (plots cannot scale to inf)
+                df[col] = values = np.where(np.isinf(values), np.nan, values)
+            bad = np.abs(np.nan_to_num(values)) > MAX_MEASURED
             if bad.any():
                 raise runfiles.RunFileError(f"{path}: column {col!r} holds {values[bad][0]!r} (row {int(bad.argmax())});"
-                                            f" a measured value is finite and at most {MAX_MEASURED:g} in size")
+                                            f" a measured value is at most {MAX_MEASURED:g} in size")
     return df
 
 
