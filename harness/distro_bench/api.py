@@ -223,11 +223,13 @@ class ReportFiles:
         return {"markdown": str(self.markdown), "html": str(self.html), "plots": [str(p) for p in self.plots]}
 
 
-def report(run: str | Path, out: str | Path | None = None) -> ReportFiles:
-    """report.md, report.html and plots/*.png for one run folder (into `out`, default the folder itself)."""
+def report(run: str | Path | Run, out: str | Path | None = None) -> ReportFiles:
+    """report.md, report.html and plots/*.png for one run folder, or a Run already loaded (into `out`,
+    default the folder itself)."""
     from distro_bench.report import write_run_report
+    from distro_bench.report.load import Run
 
-    paths = write_run_report(Path(run), _out_dir(out, "write the report"))
+    paths = write_run_report(run.loaded if isinstance(run, Run) else Path(run), _out_dir(out, "write the report"))
     return ReportFiles(paths[0], paths[1], list(paths[2:]))
 
 

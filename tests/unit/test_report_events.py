@@ -224,13 +224,13 @@ def _drawn(monkeypatch, plot, run) -> dict[str, int]:
     seen = {}
     real_save = plots.save
 
-    def spy(fig, path):
+    def spy(fig, path, root=None):
         for ax in fig.axes:
             for artist in [*ax.lines, *ax.patches, *ax.texts, *ax.collections]:
                 gid = artist.get_gid()
                 if gid:
                     seen[gid] = seen.get(gid, 0) + 1
-        real_save(fig, path)
+        real_save(fig, path, root=root)
 
     monkeypatch.setattr(plots, "save", spy)
     fig = plot(_load(run), run / "plots")

@@ -75,11 +75,11 @@ def test_time_to_target_plot_keeps_its_title_and_rows_when_nothing_reached(tmp_p
     captured = {}
     orig = plots.save
 
-    def keep(fig, p):
+    def keep(fig, p, root=None):
         ax = fig.axes[0]
         captured.update(title=ax.get_title(), xlim=ax.get_xlim(), ylim=ax.get_ylim(),
                         texts=[t.get_text() for t in ax.texts])
-        orig(fig, p)
+        orig(fig, p, root=root)
 
     plots.save = keep
     try:

@@ -69,7 +69,7 @@ def test_crashed_run_without_summary_is_rebuilt_from_worker_records(tmp_path):
     run = tmp_path / "crashed"
     (run / "workers" / "adamw").mkdir(parents=True)
     (run / "scenario.yaml").write_text(yaml.safe_dump({"name": "crashed", "baseline": "adamw",
-                                                       "optimizers": {"adamw": {}}, "workers": [{"count": 2}]}))
+                                                       "optimizers": {"adamw": {"lr": 1e-3}}, "workers": [{"count": 2}]}))
     atomic_write_json(run / "status.json", {"state": "running", "reason": None})
     for r in range(2):
         lines = [json.dumps({"type": "step", "optimizer": "adamw", "rank": r, "step": s, "loss": 3.0 - s / 10,

@@ -71,16 +71,16 @@ def test_disk_full_at_the_parquet_keeps_the_worker_failure_and_ends_the_status(t
 
 def test_disk_full_after_a_complete_run_says_the_results_were_not_stored(tmp_path, monkeypatch):
     d = _run_dir(tmp_path)
-    from distro_bench.results import rundir
+    from distro_bench.results import runfiles
 
-    real = rundir.tempfile.mkstemp
+    real = runfiles.os.open
 
-    def refuse_summary(prefix="", dir=None, **k):
-        if "summary.json" in prefix:
+    def refuse_summary(name, flags, *a, **k):  # the temporary file summary.json is written to, beside it
+        if str(name).startswith(".summary.json.") and flags & os.O_CREAT:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real(prefix=prefix, dir=dir, **k)
+        return real(name, flags, *a, **k)
 
-    monkeypatch.setattr(rundir.tempfile, "mkstemp", refuse_summary)
+    monkeypatch.setattr(runfiles.os, "open", refuse_summary)
     with pytest.raises(RunFolderWriteError, match=r"no space left on device writing .*summary\.json.*training completed"):
         finalize(d, scenario_from_dict(tiny_scenario_dict()), "local", "complete", None, "t0")
     assert json.loads((d / "status.json").read_text())["state"] == "failed"

@@ -34,7 +34,7 @@ def report(
         if len(run_dirs) == 1:
             run = api.load_run(run_dirs[0])
             _notes(run)
-            files = api.report(run_dirs[0], out)
+            files = api.report(run, out)  # loaded once
         else:
             run, files = None, api.compare(run_dirs, out)
     if as_json:

@@ -8,15 +8,20 @@ and the report, summary and scenario attached. Each tracker is an optional extra
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from distro_bench.errors import CapabilityError, InputError
+from distro_bench.results import runfiles
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -89,10 +94,23 @@ def summary_metrics(run: Run, optimizer: str) -> dict[str, float]:
     return out
 
 
-def attachments(run: Run) -> list[Path]:
-    files = [run.path / n for n in ("report.md", "report.html", "summary.json", "summary.csv", "scenario.yaml",
-                                    "environment.json")]
-    return [p for p in files if p.is_file()] + sorted((run.path / "plots").glob("*.png"))
+ATTACHED = {"report.md": "report.md", "report.html": "report.html", "summary.json": "summary.json",
+            "summary.csv": "summary.csv", "scenario.yaml": "scenario.yaml", "environment.json": "environment.json"}
+
+
+def attachments(run: Run) -> list[tuple[PurePath, bytes]]:
+    """(path in the run folder, its bytes) of each file a tracker gets: read without following a link,
+    regular files only, capped (harness/distro_bench/results/runfiles.py), never copied by name."""
+    out = []
+    for name, kind in ATTACHED.items():
+        try:
+            out.append((PurePath(name), runfiles.read_bytes(run.path, name, kind)))
+        except FileNotFoundError:
+            continue
+    for rel in runfiles.iter_files(run.path, "plots", "*.png"):
+        if len(rel.parts) == 2:  # plots/<name>.png, as `report` writes them
+            out.append((rel, runfiles.read_bytes(run.path, rel, "plot.png")))
+    return out
 
 
 def _missing(extra: str, module: str) -> CapabilityError:
@@ -101,10 +119,11 @@ def _missing(extra: str, module: str) -> CapabilityError:
 
 def to_mlflow(run: Run, dest: Path | str) -> ExportResult:
     try:
-        from mlflow.entities import Metric, Param, RunTag
         from mlflow.tracking import MlflowClient
     except ImportError:
         raise _missing("mlflow", "mlflow") from None
+
+    attached = attachments(run)  # read (and refused) before the tracker is touched
 
     uri = str(dest) if "://" in str(dest) else None  # a tracking server or database, e.g. sqlite:///mlflow.db
     if uri is None:
@@ -117,7 +136,19 @@ def to_mlflow(run: Run, dest: Path | str) -> ExportResult:
     exp = client.get_experiment_by_name(name)
     exp_id = exp.experiment_id if exp else client.create_experiment(name)
     result = ExportResult("mlflow", dest)
-    files = attachments(run)
+    with tempfile.TemporaryDirectory(prefix="distro-bench-export-") as staged:  # our copies, logged by name
+        files = []
+        for rel, data in attached:
+            (Path(staged) / rel.parent).mkdir(parents=True, exist_ok=True)
+            (Path(staged) / rel).write_bytes(data)
+            files.append(Path(staged) / rel)
+        _mlflow_runs(run, client, exp_id, files, result)
+    return result
+
+
+def _mlflow_runs(run: Run, client, exp_id: str, files: list[Path], result: ExportResult) -> None:
+    from mlflow.entities import Metric, Param, RunTag
+
     for opt in run.optimizers:
         rows = run.metrics[run.metrics["optimizer"] == opt]
         r = client.create_run(exp_id, run_name=f"{run.path.name}/{opt}",
@@ -137,7 +168,6 @@ def to_mlflow(run: Run, dest: Path | str) -> ExportResult:
             client.log_artifact(rid, str(f), artifact_path="plots" if f.suffix == ".png" else None)
         client.set_terminated(rid, "FINISHED" if run.state == "complete" else "FAILED")
         result.runs[opt] = rid
-    return result
 
 
 def to_tensorboard(run: Run, dest: Path | str) -> ExportResult:
@@ -150,8 +180,9 @@ def to_tensorboard(run: Run, dest: Path | str) -> ExportResult:
         raise _missing("tensorboard", "tensorboard") from None
 
     result = ExportResult("tensorboard", dest)
-    report = run.path / "report.md"
-    plots = sorted((run.path / "plots").glob("*.png"))
+    files = dict(attachments(run))
+    report = files.get(PurePath("report.md"))
+    plots = [(rel, data) for rel, data in files.items() if rel.parent == PurePath("plots")]
     for opt in run.optimizers:
         rows = run.metrics[run.metrics["optimizer"] == opt]
         logdir = dest / opt
@@ -163,16 +194,27 @@ def to_tensorboard(run: Run, dest: Path | str) -> ExportResult:
             w.add_text("parameters", "\n".join(f"    {k}: {v}" for k, v in params.items()))
             w.add_text("summary", "    " + json.dumps(run.summary.optimizers[opt].to_dict() if opt in
                                                     run.summary.optimizers else {}, indent=2).replace("\n", "\n    "))
-            if report.is_file():
-                w.add_text("report", report.read_text())
-            for p in plots:
-                import matplotlib.image as mpimg
-
-                w.add_image(f"plots/{p.stem}", mpimg.imread(p)[..., :3], dataformats="HWC")
+            if report is not None:
+                w.add_text("report", report.decode("utf-8", "replace"))
+            for rel, data in plots:
+                w.add_image(f"plots/{rel.stem}", _png(run.path / rel, data)[..., :3], dataformats="HWC")
             w.add_hparams({k: v for k, v in params.items() if k.startswith(("optimizer", "model", "train"))},
                           dict(summary_metrics(run, opt)), run_name=".")
         result.runs[opt] = str(logdir)
     return result
+
+
+def _png(path: Path, data: bytes):
+    """A PNG's pixels (H, W, channels) from its bytes; RunFileError naming the file when it is not one."""
+    import matplotlib.image as mpimg
+
+    try:
+        img = mpimg.imread(io.BytesIO(data), format="png")
+    except Exception:  # Pillow's and matplotlib's errors for a broken image vary
+        raise runfiles.RunFileError(f"{path}: not a PNG image") from None
+    if img.ndim == 2:
+        img = np.stack([img] * 3, axis=-1)
+    return img
 
 
 EXPORTERS: dict[str, tuple[Callable[[Run, Path | str], ExportResult], str]] = {
@@ -187,8 +229,12 @@ def export_run(run: Run, to: str, dest: Path | str | None = None) -> ExportResul
     fn, default = EXPORTERS[to]
     if not len(run.metrics):
         raise InputError(f"{run.path}: no metrics recorded; nothing to export")
-    if dest is None:
+    if dest is None:  # a folder of the run folder: made without following a link (results/runfiles.py)
         dest = run.path / default
+        try:
+            os.close(runfiles.open_dir(run.path, default, create=True))
+        except OSError as e:
+            raise InputError(f"{dest}: cannot be made ({(e.strerror or type(e).__name__).lower()})") from None
     elif "://" not in str(dest):
         dest = Path(dest)
     return fn(run, dest)

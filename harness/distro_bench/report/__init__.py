@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from distro_bench.report.load import LoadedRun
 
 
-def write_run_report(run_dir: Path, out: Path | None = None) -> list[Path]:
-    """report.md, report.html and plots/*.png for one run folder (imported lazily: matplotlib is slow to load)."""
+def write_run_report(run_dir: Path | LoadedRun, out: Path | None = None) -> list[Path]:
+    """report.md, report.html and plots/*.png for one run folder, or one already loaded (imported lazily:
+    matplotlib is slow to load)."""
     from distro_bench.report.run_report import write_run_report as write
 
     return write(run_dir, out)

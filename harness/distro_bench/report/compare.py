@@ -27,7 +27,7 @@ from distro_bench.report.load import LoadedRun, load_for_report
 from distro_bench.report.stats import NOT_SIGNIFICANT, Sample
 from distro_bench.report.style import bar_style, human_bytes, new_figure, note_on_axes, save
 from distro_bench.results import stats as seed_stats
-from distro_bench.results.rundir import atomic_write_text
+from distro_bench.results.rundir import atomic_write_text, ensure_report_dir
 
 # What makes two runs' environments different enough to say so.
 ENV_KEYS = ["git_commit", "git_dirty", "host", "torch", "python", "harness_version", "cuda", "kernel"]
@@ -148,7 +148,7 @@ def _grouped_bars(labels: list[str], optimizers: list[str], values: dict, title:
         ax.legend(title="optimizer")
     else:
         note_on_axes(ax, "no data")
-    save(fig, path)
+    save(fig, path, root=path.parent.parent)  # nothing below the report's folder followed
     return Figure(path, title, title + " (bars: mean over seeds; whiskers: one standard deviation over seeds).")
 
 
@@ -276,10 +276,9 @@ def write_comparison(run_dirs: list[Path], out: Path) -> list[Path]:
     if len(run_dirs) < 2:
         raise InputError("a comparison needs at least two run folders")
     runs = [load_for_report(p) for p in run_dirs]
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = ensure_report_dir(out)
     doc = build_document(runs, out / "plots")
     md_path, html_path = out / "report.md", out / "report.html"
-    atomic_write_text(md_path, markdown.render(doc, md_path))
-    atomic_write_text(html_path, html_render.render(doc))
+    atomic_write_text(md_path, markdown.render(doc, md_path), root=out)
+    atomic_write_text(html_path, html_render.render(doc), root=out)
     return [md_path, html_path, *[b.path for sec in doc.sections for b in sec.blocks if isinstance(b, Figure)]]

@@ -8,6 +8,7 @@ import math
 from distro_bench.report import analysis
 from distro_bench.report.document import Block, Bullets, Para, Table
 from distro_bench.report.load import LoadedRun
+from distro_bench.results import runfiles
 from distro_bench.scenario.impairments import IMPAIRMENTS, ImpairmentRow
 from distro_bench.scenario.model import LinkSpec
 from distro_bench.scenario.units import format_rate
@@ -284,18 +285,16 @@ def _node_link(run: LoadedRun, rank) -> str | None:
 def worker_starts(run: LoadedRun) -> dict[int, dict]:
     """The first `start` record of each rank (the device it really used, its compute_scale), any optimizer."""
     starts: dict[int, dict] = {}
-    folder = run.data.path / "workers"
-    if not folder.is_dir():
-        return starts
-    for path in sorted(folder.rglob("rank*.jsonl")):
+    root = run.data.path
+    for path in runfiles.iter_files(root, "workers", "rank*.jsonl"):  # no link followed (results/runfiles.py)
         try:
-            with open(path) as f:
-                for line in f:
-                    rec = json.loads(line)
-                    if rec.get("type") == "start" and isinstance(rec.get("rank"), int):
-                        starts.setdefault(rec["rank"], rec)
-                        break
-        except (OSError, ValueError):
+            head = runfiles.read_bytes(root, path, "rank.jsonl", head=64 * 1024).decode("utf-8", "replace")
+            for line in head.splitlines():
+                rec = json.loads(line)
+                if isinstance(rec, dict) and rec.get("type") == "start" and isinstance(rec.get("rank"), int):
+                    starts.setdefault(rec["rank"], rec)
+                    break
+        except (OSError, ValueError, RecursionError):
             continue
     return starts
 

@@ -41,6 +41,7 @@ from distro_bench.report.analysis import per_step
 from distro_bench.results import fair
 from distro_bench.results.events import EVENTS_FILE, MARKED_KINDS, events_frame, read_events
 from distro_bench.results.fair import evaluations, split_seeds, value_at
+from distro_bench.results.runfiles import RunFileError
 from distro_bench.results.stats import t_interval
 from distro_bench.scenario.units import parse_rate
 
@@ -413,7 +414,7 @@ def analyze_run(run) -> EventsAnalysis:
     empty analysis with a note (the rest of the report still stands)."""
     try:
         events = read_events(run.data.path)
-    except (OSError, ValueError) as e:  # pyarrow's errors are ValueError / OSError subclasses
+    except (OSError, ValueError, RunFileError) as e:  # pyarrow's errors are ValueError / OSError subclasses
         return EventsAnalysis(events=events_frame([]), notes=[(f"{EVENTS_FILE} could not be read ({type(e).__name__}: "
                                                                f"{e}); network events are not shown.")])
     return analyze(events, run.data.metrics, run.optimizers)

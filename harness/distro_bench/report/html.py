@@ -6,6 +6,7 @@ import base64
 from html import escape
 
 from distro_bench.report.document import Banner, Bullets, Document, Figure, Para, Table
+from distro_bench.results import runfiles
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;max-width:1100px;
@@ -26,7 +27,9 @@ figcaption{font-size:.9em;color:#444}
 
 
 def _data_uri(path) -> str:
-    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+    """The PNG just written beside the report, read back without following a link (results/runfiles.py)."""
+    data = runfiles.read_bytes(path.parent, path.name, "plot.png")
+    return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
 
 
 def _table(t: Table) -> str:

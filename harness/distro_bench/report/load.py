@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from pydantic import ValidationError
 
 from distro_bench.errors import InputError
 from distro_bench.report.events import EventsAnalysis, analyze_run
-from distro_bench.results import metrics
+from distro_bench.results import metrics, runfiles
 from distro_bench.results.build import build_summary
-from distro_bench.results.rundir import SCHEMA_VERSION, RunData, load_run
+from distro_bench.results.rundir import (
+    SCHEMA_VERSION,
+    IncompleteRunFolder,
+    RunData,
+    check_metrics,
+    load_run,
+    read_mapping,
+    read_scenario,
+    read_status,
+)
 from distro_bench.results.summary import Summary
 from distro_bench.scenario.model import scenario_from_dict
 
@@ -72,12 +79,13 @@ class LoadedRun:
 
 def load_for_report(path: str | Path) -> LoadedRun:
     """`load_run`, or for a folder whose harness died before writing summary.json / metrics.parquet,
-    the same data rebuilt in memory from the workers' own records (the folder is not modified)."""
+    the same data rebuilt in memory from the workers' own records (the folder is not modified). Either way
+    the folder is read through harness/distro_bench/results/runfiles.py: no link followed, capped, validated."""
     path = Path(path)
     try:
         return LoadedRun(load_run(path))
-    except InputError:
-        if not (path / "workers").is_dir() or not (path / "scenario.yaml").is_file():
+    except IncompleteRunFolder:
+        if not (path / "workers").is_dir() or not runfiles.is_file(path, "scenario.yaml"):
             raise
     return _rebuild(path)
 
@@ -158,28 +166,27 @@ def _summary_inputs(scenario: dict, path: Path) -> tuple[dict, dict]:
 
 
 def _rebuild(path: Path) -> LoadedRun:
-    try:
-        scenario = yaml.safe_load((path / "scenario.yaml").read_text()) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise InputError(f"{path / 'scenario.yaml'}: cannot be read ({type(e).__name__}: {e})") from None
-    if not isinstance(scenario, dict):
-        raise InputError(f"{path / 'scenario.yaml'}: not a scenario mapping")
-
-    def read_json(name: str, default: dict) -> dict:
-        try:
-            value = json.loads((path / name).read_text())
-            return value if isinstance(value, dict) else default
-        except (OSError, ValueError):
-            return default
-
-    df, events = metrics.read_worker_records(path / "workers")
-    status = read_json("status.json", {"state": "unknown", "reason": None})
+    scenario = read_scenario(path) or {}
+    df, events = _worker_records(path)
+    status = read_status(path) or {"state": "unknown", "reason": None}
+    environment = read_mapping(path, "environment.json") or {}
     inputs, plan = _summary_inputs(scenario, path)
     summary = build_summary(df, events, schema_version=SCHEMA_VERSION, **inputs,  # the finalize's builder
-                            run={"scenario": scenario.get("name", path.name),
-                                 "backend": read_json("environment.json", {}).get("backend"),
+                            run={"scenario": scenario.get("name", path.name), "backend": environment.get("backend"),
                                  "state": status.get("state"), "reason": status.get("reason"), **plan})
-    data = RunData(path=path, scenario=scenario, environment=read_json("environment.json", {}), summary=summary,
+    data = RunData(path=path, scenario=scenario, environment=environment, summary=summary,
                    metrics=df, status=status)
     return LoadedRun(data, notes=[("summary.json or metrics.parquet was missing: the figures below were rebuilt "
                                    "from the workers' records (workers/*/rank*.jsonl).")])
+
+
+def _worker_records(path: Path):
+    """The workers' records (workers/**/rank*.jsonl), each record checked against the metric columns' types."""
+    try:
+        df, events = metrics.read_worker_records(path / "workers")
+        return check_metrics(df, path / "workers"), events
+    except runfiles.RunFileError:
+        raise
+    except (ValueError, TypeError, OverflowError, KeyError, AttributeError, RecursionError) as e:
+        raise runfiles.RunFileError(f"{path / 'workers'}: the workers' records do not hold what distro-bench "
+                                    f"writes ({type(e).__name__})") from None

@@ -162,7 +162,7 @@ def loss_vs_step(run: LoadedRun, out: Path) -> Figure:
         if ax.get_lines():
             ax.legend(title="optimizer")
     path = out / "loss_vs_step.png"
-    save(fig, path)
+    save(fig, path, root=out.parent)  # nothing below the report's folder followed (plots/ included)
     return Figure(path, "Training and validation loss against step for each optimizer",
                   "Loss against step. Left: training loss averaged over workers; right: held-out validation loss."
                   + _seed_words(frames))
@@ -197,7 +197,7 @@ def loss_vs_time(run: LoadedRun, out: Path) -> Figure:
     n_marks = _event_marks(ax, run, list(frames))
     traced = _trace_line(ax, run, list(frames))
     path = out / "loss_vs_time.png"
-    save(fig, path)
+    save(fig, path, root=out.parent)  # nothing below the report's folder followed (plots/ included)
     return Figure(path, "Loss against wall-clock seconds for each optimizer",
                   "Loss against wall-clock time: lines are training loss, open markers validation loss."
                   + _seed_words(frames) + (" A step's time is the mean over seeds of when it ended." if
@@ -254,7 +254,7 @@ def bytes_per_step(run: LoadedRun, out: Path) -> Figure:
         backend = run.data.environment.get("backend") or run.data.summary.get("run", {}).get("backend") or "this"
         ax.set_xlabel(f"bytes per worker per step (wire bytes were not measured by the {backend} backend: payload only)")
     path = out / "bytes_per_step.png"
-    save(fig, path)
+    save(fig, path, root=out.parent)  # nothing below the report's folder followed (plots/ included)
     return Figure(path, "Bytes per worker per step for each optimizer, payload and wire, linear scale",
                   "Bytes per worker per step (sent + received) on a linear axis from zero: bar lengths are in "
                   "proportion, and each bar is labelled with its share of the baseline's. Payload is what the "
@@ -291,7 +291,7 @@ def step_time(run: LoadedRun, out: Path) -> Figure:
     else:
         note_on_axes(ax, "no steps recorded")
     path = out / "step_time_breakdown.png"
-    save(fig, path)
+    save(fig, path, root=out.parent)  # nothing below the report's folder followed (plots/ included)
     return Figure(path, "Stacked bars of seconds per step in compute, compress, communicate, apply and waiting",
                   "Step-time breakdown: compute (forward, backward and data), compress, communicate (excluding "
                   "waiting), apply, and waiting for the slowest worker to reach the collective.")
@@ -326,7 +326,7 @@ def per_rank(run: LoadedRun, out: Path) -> Figure:
         note_on_axes(axes[0][0], "no steps recorded")
     fig.suptitle("Per-worker breakdown: a straggler computes longest while the others wait for it", fontsize=10)
     path = out / "per_rank.png"
-    save(fig, path)
+    save(fig, path, root=out.parent)  # nothing below the report's folder followed (plots/ included)
     return Figure(path, "Stacked bars per worker of compute, optimizer work, communication and waiting",
                   "Per-worker step time: a slow worker shows as the tallest compute bar with little waiting, "
                   "while every other worker shows a large waiting segment.")
@@ -405,7 +405,7 @@ def time_to_target(run: LoadedRun, out: Path) -> Figure | None:
     ax.set_xlim(left=0)  # "not reached" is written at 0 s
     ax.set(xlabel="wall-clock seconds until the target is reached")
     path = out / "time_to_target.png"
-    save(fig, path)
+    save(fig, path, root=out.parent)  # nothing below the report's folder followed (plots/ included)
     return Figure(path, "Wall-clock seconds each optimizer needed to reach the target loss",
                   f"Time to reach the target loss; {explanation}. Whiskers, where shown, are 95% intervals over seeds.")
 
@@ -436,7 +436,7 @@ def step_time_vs_time(run: LoadedRun, out: Path) -> Figure | None:
     n_marks = _event_marks(ax, run, list(frames))
     traced = _trace_line(ax, run, list(frames))
     path = out / "step_time_vs_time.png"
-    save(fig, path)
+    save(fig, path, root=out.parent)  # nothing below the report's folder followed (plots/ included)
     return Figure(path, "Step time against wall-clock seconds for each optimizer, with network events marked",
                   "Step time (slowest worker; step 0 left out) against wall-clock time."
                   + _seed_words(frames) + _events_words(run, n_marks, traced))
@@ -449,5 +449,4 @@ def run_plots(run: LoadedRun, out: Path) -> list[Figure]:
     """All per-run figures into `out`; none when no step was recorded (the report says so instead)."""
     if not len(run.data.metrics):
         return []
-    out.mkdir(parents=True, exist_ok=True)
     return [f for plot in PLOTS if (f := plot(run, out)) is not None]

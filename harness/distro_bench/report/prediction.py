@@ -3,12 +3,11 @@ what the run measured: bytes per worker per step and communication seconds per s
 
 from __future__ import annotations
 
-import json
-
 from distro_bench.report import analysis
 from distro_bench.report.describe import fmt
 from distro_bench.report.document import Para, Section, Table
 from distro_bench.report.load import LoadedRun
+from distro_bench.results import runfiles
 
 
 def measured_comm_s(df, how: str = "mean") -> float:
@@ -30,10 +29,12 @@ def calibrated_round_overhead(run: LoadedRun, pred: dict) -> float | None:
 
 
 def prediction_rows(run: LoadedRun) -> list[dict]:
-    path = run.data.path / "prediction.json"
-    if not path.exists():
+    try:
+        pred = runfiles.read_json(run.data.path, "prediction.json")
+    except FileNotFoundError:
         return []
-    pred = json.loads(path.read_text())
+    if not isinstance(pred, dict):
+        raise runfiles.RunFileError(f"{run.data.path / 'prediction.json'}: not a JSON mapping")
     overhead = calibrated_round_overhead(run, pred)
     rows = []
     for name, p in pred.get("optimizers", {}).items():

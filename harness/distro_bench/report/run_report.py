@@ -12,7 +12,7 @@ from distro_bench.report.document import Banner, Block, Document, Para, Section,
 from distro_bench.report.events_section import events_section
 from distro_bench.report.load import LoadedRun, load_for_report
 from distro_bench.report.prediction import prediction_section
-from distro_bench.results.rundir import atomic_write_text
+from distro_bench.results.rundir import atomic_write_text, ensure_report_dir
 from distro_bench.scenario.presets import HARDWARE
 
 
@@ -144,14 +144,14 @@ def build_document(run: LoadedRun, plots_dir: Path) -> Document:
     return Document(title=title, subtitle=subtitle, banners=_banners(run), sections=sections)
 
 
-def write_run_report(run_dir: Path | str, out: Path | str | None = None) -> list[Path]:
-    """Write report.md, report.html and plots/*.png for the run folder (into `out` if given); return the paths."""
-    run = load_for_report(run_dir)
-    out = Path(out) if out is not None else Path(run_dir)
-    out.mkdir(parents=True, exist_ok=True)
+def write_run_report(run_dir: Path | str | LoadedRun, out: Path | str | None = None) -> list[Path]:
+    """Write report.md, report.html and plots/*.png for the run folder, or a run already loaded with
+    `load_for_report` (into `out` if given); return the paths."""
+    run = run_dir if isinstance(run_dir, LoadedRun) else load_for_report(run_dir)
+    out = ensure_report_dir(Path(out) if out is not None else run.data.path)
     doc = build_document(run, out / "plots")
     md_path, html_path = out / "report.md", out / "report.html"
-    atomic_write_text(md_path, markdown.render(doc, md_path))
-    atomic_write_text(html_path, html_render.render(doc))
+    atomic_write_text(md_path, markdown.render(doc, md_path), root=out)
+    atomic_write_text(html_path, html_render.render(doc), root=out)
     figures = [b.path for sec in doc.sections for b in sec.blocks if hasattr(b, "path")]
     return [md_path, html_path, *figures]

@@ -3,7 +3,12 @@ not colour alone, and the palette's greys are distinct too."""
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
+
 import matplotlib
+
+from distro_bench.results.rundir import atomic_write_bytes
 
 matplotlib.use("Agg")  # reports are written headless, in workers' CI and over ssh
 
@@ -46,10 +51,14 @@ def new_figure(width: float = 7.5, height: float = 4.2, ncols: int = 1, sharey: 
     return plt.subplots(1, ncols, figsize=(width, height), squeeze=False, sharey=sharey)
 
 
-def save(fig, path) -> None:
+def save(fig, path, root=None) -> None:
+    """The figure as a file, drawn in memory and written without following a link at `path` or in a folder
+    below `root` (default: the file's folder): savefig would write through one (results/runfiles.py)."""
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI, metadata={"Software": None})
+    buf = io.BytesIO()
+    fig.savefig(buf, format=Path(path).suffix.lstrip(".") or "png", dpi=DPI, metadata={"Software": None})
     plt.close(fig)
+    atomic_write_bytes(Path(path), buf.getvalue(), root=root)
 
 
 def note_on_axes(ax, text: str) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from distro_bench.results.rundir import atomic_write_parquet
+from distro_bench.results.rundir import atomic_write_parquet, read_parquet
 
 EVENTS_FILE = "events.parquet"
 
@@ -58,10 +58,9 @@ def write_events(run_dir: Path, rows: Iterable[Mapping]) -> Path:
 
 def read_events(run_dir: Path) -> pd.DataFrame:
     """RUN/events.parquet, or an empty frame with the schema's columns for a run without changes."""
-    path = Path(run_dir) / EVENTS_FILE
-    if not path.exists():
+    df = read_parquet(Path(run_dir), EVENTS_FILE)  # no link followed, regular file, capped (results/runfiles.py)
+    if df is None:
         return events_frame([])
-    df = pd.read_parquet(path)
     for col, dtype in EVENT_COLUMNS.items():
         if col not in df.columns:
             df[col] = pd.Series([None] * len(df), dtype=dtype)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from distro_bench.results import fair
+from distro_bench.results import fair, runfiles
 from distro_bench.results.stats import t_interval
 
 METRIC_COLUMNS: dict[str, str] = {
@@ -76,11 +76,14 @@ def read_worker_records(folder: Path) -> tuple[pd.DataFrame, list[dict]]:
     """
     steps: list[dict] = []
     events: list[dict] = []
-    for path in sorted(Path(folder).rglob("rank*.jsonl")):
-        for line in path.read_text().splitlines():
+    root, name = Path(folder).parent, Path(folder).name  # read without following links (results/runfiles.py)
+    for path in runfiles.iter_files(root, name, "rank*.jsonl"):
+        for line in runfiles.read_text(root, path, "rank.jsonl").splitlines():
             try:
                 rec = json.loads(line)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
+                continue
+            if not isinstance(rec, dict):
                 continue
             (steps if rec.get("type") == "step" else events).append(rec)
     return records_to_frame(steps), events

@@ -8,85 +8,61 @@ report.md, report.html, plots/*.png.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import yaml
+from pydantic import ValidationError
 
 from distro_bench.errors import InputError, RunFolderWriteError
+from distro_bench.results import runfiles
+from distro_bench.results.metrics import METRIC_COLUMNS
+from distro_bench.results.summary import Summary
+from distro_bench.scenario.model import Scenario, UniqueKeyLoader
 
 # 2: repeats (`seed` column, workers/<optimizer>/seed<S>/), budgets, `target`, per-optimizer `ci95`, time to
 # target and loss at equal time/steps. Version 1 folders load unchanged (one seed, no intervals).
 SCHEMA_VERSION = 2
 
 
-def _umask() -> int:
-    """The process umask, read without changing it (os.umask sets it too, racing other threads' writes)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _temp_beside(path: Path) -> tuple[int, str]:
-    """A temporary file next to `path` with the mode a plainly created file gets (0666 less the umask, so
-    0644 usually): mkstemp's 0600 would leave the report of a `sudo` run unreadable to its user."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.fchmod(fd, 0o666 & ~_umask())
-    return fd, tmp
-
-
-@contextmanager
-def _replacing(path: Path) -> Iterator[tuple[int, str]]:
-    """A temporary file beside `path` (fd, name) that replaces it when the block ends; removed on failure,
-    where an OSError becomes RunFolderWriteError ("no space left on device writing <path>")."""
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = _temp_beside(path)
-        yield fd, tmp
-        os.replace(tmp, path)
-    except BaseException as e:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        if isinstance(e, OSError) and not isinstance(e, RunFolderWriteError):
-            raise RunFolderWriteError.of(e, path) from None
-        raise
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write then rename: a reader never sees half a file, a crash never leaves one. A failed write raises
+def atomic_write_bytes(path: Path, data: bytes, *, root: Path | None = None) -> None:
+    """Write then rename: a reader never sees half a file, a crash never leaves one. Nothing below `root`
+    (default: the file's folder) is followed: a link there, or at the file itself, is refused (RunFileError,
+    exit 2), never written through (harness/distro_bench/results/runfiles.py). A failed write raises
     RunFolderWriteError ("no space left on device writing <path>"), never a bare OSError."""
-    with _replacing(path) as (fd, _tmp), os.fdopen(fd, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    path = Path(path)
+    base = Path(root) if root is not None else path.parent
+    try:
+        rel = path.relative_to(base)
+    except ValueError:
+        raise ValueError(f"{path} is not inside {base}") from None
+    runfiles.write_bytes(base, rel, data)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: Path, text: str, *, root: Path | None = None) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), root=root)
 
 
-def atomic_write_json(path: Path, obj) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+def atomic_write_json(path: Path, obj, *, root: Path | None = None) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n", root=root)
 
 
-def atomic_write_parquet(path: Path, df: pd.DataFrame) -> None:
-    with _replacing(path) as (fd, tmp):
-        os.close(fd)  # pyarrow opens the file by name
-        df.to_parquet(tmp, index=False)
+def atomic_write_parquet(path: Path, df: pd.DataFrame, *, root: Path | None = None) -> None:
+    buf = io.BytesIO()
+    try:
+        df.to_parquet(buf, index=False)
+    except OSError as e:
+        raise RunFolderWriteError.of(e, path) from None
+    atomic_write_bytes(path, buf.getvalue(), root=root)
 
 
 def write_status(run_dir: Path, state: str, reason: str | None) -> None:
@@ -135,6 +111,21 @@ def ensure_out_dir(out: Path, what: str = "write its files") -> Path:
     return out
 
 
+REPORT_FILES = ("report.md", "report.html", "plots")
+
+
+def ensure_report_dir(out: Path) -> Path:
+    """The folder a report is written into, made if need be, with no link where the report's files go
+    (report.md, report.html, plots/ and anything in it): RunFileError naming it, before anything is written."""
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _bad_out(out, e, "write the report") from None
+    runfiles.refuse_links(out, only=REPORT_FILES)
+    return out
+
+
 def _bad_out(out: Path, e: OSError, what: str = "create a run folder") -> InputError:
     """--out that cannot hold a run folder: an input error naming the path and why, not a bug report."""
     blocker = next((p for p in (out, *out.parents) if p.exists()), None)
@@ -166,35 +157,199 @@ class RunData:
 
 
 def load_run(path: str | Path) -> RunData:
-    """Load a run folder; raises InputError naming the missing or broken file."""
+    """Load a run folder; raises InputError (exit 2) naming the missing, refused or broken file.
+
+    Every file is read through harness/distro_bench/results/runfiles.py (no link followed, regular files only,
+    a cap per kind) and validated with the models the run wrote it from: summary.json with the Summary model,
+    scenario.yaml with the scenario models. Errors name the file and where, never quote its contents."""
     path = Path(path)
     if not path.is_dir():
         raise InputError(f"{path}: not a run folder (no such directory)")
+    runfiles.refuse_links(path)
+    summary = read_summary(path)
+    if summary is None:
+        raise IncompleteRunFolder(f"{path}: not a complete run folder (summary.json is missing)")
+    scenario = read_scenario(path)
+    if scenario is None:
+        raise IncompleteRunFolder(f"{path}: not a complete run folder (scenario.yaml is missing)")
+    metrics = read_parquet(path, METRICS_FILE)
+    if metrics is None:
+        raise IncompleteRunFolder(f"{path}: not a complete run folder ({METRICS_FILE} is missing)")
+    return RunData(path=path, scenario=scenario, environment=read_mapping(path, "environment.json") or {},
+                   summary=upgrade_summary(summary), metrics=check_metrics(upgrade_metrics(metrics), path / METRICS_FILE),
+                   status=read_status(path) or {"state": "unknown"})
 
-    def read(name: str, parse, required: bool = True):
-        p = path / name
-        if not p.exists():
-            if required:
-                raise InputError(f"{path}: not a complete run folder ({name} is missing)")
-            return None
-        try:
-            return parse(p)
-        except Exception as e:  # any parse failure is a broken file, reported by name
-            raise InputError(f"{p}: cannot be read ({type(e).__name__}: {e})") from None
 
-    summary = read("summary.json", lambda p: json.loads(p.read_text()))
-    if not isinstance(summary, dict) or not isinstance(summary.get("optimizers"), dict):
-        raise InputError(f"{path / 'summary.json'}: not a distro-bench summary (no 'optimizers' mapping)")
-    if summary.get("schema_version", 0) > SCHEMA_VERSION:
-        raise InputError(f"{path}: written by a newer distro-bench (schema {summary['schema_version']}); upgrade to read it")
-    return RunData(
-        path=path,
-        scenario=read("scenario.yaml", lambda p: yaml.safe_load(p.read_text())) or {},
-        environment=read("environment.json", lambda p: json.loads(p.read_text()), required=False) or {},
-        summary=upgrade_summary(summary),
-        metrics=upgrade_metrics(read("metrics.parquet", pd.read_parquet)),
-        status=read("status.json", lambda p: json.loads(p.read_text()), required=False) or {"state": "unknown"},
-    )
+METRICS_FILE = "metrics.parquet"
+
+
+class IncompleteRunFolder(InputError):
+    """A run folder without summary.json, scenario.yaml or metrics.parquet (a report rebuilds what it can)."""
+
+
+def _problem(e, path: Path) -> str:
+    """A pydantic error's first problem as `location: message` (the message, not the value it refused)."""
+    first = e.errors(include_url=False)[0]
+    loc = ".".join(str(p) for p in first.get("loc", ())) or "(top level)"
+    more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+    return f"{path}: {loc}: {first['msg']}{more}"
+
+
+def read_mapping(run_dir: Path, name: str) -> dict | None:
+    """A JSON file of the run folder that holds one mapping, or None when absent."""
+    try:
+        value = runfiles.read_json(run_dir, name)
+    except FileNotFoundError:
+        return None
+    if not isinstance(value, dict):
+        raise runfiles.RunFileError(f"{run_dir / name}: not a JSON mapping; not written by distro-bench")
+    return value
+
+
+def read_summary(run_dir: Path) -> dict | None:
+    """summary.json validated with the Summary model (the one `run` writes it from), or None when absent."""
+    raw = read_mapping(run_dir, "summary.json")
+    if raw is None:
+        return None
+    p = run_dir / "summary.json"
+    if not isinstance(raw.get("optimizers"), dict):
+        raise runfiles.RunFileError(f"{p}: not a distro-bench summary (no 'optimizers' mapping)")
+    try:
+        summary = Summary.model_validate(raw)
+    except ValidationError as e:
+        raise runfiles.RunFileError(f"not a distro-bench summary: {_problem(e, p)}") from None
+    except RecursionError:
+        raise runfiles.RunFileError(f"{p}: not a distro-bench summary (nested too deeply)") from None
+    if summary.schema_version > SCHEMA_VERSION:
+        raise InputError(f"{run_dir}: written by a newer distro-bench (schema {summary.schema_version}); "
+                         "upgrade to read it")
+    if summary.schema_version < 1:
+        raise runfiles.RunFileError(f"{p}: schema_version {summary.schema_version}; 1 to {SCHEMA_VERSION} are "
+                                    "known")
+    return summary.to_dict()
+
+
+def read_scenario(run_dir: Path) -> dict | None:
+    """scenario.yaml validated with the scenario models (types and bounds: `count: many` or `count: 1e12` are
+    refused as `validate` refuses them), as the resolved mapping `run` stored; None when absent. Files the
+    scenario names (corpus) are not looked for: the run may come from another host."""
+    p = run_dir / "scenario.yaml"
+    try:
+        text = runfiles.read_text(run_dir, "scenario.yaml")
+    except FileNotFoundError:
+        return None
+    try:
+        data = yaml.load(text, Loader=UniqueKeyLoader)
+    except yaml.YAMLError as e:  # its message may quote the line: only where it is
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
+        raise runfiles.RunFileError(f"{p}: not valid YAML (at {where})") from None
+    except RecursionError:
+        raise runfiles.RunFileError(f"{p}: not valid YAML (nested too deeply)") from None
+    except (ValueError, TypeError, OverflowError) as e:  # a 5000-digit integer, an unhashable key
+        raise runfiles.RunFileError(f"{p}: not valid YAML (a value that cannot be read: {type(e).__name__})") from None
+    if not isinstance(data, dict):
+        raise runfiles.RunFileError(f"{p}: not a scenario (expected a mapping of fields)")
+    if _expanded_size(data) > MAX_SCENARIO_NODES:  # YAML aliases: a small file can stand for a huge document
+        raise runfiles.RunFileError(f"{p}: more than {MAX_SCENARIO_NODES} values once its aliases are expanded; "
+                                    "not a scenario distro-bench writes")
+    try:
+        s = Scenario.model_validate(data)
+    except ValidationError as e:
+        raise runfiles.RunFileError(f"not a valid scenario: {_problem(e, p)}") from None
+    except (RecursionError, ValueError, TypeError) as e:
+        raise runfiles.RunFileError(f"{p}: not a valid scenario ({type(e).__name__})") from None
+    scenario: dict = s.model_dump(mode="json", exclude_none=True, exclude_unset=True)
+    return scenario
+
+
+MAX_SCENARIO_NODES = 1_000_000
+
+
+def _expanded_size(obj, memo: dict[int, int] | None = None) -> int:
+    """Values in `obj` counting each alias of a shared subtree again (what validating it walks), computed once
+    per distinct subtree; stops counting past MAX_SCENARIO_NODES."""
+    memo = {} if memo is None else memo
+    open_: set[int] = set()  # on the path being counted: met again, the document contains itself
+    stack: list[tuple[object, bool]] = [(obj, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in memo:
+            continue
+        children = (list(node.keys()) + list(node.values()) if isinstance(node, dict)
+                    else list(node) if isinstance(node, list) else [])
+        if done or not children:
+            open_.discard(id(node))
+            memo[id(node)] = min(1 + sum(memo.get(id(c), 1) for c in children), MAX_SCENARIO_NODES + 1)
+            continue
+        if id(node) in open_:
+            return MAX_SCENARIO_NODES + 1  # a recursive alias (`&a [*a]`): endless once expanded
+        open_.add(id(node))
+        stack.append((node, True))
+        stack += [(c, False) for c in children if id(c) not in memo]
+    return memo[id(obj)]
+
+
+def read_status(run_dir: Path) -> dict | None:
+    """status.json ({"state", "reason"}), or None when absent."""
+    status = read_mapping(run_dir, "status.json")
+    if status is None:
+        return None
+    if not isinstance(status.get("state"), (str, type(None))) or not isinstance(status.get("reason"), (str, type(None))):
+        raise runfiles.RunFileError(f"{run_dir / 'status.json'}: 'state' and 'reason' must be text or null")
+    return status
+
+
+def read_parquet(run_dir: Path, name: str) -> pd.DataFrame | None:
+    """A parquet table of the run folder (capped in bytes and rows), or None when absent."""
+    p = run_dir / name
+    try:
+        data = runfiles.read_bytes(run_dir, name)
+    except FileNotFoundError:
+        return None
+    try:
+        f = pq.ParquetFile(pa.BufferReader(data))
+        if f.metadata.num_rows > runfiles.MAX_PARQUET_ROWS:
+            raise runfiles.RunFileError(f"{p}: {f.metadata.num_rows} rows, above the cap of "
+                                        f"{runfiles.MAX_PARQUET_ROWS}; refused")
+        df: pd.DataFrame = f.read().to_pandas()
+    except runfiles.RunFileError:
+        raise
+    except (OSError, ValueError, TypeError, KeyError, IndexError, pa.ArrowException) as e:
+        raise runfiles.RunFileError(f"{p}: not a readable parquet table ({type(e).__name__})") from None
+    return df
+
+
+def check_metrics(df: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """The per-step table with the types `run` writes (metrics.METRIC_COLUMNS): a column of text where numbers
+    belong, a value above MAX_MEASURED or a missing counter is a RunFileError naming the file and the column;
+    an infinite value reads as missing."""
+    # The optimizer and the counters every version wrote are required; a column added since reads as null.
+    missing = [c for c, t in METRIC_COLUMNS.items() if c not in df.columns and (t == "int64" or c == "optimizer")]
+    if missing:
+        raise runfiles.RunFileError(f"{path}: no {', '.join(missing)} column; not written by distro-bench")
+    for col, dtype in METRIC_COLUMNS.items():
+        if col not in df.columns:
+            df[col] = pd.Series([None] * len(df), dtype=dtype, index=df.index)
+    for col, dtype in METRIC_COLUMNS.items():
+        if col in df.columns and str(df[col].dtype) != dtype:
+            try:
+                df[col] = df[col].astype(dtype)
+            except (ValueError, TypeError, OverflowError):
+                raise runfiles.RunFileError(f"{path}: column {col!r} does not hold {dtype} values") from None
+        if col in df.columns and dtype == "float64":
+            values = df[col].to_numpy()
+            if np.isinf(values).any():  # a diverged step's loss: missing, as NaN is (plots cannot scale to inf)
+                df[col] = values = np.where(np.isinf(values), np.nan, values)
+            bad = np.abs(np.nan_to_num(values)) > MAX_MEASURED
+            if bad.any():
+                raise runfiles.RunFileError(f"{path}: column {col!r} holds {values[bad][0]!r} (row {int(bad.argmax())});"
+                                            f" a measured value is at most {MAX_MEASURED:g} in size")
+    return df
+
+
+# Larger than any loss, second or byte count a run measures; beyond it a figure cannot be drawn or summed.
+MAX_MEASURED = 1e100
 
 
 def upgrade_summary(summary: dict) -> dict:
