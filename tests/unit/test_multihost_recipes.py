@@ -248,8 +248,12 @@ def test_files_the_recipes_cannot_ship_are_refused(tmp_path, monkeypatch):
     far = load_scenario(tmp_path / "s" / "x.yaml")
     with pytest.raises(InputError, match=r"links\.dsl-day\.up_trace: '\.\./far\.csv' lies outside"):
         shipped_files(far, tmp_path / "s" / "x.yaml")
-    big = tmp_path / "big.yaml"
-    big.write_text(CI_SMOKE.read_text() + "".join(f"# padding {i:07d} {'x' * 60}\n" for i in range(16_000)))
+    # Each file within its own cap (a scenario file at most 1 MiB, a trace 16 MiB), together over the ConfigMap's.
+    (tmp_path / "s" / "big.csv").write_text("t_s,rate_bit_s\n" + "".join(f"{i * 0.5:g},50000000\n"
+                                                                          for i in range(120_000)))
+    d["links"]["dsl-day"].update(up_trace="big.csv")
+    big = tmp_path / "s" / "big.yaml"
+    big.write_text(yaml.safe_dump(d))
     with pytest.raises(InputError, match="a ConfigMap holds at most 1 MiB"):
         k8s_manifest(load_scenario(big), str(big), RecipeSettings(nnodes=2))
 
