@@ -522,6 +522,13 @@ class Scenario(_Strict):
             raise ValueError(f"invalid optimizer name {_show(bad[0])} (it names the run's folder): {NAME_RULE}")
         return v
 
+    @classmethod
+    def from_resolved(cls, path: str | Path) -> Scenario:
+        """A run folder's resolved scenario.yaml (what dump_for_run wrote from a scenario validated in full),
+        as the workers read it: the models' own checks only. The files it names (trace copies, the corpus) and
+        its cross-references were checked when the run was validated and are not read or checked again."""
+        return load_resolved(path)
+
     # ---- resolved views -------------------------------------------------------------
     @property
     def world_size(self) -> int:
@@ -1158,6 +1165,24 @@ def load_scenario(path: str | Path, *, confine: bool = True) -> Scenario:
     except ValueError as e:  # a value Python's own conversions refuse (e.g. a base-60 int past its digit limit)
         raise ScenarioError(source, [f"YAML: a value cannot be read ({e})"]) from None
     return scenario_from_dict(data, source=source, base_dir=path.parent, confine=confine)
+
+
+def load_resolved(path: str | Path) -> Scenario:
+    """Scenario.from_resolved: read a run folder's resolved scenario.yaml and validate its models, without the
+    file and reference checks of scenario_from_dict (_reference_problems: traces, corpus, presets, budget).
+    Relative paths in it (the trace copies) are read from its folder. ScenarioError names the file otherwise."""
+    path = Path(path)
+    source = str(path)
+    try:
+        data = yaml.safe_load(read_scenario_text(path))
+    except yaml.YAMLError as e:
+        raise ScenarioError(source, [f"not valid YAML ({e})"]) from None
+    try:
+        s = Scenario.model_validate(data)
+    except ValidationError as e:
+        raise ScenarioError(source, _pydantic_problems(e)) from None
+    s._base_dir = path.parent
+    return s
 
 
 def dump_scenario(s: Scenario) -> str:
