@@ -8,6 +8,7 @@ import os
 import textwrap
 
 import pytest
+import yaml
 
 from distro_bench.errors import ScenarioError
 from distro_bench.run.runner import RunOptions, run_scenario
@@ -34,6 +35,9 @@ COUNTER = textwrap.dedent('''
     for _name in ("scenario_from_dict", "load_scenario", "load_resolved", "_reference_problems",
                   "_trace_problems", "_corpus_problems"):
         _counted(model, _name)
+    if os.environ.get("VALIDATE_ONCE_PROJECTION") == "1":  # the worker imports it (and torch) anyway
+        from distro_bench.train import projection
+        _counted(projection, "comm_seconds")
 ''')
 
 
@@ -44,7 +48,8 @@ def _write_corpus_and_trace(folder):
 
 def test_workers_do_not_revalidate_the_scenario(tmp_path, monkeypatch):
     """A real 2-worker local run over a scenario with a corpus file and a trace: each worker loads the resolved
-    copy once (load_resolved) and runs none of the file or reference checks."""
+    copy once (load_resolved) and runs none of the file or reference checks, nor the projection that chooses
+    DisTrO's `exchange: auto` (the lifecycle chose it once, into scenario.yaml)."""
     site, counts, src = tmp_path / "site", tmp_path / "counts", tmp_path / "scen"
     for d in (site, counts, src):
         d.mkdir()
@@ -54,17 +59,22 @@ def test_workers_do_not_revalidate_the_scenario(tmp_path, monkeypatch):
     d = tiny_scenario_dict(workers=[{"count": 2, "hardware": "host", "link": "traced"}],
                            links={"traced": {"up_trace": "up.csv"}})
     d["data"] = {**d["data"], "corpus": "corpus.txt"}
+    d["train"] = {"steps": 2, "eval_every": 2, "seed": 0}
+    d["optimizers"] = {"adamw": {"lr": 3e-3}, "distro": {"lr": 3e-3, "topk": 4, "exchange": "auto"}}
     s = scenario_from_dict(d, base_dir=src)
     monkeypatch.setenv("VALIDATE_ONCE_COUNT_DIR", str(counts))
+    monkeypatch.setenv("VALIDATE_ONCE_PROJECTION", "1")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
     result = run_scenario(s, RunOptions(backend="local", out=tmp_path / "runs", write_report=False,
                                         allow_unemulated=True))  # the trace is read, not followed, on loopback
     assert result.state == "complete"
     per_process = {p.name: collections.Counter(p.read_text().split()) for p in counts.iterdir()}
     workers = {pid: c for pid, c in per_process.items() if c["load_resolved"]}
-    assert len(workers) == 2, per_process  # both ranks counted: the counter was live in them
+    assert len(workers) == 4, per_process  # 2 ranks x 2 optimizers counted: the counter was live in them
     for pid, c in workers.items():
-        assert c == {"load_resolved": 1}, (pid, c)  # no scenario_from_dict, no trace/corpus/reference check
+        # no scenario_from_dict, no trace/corpus/reference check, no projection (comm_seconds)
+        assert c == {"load_resolved": 1}, (pid, c)
+    assert yaml.safe_load((result.run_dir / "scenario.yaml").read_text())["optimizers"]["distro"]["exchange"] == "ring"
 
 
 def test_from_resolved_reads_the_run_copy_without_file_checks(tmp_path, monkeypatch):
