@@ -26,8 +26,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
-
 from distro_bench.backends.base import WORKER_UID
 from distro_bench.errors import HarnessError, Interrupted, RunFolderWriteError, WorkerFailed
 from distro_bench.net import owner
@@ -46,7 +44,7 @@ from distro_bench.results.rundir import (
     new_run_dir,
     write_status,
 )
-from distro_bench.scenario.model import Scenario, dump_for_run, scenario_from_dict
+from distro_bench.scenario.model import Scenario, dump_for_run
 from distro_bench.train.model import ModelConfig, parameter_count, parameter_shapes
 from distro_bench.train.projection import UNSHAPED_BPS, max_hop_delay, project, resolve_options
 
@@ -184,9 +182,8 @@ class RunLifecycle:
             self.scenario = with_choices_made(self.scenario)
             text, follows_traces = dump_for_run(self.scenario, run_dir)
             atomic_write_text(run_dir / "scenario.yaml", text)
-            if follows_traces:
-                self.scenario = scenario_from_dict(yaml.safe_load(text), source=str(run_dir / "scenario.yaml"),
-                                                   base_dir=run_dir)
+            if follows_traces:  # the copies hold the bytes validation checked: not checked again
+                self.scenario = Scenario.from_resolved(run_dir / "scenario.yaml")
             write_status(run_dir, "running", None)
         except BaseException:
             # Nothing ran: no claim for `clean` to find, and no folder without status.json. The folder is the
