@@ -1,5 +1,6 @@
 """Issue 36: in the coordinating process the files a scenario names (trace files, the corpus) are checked once,
-when it is loaded; with_overrides and the run folder's reload do not read or check them again."""
+when it is loaded; with_overrides, the run folder's copy (dump_for_run) and its reload do not read, parse or
+check them again."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tests.helpers import tiny_scenario_dict
 @pytest.fixture
 def counted(monkeypatch):
     calls: collections.Counter = collections.Counter()
-    for name in ("_trace_problems", "_corpus_problems"):
+    for name in ("_trace_problems", "_corpus_problems", "parse_trace"):
         inner = getattr(model, name)
 
         def wrapper(*a, _inner=inner, _name=name, **k):
@@ -43,7 +44,7 @@ def traced_file(tmp_path):
 
 def test_files_checked_once_through_overrides_and_the_run_folder(traced_file, tmp_path, counted):
     s = load_scenario(traced_file)
-    assert counted == {"_trace_problems": 1, "_corpus_problems": 1}
+    assert counted == {"_trace_problems": 1, "_corpus_problems": 1, "parse_trace": 1}
     o = s.with_overrides(steps=3, seed=4)
     assert (o.train.steps, o.train.seed) == (3, 4)
     life = RunLifecycle(o, "local")
@@ -51,7 +52,8 @@ def test_files_checked_once_through_overrides_and_the_run_folder(traced_file, tm
         run_dir = life.open(tmp_path / "runs")
     finally:
         life.release()
-    assert counted == {"_trace_problems": 1, "_corpus_problems": 1}  # not again
+    # not again: not by with_overrides, not by dump_for_run's copy, not by the reload of the folder's copy
+    assert counted == {"_trace_problems": 1, "_corpus_problems": 1, "parse_trace": 1}
     # the run folder's copy holds the trace bytes validation read, and the reloaded scenario follows it
     assert (run_dir / "traces" / "traced-up-up.csv").read_bytes() == (traced_file.parent / "up.csv").read_bytes()
     assert life.scenario.nodes()[0].link.up_trace == "traces/traced-up-up.csv"

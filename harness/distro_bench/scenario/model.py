@@ -1221,9 +1221,10 @@ def dump_for_run(s: Scenario, run_dir: Path) -> tuple[str, bool]:
             src = link.get(f"{direction}_trace")
             if not src:
                 continue
-            # Not read at validation (a scenario built without it): read once now, by its resolved path.
-            seen = by_path.get(src) or open_trace(Path(src))
-            parse_trace(Path(src), seen.data)  # the bytes copied are a trace (a no-op for validated ones)
+            seen = by_path.get(src)
+            if seen is None:  # not read at validation (a scenario built without it): read and checked once now
+                seen = open_trace(Path(src))
+                parse_trace(Path(src), seen.data)  # the bytes copied are a trace (validation parsed the others)
             stem = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{where}-{direction}-{Path(src).name}").lstrip(".")
             name, k = stem, 1
             while name in used:  # link names that differ only in characters replaced above
