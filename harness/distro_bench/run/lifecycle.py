@@ -1,7 +1,8 @@
 """A run's lifecycle, the same for `distro-bench run` (run/runner.py) and a multi-host run (multihost/agent.py):
 
     open      a new run folder under --out, claimed (net/owner.py: `clean` ends its status if we are killed),
-              scenario.yaml (traces copied in) and status.json "running"
+              scenario.yaml (resolved: `auto` options chosen, traces copied in; the workers read it as it is)
+              and status.json "running"
     describe  environment.json and prediction.json (the projection model's figures for this very run)
     train     seed by seed, every optimizer of a seed in turn, through a launch callback (how the workers are
               started differs: the runner starts them through a backend, the agent under torchrun)
@@ -25,8 +26,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
-
 from distro_bench.backends.base import WORKER_UID
 from distro_bench.errors import HarnessError, Interrupted, RunFolderWriteError, WorkerFailed
 from distro_bench.net import owner
@@ -45,9 +44,9 @@ from distro_bench.results.rundir import (
     new_run_dir,
     write_status,
 )
-from distro_bench.scenario.model import Scenario, dump_for_run, scenario_from_dict
-from distro_bench.train.model import ModelConfig, parameter_count
-from distro_bench.train.projection import UNSHAPED_BPS, max_hop_delay, project
+from distro_bench.scenario.model import Scenario, dump_for_run
+from distro_bench.train.model import ModelConfig, parameter_count, parameter_shapes
+from distro_bench.train.projection import UNSHAPED_BPS, max_hop_delay, project, resolve_options
 
 
 class ProgressSink(Protocol):
@@ -138,6 +137,18 @@ def worker_dir(run_dir: Path, run_name: str, seed: int, repeats: int) -> Path:
     return base / f"seed{seed}" if repeats > 1 else base
 
 
+def with_choices_made(scenario: Scenario) -> Scenario:
+    """The scenario with every optimizer's `auto` option chosen for its links (harness/distro_bench/train/projection.py
+    resolve_options), made once when the run is opened: the run folder's scenario.yaml records the choice, and
+    the workers (one per rank, optimizer and seed) and the prediction read it instead of projecting again."""
+    nodes = scenario.nodes()
+    shapes = parameter_shapes(ModelConfig(**scenario.resolved_model()))  # the worker's own shapes (no weights)
+    chosen = {name: resolve_options(cfg, nodes, shapes) for name, cfg in scenario.optimizers.items()}
+    if chosen == dict(scenario.optimizers):
+        return scenario
+    return scenario.model_copy(update={"optimizers": chosen})  # private state (trace bytes, folder) kept
+
+
 # ---- the lifecycle ------------------------------------------------------------------------------------------
 
 class RunLifecycle:
@@ -168,11 +179,11 @@ class RunLifecycle:
         self.started = _now()
         try:
             self._claim()
+            self.scenario = with_choices_made(self.scenario)
             text, follows_traces = dump_for_run(self.scenario, run_dir)
             atomic_write_text(run_dir / "scenario.yaml", text)
-            if follows_traces:
-                self.scenario = scenario_from_dict(yaml.safe_load(text), source=str(run_dir / "scenario.yaml"),
-                                                   base_dir=run_dir)
+            if follows_traces:  # the copies hold the bytes validation checked: not checked again
+                self.scenario = Scenario.from_resolved(run_dir / "scenario.yaml")
             write_status(run_dir, "running", None)
         except BaseException:
             # Nothing ran: no claim for `clean` to find, and no folder without status.json. The folder is the

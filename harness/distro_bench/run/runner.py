@@ -277,18 +277,21 @@ def run_scenario(scenario: Scenario, options: Overrides, sink: ProgressSink | No
     life = RunLifecycle(scenario, backend_cls.name, sink)
     run_dir = life.open(options.out)
     scenario = life.scenario  # a scenario that follows traces: the run folder's copies
+    # environment.json: written once with the host's facts (a backend that fails to start leaves them), then
+    # once more when the network is up, with what it is and what was measured (also when measuring is cut short).
     env = {**environment.collect(), "backend": backend_cls.name, "backend_reason": why}
     life.write_environment(env)
     try:
         with life.guard(), backend_cls(scenario, run_dir, backend_options, plan) as backend:
             env["network"] = backend.describe()
-            life.write_environment(env)
-            if options.measure(scenario):
-                measure_links(backend, env["network"], sink)
-            else:
-                env["network"]["link_measurement"] = {
-                    "measured": False, "why": "turned off (--no-measure-links or network.measure_links: false)"}
-            life.write_environment(env)
+            try:
+                if options.measure(scenario):
+                    measure_links(backend, env["network"], sink)
+                else:
+                    env["network"]["link_measurement"] = {
+                        "measured": False, "why": "turned off (--no-measure-links or network.measure_links: false)"}
+            finally:
+                life.write_environment(env)
             life.write_prediction(env["network"])
             # _train_one looked up at each call: tests replace it
             life.train_all(lambda name, seed: _train_one(backend, scenario, run_dir, name, sink, options, seed,

@@ -522,6 +522,13 @@ class Scenario(_Strict):
             raise ValueError(f"invalid optimizer name {_show(bad[0])} (it names the run's folder): {NAME_RULE}")
         return v
 
+    @classmethod
+    def from_resolved(cls, path: str | Path) -> Scenario:
+        """A run folder's resolved scenario.yaml (what dump_for_run wrote from a scenario validated in full),
+        as the workers read it: the models' own checks only. The files it names (trace copies, the corpus) and
+        its cross-references were checked when the run was validated and are not read or checked again."""
+        return load_resolved(path)
+
     # ---- resolved views -------------------------------------------------------------
     @property
     def world_size(self) -> int:
@@ -597,7 +604,8 @@ class Scenario(_Strict):
                        optimizers: list[str] | None = None, time_budget: str | float | None = None,
                        tokens: str | int | None = None, target_val_loss: float | None = None,
                        repeat: int | None = None) -> Scenario:
-        """A copy with CLI overrides applied and re-validated. A budget given here replaces the scenario's
+        """A copy with CLI overrides applied and re-validated (every check but the files', which overrides do
+        not change and which were checked on load). A budget given here replaces the scenario's
         (`--target-val-loss` keeps the scenario's steps or time budget as its cap unless one is given too)."""
         data = self.model_dump(mode="json", exclude_none=True)
         data["data"]["corpus"] = self.corpus_path()
@@ -635,7 +643,13 @@ class Scenario(_Strict):
             data["optimizers"] = {k: v for k, v in data["optimizers"].items() if k in optimizers}
             if data["baseline"] not in optimizers:
                 data["baseline"] = optimizers[0]
-        return scenario_from_dict(data, source=f"{self.name} (with overrides)", base_dir=self._base_dir)
+        token = _FILES_CHECKED.set(True)  # the files it names were checked when this scenario was validated
+        try:
+            out = scenario_from_dict(data, source=f"{self.name} (with overrides)", base_dir=self._base_dir)
+        finally:
+            _FILES_CHECKED.reset(token)
+        out._traces = dict(self._traces)  # the bytes validation read: the run folder copies these
+        return out
 
 
 def _show(value: object, limit: int = 80) -> str:
@@ -768,7 +782,8 @@ def _reference_problems(s: Scenario) -> list[str]:
         for name, spec in specs.items():
             if spec.preset and spec.preset not in known:
                 problems.append(f"{section}.{name}.preset: unknown preset {spec.preset!r}; known: {_known(known)}")
-    problems += _trace_problems(s)
+    if not _FILES_CHECKED.get():
+        problems += _trace_problems(s)
     problems += _region_problems(s)
     names = Counter(g.name for g in s.workers if g.name)
     for dup in sorted(n for n, k in names.items() if k > 1):
@@ -794,7 +809,8 @@ def _reference_problems(s: Scenario) -> list[str]:
                 problems.append(f"model.n_heads: dim {m['dim']} must split into {m['n_heads']} heads of even size")
             if s.data.seq_len > m["max_seq_len"]:
                 problems.append(f"data.seq_len: {s.data.seq_len} exceeds the model's max_seq_len {m['max_seq_len']}")
-    problems += _corpus_problems(s)
+    if not _FILES_CHECKED.get():
+        problems += _corpus_problems(s)
     if s.baseline not in s.optimizers:
         problems.append(f"baseline: {s.baseline!r} is not one of the optimizers ({_known(s.optimizers)})")
     links_used = {n.link_name for n in s.nodes() if n.link_name} if s.costs.link_classes else set()
@@ -935,6 +951,9 @@ ALLOW_TRACE_OUTSIDE_ENV = "DISTRO_BENCH_ALLOW_TRACE_OUTSIDE"
 # was validated with, by its absolute path, and is loaded with confine=False by the workers.
 ALLOW_CORPUS_OUTSIDE_ENV = "DISTRO_BENCH_ALLOW_CORPUS_OUTSIDE"
 _CONFINE: ContextVar[bool] = ContextVar("distro_bench_confine_corpus", default=False)
+# Set while Scenario.with_overrides re-validates a copy: its trace files and corpus were checked when the
+# scenario was loaded (overrides change neither), so they are not read again; every other check runs.
+_FILES_CHECKED: ContextVar[bool] = ContextVar("distro_bench_files_checked", default=False)
 
 
 def _trace_problems(s: Scenario) -> list[str]:
@@ -1160,6 +1179,24 @@ def load_scenario(path: str | Path, *, confine: bool = True) -> Scenario:
     return scenario_from_dict(data, source=source, base_dir=path.parent, confine=confine)
 
 
+def load_resolved(path: str | Path) -> Scenario:
+    """Scenario.from_resolved: read a run folder's resolved scenario.yaml and validate its models, without the
+    file and reference checks of scenario_from_dict (_reference_problems: traces, corpus, presets, budget).
+    Relative paths in it (the trace copies) are read from its folder. ScenarioError names the file otherwise."""
+    path = Path(path)
+    source = str(path)
+    try:
+        data = yaml.safe_load(read_scenario_text(path))
+    except yaml.YAMLError as e:
+        raise ScenarioError(source, [f"not valid YAML ({e})"]) from None
+    try:
+        s = Scenario.model_validate(data)
+    except ValidationError as e:
+        raise ScenarioError(source, _pydantic_problems(e)) from None
+    s._base_dir = path.parent
+    return s
+
+
 def dump_scenario(s: Scenario) -> str:
     return yaml.safe_dump(s.resolved_dict(), sort_keys=False)
 
@@ -1184,9 +1221,10 @@ def dump_for_run(s: Scenario, run_dir: Path) -> tuple[str, bool]:
             src = link.get(f"{direction}_trace")
             if not src:
                 continue
-            # Not read at validation (a scenario built without it): read once now, by its resolved path.
-            seen = by_path.get(src) or open_trace(Path(src))
-            parse_trace(Path(src), seen.data)  # the bytes copied are a trace (a no-op for validated ones)
+            seen = by_path.get(src)
+            if seen is None:  # not read at validation (a scenario built without it): read and checked once now
+                seen = open_trace(Path(src))
+                parse_trace(Path(src), seen.data)  # the bytes copied are a trace (validation parsed the others)
             stem = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{where}-{direction}-{Path(src).name}").lstrip(".")
             name, k = stem, 1
             while name in used:  # link names that differ only in characters replaced above
