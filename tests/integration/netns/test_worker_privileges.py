@@ -116,8 +116,9 @@ def test_a_netns_worker_cannot_ptrace_the_coordinator(full_root, tmp_path):
 
 
 def test_worker_user_is_nobody_only_where_it_can_reach_its_files(full_root, tmp_path):
-    python = Path(sys.executable).resolve()
-    reachable = subprocess.run(NetnsRef.current().wrap([str(python), "-c", "pass"], no_caps=True,
+    # The interpreter as workers start it (sys.executable, not the file it resolves to: a venv under a 0700 home
+    # is out of nobody's reach even where /usr/bin/python is not) and the harness it must import.
+    reachable = subprocess.run(NetnsRef.current().wrap([sys.executable, "-c", "import distro_bench"], no_caps=True,
                                                        user=(WORKER_UID, WORKER_UID)), capture_output=True).returncode == 0
     out = tmp_path / "w"
     out.mkdir()
