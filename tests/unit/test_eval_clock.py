@@ -118,3 +118,18 @@ def test_distro_drain_waits_for_the_overlapped_exchange_and_applies_it_a_step_la
     s.step(1, _timer())
     assert not all(torch.equal(a, b) for a, b in zip(before, params)), "step 1 applies step 0's aggregate"
 
+
+
+def test_the_evaluation_at_t0_is_no_step_of_the_summary(make_loop):
+    """Step -1 carries no time, bytes nor tokens: a one-step run's means are its one step's, and a worker
+    present at every step is available 100% of them (not 11/10)."""
+    loop = make_loop(steps=1, eval_every=1)
+    loop.run()
+    steps = [r for r in records(loop) if r["type"] == "step"]
+    assert [r["step"] for r in steps] == [-1, 0]
+    s = metrics.summarize_optimizer(metrics.records_to_frame(steps), {})
+    assert s["steps"] == 1
+    assert s["compute_s_mean"] == steps[1]["compute_s"] and s["step_time_s_p50"] == steps[1]["step_time_s"]
+    rows = metrics.records_to_frame([dict(r, rank=k) for r in steps for k in (0, 1)])
+    churn = metrics.churn_figures(rows, [], world=2, steps=1, train_time_s=1.0)
+    assert churn["worker_availability"] == 1.0
