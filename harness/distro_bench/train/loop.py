@@ -266,7 +266,8 @@ class TrainLoop:
             "step_time_s": 0.0, "data_s": 0.0, "compute_s": 0.0, "stretch_s": 0.0, "compress_s": 0.0,
             "comm_s": 0.0, "apply_s": 0.0, "t_start": None, "t_ready": None, "train_time_s": 0.0,
             "payload_tx_bytes": 0, "payload_rx_bytes": 0, "collectives": 0, "ring_bytes": 0.0,
-            "wire_tx_bytes": None, "wire_rx_bytes": None, "tokens": 0, "param_checksum": None, "synced": True,
+            "wire_tx_bytes": None, "wire_rx_bytes": None, "tokens": 0, "param_checksum": None,
+            "synced": None,  # no step: nothing synchronised (the replicas start alike: see the checksum)
             "members": len(m.members(0)) if m is not None else self.world,
         }
         self.evaluate(-1, record)

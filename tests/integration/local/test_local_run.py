@@ -32,7 +32,8 @@ def test_run_folder_has_every_file_and_the_schema(tiny_run):
         assert (d / name).is_file(), name
     df = pd.read_parquet(d / "metrics.parquet")
     assert list(df.columns) == list(METRIC_COLUMNS)
-    assert len(df) == 3 * s.train.steps  # one row per (optimizer, rank, step)
+    # one row per (optimizer, rank, step), and per (optimizer, rank) the evaluation at t = 0 (step -1)
+    assert len(df) == 3 * (s.train.steps + 1) and (df.loc[df["step"] == -1, "train_time_s"] == 0).all()
     summary = json.loads((d / "summary.json").read_text())
     # the summary keys, then each figure's 95% interval over seeds and the seeds' own figures (issue 16)
     assert list(summary["optimizers"]["adamw"]) == [*SUMMARY_KEYS, "ci95", "per_seed"]
