@@ -64,7 +64,7 @@ def test_loaded_run_matches(tiny_run):
     _, result = tiny_run
     run = load_run(result.run_dir)
     assert run.complete and set(run.metrics["rank"]) == {0, 1, 2}
-    assert run.metrics["val_loss"].notna().sum() == 3 * 2  # eval at steps 3 and 6 on every rank
+    assert run.metrics["val_loss"].notna().sum() == 3 * 3  # eval at t = 0 and after steps 3 and 6 on every rank
 
 
 @pytest.mark.slow
