@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from distro_bench.errors import InputError, Interrupted, WorkerFailed
-from distro_bench.run.lifecycle import RunLifecycle
+from distro_bench.results.rundir import write_status
+from distro_bench.run.lifecycle import RunLifecycle, finalize, training_order
 from distro_bench.run.overrides import Overrides
 from distro_bench.scenario.model import scenario_from_dict
 from tests.helpers import REPO, tiny_scenario_dict
@@ -91,9 +92,36 @@ def test_training_goes_seed_by_seed_through_the_launch(tmp_path, claims):
         life.train_all(lambda name, seed: calls.append((seed, name)))
     assert life.state == "complete" and life.reason is None
     seeds = s.train.seed_list()
-    assert calls == [(seed, name) for seed in seeds for name in s.optimizers]
+    assert calls == [(seed, name) for seed in seeds for name in training_order(s)[seed]]
     assert life.worker_dir("adamw", seeds[1]) == life.run_dir / "workers" / "adamw" / f"seed{seeds[1]}"
     life.release()
+
+
+def test_the_order_within_a_seed_rotates_and_is_recorded(tmp_path, claims):
+    """Issue 35: methods always ran in the scenario's order within a seed, so the first met the fresh host every
+    time. Now each seed starts one method further on (every method in every place over as many seeds as
+    methods), the launch follows it, and summary.json's run block records it."""
+    opts = {"adamw": {"lr": 3e-3}, "diloco": {"lr": 3e-3, "inner_steps": 2}, "sparta": {"lr": 3e-3}}
+    s = Overrides(repeat=3).apply(scenario_from_dict(tiny_scenario_dict(optimizers=opts)))
+    seeds = s.train.seed_list()
+    order = training_order(s)
+    assert order == {seeds[0]: ["adamw", "diloco", "sparta"], seeds[1]: ["diloco", "sparta", "adamw"],
+                     seeds[2]: ["sparta", "adamw", "diloco"]}
+    assert order == training_order(s), "the order is a pure function of the scenario (every host derives it)"
+    life = RunLifecycle(s, "local")
+    life.open(tmp_path)
+    calls = []
+    with life.guard():
+        life.train_all(lambda name, seed: calls.append((seed, name)))
+    life.release()
+    assert calls == [(seed, name) for seed in seeds for name in order[seed]]
+    assert {name for _, name in calls[:len(opts)]} == set(opts), "seed by seed: whole comparisons first"
+    d = tmp_path / "run"
+    (d / "workers").mkdir(parents=True)
+    write_status(d, "running", None)
+    finalize(d, s, "local", "complete", None, "t0")
+    recorded = json.loads((d / "summary.json").read_text())["run"]["order_by_seed"]
+    assert recorded == {str(seed): names for seed, names in order.items()}
 
 
 @pytest.mark.parametrize("host, reason", [(None, "interrupted (Ctrl-C or SIGTERM)"),

@@ -78,14 +78,14 @@ def test_evaluate_runs_every_eval_every_steps_and_at_the_last(make_loop, monkeyp
     loop = make_loop(steps=7, eval_every=3)
     evaluated = spy_evaluate(loop, monkeypatch)
     loop.run()
-    assert evaluated == [2, 5, 6]
+    assert evaluated == [-1, 2, 5, 6]  # -1: the initial model, before the first step (t = 0)
     recs = records(loop)
-    assert [r["type"] for r in recs] == ["start"] + ["step"] * 7 + ["end"]
+    assert [r["type"] for r in recs] == ["start"] + ["step"] * 8 + ["end"]
     steps = [r for r in recs if r["type"] == "step"]
-    assert [s["step"] for s in steps if s["val_loss"] is not None] == [2, 5, 6]
+    assert [s["step"] for s in steps if s["val_loss"] is not None] == [-1, 2, 5, 6]
     assert all(s["tune_loss"] is None for s in steps)  # no tuning batches in this scenario
     # AdamW syncs every step: the replicas are compared at each evaluated step, and at the end
-    assert [s["step"] for s in steps if s["param_checksum"]] == [2, 5, 6]
+    assert [s["step"] for s in steps if s["param_checksum"]] == [-1, 2, 5, 6]
     end = recs[-1]
     assert end["steps"] == 7 and end["param_checksum"] == steps[-1]["param_checksum"]
     assert end["final_sync"] is False and end["final_sync_collectives"] == 0  # AdamW leaves nothing pending
@@ -97,10 +97,10 @@ def test_records_keep_their_keys_and_order(make_loop):
     loop.run()
     start, *steps, end = records(loop)
     assert list(start) == START_KEYS and start["world_size"] == 1 and start["probe_allgather_s"] is None
-    assert [list(s) for s in steps] == [STEP_KEYS] * 2
+    assert [list(s) for s in steps] == [STEP_KEYS] * 3  # the evaluation before step 0 too
     assert list(end) == END_KEYS
-    assert steps[0]["payload_tx_bytes"] == 4 * start["params"]  # AdamW all-reduces every fp32 gradient
-    assert steps[1]["train_time_s"] > steps[0]["train_time_s"] > 0
+    assert steps[1]["payload_tx_bytes"] == 4 * start["params"]  # AdamW all-reduces every fp32 gradient
+    assert steps[2]["train_time_s"] > steps[1]["train_time_s"] > steps[0]["train_time_s"] == 0
 
 
 def test_a_stop_decision_off_the_schedule_evaluates_the_step_it_stops_at(make_loop, monkeypatch):
@@ -109,12 +109,12 @@ def test_a_stop_decision_off_the_schedule_evaluates_the_step_it_stops_at(make_lo
     loop = make_loop(time_budget="1ms", eval_every=5)
     evaluated = spy_evaluate(loop, monkeypatch)
     loop.run()
-    assert evaluated == [3]
+    assert evaluated == [-1, 3]
     recs = records(loop)
     decisions = [r for r in recs if r["type"] == "decision"]
     assert [(d["step"], d["stop"], d["total_steps"]) for d in decisions] == [(3, True, 4)]
     steps = [r for r in recs if r["type"] == "step"]
-    assert [s["step"] for s in steps] == [0, 1, 2, 3] and steps[-1]["val_loss"] is not None
+    assert [s["step"] for s in steps] == [-1, 0, 1, 2, 3] and steps[-1]["val_loss"] is not None
     assert recs.index(decisions[0]) == recs.index(steps[-1]) - 1  # the decision is written before its step
     assert recs[-1]["type"] == "end" and recs[-1]["steps"] == 4 and recs[-1]["lr_schedule_steps"] == 4
 
@@ -132,8 +132,8 @@ def test_a_step_that_raises_ends_the_worker_without_an_end_record(make_loop, mon
     with pytest.raises(RuntimeError, match="connection closed by peer"):
         loop.run()
     recs = records(loop)  # every record before the failing step was written and flushed
-    assert [r["type"] for r in recs] == ["start", "step", "step", "step"]
-    assert [r["step"] for r in recs[1:]] == [0, 1, 2]
+    assert [r["type"] for r in recs] == ["start", "step", "step", "step", "step"]
+    assert [r["step"] for r in recs[1:]] == [-1, 0, 1, 2]
     # no end record: its absence (with the exit status) is how a failed rank reads; the heartbeat says where
     assert read_heartbeat(loop.out_dir / "rank0.hb")[:2] == (3, "communicate")
     assert loop.out is not None and loop.out.closed

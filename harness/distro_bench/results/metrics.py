@@ -123,7 +123,8 @@ def summarize_optimizer(df: pd.DataFrame, end_checksums: dict[int, str], ends: l
     (warm-up, connection set-up); the final sync after the last step (`finish`) is amortised into the bytes."""
     ends = ends or []
     steps = int(df["step"].max()) + 1 if len(df) else 0
-    steady = df[df["step"] > 0] if steps > 1 else df
+    # step -1 is the evaluation before the first step (train/loop.py initial_evaluation): no step's times or bytes
+    steady = df[df["step"] > 0] if steps > 1 else df[df["step"] >= 0]
     per_step = steady.groupby("step")
     # A step's time is its slowest rank's (progress.step_time_of, docs/run-folder.md "Step time"): a
     # synchronous step ends with its slowest rank.
@@ -186,6 +187,7 @@ def churn_figures(rows: pd.DataFrame, events: list[dict], world: int, steps: int
     the tokens that reached the shared model per training second: every trained step's, less those of the
     local steps a leaver took with it. Without churn the same figures read 0 leaves and full availability.
     `world`: the run's workers."""
+    rows = rows[rows["step"] >= 0]  # the evaluation before the first step (step -1) is no trained step
     leaves = [e for e in events if e.get("type") == "churn" and e.get("event") == "leave"]
     lost_tokens = sum(int(e.get("lost_tokens") or 0) for e in leaves)
     tokens = float(rows["tokens"].sum()) - lost_tokens

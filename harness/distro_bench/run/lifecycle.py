@@ -236,8 +236,9 @@ class RunLifecycle:
 
     # ---- train --------------------------------------------------------------------------------------------
     def runs(self) -> list[tuple[int, str]]:
-        """(seed, optimizer) in training order: seed by seed, so an interrupted run keeps whole comparisons."""
-        return [(seed, name) for seed in self.scenario.train.seed_list() for name in self.scenario.optimizers]
+        """(seed, optimizer) in training order: seed by seed, so an interrupted run keeps whole comparisons, and
+        within each seed the order `training_order` gives (recorded as the summary's `run.order_by_seed`)."""
+        return [(seed, name) for seed, names in training_order(self.scenario).items() for name in names]
 
     def worker_dir(self, optimizer: str, seed: int) -> Path:
         return worker_dir(self._dir(), optimizer, seed, len(self.scenario.train.seed_list()))
@@ -369,6 +370,17 @@ def finalize(run_dir: Path, scenario: Scenario, backend_name: str, state: str, r
         raise RunFolderWriteError(why) from None
 
 
+def training_order(scenario: Scenario) -> dict[int, list[str]]:
+    """The optimizers' training order per seed, in seed order: the scenario's order rotated by one more place at
+    each seed (the k-th seed starts at the k-th optimizer). On a host whose speed drifts (load, caches, thermal)
+    the method trained first is otherwise always the one that meets the fresh host, and its paired difference
+    carries that drift; rotated, every method takes every place equally often over as many seeds as there are
+    methods. A pure function of the scenario: every host of a multi-host run derives the same order."""
+    names = list(scenario.optimizers)
+    return {seed: names[k % len(names):] + names[:k % len(names)] if names else []
+            for k, seed in enumerate(scenario.train.seed_list())}
+
+
 def _write_results(run_dir: Path, scenario: Scenario, backend_name: str, state: str, reason: str | None,
                    started: str) -> dict:
     df, events = metrics.read_worker_records(run_dir / "workers")
@@ -383,6 +395,8 @@ def _write_results(run_dir: Path, scenario: Scenario, backend_name: str, state: 
         predicted_wire_tx={k: p.get("wire_tx_bytes") for k, p in predicted.items() if isinstance(p, dict)},
         run={"scenario": scenario.name, "backend": backend_name, "state": state, "reason": reason,
              "budget": scenario.budget().as_dict(), "seeds": scenario.train.seed_list(),
+             # the optimizers' training order within each seed (training_order; JSON keys are strings)
+             "order_by_seed": {str(seed): names for seed, names in training_order(scenario).items()},
              "started": started, "finished": _now(),
              "world_size": scenario.world_size,
              "corpus_sha256": sorted({e["corpus_sha256"] for e in starts if "corpus_sha256" in e}),

@@ -37,6 +37,8 @@ class AcrossRanks:
         self.pending: dict[tuple[str, int], dict[int, dict]] = {}
 
     def step(self, optimizer: str, r: dict) -> None:
+        if int(r["step"]) < 0:  # the evaluation before the first step (train/loop.py initial_evaluation): no step
+            return
         got = self.pending.setdefault((optimizer, int(r["step"])), {})
         got[int(r.get("rank", 0))] = r
         if len(got) < int(r.get("members") or self.ranks):  # with churn, the workers present at that step

@@ -2,7 +2,8 @@
 group, model, data, optimizer, budget, the hardware profile's timeline), `step` runs one optimizer step and
 makes its metric record (`away` stands in for it on a worker that sits the step out, scenario churn, and
 `follow` / `begin_change` carry a change of workers into the next step), `evaluate` adds the validation (and
-tuning) loss at the schedule every rank shares, `decide` holds rank 0's stop decisions for a time or target budget, and `finish` runs the strategy's final
+tuning) loss at the schedule every rank shares (and `initial_evaluation` once before the first step: the
+curve's point at t = 0), `decide` holds rank 0's stop decisions for a time or target budget, and `finish` runs the strategy's final
 sync and writes the `end` record. `TrainLoop.run` strings them together.
 
 Records go to OUT/rank<R>.jsonl, one JSON line each, flushed at once, so a crash loses at most the step in
@@ -235,6 +236,7 @@ class TrainLoop:
         """Steps until the budget is spent; returns how many ran."""
         step = 0
         m = self.membership
+        self.initial_evaluation()
         while self.budget.max_steps is None or step < self.budget.max_steps:
             if m is not None and not m.present(step):
                 stop = self.away(step)
@@ -249,12 +251,39 @@ class TrainLoop:
             step += 1
         return step + 1
 
+    def initial_evaluation(self) -> None:
+        """The validation (and tuning) loss of the initial model, before the first step, written as a step
+        record with step -1 (steps done 0), 0 training seconds, no tokens, bytes nor lr and no training loss:
+        every method's curve starts at t = 0 from the same point (a seed's methods share their initial
+        weights), so a time grid from 0 has a real first point. Outside the clock like every evaluation (the
+        clock starts with step 0); its times are the moment it ended, when training starts."""
+        m = self.membership
+        if m is not None and not m.present(0):
+            return
+        record: dict[str, Any] = {
+            "type": "step", "optimizer": self.run_name, "rank": self.rank, "step": -1, "seed": self.seed,
+            "loss": None, "val_loss": None, "tune_loss": None, "lr": None,
+            "step_time_s": 0.0, "data_s": 0.0, "compute_s": 0.0, "stretch_s": 0.0, "compress_s": 0.0,
+            "comm_s": 0.0, "apply_s": 0.0, "t_start": None, "t_ready": None, "train_time_s": 0.0,
+            "payload_tx_bytes": 0, "payload_rx_bytes": 0, "collectives": 0, "ring_bytes": 0.0,
+            "wire_tx_bytes": None, "wire_rx_bytes": None, "tokens": 0, "param_checksum": None,
+            "synced": None,  # no step: nothing synchronised (the replicas start alike: see the checksum)
+            "members": len(m.members(0)) if m is not None else self.world,
+        }
+        self.evaluate(-1, record)
+        with self.strategy.consensus():
+            record["param_checksum"] = param_checksum(self.model)  # every replica starts from the same weights
+        record["t_start"] = record["t_ready"] = time.time()
+        self.emit(record)
+        if self.wire:
+            self.wire.delta()  # not the optimizer's
+
     def away(self, step: int) -> bool:
         """A step this worker sits out (scenario churn): no compute, nothing sent but its part in rank 0's
         stop decisions, which every rank takes. Returns whether the run stops after this step."""
         self.heartbeat.beat(step, "away")
-        last = self.budget.max_steps is not None and step == self.budget.max_steps - 1
-        if last or not self.decision_due(step, (step + 1) % self.eval_every == 0):
+        last = self.is_last(step)
+        if last or not self.decision_due(step, self.evaluation_due(step)):
             return last
         return self.decide(step, None)
 
@@ -328,6 +357,11 @@ class TrainLoop:
             with self.timer.phase("apply"):
                 torch.nn.utils.clip_grad_norm_(self.params, self.clip, foreach=True)
         result = self.strategy.step(step, self.timer) or StepResult()
+        if self.pause_follows(step):
+            # The clock pauses after this step (evaluation, stop decision): what the optimizer still has in
+            # flight (DisTrO's overlapped exchange) is waited for here, inside the step and its comm_s, or the
+            # network would carry it during the pause for free (issue 35).
+            self.strategy.drain()
         phases = self.timer.take()
         c = self.comm.take()
         step_end = time.perf_counter()
@@ -357,8 +391,8 @@ class TrainLoop:
         """Evaluation, the stop decision and the replica checksum after a step, all outside its timing and the
         budget's clock (and the wire counters). Returns whether this was the last step."""
         pause_start = time.perf_counter()
-        last = self.budget.max_steps is not None and step == self.budget.max_steps - 1
-        evaluated = (step + 1) % self.eval_every == 0 or last
+        last = self.is_last(step)
+        evaluated = self.evaluation_due(step)
         if evaluated:
             self.evaluate(step, record)
         stop = last
@@ -373,6 +407,20 @@ class TrainLoop:
             self.wire.delta()  # evaluation and decisions are not the optimizer's: keep their bytes and seconds out
         self.progress.paused += time.perf_counter() - pause_start
         return stop
+
+    def is_last(self, step: int) -> bool:
+        return self.budget.max_steps is not None and step == self.budget.max_steps - 1
+
+    def evaluation_due(self, step: int) -> bool:
+        """Whether an evaluation follows `step` by the schedule (every `eval_every` steps, and the last)."""
+        return (step + 1) % self.eval_every == 0 or self.is_last(step)
+
+    def pause_follows(self, step: int) -> bool:
+        """Whether the clock pauses after `step` (an evaluation or a stop decision: `between_steps`). Known
+        before the step ends, so the step can drain what it has in flight first; an evaluation at an
+        unscheduled stop follows a decision, so it is covered."""
+        evaluated = self.evaluation_due(step)
+        return evaluated or (not self.is_last(step) and self.decision_due(step, evaluated))
 
     def decision_due(self, step: int, evaluated: bool) -> bool:
         """Whether rank 0 takes a stop decision after `step` (a pure function of the step, so away workers,

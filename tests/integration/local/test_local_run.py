@@ -32,7 +32,8 @@ def test_run_folder_has_every_file_and_the_schema(tiny_run):
         assert (d / name).is_file(), name
     df = pd.read_parquet(d / "metrics.parquet")
     assert list(df.columns) == list(METRIC_COLUMNS)
-    assert len(df) == 3 * s.train.steps  # one row per (optimizer, rank, step)
+    # one row per (optimizer, rank, step), and per (optimizer, rank) the evaluation at t = 0 (step -1)
+    assert len(df) == 3 * (s.train.steps + 1) and (df.loc[df["step"] == -1, "train_time_s"] == 0).all()
     summary = json.loads((d / "summary.json").read_text())
     # the summary keys, then each figure's 95% interval over seeds and the seeds' own figures (issue 16)
     assert list(summary["optimizers"]["adamw"]) == [*SUMMARY_KEYS, "ci95", "per_seed"]
@@ -63,7 +64,7 @@ def test_loaded_run_matches(tiny_run):
     _, result = tiny_run
     run = load_run(result.run_dir)
     assert run.complete and set(run.metrics["rank"]) == {0, 1, 2}
-    assert run.metrics["val_loss"].notna().sum() == 3 * 2  # eval at steps 3 and 6 on every rank
+    assert run.metrics["val_loss"].notna().sum() == 3 * 3  # eval at t = 0 and after steps 3 and 6 on every rank
 
 
 @pytest.mark.slow

@@ -127,6 +127,13 @@ class Strategy(ABC, Generic[ConfigT]):
         steps since its last round; 0 for a method that syncs every step)."""
         return 0
 
+    def drain(self) -> None:
+        """Wait until nothing this strategy launched is still in flight, applying nothing (the step that takes
+        the result applies it as before, so training is unchanged). The loop calls it at the end of a step the
+        clock pauses after (evaluation, stop decision), so the wait counts as that step's communication and
+        training time, not as free network time during the pause. Only a method that keeps exchanges in
+        flight across steps (DisTrO's `overlap`) has anything to wait for."""
+
     def finish(self, timer: PhaseTimer) -> StepResult | None:
         """After the last step: a periodic method syncs what its local steps left pending (its collectives
         are counted like a step's); None when nothing was pending."""

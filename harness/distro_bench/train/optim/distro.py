@@ -175,6 +175,13 @@ class DisTrO(Strategy[DisTrOConfig]):
         if step == self.total_steps - 1:
             self.flush(timer)
 
+    def drain(self) -> None:
+        """Wait for the overlapped exchange still in flight (its seconds count in this step's comm_s); it is
+        applied at the next step, as without the wait."""
+        if self._pending is not None:
+            for p in self._pending[0]:
+                p.wait()
+
     def finish(self, timer: PhaseTimer) -> None:
         """The loop ended (a budget may stop it before `total_steps`): apply an overlapped exchange still in
         flight. Not a new sync: its bytes were counted when it was launched."""
