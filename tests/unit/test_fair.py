@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from distro_bench.results import fair, metrics, stats
@@ -206,3 +207,19 @@ def test_a_first_evaluation_hit_is_interval_censored_and_carried_into_the_summar
     assert v.paired_target_speedup is None and v.target_speedup is None and "first evaluation" in v.speedup_why
     text = "\n".join(verdict_lines(summary))
     assert "not estimable" in text and "<=1.2 s [0.0, 1.2]" in text and "interval-censored" in text
+
+
+def test_the_post_hoc_target_is_one_every_curve_reaches_on_the_grid():
+    """The default (post-hoc) target is the worst best as time to target reads it: on the seed's shared grid.
+    The raw worst best (3.0, B's evaluation at 0.5 s, between two points of the 1 s grid) was a target B's
+    gridded curve never crossed, so the run said B missed the target chosen so that every method reaches it."""
+    def curve(ts, losses):
+        return pd.DataFrame({"step": range(len(ts)), "steps": [i + 1 for i in range(len(ts))], "elapsed_s": ts,
+                             "tokens": [i + 1 for i in range(len(ts))], "loss": losses, "val_loss": losses})
+    a = curve([0.0, 1.0, 2.0], [5.0, 2.0, 1.0])
+    b = curve([0.0, 0.5, 1.0, 1.5, 2.0], [5.0, 3.0, 4.0, 4.0, 4.0])
+    curves = {"a": {0: a}, "b": {0: b}}
+    target = fair.default_target(curves)
+    assert target == pytest.approx(4.0)
+    got = fair.fairness(curves, target)
+    assert got["a"][0]["target_reached"] and got["b"][0]["target_reached"], got

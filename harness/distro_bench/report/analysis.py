@@ -92,7 +92,7 @@ def time_to_target(steps_by_opt: dict[str, pd.DataFrame], target: float | None =
                           "tokens": v["step"] + 1, "loss": v["loss"],
                           "val_loss": v["val_loss"] if use_val else v["loss"].rolling(5, min_periods=1).mean()})
         curves[name] = c
-    chosen = target if target is not None else fair.default_target(list(curves.values()))
+    chosen = target if target is not None else fair.default_target({n: {None: c} for n, c in curves.items()})
     if chosen is None:
         return None
     worst = max(curves, key=lambda n: float(fair.evaluations(curves[n])["val_loss"].min()))

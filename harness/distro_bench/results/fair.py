@@ -101,10 +101,19 @@ def end_of(c: pd.DataFrame, x: str) -> float | None:
     return float(c[x].iloc[-1]) if len(c) else None
 
 
-def default_target(curves: list[pd.DataFrame]) -> float | None:
-    """The worst best: the highest of every curve's lowest validation loss, so every optimizer and seed
-    reaches it and the slowest to do so ends right there."""
-    bests = [float(evaluations(c)["val_loss"].min()) for c in curves if len(evaluations(c))]
+def default_target(curves: dict[str, dict[int | None, pd.DataFrame]]) -> float | None:
+    """The worst best, read as time to target reads the curves (on each seed's shared grid, `on_grid`): the
+    highest of every curve's lowest gridded validation loss, so every optimizer and seed reaches it there and the
+    slowest to do so ends right there. (A best between two grid points is not on the grid: the raw best would
+    be a target its own curve never crosses.)"""
+    bests = []
+    for seed in {s for per in curves.values() for s in per}:
+        mine = [per[seed] for per in curves.values() if seed in per and len(per[seed])]
+        grid = seed_grid(mine)
+        for c in mine:
+            ev = evaluations(on_grid(c, grid))
+            if len(ev):
+                bests.append(float(ev["val_loss"].min()))
     return max(bests) if bests else None
 
 
@@ -112,6 +121,12 @@ def eval_spacing(c: pd.DataFrame) -> float | None:
     """Median training seconds between one curve's evaluations (None with fewer than two)."""
     t = evaluations(c)["elapsed_s"].to_numpy(dtype=float)
     return float(np.median(np.diff(t))) if len(t) > 1 else None
+
+
+def seed_grid(curves: list[pd.DataFrame]) -> float | None:
+    """One seed's shared time grid: the coarsest evaluation spacing of its curves (None for a lone curve)."""
+    spacings = [g for g in (eval_spacing(c) for c in curves) if g]
+    return max(spacings) if len(curves) > 1 and spacings else None
 
 
 def on_grid(c: pd.DataFrame, grid_s: float | None) -> pd.DataFrame:
@@ -155,8 +170,7 @@ def fairness(curves: dict[str, dict[int | None, pd.DataFrame]], target: float | 
         # every curve here has rows (`mine`), so each has an end
         equal_time = min(float(c["elapsed_s"].iloc[-1]) for c in mine.values())
         equal_steps = min(float(c["steps"].iloc[-1]) for c in mine.values())
-        spacings = [g for g in (eval_spacing(c) for c in mine.values()) if g]
-        grid = max(spacings) if len(mine) > 1 and spacings else None
+        grid = seed_grid(list(mine.values()))
         for name, c in mine.items():
             hit = crossing(on_grid(c, grid), target) if target is not None else None
             out[name][seed] = {

@@ -259,7 +259,7 @@ def summarize(df: pd.DataFrame, events: list[dict], baseline: str, target: float
     curves = {str(name): {seed: fair.curve(r) for seed, r in fair.split_seeds(rows)}
               for name, rows in df.groupby("optimizer", sort=False)}
     if target is None:
-        target = fair.default_target([c for per in curves.values() for c in per.values()])
+        target = fair.default_target(curves)
     figures = fair.fairness(curves, target)
     # start records name no optimizer; every worker of the run writes one
     world = max((int(e.get("world_size") or 0) for e in events if e.get("type") == "start"),
@@ -310,7 +310,8 @@ def comparison_target(df: pd.DataFrame, explicit: float | None = None, how: str 
         return {"val_loss": None, "how": "no steps recorded"}
     if "seed" not in df.columns:
         df = df.assign(seed=pd.array([None] * len(df), dtype="Int64"))
-    curves = [fair.curve(r) for _, rows in df.groupby("optimizer", sort=False) for _, r in fair.split_seeds(rows)]
+    curves = {str(name): {seed: fair.curve(r) for seed, r in fair.split_seeds(rows)}
+              for name, rows in df.groupby("optimizer", sort=False)}
     t = fair.default_target(curves)
     # Chosen after seeing the data (issue 35): times to it describe the run; no speed-up is tested on it.
     return {"val_loss": t, "how": "the worst optimizer's best validation loss (the highest best of any optimizer "
