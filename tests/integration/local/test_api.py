@@ -58,7 +58,8 @@ def test_load_run_check_and_report(result, tmp_path):
     run = api.load_run(result.run_dir)
     assert run.state == "complete" and run.optimizers == ["adamw", "distro"]
     assert run.summary == result.summary
-    assert len(run.metrics) == 2 * 2 * 5  # optimizers x ranks x steps
+    # optimizers x ranks x (steps + the evaluation at t = 0, recorded as step -1)
+    assert len(run.metrics) == 2 * 2 * (5 + 1) and (run.metrics.loc[run.metrics["step"] == -1, "train_time_s"] == 0).all()
     report = api.check(run)
     assert report.passed and report.thresholds["min_reduction"] == 10
     assert not api.check(run, min_reduction=1e9).passed
