@@ -210,11 +210,14 @@ def read_json(root: Path, rel: str | PurePath, kind: str | None = None) -> objec
     return parse_json(read_bytes(root, rel, kind), Path(root, rel))
 
 
-def iter_files(root: Path, rel: str | PurePath, pattern: str) -> Iterator[PurePath]:
-    """The regular files below root/rel (any depth up to MAX_DEPTH) whose name matches `pattern`, as paths
-    relative to `root`, sorted; links are refused (RunFileError), FIFOs and the like passed over."""
-    found: list[PurePath] = []
+def _walk(root: Path, rel: str | PurePath = "", only: tuple[str, ...] | None = None
+          ) -> Iterator[tuple[PurePath, str, os.stat_result]]:
+    """(folder relative to `root`, name, lstat) of every entry below root/rel that is no link, to MAX_DEPTH,
+    nothing followed: a link is refused (RunFileError naming it; the harness never makes one, so any link is
+    foreign), and so is a tree of more than MAX_ENTRIES entries (what cannot be checked is not read). `only`:
+    just these entries of root/rel (and what is below them)."""
     stack = [PurePath(*_parts(rel))]
+    top = stack[0]
     seen = 0
     while stack:
         folder = stack.pop()
@@ -223,8 +226,9 @@ def iter_files(root: Path, rel: str | PurePath, pattern: str) -> Iterator[PurePa
         except (FileNotFoundError, NotADirectoryError):
             continue
         try:
-            names = os.listdir(fd)
-            for name in names:
+            for name in os.listdir(fd):
+                if only is not None and folder == top and name not in only:
+                    continue
                 seen += 1
                 if seen > MAX_ENTRIES:
                     raise RunFileError(f"{Path(root, rel)}: more than {MAX_ENTRIES} entries; refused")
@@ -233,36 +237,24 @@ def iter_files(root: Path, rel: str | PurePath, pattern: str) -> Iterator[PurePa
                     raise link_error(Path(root, folder, name))
                 if stat.S_ISDIR(st.st_mode) and len(folder.parts) < MAX_DEPTH:
                     stack.append(folder / name)
-                elif stat.S_ISREG(st.st_mode) and fnmatch.fnmatchcase(name, pattern):
-                    found.append(folder / name)
+                yield folder, name, st
         finally:
             os.close(fd)
-    yield from sorted(found)
+
+
+def iter_files(root: Path, rel: str | PurePath, pattern: str) -> Iterator[PurePath]:
+    """The regular files below root/rel (any depth up to MAX_DEPTH) whose name matches `pattern`, as paths
+    relative to `root`, sorted; links are refused (RunFileError), FIFOs and the like passed over."""
+    yield from sorted(folder / name for folder, name, st in _walk(root, rel)
+                      if stat.S_ISREG(st.st_mode) and fnmatch.fnmatchcase(name, pattern))
 
 
 def refuse_links(root: Path, only: tuple[str, ...] | None = None) -> None:
     """RunFileError naming the first link found in the run folder (searched to MAX_DEPTH and MAX_ENTRIES
     without following anything): the harness never makes one, so any link there is foreign. `only`: just
     these entries of `root` (and what is below them), for a folder that is not all ours (`report --out`)."""
-    stack: list[PurePath] = [PurePath()]
-    seen = 0
-    while stack and seen <= MAX_ENTRIES:
-        folder = stack.pop()
-        try:
-            fd = open_dir(root, folder)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        try:
-            for entry in os.scandir(fd):
-                if only is not None and not folder.parts and entry.name not in only:
-                    continue
-                seen += 1
-                if entry.is_symlink():
-                    raise link_error(Path(root, folder, entry.name))
-                if entry.is_dir(follow_symlinks=False) and len(folder.parts) < MAX_DEPTH:
-                    stack.append(folder / entry.name)
-        finally:
-            os.close(fd)
+    for _ in _walk(root, only=only):
+        pass
 
 
 def write_bytes(root: Path, rel: str | PurePath, data: bytes) -> Path:
