@@ -157,10 +157,7 @@ def _summary_inputs(scenario: dict, path: Path) -> tuple[dict, dict]:
         return ({"baseline": str(scenario.get("baseline", "adamw")), "target_val_loss": explicit,
                  "target_how": "set in the scenario" if explicit is not None else None,
                  "costs": scenario.get("costs") if isinstance(scenario.get("costs"), dict) else None}, {})
-    explicit, how = ((s.checks.target_val_loss, "checks.target_val_loss in the scenario")
-                     if s.checks.target_val_loss is not None else
-                     (s.train.target_val_loss, "train.target_val_loss in the scenario (the budget)")
-                     if s.train.target_val_loss is not None else (None, None))
+    explicit, how = s.comparison_target()
     return ({"baseline": s.baseline, "target_val_loss": explicit, "target_how": how, "costs": s.costs.model_dump()},
             {"budget": s.budget().as_dict(), "seeds": s.train.seed_list()})
 

@@ -386,7 +386,7 @@ def _write_results(run_dir: Path, scenario: Scenario, backend_name: str, state: 
     df, events = metrics.read_worker_records(run_dir / "workers")
     starts = [e for e in events if e.get("type") == "start"]
     probes = [e["probe_allgather_s"] for e in starts if e.get("probe_allgather_s") is not None]
-    explicit, how = comparison_target_of(scenario)
+    explicit, how = scenario.comparison_target()
     predicted = _read_json(run_dir / "prediction.json").get("optimizers") or {}
     summary: dict[str, Any] = build_summary(  # the one summary builder (issue 35)
         df, events, schema_version=SCHEMA_VERSION, baseline=scenario.baseline, target_val_loss=explicit,
@@ -416,11 +416,3 @@ def _read_json(path: Path) -> dict:
         return {}
     return data if isinstance(data, dict) else {}
 
-
-def comparison_target_of(scenario: Scenario) -> tuple[float | None, str | None]:
-    """The target loss the scenario names for time-to-target, if any (checks.target_val_loss, else a target budget's)."""
-    if scenario.checks.target_val_loss is not None:
-        return scenario.checks.target_val_loss, "checks.target_val_loss in the scenario"
-    if scenario.train.target_val_loss is not None:
-        return scenario.train.target_val_loss, "train.target_val_loss in the scenario (the budget)"
-    return None, None

@@ -538,6 +538,15 @@ class Scenario(_Strict):
         """Run name -> the options of its strategy (a copy of `optimizers`, for callers that predate it)."""
         return dict(self.optimizers)
 
+    def comparison_target(self) -> tuple[float | None, str | None]:
+        """The target loss this scenario names for time-to-target, and where (checks.target_val_loss, else a
+        target budget's); (None, None) when it names none and the summary picks a post-hoc one."""
+        if self.checks.target_val_loss is not None:
+            return self.checks.target_val_loss, "checks.target_val_loss in the scenario"
+        if self.train.target_val_loss is not None:
+            return self.train.target_val_loss, "train.target_val_loss in the scenario (the budget)"
+        return None, None
+
     def budget(self) -> Budget:
         """What every optimizer trains for (harness/distro_bench/scenario/budget.py), the same for all of them."""
         t = self.train
