@@ -106,3 +106,16 @@ def write_scenario(tmp_path):
         return p
 
     return write
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A worker that failed in a test shows its log's last lines in the report (CI keeps no run folders)."""
+    outcome = yield
+    excinfo = call.excinfo
+    if excinfo is None:
+        return
+    from distro_bench.errors import WorkerFailed
+
+    if isinstance(excinfo.value, WorkerFailed) and excinfo.value.log_tail:
+        outcome.get_result().sections.append((f"rank {excinfo.value.rank} log (last lines)", excinfo.value.log_tail))

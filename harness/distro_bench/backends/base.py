@@ -72,6 +72,8 @@ class ProcessHandle(WorkerHandle):
             return
         try:
             os.killpg(self.proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
+            if not kill:  # a stopped worker (SIGSTOP, a debugger) holds SIGTERM pending until it runs again
+                os.killpg(self.proc.pid, signal.SIGCONT)
         except ProcessLookupError:
             pass
 

@@ -72,7 +72,7 @@ def validate(
         console.print(terminal_text(line), markup=False, soft_wrap=True)
     for line in _region_lines(s):
         console.print(terminal_text(line), markup=False, soft_wrap=True)
-    console.print(f"[green]{markup_text(scenario)} is valid[/]")
+    console.print(f"[green]{markup_text(scenario)} is valid[/]", soft_wrap=True)  # a path is never broken in two
 
 
 def _validate_json(scenario: Path) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from distro_bench import paths
+from distro_bench.backends.base import choose_worker_user, worker_reads
 from distro_bench.errors import CapabilityError, HarnessError, InputError, WorkerFailed
 from distro_bench.multihost import iface as iface_mod
 from distro_bench.multihost import measure
@@ -51,11 +52,10 @@ from distro_bench.run.lifecycle import (
 from distro_bench.run.overrides import Overrides
 from distro_bench.scenario.model import load_scenario
 from distro_bench.scenario.placement import ENV_NODE_RANK, ENV_PLACEMENT, Placement, from_scenario
-from distro_bench.train.liveness import WireCounter
+from distro_bench.train.liveness import Timeouts, WireCounter
 
 BACKEND = "multihost"
 TOKEN_FILE = ".multihost-token"
-DROPPED_CAPS = ("net_admin", "sys_admin")
 
 
 @dataclass
@@ -172,7 +172,7 @@ class Agent:
                                       "as root, or --no-shaping to measure the network as it is")
             caps = probe(docker=False, gpus=False)
             if not caps.rate_shaping:
-                raise CapabilityError("this kernel has no tbf qdisc: the links cannot be shaped here")
+                raise CapabilityError(f"{caps.qdisc_missing('tbf')}: the links cannot be rate-shaped here")
             allow = o.overrides.backend_options(scenario).allow_unemulated
             self.plan = plan_host(self.my_nodes, caps, allow_unemulated=allow, seed=scenario.train.seed)
         if o.node_rank == 0 and not is_local_host(self.rdzv_host):
@@ -343,12 +343,19 @@ class Agent:
         argv += ["-m", "distro_bench.train.worker", "--scenario", str(self._folder / "scenario.yaml"), "--optimizer", run_name,
                  "--out", str(out), "--seed", str(seed)]
         if os.geteuid() == 0:
-            argv = NetnsRef.current().wrap(argv, drop_caps=DROPPED_CAPS)
+            # As the local and netns backends start theirs: no capability, no_new_privs, nobody's uid where
+            # nobody can reach what a worker reads and writes (backends/base.py choose_worker_user).
+            who = choose_worker_user(out, worker_reads(self.scenario, argv), sys.executable,
+                                     {**os.environ, **self._worker_env()})
+            self.note(f"host {o.node_rank}: workers run as uid {who.user[0] if who.user else 0} with no capabilities "
+                      f"({who.why})")
+            argv = NetnsRef.current().wrap(argv, no_caps=True, user=who.user)
         return argv
 
     def _worker_env(self) -> dict[str, str]:
         o, k = self.o, len(self.my_nodes)
-        timeout = o.overrides.collective_timeout_s or collective_timeout_s(self.scenario)
+        # Scaled by this host's load (or DISTRO_BENCH_TIMEOUT_SCALE), as a single-host run's; an explicit option is taken as given.
+        timeout = o.overrides.collective_timeout_s or Timeouts.for_host(collective_timeout_s(self.scenario)).collective_s
         env = {ENV_PLACEMENT: self.placement.encode(), ENV_NODE_RANK: str(o.node_rank),
                "DISTRO_BENCH_TIMEOUT_S": f"{timeout:.0f}", "DISTRO_BENCH_DIST_BACKEND": choose_dist_backend(self.scenario),
                "DISTRO_BENCH_THREADS": os.environ.get("DISTRO_BENCH_THREADS", str(max(1, (os.cpu_count() or 1) // k))),

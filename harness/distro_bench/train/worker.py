@@ -17,6 +17,7 @@ threads), DISTRO_BENCH_PARENT_PID (the coordinator this worker dies with).
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
 import sys
 from pathlib import Path
@@ -40,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="folder for rank<R>.jsonl")
     p.add_argument("--seed", type=int, default=None, help="seed of this repeat (default: the scenario's train.seed)")
     args = p.parse_args(argv)
+    # A native abort (gloo's terminate, a segfault) otherwise leaves only an exit code: put every thread's
+    # Python stack in the rank's log.
+    faulthandler.enable(all_threads=True)
     die_with_parent()
     torch.set_num_threads(int(os.environ.get("DISTRO_BENCH_THREADS", torch.get_num_threads())))
     # The run folder's resolved scenario, validated in full (traces, corpus) once when the run was opened: read
