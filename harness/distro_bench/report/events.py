@@ -42,7 +42,7 @@ from distro_bench.results import fair
 from distro_bench.results.events import EVENTS_FILE, MARKED_KINDS, events_frame, read_events
 from distro_bench.results.fair import evaluations, split_seeds, value_at
 from distro_bench.results.runfiles import RunFileError
-from distro_bench.results.stats import t_interval
+from distro_bench.results.stats import Interval, t_interval
 from distro_bench.scenario.units import parse_rate
 
 WINDOW_KINDS = ("schedule", "outage", "compute")  # changes that get an impact row (restores end windows)
@@ -105,26 +105,6 @@ class Impact:
 
 
 @dataclass(frozen=True)
-class Estimate:
-    """A mean over seeds with its 95% interval (lo == hi == mean for one seed)."""
-
-    mean: float
-    lo: float
-    hi: float
-    n: int
-
-    @classmethod
-    def of(cls, values) -> Estimate | None:
-        vals = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
-        got = t_interval(vals)
-        return None if got is None else cls(got.mean, got.lo, got.hi, n=len(vals))
-
-    @property
-    def half(self) -> float | None:
-        return (self.hi - self.lo) / 2 if self.n > 1 else None
-
-
-@dataclass(frozen=True)
 class ImpactSummary:
     """One change for one optimizer, over its seeds."""
 
@@ -134,11 +114,11 @@ class ImpactSummary:
     label: str
     at_s: float  # mean t_s
     seeds: int
-    before: Estimate | None
-    during: Estimate | None
-    after: Estimate | None
-    lost: Estimate | None
-    lost_pct: Estimate | None
+    before: Interval | None
+    during: Interval | None
+    after: Interval | None
+    lost: Interval | None
+    lost_pct: Interval | None
     run_ended_inside: int = 0  # seeds whose run ended inside this change's window
 
 
@@ -148,8 +128,8 @@ class OptimizerLoss:
 
     optimizer: str
     changes: int
-    lost: Estimate | None
-    lost_pct: Estimate | None
+    lost: Interval | None
+    lost_pct: Interval | None
     largest: ImpactSummary | None  # the change it lost most to
 
 
@@ -386,8 +366,8 @@ def analyze(events: pd.DataFrame, metrics: pd.DataFrame, optimizers: list[str] |
         largest = max((s for s in mine if s.lost is not None), key=lambda s: s.lost.mean if s.lost is not None else -math.inf,
                       default=None)
         result.losses.append(OptimizerLoss(
-            optimizer=name, changes=len(mine), lost=Estimate.of([u[0] for u in union[name]]),
-            lost_pct=Estimate.of([u[1] for u in union[name]]), largest=largest))
+            optimizer=name, changes=len(mine), lost=t_interval([u[0] for u in union[name]]),
+            lost_pct=t_interval([u[1] for u in union[name]]), largest=largest))
     return result
 
 
@@ -401,10 +381,10 @@ def _summarise(impacts: list[Impact]) -> list[ImpactSummary]:
         out.append(ImpactSummary(
             optimizer=opt, index=index, kind=imps[0].change.kind, label=label,
             at_s=float(np.mean([i.change.t_s for i in imps])), seeds=len(imps),
-            before=Estimate.of([i.before.mean_step_s for i in imps]),
-            during=Estimate.of([i.during.mean_step_s for i in imps]),
-            after=Estimate.of([i.after.mean_step_s for i in imps]),
-            lost=Estimate.of([i.lost_s for i in imps]), lost_pct=Estimate.of([i.lost_pct for i in imps]),
+            before=t_interval([i.before.mean_step_s for i in imps]),
+            during=t_interval([i.during.mean_step_s for i in imps]),
+            after=t_interval([i.after.mean_step_s for i in imps]),
+            lost=t_interval([i.lost_s for i in imps]), lost_pct=t_interval([i.lost_pct for i in imps]),
             run_ended_inside=sum(i.run_ended_inside for i in imps)))
     return out
 

@@ -10,8 +10,9 @@ import math
 import pandas as pd
 
 from distro_bench.report.document import Para, Section, Table
-from distro_bench.report.events import Estimate, EventsAnalysis, row_label, text_of
+from distro_bench.report.events import EventsAnalysis, row_label, text_of
 from distro_bench.results.format import fmt_rate, fmt_seconds
+from distro_bench.results.stats import Interval
 from distro_bench.scenario.units import parse_rate
 
 MAX_TABLE_ROWS = 40
@@ -25,7 +26,7 @@ def fmt_secs(v: float) -> str:
     return fmt_seconds(float(f"{v:.3g}"))  # rounded first: 0.99996 is "1 s", not "1e+03 ms"
 
 
-def _sec(v: Estimate | None, sign: bool = False, interval: bool = True) -> str:
+def _sec(v: Interval | None, sign: bool = False, interval: bool = True) -> str:
     if v is None:
         return "-"
     mean = 0.0 if sign and abs(v.mean) < 5e-4 else v.mean  # a lost or gained microsecond is clock rounding
@@ -36,7 +37,7 @@ def _sec(v: Estimate | None, sign: bool = False, interval: bool = True) -> str:
     return text
 
 
-def _pct(v: Estimate | None) -> str:
+def _pct(v: Interval | None) -> str:
     return "-" if v is None else f"{round(v.mean):+d}%" + (f" ±{v.half:.0f}" if v.half and v.half >= 0.5 else "")
 
 
