@@ -206,7 +206,7 @@ def check(run: str | Path | Run, *, min_reduction: float | None = None, max_loss
 
 def check_to_dict(report: CheckReport) -> dict[str, Any]:
     """A check report as JSON-ready data, each result with its threshold as a number (`limit`, and `op`), as
-    the gate table (harness/distro_bench/report/gates.py) set them."""
+    the gate table (harness/distro_bench/scenario/gates.py) set them."""
     d: dict[str, Any] = report.to_dict()
     return d
 

@@ -196,8 +196,8 @@ def test_a_post_hoc_target_is_labelled_in_check_and_the_verdict(cli, tmp_path):
 
 def test_gates_are_data_op_and_limit_come_from_the_table(cli, tmp_path):
     from distro_bench.report.check import run_checks
-    from distro_bench.report.gates import FIXED, GATES
     from distro_bench.report.load import load_for_report
+    from distro_bench.scenario.gates import FIXED, GATES
 
     run = make_repeated_run(tmp_path, {"adamw": BASE, "distro": [2.31, 2.37, 2.27]},
                             {"max_loss_gap": 0.5, "min_reduction": 50})
@@ -221,3 +221,33 @@ def test_gates_are_data_op_and_limit_come_from_the_table(cli, tmp_path):
     params = {p.name: p for p in typer.main.get_command(app).commands["check"].params}
     for key, gate in GATES.items():
         assert params[key].help == gate.help and gate.flag in params[key].opts
+
+
+def test_the_scenario_checks_fields_and_their_bounds_come_from_the_gate_table(tmp_path):
+    import pytest
+    from pydantic import ValidationError
+
+    from distro_bench.errors import HarnessError, InputError
+    from distro_bench.report.check import run_checks
+    from distro_bench.report.load import load_for_report
+    from distro_bench.scenario.gates import GATES
+    from distro_bench.scenario.model import ChecksSpec
+
+    assert set(GATES) <= set(ChecksSpec.model_fields)
+    for key, gate in GATES.items():
+        kind, edge = gate.bound
+        assert ChecksSpec(**{key: edge + 1}).model_dump()[key] == edge + 1
+        if kind == "gt":
+            with pytest.raises(ValidationError):
+                ChecksSpec(**{key: edge})
+        else:
+            assert ChecksSpec(**{key: edge}).model_dump()[key] == edge
+        with pytest.raises(ValidationError):
+            ChecksSpec(**{key: edge - 1})
+    # a run folder's scenario.yaml edited by hand to an impossible threshold: refused when loaded, the key named
+    bad = make_repeated_run(tmp_path, {"adamw": BASE, "distro": [2.31, 2.37, 2.27]}, {"min_reduction": 0}, name="bad")
+    with pytest.raises(HarnessError, match=r"checks\.min_reduction: Input should be greater than 0"):
+        run_checks(load_for_report(bad))
+    run = make_repeated_run(tmp_path, {"adamw": BASE, "distro": [2.31, 2.37, 2.27]}, {"min_reduction": 2})
+    with pytest.raises(InputError, match=r"--max-loss-gap: must be a number >= 0, got -1"):
+        run_checks(load_for_report(run), min_reduction=2, max_loss_gap=-1)

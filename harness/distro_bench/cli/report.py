@@ -9,8 +9,8 @@ import typer
 from rich.markup import escape
 
 from distro_bench.cli.options import JSON_OPTION, out_path
-from distro_bench.report.gates import GATES
 from distro_bench.run.console import TABLE_STYLE, cli_errors, console, err_console, print_json, print_table
+from distro_bench.scenario.gates import GATES
 
 if TYPE_CHECKING:
     from distro_bench.api import Run

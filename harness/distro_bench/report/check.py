@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass, field
 
 from distro_bench.errors import InputError
 from distro_bench.report.analysis import total_bytes
-from distro_bench.report.gates import FIXED, GATES
 from distro_bench.report.load import LoadedRun
 from distro_bench.report.verdict import is_post_hoc
 from distro_bench.results import stats
+from distro_bench.scenario.gates import FIXED, GATES
 
 MIN_SEEDS = 3  # two seeds give a t interval 12.7 standard errors wide: a gate on it cannot fail or pass honestly
 PASS, FAIL, SKIP, NA = "PASS", "FAIL", "SKIP", "N/A"
@@ -150,13 +150,12 @@ def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_g
     `allow_few_seeds` lets the loss gap be judged on fewer than MIN_SEEDS seeds (one seed: its value);
     `strict` fails a check that is not applicable to the run (N/A) instead of passing over it."""
     checks = run.data.scenario.get("checks") or {}
-    if min_reduction is None:
-        min_reduction = checks.get("min_reduction")
-    if max_loss_gap is None:
-        max_loss_gap = checks.get("max_loss_gap")
-    for flag, value in (("--min-reduction", min_reduction), ("--max-loss-gap", max_loss_gap)):
-        if value is not None and (not isinstance(value, (int, float)) or value < 0):
-            raise InputError(f"{flag}: must be a non-negative number, got {value!r}")
+    given = {"min_reduction": min_reduction, "max_loss_gap": max_loss_gap}
+    for key, value in given.items():  # the scenario's own thresholds were validated when the run was loaded
+        if value is not None and not GATES[key].allows(value):
+            raise InputError(f"{GATES[key].flag}: must be a number {GATES[key].bound_text()}, got {value!r}")
+    thresholds = {k: given[k] if given[k] is not None else checks.get(k) for k in GATES}
+    min_reduction, max_loss_gap = thresholds["min_reduction"], thresholds["max_loss_gap"]
     known = _known(run)
     listing = ", ".join(known) or "none"
     if baseline is not None and baseline not in known:
@@ -173,7 +172,7 @@ def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_g
 
     summaries = run.data.summary.get("optimizers", {})
     report = CheckReport(run=str(run.data.path), state=run.state, baseline=base, candidates=list(candidates),
-                         thresholds={"min_reduction": min_reduction, "max_loss_gap": max_loss_gap}, notes=list(run.notes),
+                         thresholds=thresholds, notes=list(run.notes),
                          strict=strict)
     target = run.data.summary.get("target")
     if is_post_hoc(run.data.summary) and isinstance(target, dict):

@@ -36,6 +36,7 @@ from distro_bench.scenario import hfcorpus, presets
 from distro_bench.scenario.budget import Budget, format_count, parse_count, resolve_budget, resolve_target_cap
 from distro_bench.scenario.churn import ChurnSpec
 from distro_bench.scenario.corpus import CorpusError, corpus_files
+from distro_bench.scenario.gates import GATES
 from distro_bench.scenario.impairments import IMPAIRMENTS, describe_parts, link_fields
 from distro_bench.scenario.optimizers import OPTIONS, OptimizerConfig, option_names
 from distro_bench.scenario.regions import REGION_PATTERN, RegionMatrix, RegionsSpec, matrix_problems
@@ -414,9 +415,22 @@ class NetworkSpec(_Strict):
     measure_links: bool = True
 
 
-class ChecksSpec(_Strict):
-    min_reduction: float | None = Field(default=None, gt=0)
-    max_loss_gap: float | None = Field(default=None, ge=0)
+class _ChecksBase(_Strict):
+    if TYPE_CHECKING:  # the threshold fields come from the gate table (below); the type checker sees them as Any
+        def __getattr__(self, name: str) -> Any: ...
+
+
+# One threshold field per gate of `check` (harness/distro_bench/scenario/gates.py): the key, its bound and its
+# help are the table's, as the CLI's flags and each check result are.
+if TYPE_CHECKING:
+    _ChecksThresholds = _ChecksBase
+else:
+    _ChecksThresholds = create_model("_ChecksThresholds", __base__=_ChecksBase, **{
+        g.key: (float | None, Field(default=None, description=g.schema_text(), **{g.bound[0]: g.bound[1]}))
+        for g in GATES.values()})
+
+
+class ChecksSpec(_ChecksThresholds):
     candidate: str | None = None
     # The loss time/tokens/steps-to-target are measured against (default: train.target_val_loss, else the
     # worst optimizer's best validation loss). docs/fair-comparison.md.

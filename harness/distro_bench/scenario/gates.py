@@ -1,6 +1,7 @@
-"""The gates of `check` as data (issue 35): one row per threshold check, from which report/check.py judges,
-the CLI takes each flag's name and help, and every CheckResult its op and limit. Import-light (no pandas):
-the CLI reads it at start-up. docs/ci-gate.md.
+"""The gates of `check` as data (issue 35): one row per threshold check, from which the scenario's `checks`
+fields are made (scenario/model.py ChecksSpec), report/check.py judges, the CLI takes each flag's name and
+help, and every CheckResult its op and limit. Import-light (no pandas, no pydantic): the CLI reads it at
+start-up. docs/ci-gate.md.
 """
 
 from __future__ import annotations
@@ -22,10 +23,26 @@ class Gate:
     pairing: str
     fmt: str  # the measured figure, as shown
     help: str
+    # What a threshold may be: (pydantic's bound keyword, value), e.g. ("gt", 0) for a factor above zero.
+    bound: tuple[str, float] = ("ge", 0)
 
     @property
     def higher_is_better(self) -> bool:
         return self.op == ">="
+
+    def bound_text(self) -> str:
+        return f"{'>' if self.bound[0] == 'gt' else '>='} {self.bound[1]:g}"
+
+    def allows(self, value: object) -> bool:
+        """Whether `value` may be this gate's threshold (a number within the bound)."""
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return False
+        return value > self.bound[1] if self.bound[0] == "gt" else value >= self.bound[1]
+
+    def schema_text(self) -> str:
+        """The scenario key's description: what is judged and which end of the interval must meet it."""
+        end = "lower" if self.higher_is_better else "upper"
+        return f"`check` ({self.flag}): {self.figure}; the {end} end of its paired 95% interval must be {self.op} this"
 
     def threshold_text(self, limit: float) -> str:
         return f"{self.op} {limit:g}" + ("x" if self.fmt.endswith("x") else "")  # a factor reads as one
@@ -35,11 +52,11 @@ GATES: dict[str, Gate] = {g.key: g for g in (
     Gate("min_reduction", "--min-reduction", "reduction", "baseline bytes / candidate bytes per worker per step, tx + rx "
          "(wire where both measured it, else payload)", ">=", "per seed, the candidate against the baseline's seed",
          "{:,.1f}x", "candidate must send at least X times fewer bytes than the baseline: the lower end of the "
-         "paired 95% interval (default: the scenario's checks.min_reduction)"),
+         "paired 95% interval (default: the scenario's checks.min_reduction)", bound=("gt", 0)),
     Gate("max_loss_gap", "--max-loss-gap", "val loss gap", "val loss at equal time, candidate - baseline", "<=",
          "per seed, the candidate against the baseline's seed", "{:+.4f}",
          "non-inferiority margin: the upper end of the paired 95% interval of (candidate - baseline) val loss at "
-         "equal time must be at most Y (default: checks.max_loss_gap)"),
+         "equal time must be at most Y (default: checks.max_loss_gap)", bound=("ge", 0)),
 )}
 # Checks without a threshold: what each must equal.
 FIXED: dict[str, tuple[str, object]] = {"run complete": ("==", "complete"), "replicas identical": ("==", True)}
