@@ -257,9 +257,7 @@ def is_post_hoc(summary: dict) -> bool:
     t = summary.get("target")
     if not isinstance(t, dict) or t.get("val_loss") is None:
         return False
-    if "post_hoc" in t:
-        return bool(t["post_hoc"])
-    return str(t.get("how") or "").startswith("the worst optimizer's best")  # folders written before the flag
+    return bool(t.get("post_hoc"))  # an older folder's summary gained the flag when read (results/summary.py MIGRATIONS)
 
 
 def restricted_estimate(r: RestrictedTime | None) -> Estimate:

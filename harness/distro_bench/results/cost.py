@@ -141,9 +141,7 @@ def seed_costs(summary: dict, name: str) -> dict[str, SeedCost]:
     if not isinstance(costs, dict) or not isinstance(s, dict) or not finite(target):
         return {}
     predicted = costs.get("predicted_wire_tx_bytes_per_step") or {}
-    basis = costs.get("bytes_basis") or bytes_basis(summary.get("optimizers") or {}, predicted)
-    if basis not in BASIS_WORDS:  # a folder from before issue 34 said "wire" or "payload" only
-        basis = "payload"
+    basis = costs.get("bytes_basis") or bytes_basis(summary.get("optimizers") or {}, predicted)  # read: migrated
     prices = costs.get("worker_usd_per_gb")
     per_seed = s.get("per_seed") or {"-": s}  # a folder without per_seed: its means are the one seed
     out = {}

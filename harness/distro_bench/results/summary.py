@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from distro_bench.results.format import fmt_times as _times
 from distro_bench.results.stats import paired_difference, ratio_interval
@@ -120,8 +120,46 @@ class RunInfo(_Record):
     budget: dict[str, Any] | None = None  # {"kind": "steps"|"time"|"tokens"|"target", "value": ...}
 
 
+# The byte bases a summary's costs may name (results/cost.py BASIS_WORDS says each in words).
+BYTES_BASES = ("wire", "predicted", "payload")
+
+
+def _post_hoc_flag(d: dict) -> None:
+    """target.post_hoc, written since issue 35; before it the post-hoc target was the one described this way."""
+    t = d.get("target")
+    if isinstance(t, dict) and t.get("val_loss") is not None and "post_hoc" not in t:
+        t["post_hoc"] = str(t.get("how") or "").startswith("the worst optimizer's best")
+
+
+def _bytes_basis(d: dict) -> None:
+    """costs.bytes_basis: a word of BYTES_BASES since issue 34; anything else read as payload, the lower bound."""
+    c = d.get("costs")
+    if isinstance(c, dict) and c.get("bytes_basis") is not None and c["bytes_basis"] not in BYTES_BASES:
+        c["bytes_basis"] = "payload"
+
+
+# What an older harness left out, filled from what it wrote, in one place (issue 35) rather than a branch in
+# each reader. A step only adds or normalises a key an older summary lacks; it never changes what today's writes.
+MIGRATIONS = (_post_hoc_flag, _bytes_basis)
+
+
+def migrate(raw: dict) -> dict:
+    """A copy of `raw` (a summary.json of any known schema version) in the form today's readers take."""
+    import copy
+
+    out = copy.deepcopy(raw)
+    for step in MIGRATIONS:
+        step(out)
+    return out
+
+
 class Summary(_Record):
-    """`summary.json` of a run folder."""
+    """`summary.json` of a run folder: migrated (MIGRATIONS) as it is validated, whichever harness wrote it."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _migrate(cls, data: Any) -> Any:
+        return migrate(data) if isinstance(data, dict) else data
 
     schema_version: int = 1
     run: RunInfo = Field(default_factory=RunInfo)
