@@ -83,6 +83,22 @@ class PhaseTimer:
         return out
 
 
+@contextmanager
+def holding(tensors: list[torch.Tensor], shared: list[torch.Tensor]):
+    """Within it, `tensors` hold `shared` (a periodic method's anchor: the model every replica agrees on and a
+    user would keep); this worker's local values are put back after."""
+    with torch.no_grad():
+        local = [t.detach().clone() for t in tensors]
+        for t, a in zip(tensors, shared):
+            t.copy_(a)
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for t, v in zip(tensors, local):
+                t.copy_(v)
+
+
 class Strategy(ABC, Generic[ConfigT]):
     """One optimizer strategy. Built once per worker; `step` runs after backward and before the next batch.
 
@@ -109,8 +125,11 @@ class Strategy(ABC, Generic[ConfigT]):
     @contextmanager
     def consensus(self):
         """Within it, the model holds the parameters every replica agrees on (evaluation and checksums run
-        there). The same as outside for every method but one that steps on a local guess between syncs
-        (DisTrO's `overlap: eager`)."""
+        there). The same as outside for a method that syncs every step; the shared parameters of the last
+        round for a periodic one (DiLoCo, SparseLoCo, MuLoCo, Streaming DiLoCo: `holding` their anchor, not the
+        mean of the local models' losses); the agreed parameters for one that steps on a local guess between
+        syncs (DisTrO's `overlap: eager`). SPARTA, DES-LOC and NoLoCo keep no agreed copy between syncs: their
+        evaluations are of each replica's own parameters, averaged over ranks (docs/optimizers.md)."""
         yield
 
     def shared_state(self) -> list[torch.Tensor]:

@@ -16,7 +16,7 @@ import torch
 
 from distro_bench.scenario.optimizers import DiLoCoConfig, NoLoCoConfig, SparseLoCoConfig
 from distro_bench.train.optim.adamw import adamw_step, build_adamw
-from distro_bench.train.optim.base import PhaseTimer, StepResult, Strategy
+from distro_bench.train.optim.base import PhaseTimer, StepResult, Strategy, holding
 
 # The options of a method of local steps between rounds: an inner AdamW and `inner_steps`.
 InnerConfigT = TypeVar("InnerConfigT", DiLoCoConfig, SparseLoCoConfig, NoLoCoConfig)
@@ -56,6 +56,9 @@ class LocalSteps(InnerAdamW[LocalConfigT]):
 
     def shared_state(self) -> list[torch.Tensor]:
         return list(self.anchor)  # the shared parameters of the last round; local ones are this worker's own
+
+    def consensus(self):
+        return holding(self.tensors, self.anchor)  # evaluated on the shared model, not this worker's local one
 
     @torch.no_grad()
     def rejoined(self) -> None:

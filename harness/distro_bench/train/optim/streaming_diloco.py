@@ -23,7 +23,7 @@ import torch
 
 from distro_bench.scenario.optimizers import StreamingDiLoCoConfig
 from distro_bench.train.optim.adamw import _buckets, adamw_step, build_adamw
-from distro_bench.train.optim.base import Collective, Period, PhaseTimer, StepResult, Strategy
+from distro_bench.train.optim.base import Collective, Period, PhaseTimer, StepResult, Strategy, holding
 from distro_bench.train.optim.diloco import _DTYPES, decode_int8, encode_int8, int8_nbytes
 
 
@@ -64,6 +64,9 @@ class StreamingDiLoCo(Strategy[StreamingDiLoCoConfig]):
             if (step + 1) % self.cfg.inner_steps == self.cfg.offset(f):
                 self._sync(f, timer)
         return StepResult(synced=not any(self.pending))
+
+    def consensus(self):
+        return holding(self.tensors, self.anchor)  # each fragment as of its last sync: the shared model
 
     @torch.no_grad()
     def finish(self, timer: PhaseTimer) -> StepResult | None:
