@@ -25,7 +25,7 @@ from distro_bench.backends.docker import (
     DockerBackend,
     image,
 )
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 
 
 def scenario(shaped: bool):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from distro_bench.results.rundir import load_run
 from distro_bench.run.runner import RunOptions, run_scenario
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 
 
 def scenario(scale: float, steps: int):

@@ -20,7 +20,7 @@ from pathlib import Path
 from distro_bench.backends.base import BackendOptions
 from distro_bench.backends.netns import NetnsBackend
 from distro_bench.net.schedtest import measure_schedule
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from distro_bench.scenario.timeline import compile_timeline
 
 REPO = Path(__file__).resolve().parents[1]

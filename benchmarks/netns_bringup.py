@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from distro_bench.backends.netns import NetnsBackend
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 
 
 def scenario(n: int):

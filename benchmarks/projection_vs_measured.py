@@ -16,7 +16,7 @@ from pathlib import Path
 from distro_bench.report.load import load_for_report
 from distro_bench.report.prediction import prediction_rows
 from distro_bench.run.runner import RunOptions, run_scenario
-from distro_bench.scenario.model import load_scenario
+from distro_bench.scenario.loading import load_scenario, with_overrides
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ def main() -> None:
     print(f"{'scenario':<14}{'optimizer':<18}{'rounds':>7}{'overhead/round ms':>19}{'predicted s':>13}{'measured s':>12}{'measured/pred':>15}{'median/pred':>13}")
     with tempfile.TemporaryDirectory() as out:
         for path in args.scenarios:
-            s = load_scenario(path).with_overrides(steps=args.steps)
+            s = with_overrides(load_scenario(path), steps=args.steps)
             result = run_scenario(s, RunOptions(backend=args.backend, out=Path(out), write_report=False))
             for r in prediction_rows(load_for_report(result.run_dir)):
                 ovh = r["overhead_per_round"]

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from distro_bench.run.runner import RunOptions, run_scenario
-from distro_bench.scenario.model import Scenario, load_scenario, scenario_from_dict
+from distro_bench.scenario.loading import load_scenario, scenario_from_dict, with_overrides
+from distro_bench.scenario.model import Scenario
 from distro_bench.train.projection import project
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,7 +115,7 @@ def main() -> None:
     p.add_argument("--optimizer", action="append", default=None, help="run only these (repeatable)")
     p.add_argument("--backend", default="netns")
     args = p.parse_args()
-    base = load_scenario(args.scenario).with_overrides(steps=args.steps, optimizers=args.optimizer)
+    base = with_overrides(load_scenario(args.scenario), steps=args.steps, optimizers=args.optimizer)
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as out:
         for n in args.workers:

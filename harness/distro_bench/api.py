@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from distro_bench.errors import InputError
 from distro_bench.results.summary import Summary
+from distro_bench.scenario.loading import with_overrides
 
 if TYPE_CHECKING:
 
@@ -60,7 +61,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 
 
 def _scenario(scenario: str | Path | Scenario) -> Scenario:
-    from distro_bench.scenario.model import Scenario, load_scenario
+    from distro_bench.scenario.loading import load_scenario
+    from distro_bench.scenario.model import Scenario
 
     return scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
 
@@ -257,7 +259,7 @@ def project(scenario: str | Path | Scenario, *, model: str | None = None, worker
     out_dir = _out_dir(out, "write the projection")
     s = _scenario(scenario)
     if optimizers:
-        s = s.with_overrides(optimizers=optimizers)
+        s = with_overrides(s, optimizers=optimizers)
     return study(s, model=model, workers=workers, mfu=mfu, out=out_dir, plots=plots)
 
 

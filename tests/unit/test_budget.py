@@ -6,7 +6,7 @@ import pytest
 
 from distro_bench.errors import ScenarioError
 from distro_bench.scenario.budget import FIRST_CHECK_STEP, Budget, Decision, StopPolicy, parse_count
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict, with_overrides
 from tests.helpers import tiny_scenario_dict
 
 
@@ -64,10 +64,10 @@ def test_bad_budgets_are_located(train, message):
 
 def test_overrides_replace_the_budget_and_repeat_makes_seeds():
     s = _scenario(steps=6, seed=3)
-    t = s.with_overrides(time_budget="20s", repeat=3)
+    t = with_overrides(s, time_budget="20s", repeat=3)
     assert t.budget().kind == "time" and t.train.steps is None and t.train.seed_list() == [3, 4, 5]
-    assert t.with_overrides(steps=5).budget() == Budget("steps", 5, max_steps=5, tokens_per_step=256)
-    assert t.with_overrides(target_val_loss=2.0).budget().time_s == 20.0  # the time budget becomes its cap
+    assert with_overrides(t, steps=5).budget() == Budget("steps", 5, max_steps=5, tokens_per_step=256)
+    assert with_overrides(t, target_val_loss=2.0).budget().time_s == 20.0  # the time budget becomes its cap
     assert s.train.seed_list() == [3]
 
 

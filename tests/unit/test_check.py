@@ -176,7 +176,7 @@ def test_the_ci_gate_asks_the_equal_time_question_on_shaped_links():
     run can apply with tbf alone, and a margin and target fixed in the file (issue 27)."""
     from pathlib import Path
 
-    from distro_bench.scenario.model import load_scenario
+    from distro_bench.scenario.loading import load_scenario
 
     s = load_scenario(Path(__file__).resolve().parents[2] / "scenarios" / "ci-gate.yaml")
     assert s.train.time_budget is not None and s.train.steps is None

@@ -9,7 +9,7 @@ import pytest
 
 from distro_bench.errors import ScenarioError
 from distro_bench.scenario.churn import ChurnPlan, ChurnSpec
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from distro_bench.train.churn import Change
 from tests.helpers import tiny_scenario_dict
 

@@ -12,7 +12,8 @@ import yaml
 from distro_bench.errors import InputError
 from distro_bench.report.verdict import WIDTH, verdict_lines, verdicts
 from distro_bench.results import cost
-from distro_bench.scenario.model import EGRESS_USD_PER_GB, scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
+from distro_bench.scenario.model import EGRESS_USD_PER_GB
 
 WORKERS = 4
 

@@ -10,7 +10,7 @@ import torch
 from pydantic import ValidationError
 
 from distro_bench.errors import ScenarioError
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from distro_bench.scenario.presets import MODELS
 from distro_bench.train.comm import Comm
 from distro_bench.train.model import ModelConfig, build_model, parameter_shapes

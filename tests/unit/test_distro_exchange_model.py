@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from distro_bench.scenario.presets import MODELS
 from distro_bench.train.model import ModelConfig, parameter_shapes
 from distro_bench.train.optim import Collective

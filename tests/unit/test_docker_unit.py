@@ -11,7 +11,7 @@ import distro_bench
 from distro_bench import paths
 from distro_bench.backends.docker import DockerBackend, Placement, device_requests, image, place
 from distro_bench.errors import CapabilityError
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import REPO, tiny_scenario_dict
 
 

@@ -29,7 +29,8 @@ from distro_bench.net.tcclass import (
     parse_u32_dst_filters,
     path_classes,
 )
-from distro_bench.scenario.model import load_scenario, region_matrix, scenario_from_dict
+from distro_bench.scenario.loading import load_scenario, scenario_from_dict
+from distro_bench.scenario.model import region_matrix
 from distro_bench.scenario.region_presets import REGION_PRESETS
 from tests.helpers import tiny_scenario_dict
 

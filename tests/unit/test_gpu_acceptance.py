@@ -95,7 +95,7 @@ def test_the_scenario_is_ci_smoke_with_every_worker_on_the_device():
     """On CUDA the whole ci-smoke (3 seeds, its steps); four workers on one host GPU share it, so the harness picks
     gloo (NCCL refuses two ranks on one GPU); dry, two of the workers on the CPU with one seed."""
     from distro_bench.run.lifecycle import choose_dist_backend
-    from distro_bench.scenario.model import scenario_from_dict
+    from distro_bench.scenario.loading import scenario_from_dict
 
     ga = _module()
     cuda = scenario_from_dict(ga.acceptance_scenario("cuda", dry=False))

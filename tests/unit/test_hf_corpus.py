@@ -6,7 +6,7 @@ import pytest
 
 from distro_bench.errors import ScenarioError
 from distro_bench.scenario import hfcorpus
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 
 

@@ -79,7 +79,7 @@ def test_the_netns_probe_names_tcs_failure(monkeypatch):
 
 
 def _shaped_scenario():
-    from distro_bench.scenario.model import scenario_from_dict
+    from distro_bench.scenario.loading import scenario_from_dict
     from tests.helpers import tiny_scenario_dict
 
     return scenario_from_dict(tiny_scenario_dict(workers=[{"count": 2, "hardware": "host",

@@ -14,7 +14,7 @@ import yaml
 
 from distro_bench.errors import ScenarioError
 from distro_bench.scenario import trace as trace_mod
-from distro_bench.scenario.model import load_scenario, scenario_from_dict
+from distro_bench.scenario.loading import load_scenario, scenario_from_dict
 from distro_bench.scenario.trace import TraceError, load_trace
 from tests.helpers import tiny_scenario_dict
 
@@ -280,7 +280,7 @@ def test_scheduler_without_emulation_ignores_traces_instead_of_crashing(tmp_path
 # ---- 8. two traces of one name --------------------------------------------------------------------------
 
 def test_traces_with_one_basename_get_a_copy_each_and_the_run_follows_the_copies(tmp_path):
-    from distro_bench.scenario.model import dump_for_run
+    from distro_bench.scenario.loading import dump_for_run
     from distro_bench.scenario.timeline import compile_timeline
 
     for sub, rate in (("a", 1_000_000), ("b", 9_000_000)):
@@ -312,7 +312,7 @@ def test_duplicate_keys_are_refused_with_their_location(cli, write_scenario, tex
 
 
 def test_yaml_merge_keys_still_override():
-    from distro_bench.scenario.model import UniqueKeyLoader
+    from distro_bench.scenario.loading import UniqueKeyLoader
 
     doc = yaml.load("base: &b {lr: 1, wd: 2}\nx: {<<: *b, lr: 3}\n", Loader=UniqueKeyLoader)
     assert doc["x"] == {"lr": 3, "wd": 2}

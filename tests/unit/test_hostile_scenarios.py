@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from distro_bench.errors import InputError, ScenarioError
-from distro_bench.scenario.model import dump_for_run, load_scenario, scenario_from_dict
+from distro_bench.scenario.loading import dump_for_run, load_scenario, scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 
 SECRET = "rootpw-s3cr3t-line"

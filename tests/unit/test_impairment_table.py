@@ -22,7 +22,8 @@ from distro_bench.report.describe import emulation_blocks, link_rows
 from distro_bench.report.document import Table
 from distro_bench.report.load import load_for_report
 from distro_bench.scenario.impairments import IMPAIRMENTS
-from distro_bench.scenario.model import LinkChange, LinkSpec, scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
+from distro_bench.scenario.model import LinkChange, LinkSpec
 from distro_bench.scenario.timeline import FIELD_DIRECTIONS, compile_timeline
 from tests.unit.runfolders import make_run
 

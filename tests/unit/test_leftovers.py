@@ -15,7 +15,7 @@ from distro_bench.errors import HarnessError
 from distro_bench.net import cleanup, owner
 from distro_bench.run import lifecycle
 from distro_bench.run.lifecycle import RunLifecycle
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 
 
@@ -79,7 +79,7 @@ from pathlib import Path
 from distro_bench.net import owner
 owner.runtime_dir = lambda: Path(sys.argv[1])
 from distro_bench.run import lifecycle
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 life = lifecycle.RunLifecycle(scenario_from_dict(tiny_scenario_dict()), "local")
 life.open(Path(sys.argv[2]))

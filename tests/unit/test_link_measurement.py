@@ -174,7 +174,7 @@ def test_run_flag_reaches_the_runner(cli, write_scenario, monkeypatch, flag, exp
 
 def test_scenario_turns_measuring_off_and_rejects_a_non_boolean():
     from distro_bench.errors import ScenarioError
-    from distro_bench.scenario.model import scenario_from_dict
+    from distro_bench.scenario.loading import scenario_from_dict
 
     assert scenario_from_dict(tiny_scenario_dict()).network.measure_links is True
     assert scenario_from_dict(tiny_scenario_dict(network={"measure_links": False})).network.measure_links is False

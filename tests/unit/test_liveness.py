@@ -167,7 +167,7 @@ def test_docker_node_start_that_times_out_names_the_wait_and_the_load(tmp_path, 
     import requests
 
     from distro_bench.backends.docker.backend import DockerBackend
-    from distro_bench.scenario.model import scenario_from_dict
+    from distro_bench.scenario.loading import scenario_from_dict
     from tests.helpers import tiny_scenario_dict
 
     b = DockerBackend(scenario_from_dict(tiny_scenario_dict()), tmp_path)
@@ -185,7 +185,7 @@ def test_docker_node_start_that_times_out_names_the_wait_and_the_load(tmp_path, 
 
 def test_docker_backend_asks_the_engine_with_the_scaled_timeout(tmp_path, monkeypatch):
     from distro_bench.backends.docker import backend as docker_backend
-    from distro_bench.scenario.model import scenario_from_dict
+    from distro_bench.scenario.loading import scenario_from_dict
     from tests.helpers import tiny_scenario_dict
 
     asked = []

@@ -7,7 +7,7 @@ import pytest
 
 from distro_bench.errors import InputError
 from distro_bench.multihost import iface as iface_mod
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from distro_bench.scenario.placement import Placement, from_scenario, parse_flag, scenario_rank
 from tests.helpers import REPO, tiny_scenario_dict
 

@@ -112,7 +112,7 @@ def test_node_zero_claims_its_run_folder_for_clean(tmp_path, monkeypatch):
     from distro_bench.net import owner
     from distro_bench.run.lifecycle import RunLifecycle
     from distro_bench.run.overrides import Overrides
-    from distro_bench.scenario.model import load_scenario
+    from distro_bench.scenario.loading import load_scenario
     from distro_bench.scenario.placement import from_scenario
 
     path = tmp_path / "s.yaml"

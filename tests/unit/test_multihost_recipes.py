@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from distro_bench.errors import InputError
 from distro_bench.export.recipes import RecipeSettings, k8s_manifest, sbatch_script, shipped_files, validate_manifest
-from distro_bench.scenario.model import load_scenario
+from distro_bench.scenario.loading import load_scenario
 from distro_bench.scenario.placement import from_scenario
 from tests.fake_slurm import SRUN_IN_TURN, install, install_slurm
 from tests.helpers import REPO
@@ -185,7 +185,8 @@ def test_k8s_agent_shapes_with_net_admin_and_its_workers_start_without_it(tmp_pa
     assert "NET_ADMIN" in agent.securityContext.capabilities.add and not agent.securityContext.privileged
     assert "SETPCAP" in agent.securityContext.capabilities.add  # what dropping NET_ADMIN for the workers takes
     assert job.spec.template.spec.initContainers[0].securityContext.privileged is True
-    # The agent (root in the pod) starts torchrun through enter.py without net_admin in the bounding set.
+    # The agent (root in the pod) starts torchrun through enter.py with no capability at all (net_admin gone from
+    # every set, the bounding one too), as the local and netns backends start their workers.
     from distro_bench.multihost.agent import Agent, NodeOptions
     from distro_bench.run.overrides import Overrides
 
@@ -195,8 +196,8 @@ def test_k8s_agent_shapes_with_net_admin_and_its_workers_start_without_it(tmp_pa
     a.run_dir = tmp_path / "run"
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     argv = a._torchrun_argv("adamw", 0, tmp_path / "out")
-    assert argv[2].endswith("net/enter.py") and "net_admin" in _flag(argv, "--drop-caps").split(",")
-    assert argv.index("--drop-caps") < argv.index("torch.distributed.run")
+    assert argv[2].endswith("net/enter.py") and "--no-caps" in argv
+    assert argv.index("--no-caps") < argv.index("--") < argv.index("torch.distributed.run")
 
 
 def test_k8s_model_accepts_the_manifest():

@@ -12,7 +12,7 @@ from distro_bench.net.engines import Direction, plan_links, select_engine
 from distro_bench.net.host import Capabilities
 from distro_bench.net.link import Impairment
 from distro_bench.net.linktest import expected_rtt, goodput_status, rtt_tolerance
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 
 HOST = Capabilities(root=True, kernel="test", iproute2="iproute2-6.1.0", nsenter=True, netns=True, netns_error=None,

@@ -12,7 +12,7 @@ import pytest
 from distro_bench.errors import ScenarioError
 from distro_bench.net.engines import plan_links
 from distro_bench.net.host import Capabilities
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from distro_bench.scenario.timeline import compile_timeline, compute_scale_at
 from distro_bench.scenario.trace import FLOOR_BPS, TraceError, load_trace
 from tests.helpers import tiny_scenario_dict
@@ -133,7 +133,7 @@ def test_bad_traces_name_file_line_and_format(tmp_path, name, text, fragment):
 
 
 def test_shipped_traces_parse_and_their_scenarios_validate():
-    from distro_bench.scenario.model import load_scenario
+    from distro_bench.scenario.loading import load_scenario
     from tests.helpers import REPO
 
     for f in ("lte-drive.mahi", "dsl-diurnal.csv", "flaky-cable.csv"):

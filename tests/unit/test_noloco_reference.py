@@ -16,7 +16,7 @@ import math
 import pytest
 import torch
 
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from distro_bench.train.model import ModelConfig, parameter_shapes
 from distro_bench.train.optim.noloco import InputError, NoLoCo, NoLoCoConfig, PhaseTimer
 from distro_bench.train.projection import WIRE_FACTOR, project

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from distro_bench.errors import InputError
-from distro_bench.scenario.model import ScenarioError, scenario_from_dict
+from distro_bench.errors import InputError, ScenarioError
+from distro_bench.scenario.loading import scenario_from_dict
 from distro_bench.train.optim import OPTIONS, STRATEGY_PATHS, get_strategy
 from distro_bench.train.optim.base import Period, payload_of
 from tests.helpers import tiny_scenario_dict

@@ -14,7 +14,7 @@ from distro_bench.net.engines import plan_links
 from distro_bench.net.host import HostInfo
 from distro_bench.run import preflight
 from distro_bench.run.preflight import Needs, problems
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 
 ALL_BINARIES = {name: f"/usr/bin/{name}" for name in host.BINARIES}

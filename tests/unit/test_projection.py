@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from distro_bench.scenario.presets import MODELS
 from distro_bench.train.model import ModelConfig, parameter_shapes
 from distro_bench.train.optim import STRATEGIES, Collective

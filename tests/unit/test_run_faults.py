@@ -15,7 +15,7 @@ import pytest
 from distro_bench.errors import RunFolderWriteError
 from distro_bench.results.rundir import atomic_write_json, atomic_write_parquet, atomic_write_text, write_status
 from distro_bench.run.lifecycle import finalize
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 
 WORKER_FAILURE = "adamw: worker rank 1 (node-1) exited with code -9"

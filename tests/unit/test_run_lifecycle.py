@@ -14,7 +14,7 @@ from distro_bench.errors import InputError, Interrupted, WorkerFailed
 from distro_bench.results.rundir import write_status
 from distro_bench.run.lifecycle import RunLifecycle, finalize, training_order
 from distro_bench.run.overrides import Overrides
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import REPO, tiny_scenario_dict
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from distro_bench.scenario.model import load_scenario
+from distro_bench.scenario.loading import load_scenario
 from distro_bench.train.model import ModelConfig, parameter_count
 from distro_bench.train.projection import FRAME, MSS, project
 from tests.helpers import load_script

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from distro_bench.errors import ScenarioError
-from distro_bench.scenario.model import load_scenario, scenario_from_dict
+from distro_bench.scenario.loading import load_scenario, scenario_from_dict, with_overrides
 from tests.helpers import REPO, tiny_scenario_dict
 
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))
@@ -94,7 +94,7 @@ def test_compute_scale_derives_from_tflops():
 
 def test_resolved_scenario_round_trips(tmp_path):
     s = load_scenario(REPO / "scenarios" / "home-dsl.yaml")
-    from distro_bench.scenario.model import dump_scenario
+    from distro_bench.scenario.loading import dump_scenario
 
     p = tmp_path / "resolved.yaml"
     p.write_text(dump_scenario(s))
@@ -107,7 +107,7 @@ def test_resolved_scenario_round_trips(tmp_path):
 
 def test_overrides_select_optimizers_and_steps():
     s = scenario_from_dict(tiny_scenario_dict())
-    t = s.with_overrides(steps=3, optimizers=["adamw"])
+    t = with_overrides(s, steps=3, optimizers=["adamw"])
     assert t.train.steps == 3 and list(t.optimizers) == ["adamw"]
     with pytest.raises(ScenarioError, match="unknown optimizer 'nope'"):
-        s.with_overrides(optimizers=["nope"])
+        with_overrides(s, optimizers=["nope"])

@@ -7,7 +7,7 @@ import typing
 import pytest
 
 from distro_bench.errors import ScenarioError
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict, with_overrides
 from distro_bench.scenario.optimizers import OPTIONS, AdamWConfig, DisTrOConfig, OptimizerConfig
 from tests.helpers import tiny_scenario_dict
 
@@ -39,7 +39,7 @@ def test_the_dump_keeps_every_option_and_reloads_to_the_same_scenario():
     s = _scenario(adamw={"lr": 3e-3, "max_grad_norm": None}, fast={"type": "distro", "lr": 1e-3})
     dumped = s.model_dump(mode="json", exclude_none=True)["optimizers"]
     assert dumped["adamw"]["max_grad_norm"] is None and dumped["fast"]["type"] == "distro"
-    again = s.with_overrides(steps=2)
+    again = with_overrides(s, steps=2)
     assert again.optimizers == s.optimizers and again.optimizers["adamw"].max_grad_norm is None
     assert s.resolved_dict()["optimizers"] == dumped
 

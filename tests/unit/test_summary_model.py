@@ -20,7 +20,7 @@ def _summary() -> dict:
     return {"schema_version": 1, "run": {"scenario": "home-dsl", "backend": "netns", "state": "complete",
                                          "world_size": 4, "budget": {"kind": "steps", "value": 50}},
             "baseline": "adamw", "optimizers": {"adamw": adamw, "distro": {**distro, "new_key": 7}},
-            "target": {"val_loss": 2.75, "how": "worst optimizer's best"}}
+            "target": {"val_loss": 2.75, "how": "worst optimizer's best", "post_hoc": True}}
 
 
 def test_every_public_key_is_a_field():

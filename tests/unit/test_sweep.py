@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from distro_bench.errors import InputError, Interrupted, ScenarioError
-from distro_bench.scenario.model import load_scenario
+from distro_bench.scenario.loading import load_scenario
 from distro_bench.studies.sweep import run_sweep
 from distro_bench.studies.sweep_grid import grid, parse_set, parse_sets, point_scenario, validate_grid
 from tests.unit.runfolders import make_run

@@ -10,7 +10,7 @@ import os
 import pytest
 import torch
 
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from distro_bench.train.liveness import read_heartbeat
 from distro_bench.train.loop import TrainLoop
 from tests.helpers import tiny_scenario_dict

@@ -47,7 +47,7 @@ def allow_trace_outside(allow: bool) -> None:
     if allow:  # the scenario loader reads it (harness/distro_bench/scenario/model.py ALLOW_TRACE_OUTSIDE_ENV)
         import os
 
-        from distro_bench.scenario.model import ALLOW_TRACE_OUTSIDE_ENV
+        from distro_bench.scenario.problems import ALLOW_TRACE_OUTSIDE_ENV
 
         os.environ[ALLOW_TRACE_OUTSIDE_ENV] = "1"
 
@@ -60,7 +60,7 @@ def allow_corpus_outside(allow: bool) -> None:
     if allow:  # the scenario loader reads it (harness/distro_bench/scenario/model.py ALLOW_CORPUS_OUTSIDE_ENV)
         import os
 
-        from distro_bench.scenario.model import ALLOW_CORPUS_OUTSIDE_ENV
+        from distro_bench.scenario.problems import ALLOW_CORPUS_OUTSIDE_ENV
 
         os.environ[ALLOW_CORPUS_OUTSIDE_ENV] = "1"
 

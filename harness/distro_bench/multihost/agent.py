@@ -50,7 +50,7 @@ from distro_bench.run.lifecycle import (
     sigterm_as_interrupt,
 )
 from distro_bench.run.overrides import Overrides
-from distro_bench.scenario.model import load_scenario
+from distro_bench.scenario.loading import load_scenario
 from distro_bench.scenario.placement import ENV_NODE_RANK, ENV_PLACEMENT, Placement, from_scenario
 from distro_bench.train.liveness import Timeouts, WireCounter
 

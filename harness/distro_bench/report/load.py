@@ -24,7 +24,7 @@ from distro_bench.results.rundir import (
     read_status,
 )
 from distro_bench.results.summary import Summary
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 
 if TYPE_CHECKING:
     import pandas as pd

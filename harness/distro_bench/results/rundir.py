@@ -27,7 +27,8 @@ from distro_bench.errors import InputError, RunFolderWriteError
 from distro_bench.results import runfiles
 from distro_bench.results.metrics import METRIC_COLUMNS
 from distro_bench.results.summary import Summary
-from distro_bench.scenario.model import Scenario, UniqueKeyLoader
+from distro_bench.scenario.model import Scenario
+from distro_bench.scenario.loading import UniqueKeyLoader
 
 # 2: repeats (`seed` column, workers/<optimizer>/seed<S>/), budgets, `target`, per-optimizer `ci95`, time to
 # target and loss at equal time/steps. Version 1 folders load unchanged (one seed, no intervals).

@@ -44,7 +44,8 @@ from distro_bench.results.rundir import (
     new_run_dir,
     write_status,
 )
-from distro_bench.scenario.model import Scenario, dump_for_run
+from distro_bench.scenario.loading import dump_for_run, load_resolved
+from distro_bench.scenario.model import Scenario
 from distro_bench.train.model import ModelConfig, parameter_count, parameter_shapes
 from distro_bench.train.projection import UNSHAPED_BPS, max_hop_delay, project, resolve_options
 
@@ -183,7 +184,7 @@ class RunLifecycle:
             text, follows_traces = dump_for_run(self.scenario, run_dir)
             atomic_write_text(run_dir / "scenario.yaml", text)
             if follows_traces:  # the copies hold the bytes validation checked: not checked again
-                self.scenario = Scenario.from_resolved(run_dir / "scenario.yaml")
+                self.scenario = load_resolved(run_dir / "scenario.yaml")
             write_status(run_dir, "running", None)
         except BaseException:
             # Nothing ran: no claim for `clean` to find, and no folder without status.json. The folder is the

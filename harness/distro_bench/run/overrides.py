@@ -14,6 +14,7 @@ from pathlib import Path
 
 from distro_bench.backends.base import BackendOptions
 from distro_bench.errors import InputError
+from distro_bench.scenario.loading import with_overrides
 from distro_bench.scenario.model import Scenario
 
 LINK_ENGINES = ("auto", "tc", "userspace")
@@ -81,7 +82,7 @@ class Overrides:
         none is given)."""
         if not self.changes_scenario():
             return scenario
-        return scenario.with_overrides(steps=self.steps, seed=self.seed, time_budget=self.time_budget,
+        return with_overrides(scenario, steps=self.steps, seed=self.seed, time_budget=self.time_budget,
                                        optimizers=list(self.optimizers) if self.optimizers else None,
                                        tokens=self.tokens, target_val_loss=self.target_val_loss, repeat=self.repeat)
 

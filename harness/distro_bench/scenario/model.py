@@ -6,15 +6,10 @@ A scenario file is validated in one pass that collects every problem with its lo
 
 from __future__ import annotations
 
-import os
 import re
-import stat
-from collections import Counter
-from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -23,7 +18,6 @@ from pydantic import (
     PlainSerializer,
     PrivateAttr,
     SerializationInfo,
-    ValidationError,
     ValidationInfo,
     create_model,
     field_serializer,
@@ -31,17 +25,15 @@ from pydantic import (
     model_validator,
 )
 
-from distro_bench.errors import ScenarioError
 from distro_bench.scenario import hfcorpus, presets
 from distro_bench.scenario.budget import Budget, format_count, parse_count, resolve_budget, resolve_target_cap
 from distro_bench.scenario.churn import ChurnSpec
-from distro_bench.scenario.corpus import CorpusError, corpus_files
 from distro_bench.scenario.gates import GATES
 from distro_bench.scenario.impairments import IMPAIRMENTS, describe_parts, link_fields
-from distro_bench.scenario.optimizers import OPTIONS, OptimizerConfig, option_names
-from distro_bench.scenario.regions import REGION_PATTERN, RegionMatrix, RegionsSpec, matrix_problems
+from distro_bench.scenario.optimizers import OPTIONS, OptimizerConfig
+from distro_bench.scenario.regions import REGION_PATTERN, RegionMatrix, RegionsSpec
 from distro_bench.scenario.regions import resolve as resolve_regions
-from distro_bench.scenario.trace import TraceError, TraceFile, open_trace, parse_trace
+from distro_bench.scenario.trace import TraceFile
 from distro_bench.scenario.units import (
     Duration,
     Rate,
@@ -509,7 +501,7 @@ class Scenario(_Strict):
         if isinstance(v, dict):
             bad = [k for k in v if not valid_name(k)]
             if bad:
-                raise ValueError(f"invalid {info.field_name} name {_show(bad[0])}: {NAME_RULE}")
+                raise ValueError(f"invalid {info.field_name} name {show_value(bad[0])}: {NAME_RULE}")
         return v
 
     @field_validator("optimizers", mode="before")
@@ -533,15 +525,9 @@ class Scenario(_Strict):
     def _run_names(cls, v: dict[str, Any]) -> dict[str, Any]:
         bad = [k for k in v if not valid_name(k)]
         if bad:
-            raise ValueError(f"invalid optimizer name {_show(bad[0])} (it names the run's folder): {NAME_RULE}")
+            raise ValueError(f"invalid optimizer name {show_value(bad[0])} (it names the run's folder): {NAME_RULE}")
         return v
 
-    @classmethod
-    def from_resolved(cls, path: str | Path) -> Scenario:
-        """A run folder's resolved scenario.yaml (what dump_for_run wrote from a scenario validated in full),
-        as the workers read it: the models' own checks only. The files it names (trace copies, the corpus) and
-        its cross-references were checked when the run was validated and are not read or checked again."""
-        return load_resolved(path)
 
     # ---- resolved views -------------------------------------------------------------
     @property
@@ -571,7 +557,7 @@ class Scenario(_Strict):
         return resolve_target_cap(b, t.time_budget) if t.target_val_loss is not None else b
 
     def resolved_model(self) -> dict[str, int]:
-        return _resolve_model(self.model)
+        return resolve_model(self.model)
 
     def corpus_path(self) -> str:
         if self.data.corpus in BUILTIN_CORPORA:
@@ -581,11 +567,11 @@ class Scenario(_Strict):
         return str((self._base_dir / self.data.corpus).resolve())
 
     def nodes(self) -> list[Node]:
-        hw_by_group = [_resolve_hardware(self, g.hardware) for g in self.workers]
+        hw_by_group = [resolve_hardware(self, g.hardware) for g in self.workers]
         fastest = max((hw.tflops for _, hw in hw_by_group if hw.tflops), default=None)
         nodes: list[Node] = []
         for group, (hw_name, hw) in zip(self.workers, hw_by_group):
-            link_name, link = _resolve_link(self, group.link)
+            link_name, link = resolve_link(self, group.link)
             if hw.compute_scale is not None:
                 scale = hw.compute_scale
             elif hw.tflops and fastest:
@@ -623,59 +609,9 @@ class Scenario(_Strict):
                     link[k] = str(seen.path if seen is not None else (self._base_dir / link[k]).resolve())
         return d
 
-    def with_overrides(self, *, steps: int | None = None, seed: int | None = None,
-                       optimizers: list[str] | None = None, time_budget: str | float | None = None,
-                       tokens: str | int | None = None, target_val_loss: float | None = None,
-                       repeat: int | None = None) -> Scenario:
-        """A copy with CLI overrides applied and re-validated (every check but the files', which overrides do
-        not change and which were checked on load). A budget given here replaces the scenario's
-        (`--target-val-loss` keeps the scenario's steps or time budget as its cap unless one is given too)."""
-        data = self.model_dump(mode="json", exclude_none=True)
-        data["data"]["corpus"] = self.corpus_path()
-        train = data["train"]
-        if steps is not None or time_budget is not None or tokens is not None:
-            for k in ("steps", "time_budget", "tokens"):
-                train.pop(k, None)
-            if target_val_loss is None:
-                train.pop("target_val_loss", None)
-        if steps is not None:
-            train["steps"] = steps
-            train["eval_every"] = min(train.get("eval_every", 10), steps)
-        if time_budget is not None:
-            train["time_budget"] = time_budget
-        if tokens is not None:
-            train["tokens"] = tokens
-        if target_val_loss is not None:
-            train["target_val_loss"] = target_val_loss
-            train.pop("tokens", None)
-        if seed is not None:
-            train["seed"] = seed
-            if repeat is None:
-                train.pop("seeds", None)
-        if repeat is not None:
-            start = train.get("seed", 0)
-            train["seeds"] = list(range(start, start + repeat))
-        if optimizers:
-            bad = [o for o in optimizers if not valid_name(o)]
-            if bad:
-                raise ScenarioError("--optimizer", [f"invalid optimizer name {o!r}: {NAME_RULE}" for o in bad])
-            unknown = [o for o in optimizers if o not in self.optimizers]
-            if unknown:
-                raise ScenarioError("--optimizer", [f"unknown optimizer {o!r}; this scenario has: "
-                                                    + ", ".join(self.optimizers) for o in unknown])
-            data["optimizers"] = {k: v for k, v in data["optimizers"].items() if k in optimizers}
-            if data["baseline"] not in optimizers:
-                data["baseline"] = optimizers[0]
-        token = _FILES_CHECKED.set(True)  # the files it names were checked when this scenario was validated
-        try:
-            out = scenario_from_dict(data, source=f"{self.name} (with overrides)", base_dir=self._base_dir)
-        finally:
-            _FILES_CHECKED.reset(token)
-        out._traces = dict(self._traces)  # the bytes validation read: the run folder copies these
-        return out
 
 
-def _show(value: object, limit: int = 80) -> str:
+def show_value(value: object, limit: int = 80) -> str:
     """A user's value inside a message: repr (control characters escaped), cut to `limit` characters."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 5] + "...'"
@@ -686,7 +622,7 @@ def valid_name(name: object) -> bool:
     return isinstance(name, str) and re.fullmatch(NAME_PATTERN, name) is not None
 
 
-def _resolve_model(m: ModelSpec) -> dict[str, int]:
+def resolve_model(m: ModelSpec) -> dict[str, int]:
     base = dict(presets.MODELS[m.preset]) if m.preset else {}
     for k in ("dim", "n_layers", "n_heads", "ffn_dim", "vocab_size", "max_seq_len"):
         v = getattr(m, k)
@@ -706,7 +642,7 @@ def _expand(spec_cls, raw: Any, known: dict[str, dict]):
     return raw
 
 
-def _resolve_link(s: Scenario, ref: str | LinkSpec | None) -> tuple[str | None, LinkSpec | None]:
+def resolve_link(s: Scenario, ref: str | LinkSpec | None) -> tuple[str | None, LinkSpec | None]:
     if ref is None:
         return None, None
     if isinstance(ref, LinkSpec):
@@ -716,7 +652,7 @@ def _resolve_link(s: Scenario, ref: str | LinkSpec | None) -> tuple[str | None, 
     return ref, LinkSpec.model_validate(presets.LINKS[ref])
 
 
-def _resolve_hardware(s: Scenario, ref: str | HardwareSpec) -> tuple[str, HardwareSpec]:
+def resolve_hardware(s: Scenario, ref: str | HardwareSpec) -> tuple[str, HardwareSpec]:
     if isinstance(ref, HardwareSpec):
         return "inline", _expand(HardwareSpec, ref, presets.HARDWARE)
     if ref in s.hardware:
@@ -724,545 +660,6 @@ def _resolve_hardware(s: Scenario, ref: str | HardwareSpec) -> tuple[str, Hardwa
     return ref, HardwareSpec.model_validate(presets.HARDWARE[ref])
 
 
-# ---- loading and error reporting --------------------------------------------------------
-
-def _loc(parts: tuple | list) -> str:
-    out = ""
-    for p in parts:
-        if isinstance(p, int):
-            out += f"[{p}]"
-        else:  # a user's key: shown as written when plain, else quoted (control characters escaped) and cut
-            text = str(p)
-            out += ("." if out else "") + (text if re.fullmatch(r"[\w.:()\[\]-]{1,64}", text) else _show(text, 40))
-    return out or "(top level)"
-
-
-def _known(names) -> str:
-    return ", ".join(sorted(names))
-
-
-def _optimizer_problem(e: dict[str, Any]) -> tuple[tuple[Any, ...], str | None]:
-    """(location, message or None) of an error inside `optimizers.<name>`: the union's tag (the type) is left
-    out of the location, and an unknown type or field says what is valid."""
-    loc = e["loc"]
-    if len(loc) < 2:
-        return loc, None
-    name = loc[1]
-    if e["type"] == "union_tag_not_found":  # no `type`, and the name is none
-        return (*loc[:2], "(name)"), (f"unknown optimizer {name!r}; known: {_known(OPTIONS)}; a run named "
-                                      "otherwise names its type (type: distro)")
-    if e["type"] == "union_tag_invalid":
-        return (*loc[:2], "type"), f"unknown optimizer {e['ctx']['tag']!r}; known: {_known(OPTIONS)}"
-    kind = loc[2] if len(loc) > 2 and loc[2] in OPTIONS else None
-    if kind is None:
-        return loc, None
-    loc = (*loc[:2], *loc[3:])
-    if e["type"] == "extra_forbidden":
-        return loc, (f"unknown field {loc[-1]!r} for optimizer {name!r} (type {kind}); valid: "
-                     + ", ".join(option_names(str(kind))))
-    return loc, None
-
-
-def _pydantic_problems(err: ValidationError, prefix: tuple = ()) -> list[str]:
-    problems = []
-    for e in err.errors(include_url=False):
-        # pydantic names the union member it tried (`str`, `LinkSpec`) inside the location; a user's own top-level
-        # key of that name (`str: ...`) is kept, so an unknown key is always named.
-        loc = e["loc"][:1] + tuple(p for p in e["loc"][1:] if p not in (
-            "str", "LinkSpec", "HardwareSpec", "function-after[_jitter_fits_delay(), LinkSpec]"))
-        msg = e["msg"].removeprefix("Value error, ")
-        if msg.startswith("Input should") and not isinstance(e.get("input"), (dict, list)):
-            msg = f"{msg} (got {_show(e['input'], 40)})"  # the valid range, and the value given
-        special = None
-        if loc and loc[0] == "optimizers":
-            loc, special = _optimizer_problem({**e, "loc": loc})
-        if special:
-            msg = special
-        elif e["type"] == "extra_forbidden":
-            msg = f"unknown field {loc[-1]!r}"
-        elif e["type"] == "missing":
-            msg = "required field is missing"
-        elif e["type"] == "string_pattern_mismatch" and loc and loc[-1] == "name":
-            msg = f"invalid name {e['input']!r}: letters, digits, '-', '_' and '.', starting with a letter or digit"
-        problems.append(f"{_loc(prefix + loc)}: {msg}")
-    # A union (str | Spec) reports the same location twice; keep one per location and message.
-    return list(dict.fromkeys(problems))
-
-
-def _reference_problems(s: Scenario) -> list[str]:
-    problems = []
-    link_names = set(s.links) | set(presets.LINKS)
-    hw_names = set(s.hardware) | set(presets.HARDWARE)
-    for i, g in enumerate(s.workers):
-        if isinstance(g.link, str) and g.link not in link_names:
-            problems.append(f"workers[{i}].link: unknown link {g.link!r}; known: {_known(link_names)}")
-        if isinstance(g.hardware, str) and g.hardware not in hw_names:
-            problems.append(f"workers[{i}].hardware: unknown hardware {g.hardware!r}; known: {_known(hw_names)}")
-        for field, spec, known in (("link", g.link, presets.LINKS), ("hardware", g.hardware, presets.HARDWARE)):
-            if not isinstance(spec, str) and spec is not None and spec.preset and spec.preset not in known:
-                problems.append(f"workers[{i}].{field}.preset: unknown preset {spec.preset!r}; known: {_known(known)}")
-    for section, specs, known in (("links", s.links, presets.LINKS), ("hardware", s.hardware, presets.HARDWARE)):
-        for name, spec in specs.items():
-            if spec.preset and spec.preset not in known:
-                problems.append(f"{section}.{name}.preset: unknown preset {spec.preset!r}; known: {_known(known)}")
-    if not _FILES_CHECKED.get():
-        problems += _trace_problems(s)
-    problems += _region_problems(s)
-    names = Counter(g.name for g in s.workers if g.name)
-    for dup in sorted(n for n, k in names.items() if k > 1):
-        problems.append(f"workers: name {dup!r} is used by more than one group")
-    if s.world_size > MAX_WORKERS:
-        problems.append(f"workers: {s.world_size} workers in all; at most {MAX_WORKERS} are supported")
-        return problems  # the rest expands every worker
-    problems += _speed_problems(s)
-    problems += _budget_problems(s)
-    for name, cfg in s.optimizers.items():  # NoLoCo's gossip groups must tile the world
-        if cfg.type == "noloco" and s.world_size > 1 and s.world_size % cfg.group_size:
-            problems.append(f"optimizers.{name}.group_size: {s.world_size} workers do not split into groups of "
-                            f"{cfg.group_size}")
-    if s.model.preset and s.model.preset not in presets.MODELS:
-        problems.append(f"model.preset: unknown model {s.model.preset!r}; known: {_known(presets.MODELS)}")
-    else:
-        m = _resolve_model(s.model)
-        missing = [k for k in ("dim", "n_layers", "n_heads", "ffn_dim") if k not in m]
-        if missing:
-            problems.append(f"model: {', '.join(missing)} required when no preset is given")
-        else:
-            if m["dim"] % m["n_heads"] or (m["dim"] // m["n_heads"]) % 2:
-                problems.append(f"model.n_heads: dim {m['dim']} must split into {m['n_heads']} heads of even size")
-            if s.data.seq_len > m["max_seq_len"]:
-                problems.append(f"data.seq_len: {s.data.seq_len} exceeds the model's max_seq_len {m['max_seq_len']}")
-    if not _FILES_CHECKED.get():
-        problems += _corpus_problems(s)
-    if s.baseline not in s.optimizers:
-        problems.append(f"baseline: {s.baseline!r} is not one of the optimizers ({_known(s.optimizers)})")
-    links_used = {n.link_name for n in s.nodes() if n.link_name} if s.costs.link_classes else set()
-    for name in s.costs.link_classes:
-        if name not in links_used:
-            problems.append(f"costs.link_classes: {name!r} is not a link the workers use ({_known(links_used)})")
-    if s.checks.candidate and s.checks.candidate not in s.optimizers:
-        problems.append(f"checks.candidate: {s.checks.candidate!r} is not one of the optimizers ({_known(s.optimizers)})")
-    if s.train.steps is not None and s.train.eval_every > s.train.steps:
-        problems.append(f"train.eval_every: {s.train.eval_every} is more than train.steps ({s.train.steps})")
-    return problems + _churn_problems(s)
-
-
-def _speed_problems(s: Scenario) -> list[str]:
-    """A profile's speed derived from tflops (relative to the fastest) must stay within MIN_COMPUTE_SCALE too:
-    `tflops: 1e300` beside `1e-300` made a speed of 0 and a division by zero in the worker."""
-    profiles = []
-    for g in s.workers:
-        try:
-            profiles.append(_resolve_hardware(s, g.hardware))
-        except (KeyError, ValidationError):  # an unknown name or preset: reported on its own
-            continue
-    fastest = max((hw.tflops for _, hw in profiles if hw.tflops), default=None)
-    problems = []
-    for name, hw in dict(profiles).items():
-        if hw.compute_scale is None and hw.tflops and fastest and hw.tflops / fastest < MIN_COMPUTE_SCALE:
-            problems.append(f"hardware.{name}.tflops: {hw.tflops:g} is {fastest / hw.tflops:,.0f}x slower than the "
-                            f"fastest profile ({fastest:g}); at most {1 / MIN_COMPUTE_SCALE:,.0f}x (give compute_scale "
-                            "instead, or closer tflops)")
-    return problems
-
-
-def _budget_problems(s: Scenario) -> list[str]:
-    """A token budget becomes steps; it is held to the same cap as `train.steps`."""
-    max_steps = MAX_STEPS
-    if s.train.tokens is None:
-        return []
-    per_step = s.world_size * s.data.batch_size * s.data.seq_len
-    steps = -(-s.train.tokens // per_step)
-    if steps > max_steps:
-        return [(f"train.tokens: {s.train.tokens:,} tokens are {steps:,} steps at {per_step:,} tokens a "
-                 f"step ({s.world_size} workers x batch_size x seq_len); at most {max_steps:,} steps, as for train.steps")]
-    return []
-
-
-def _corpus_problems(s: Scenario) -> list[str]:
-    """The corpus: built in, `hf:` (a local dataset folder confined like a file), or a file or folder of text
-    files inside the scenario's folder, within the caps of harness/distro_bench/train/data.py."""
-    corpus = s.data.corpus
-    if corpus in BUILTIN_CORPORA:
-        return []
-    if corpus.startswith("builtin:"):
-        return [f"data.corpus: unknown corpus {_show(corpus)}; built in: {_known(BUILTIN_CORPORA)}"]
-    if "\0" in corpus:
-        return [f"data.corpus: {_show(corpus)} holds a NUL character; no file is named so"]
-    if hfcorpus.is_hf(corpus):
-        try:
-            hf = hfcorpus.parse(corpus)
-        except ValueError as e:
-            return [f"data.corpus: {e}"]
-        if hf.is_local and _CONFINE.get():
-            outside = _outside(s, Path(hf.dataset).expanduser(), ALLOW_CORPUS_OUTSIDE_ENV, "data.corpus",
-                               "--allow-corpus-outside")
-            if outside:
-                return [outside]
-        if hf.is_local and not (s._base_dir / Path(hf.dataset).expanduser()).is_dir():
-            return [(f"data.corpus: no such dataset folder {_show(hf.dataset)} (relative paths are read from "
-                     f"{s._base_dir})")]
-        if not hfcorpus.available():
-            return [f"data.corpus: {_show(corpus)} needs the datasets library: {hfcorpus.INSTALL}"]
-        return []
-    if _CONFINE.get():
-        outside = _outside(s, Path(corpus), ALLOW_CORPUS_OUTSIDE_ENV, "data.corpus", "--allow-corpus-outside")
-        if outside:
-            return [outside]
-    try:
-        corpus_files(s._base_dir / corpus)
-    except CorpusError as e:
-        return [(f"data.corpus: {e} (relative paths are read from {s._base_dir}); or use one of "
-                 f"{_known(BUILTIN_CORPORA)}")]
-    return []
-
-
-def _outside(s: Scenario, path: Path, env: str, where: str, flag: str) -> str | None:
-    """The problem of a file a scenario names outside its own folder (None when inside, or allowed)."""
-    if os.environ.get(env) == "1":
-        return None
-    folder = s._base_dir.resolve()
-    try:
-        full = (s._base_dir / path).resolve()  # symlinks followed: a link out of the folder is outside
-    except (OSError, RuntimeError, ValueError) as e:  # a symlink loop (RuntimeError before Python 3.13), a NUL
-        return f"{where}: {_show(str(path))} cannot be resolved ({type(e).__name__}: {e})"
-    if full.is_relative_to(folder):
-        return None
-    return (f"{where}: {_show(str(path))} is outside the scenario's folder {folder}; put it in that folder (or a "
-            f"subfolder), or allow it with {flag} ({env}=1)")
-
-
-def _churn_problems(s: Scenario) -> list[str]:
-    """Churn needs ranks that exist and optimizers that train on over whichever workers are present."""
-    if s.churn is None or not s.churn.active:
-        return []
-    problems = s.churn.problems(s.world_size)
-    able = sorted(n for n, c in OPTIONS.items() if c.follows_membership)
-    for name, cfg in s.optimizers.items():
-        why = cfg.churn_problem()
-        if why:
-            problems.append(f"optimizers.{name}: {why}; with churn: set, use one of {', '.join(able)}")
-    return problems
-
-
-def _region_problems(s: Scenario) -> list[str]:
-    """Regions: every group names one when a `regions:` table is given (and only then), and the table has
-    a delay for every pair of regions in use (harness/distro_bench/scenario/regions.py)."""
-    used: dict[str, list[str]] = {}
-    for i, g in enumerate(s.workers):
-        if g.region is not None:
-            used.setdefault(g.region, []).append(f"workers[{i}]")
-    if s.regions is None:
-        return [f"{where[0]}.region: {r!r} needs a regions: table (e.g. regions: preset:cloud-3) giving the "
-                "delay between regions" for r, where in used.items()]
-    problems = [f"workers[{i}].region: missing; with regions: set, every worker group names its region"
-                for i, g in enumerate(s.workers) if g.region is None]
-    return problems + matrix_problems(s.regions, used)
-
-
 def region_matrix(s: Scenario) -> RegionMatrix | None:
     """The scenario's resolved region matrix (None without `regions:`)."""
     return resolve_regions(s.regions) if s.regions is not None else None
-
-
-# Trace files are read (and copied into the run folder) with the harness's rights, often root's: a scenario
-# may name only files in its own folder, unless the user running it opts in (the CLI's --allow-trace-outside
-# sets this variable).
-ALLOW_TRACE_OUTSIDE_ENV = "DISTRO_BENCH_ALLOW_TRACE_OUTSIDE"
-# The same for a corpus file or folder (and a local `hf:` dataset folder): --allow-corpus-outside. Checked when
-# a scenario *file* is loaded (load_scenario); a run folder's resolved scenario.yaml names the corpus the run
-# was validated with, by its absolute path, and is loaded with confine=False by the workers.
-ALLOW_CORPUS_OUTSIDE_ENV = "DISTRO_BENCH_ALLOW_CORPUS_OUTSIDE"
-_CONFINE: ContextVar[bool] = ContextVar("distro_bench_confine_corpus", default=False)
-# Set while Scenario.with_overrides re-validates a copy: its trace files and corpus were checked when the
-# scenario was loaded (overrides change neither), so they are not read again; every other check runs.
-_FILES_CHECKED: ContextVar[bool] = ContextVar("distro_bench_files_checked", default=False)
-
-
-def _trace_problems(s: Scenario) -> list[str]:
-    """Every trace file a link names must lie in the scenario's folder (relative paths are read from it),
-    be a regular file within the caps of harness/distro_bench/scenario/trace.py, and parse. Each is opened
-    once; its bytes are kept in `s._traces` for the run folder's copy."""
-    problems = []
-    specs = [(f"links.{name}", spec) for name, spec in s.links.items()]
-    specs += [(f"workers[{i}].link", g.link) for i, g in enumerate(s.workers) if isinstance(g.link, LinkSpec)]
-    folder = s._base_dir.resolve()
-    outside_ok = os.environ.get(ALLOW_TRACE_OUTSIDE_ENV) == "1"
-    for where, spec in specs:
-        for d in ("up", "down"):
-            path = getattr(spec, f"{d}_trace")
-            if not path:
-                continue
-            if "\0" in path:
-                problems.append(f"{where}.{d}_trace: {_show(path)} holds a NUL character; no file is named so")
-                continue
-            outside = _outside(s, Path(path), ALLOW_TRACE_OUTSIDE_ENV, f"{where}.{d}_trace", "--allow-trace-outside")
-            if outside:
-                problems.append(outside)
-                continue
-            full = (s._base_dir / path).resolve()
-            try:
-                seen = s._traces.get(path) or open_trace(full, None if outside_ok else folder)
-                parse_trace(full, seen.data).windows(spec.trace_resolution)
-            except TraceError as e:
-                problems.append(f"{where}.{d}_trace: {e} (relative paths are read from {s._base_dir})")
-                continue
-            s._traces[path] = seen
-    return problems
-
-
-# Stand-ins for a required field that failed, so the rest of the scenario can still be checked.
-_STAND_INS = {"name": "scenario", "workers": [{"count": 1}], "optimizers": {"adamw": {"lr": 1e-3}}}
-
-
-def _problems_beyond(data: dict, err: ValidationError, base_dir: Path) -> list[str]:
-    """Reference problems of the parts of `data` that passed the field checks.
-
-    Each failing part is replaced by a neutral stand-in (an empty link or hardware spec or an AdamW entry under
-    the same name, a one-worker group, the section's defaults) and whatever else is wrong is reported, leaving out problems
-    located inside a replaced part (they would describe the stand-in, not the file)."""
-    data = {k: (dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v) for k, v in data.items()}
-    replaced = set()
-    for e in err.errors(include_url=False):
-        loc = e["loc"]
-        if not loc:
-            return []
-        top = loc[0]
-        if top in ("links", "hardware") and len(loc) > 1 and isinstance(data.get(top), dict) and loc[1] in data[top]:
-            data[top][loc[1]] = {}
-            replaced.add(_loc(loc[:2]))
-        elif top == "optimizers" and len(loc) > 1 and isinstance(data.get(top), dict) and loc[1] in data[top]:
-            data[top][loc[1]] = {"type": "adamw", "lr": 1e-3}  # the name stays: the baseline may be it
-            replaced.add(_loc(loc[:2]))
-        elif top == "workers" and len(loc) > 1 and isinstance(loc[1], int) and isinstance(data.get(top), list):
-            data[top][loc[1]] = {"count": 1}
-            replaced.add(_loc(loc[:2]))
-        else:
-            data.pop(top, None)
-            if top in _STAND_INS:
-                data[top] = _STAND_INS[top]
-            replaced.add(_loc(loc[:1]))
-            if top == "model":  # seq_len is checked against the model
-                replaced.add("data.seq_len")
-    try:
-        s = Scenario.model_validate(data)
-    except ValidationError:
-        return []
-    s._base_dir = base_dir
-
-    def inside(problem: str) -> bool:
-        return any(problem.startswith(r) and problem[len(r):len(r) + 1] in (".", ":", "[") for r in replaced)
-
-    return [p for p in _reference_problems(s) if not inside(p)]
-
-
-def scenario_from_dict(data: Any, source: str = "<scenario>", base_dir: Path | None = None, *,
-                       confine: bool = False) -> Scenario:
-    """Validate a parsed document; raise ScenarioError listing every located problem. `confine`: the corpus must
-    lie in `base_dir` too (a scenario file a user names: load_scenario), like trace files always must."""
-    shape = _shape_problem(data)
-    if shape:
-        raise ScenarioError(source, [shape])
-    token = _CONFINE.set(confine)
-    try:
-        return _from_dict(data, source, base_dir)
-    except RecursionError:  # a shape check above makes this unlikely; never a traceback though
-        raise ScenarioError(source, [f"(top level): nested too deeply; at most {MAX_DEPTH} levels"]) from None
-    finally:
-        _CONFINE.reset(token)
-
-
-# A scenario is a few hundred values nested a few levels deep: past these caps it is a mistake or an attack
-# (1000 nested lists crashed the YAML reader; an alias bomb expands to billions of values).
-MAX_DEPTH = 32
-MAX_VALUES = 200_000
-MAX_SCENARIO_BYTES = 2**20  # 1 MiB: the largest scenario here is ~3 KB; a 40 MB one took 26 s to validate
-
-
-def _shape_problem(data: Any) -> str | None:
-    """Nesting deeper than MAX_DEPTH or more than MAX_VALUES values (aliases counted each time they are used),
-    walked without recursion; the location of the first one too deep."""
-    stack: list[tuple[Any, tuple, int]] = [(data, (), 0)]
-    count = 0
-    while stack:
-        value, loc, depth = stack.pop()
-        count += 1
-        if count > MAX_VALUES:
-            return f"(top level): more than {MAX_VALUES:,} values (YAML aliases count each time they are used)"
-        if depth > MAX_DEPTH:
-            return f"{_loc(loc[:8])}{'...' if len(loc) > 8 else ''}: nested more than {MAX_DEPTH} levels deep"
-        if isinstance(value, dict):
-            stack.extend((v, (*loc, _show(k, 24) if not isinstance(k, (str, int)) else k), depth + 1)
-                         for k, v in value.items())
-        elif isinstance(value, list):
-            stack.extend((v, (*loc, i), depth + 1) for i, v in enumerate(value))
-    return None
-
-
-def _from_dict(data: Any, source: str, base_dir: Path | None) -> Scenario:
-    if not isinstance(data, dict):
-        raise ScenarioError(source, [f"(top level): expected a mapping of fields, got {type(data).__name__}"])
-    if isinstance(data.get("optimizers"), dict):
-        bad = [k for k, v in data["optimizers"].items() if v is not None and not isinstance(v, dict)]
-        if bad:
-            raise ScenarioError(source, [f"optimizers.{k}: expected a mapping of options" for k in bad])
-        data = {**data, "optimizers": {k: (v or {}) for k, v in data["optimizers"].items()}}
-    try:
-        s = Scenario.model_validate(data)
-    except ValidationError as e:
-        # One pass: also report the reference problems of every part that did validate, so a
-        # user does not fix the first round only to meet a second.
-        problems = _pydantic_problems(e) + _problems_beyond(data, e, base_dir or Path("."))
-        raise ScenarioError(source, list(dict.fromkeys(problems))) from None
-    s._base_dir = base_dir or Path(".")
-    problems = _reference_problems(s)
-    if problems:
-        raise ScenarioError(source, problems)
-    return s
-
-
-class UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's SafeLoader, refusing a key given twice in one mapping (SafeLoader keeps the last silently:
-    a second `optimizers:` would drop the first without a word)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen: dict = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` merges; its keys may be overridden
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                first = seen.setdefault(key, key_node)
-            except TypeError:  # an unhashable key: SafeLoader's own error says so
-                continue
-            if first is not key_node:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (first given on line {first.start_mark.line + 1})",
-                    key_node.start_mark)
-        return super().construct_mapping(node, deep=deep)
-
-
-    def construct_yaml_int(self, node):
-        # Python refuses int("9" * 5000) (a ValueError, not a YAML error); no field takes more than 20 digits.
-        if len(str(node.value)) > MAX_INT_CHARS:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"an integer of {len(str(node.value))} characters; at most {MAX_INT_CHARS}", node.start_mark)
-        return super().construct_yaml_int(node)
-
-
-MAX_INT_CHARS = 40
-UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", UniqueKeyLoader.construct_yaml_int)
-
-
-def read_scenario_text(path: Path) -> str:
-    """The scenario file's text: a regular file of at most MAX_SCENARIO_BYTES, opened once, non-blocking (a
-    FIFO cannot hang validation), in UTF-8. ScenarioError naming the file otherwise."""
-    source = str(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise ScenarioError(source, ["no such scenario file"]) from None
-    except (OSError, ValueError) as e:  # a symlink loop, a name too long, a NUL in the path
-        raise ScenarioError(source, [f"cannot be opened ({getattr(e, 'strerror', None) or e})"]) from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise ScenarioError(source, ["not a regular file; a scenario is a YAML file"])
-    with os.fdopen(fd, "rb") as f:
-        raw = f.read(MAX_SCENARIO_BYTES + 1)
-    if len(raw) > MAX_SCENARIO_BYTES:
-        raise ScenarioError(source, [(f"larger than {MAX_SCENARIO_BYTES:,} bytes ({MAX_SCENARIO_BYTES // 2**20} MiB), "
-                                      "the cap on a scenario file")])
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ScenarioError(source, ["not a UTF-8 text file"]) from None
-
-
-def load_scenario(path: str | Path, *, confine: bool = True) -> Scenario:
-    """Load and validate a scenario file. `confine` (default): its corpus must lie in the file's folder, as its
-    traces must; a run folder's resolved scenario.yaml (absolute corpus path, validated at run time) is loaded
-    with confine=False."""
-    try:
-        path = Path(path)
-        source = str(path)
-    except (TypeError, ValueError) as e:
-        raise ScenarioError(repr(path), [f"not a path ({e})"]) from None
-    text = read_scenario_text(path)
-    try:
-        data = yaml.load(text, Loader=UniqueKeyLoader)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"
-        raise ScenarioError(source, [f"{where}: not valid YAML ({getattr(e, 'problem', e)})"]) from None
-    except RecursionError:
-        raise ScenarioError(source, [f"nested too deeply for a scenario; at most {MAX_DEPTH} levels"]) from None
-    except ValueError as e:  # a value Python's own conversions refuse (e.g. a base-60 int past its digit limit)
-        raise ScenarioError(source, [f"YAML: a value cannot be read ({e})"]) from None
-    return scenario_from_dict(data, source=source, base_dir=path.parent, confine=confine)
-
-
-def load_resolved(path: str | Path) -> Scenario:
-    """Scenario.from_resolved: read a run folder's resolved scenario.yaml and validate its models, without the
-    file and reference checks of scenario_from_dict (_reference_problems: traces, corpus, presets, budget).
-    Relative paths in it (the trace copies) are read from its folder. ScenarioError names the file otherwise."""
-    path = Path(path)
-    source = str(path)
-    try:
-        data = yaml.safe_load(read_scenario_text(path))
-    except yaml.YAMLError as e:
-        raise ScenarioError(source, [f"not valid YAML ({e})"]) from None
-    try:
-        s = Scenario.model_validate(data)
-    except ValidationError as e:
-        raise ScenarioError(source, _pydantic_problems(e)) from None
-    s._base_dir = path.parent
-    return s
-
-
-def dump_scenario(s: Scenario) -> str:
-    return yaml.safe_dump(s.resolved_dict(), sort_keys=False)
-
-
-def dump_for_run(s: Scenario, run_dir: Path) -> tuple[str, bool]:
-    """(scenario.yaml's text for the run folder, whether it follows traces). Each trace a link follows is
-    copied to RUN/traces/<link>-<direction>-<file name> (two links' `x.csv` from different folders stay two
-    files) and named relative to the run folder, so the folder is self-contained, a container (which mounts
-    it) finds them, and reloading the text with base_dir=run_dir gives the scenario the run follows.
-
-    The copy holds the bytes validation read and checked (Scenario._traces), never the path read again; it is
-    created new (O_EXCL, O_NOFOLLOW) with mode 0644 if the source was readable by everyone, else 0600. Every
-    trace is in hand before the first file is written, so a trace that cannot be read leaves nothing behind."""
-    d = s.resolved_dict()
-    links = [(name, link) for name, link in d["links"].items()]
-    links += [(f"workers{i}", g["link"]) for i, g in enumerate(d["workers"]) if isinstance(g.get("link"), dict)]
-    by_path = {str(t.path): t for t in s._traces.values()}
-    copies: list[tuple[str, TraceFile]] = []
-    used: set[str] = set()
-    for where, link in links:
-        for direction in ("up", "down"):
-            src = link.get(f"{direction}_trace")
-            if not src:
-                continue
-            seen = by_path.get(src)
-            if seen is None:  # not read at validation (a scenario built without it): read and checked once now
-                seen = open_trace(Path(src))
-                parse_trace(Path(src), seen.data)  # the bytes copied are a trace (validation parsed the others)
-            stem = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{where}-{direction}-{Path(src).name}").lstrip(".")
-            name, k = stem, 1
-            while name in used:  # link names that differ only in characters replaced above
-                k += 1
-                name = f"{k}-{stem}"
-            used.add(name)
-            copies.append((name, seen))
-            link[f"{direction}_trace"] = f"traces/{name}"
-    if copies:
-        folder = run_dir / "traces"
-        folder.mkdir(mode=0o755)
-        for name, seen in copies:
-            fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         seen.copy_mode)
-            with os.fdopen(fd, "wb") as f:
-                os.fchmod(fd, seen.copy_mode)  # the umask cannot widen or narrow the rule
-                f.write(seen.data)
-    return yaml.safe_dump(d, sort_keys=False), bool(used)

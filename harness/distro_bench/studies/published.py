@@ -20,7 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from distro_bench.errors import InputError
-from distro_bench.scenario.model import load_scenario
+from distro_bench.scenario.loading import load_scenario
 from distro_bench.train.optim import STRATEGIES
 from distro_bench.train.projection import (
     DEFAULT_ROUND_OVERHEAD_S,

@@ -31,7 +31,8 @@ from distro_bench.results.rundir import atomic_write_json, atomic_write_text, ne
 from distro_bench.run.lifecycle import ProgressSink
 from distro_bench.run.overrides import Overrides
 from distro_bench.run.runner import run_scenario
-from distro_bench.scenario.model import Scenario, dump_scenario, load_scenario, scenario_from_dict
+from distro_bench.scenario.loading import dump_scenario, load_scenario, scenario_from_dict, with_overrides
+from distro_bench.scenario.model import Scenario
 from distro_bench.studies.sweep_grid import (
     Axis,
     Point,
@@ -157,7 +158,7 @@ def run_sweep(scenario: Scenario, axes: list[Axis], *, out: Path = Path("results
                 on_point(point, len(points), "running " + ", ".join(todo) if todo else "all reused")
             if todo:
                 try:
-                    result = run(scen.with_overrides(optimizers=todo) if todo != list(scen.optimizers) else scen,
+                    result = run(with_overrides(scen, optimizers=todo) if todo != list(scen.optimizers) else scen,
                                  sweep_dir)
                 except (Interrupted, KeyboardInterrupt) as e:
                     pr.state, pr.reason = "incomplete", "interrupted"

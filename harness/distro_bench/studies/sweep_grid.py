@@ -15,7 +15,8 @@ import yaml
 
 from distro_bench.errors import InputError, ScenarioError
 from distro_bench.scenario import presets
-from distro_bench.scenario.model import Scenario, scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
+from distro_bench.scenario.model import Scenario
 
 RATE_FIELDS = ("up", "down")
 

@@ -15,7 +15,7 @@ import pytest
 
 from distro_bench.backends.docker import DockerBackend, image, remove_labelled
 from distro_bench.errors import HarnessError
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import REPO, exec_as_worker, ours, start_cli, tiny_scenario_dict
 
 pytestmark = [pytest.mark.docker]

@@ -19,7 +19,7 @@ from distro_bench.backends.base import BackendOptions
 from distro_bench.backends.docker import DockerBackend
 from distro_bench.errors import CapabilityError, HarnessError
 from distro_bench.net.splice import SpliceState, random_local_mac, route_args, undo_lines
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import exec_as_worker, ours, tiny_scenario_dict
 
 # ---- the splice plan (pure) --------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 from distro_bench.backends.docker import DockerBackend
 from distro_bench.errors import WorkerFailed
 from distro_bench.run.runner import RunOptions, run_scenario
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 
 pytestmark = [pytest.mark.docker]

@@ -12,7 +12,7 @@ import pytest
 from distro_bench.backends.base import BackendOptions
 from distro_bench.backends.docker import DockerBackend
 from distro_bench.net.link import Direction
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import ours, tiny_scenario_dict
 
 

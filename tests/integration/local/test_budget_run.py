@@ -12,7 +12,7 @@ import pytest
 
 from distro_bench.results.rundir import load_run
 from distro_bench.run.runner import RunOptions, run_scenario
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 
 pytestmark = pytest.mark.slow  # the slow tier: two optimizers x two seeds trained to a time budget (~25 s)

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from distro_bench.run.runner import RunOptions, run_scenario
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from distro_bench.train.model import ModelConfig, parameter_shapes
 from tests.helpers import tiny_scenario_dict
 

@@ -7,7 +7,7 @@ import pandas as pd
 
 from distro_bench.results.events import read_events
 from distro_bench.run.runner import RunOptions, run_scenario
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 
 

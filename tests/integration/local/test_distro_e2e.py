@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from distro_bench.run.runner import RunOptions, run_scenario
-from distro_bench.scenario.model import load_scenario, scenario_from_dict
+from distro_bench.scenario.loading import load_scenario, scenario_from_dict
 from distro_bench.train.distributed import PROBE_CALLS
 from distro_bench.train.model import ModelConfig, parameter_shapes
 from distro_bench.train.optim import get_strategy

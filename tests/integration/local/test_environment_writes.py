@@ -8,7 +8,7 @@ import json
 
 from distro_bench.run.lifecycle import RunLifecycle
 from distro_bench.run.runner import RunOptions, run_scenario
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 
 

@@ -12,7 +12,7 @@ import yaml
 from distro_bench.results.metrics import METRIC_COLUMNS, SUMMARY_KEYS
 from distro_bench.results.rundir import load_run
 from distro_bench.run.runner import RunOptions, run_scenario
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from distro_bench.train.model import ModelConfig, parameter_shapes
 from distro_bench.train.optim import STRATEGIES
 from tests.helpers import REPO, tiny_scenario_dict

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from distro_bench.run.runner import RunOptions, run_scenario
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from distro_bench.train.model import ModelConfig, parameter_shapes
 from distro_bench.train.optim import get_strategy
 from distro_bench.train.optim.base import payload_of

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from distro_bench.errors import ScenarioError, WorkerFailed
 from distro_bench.run.runner import RunOptions, run_scenario
-from distro_bench.scenario.model import Scenario, scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
+from distro_bench.scenario.model import Scenario
 from tests.helpers import start_cli, tiny_scenario_dict
 
 # Bounded by time, not steps: a run that must still be going when the interrupt arrives cannot be sized by a

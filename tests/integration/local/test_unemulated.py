@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from distro_bench.backends import BACKENDS, select_backend
 from distro_bench.cli.app import app
 from distro_bench.errors import InputError
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 
 SHAPED = tiny_scenario_dict(workers=[{"count": 2, "hardware": "host", "link": {"up": "10Mbit", "down": "10Mbit"}}])

@@ -12,15 +12,15 @@ import yaml
 
 from distro_bench.errors import ScenarioError
 from distro_bench.run.runner import RunOptions, run_scenario
-from distro_bench.scenario import model
-from distro_bench.scenario.model import Scenario, dump_for_run, scenario_from_dict
+from distro_bench.scenario import loading, problems
+from distro_bench.scenario.loading import dump_for_run, load_resolved, scenario_from_dict
 from tests.helpers import tiny_scenario_dict
 
 # Loaded by every Python process the run starts (PYTHONPATH): counts, per process, each call of the scenario's
 # validation entries into COUNT_DIR, one line per call.
 COUNTER = textwrap.dedent('''
     import os
-    from distro_bench.scenario import model
+    from distro_bench.scenario import loading, problems
 
     def _counted(owner, name):
         inner = getattr(owner, name, None)
@@ -32,9 +32,10 @@ COUNTER = textwrap.dedent('''
             return inner(*a, **k)
         setattr(owner, name, wrapper)
 
-    for _name in ("scenario_from_dict", "load_scenario", "load_resolved", "_reference_problems",
-                  "_trace_problems", "_corpus_problems"):
-        _counted(model, _name)
+    # loading's own entries and the checks it calls; the file checks that problems' reference_problems calls
+    for _owner, _name in ((loading, "scenario_from_dict"), (loading, "load_scenario"), (loading, "load_resolved"),
+                          (loading, "reference_problems"), (problems, "_trace_problems"), (problems, "_corpus_problems")):
+        _counted(_owner, _name)
     if os.environ.get("VALIDATE_ONCE_PROJECTION") == "1":  # the worker imports it (and torch) anyway
         from distro_bench.train import projection
         _counted(projection, "comm_seconds")
@@ -94,9 +95,10 @@ def test_from_resolved_reads_the_run_copy_without_file_checks(tmp_path, monkeypa
     def refuse(*a, **k):
         raise AssertionError("a file or reference check ran")
 
-    for name in ("_reference_problems", "_trace_problems", "_corpus_problems"):
-        monkeypatch.setattr(model, name, refuse)
-    r = Scenario.from_resolved(run / "scenario.yaml")
+    for owner, name in ((loading, "reference_problems"), (problems, "reference_problems"),
+                        (problems, "_trace_problems"), (problems, "_corpus_problems")):
+        monkeypatch.setattr(owner, name, refuse)
+    r = load_resolved(run / "scenario.yaml")
     assert r.nodes()[0].link.up_trace == "traces/traced-up-up.csv"
     assert r.corpus_path() == str((src / "corpus.txt").resolve())
     assert r.budget() == s.budget() and r.resolved_model() == s.resolved_model()
@@ -107,5 +109,5 @@ def test_from_resolved_still_checks_the_models(tmp_path):
     bad = tmp_path / "scenario.yaml"
     bad.write_text("name: x\nworkers: [{count: 0}]\noptimizers: {adamw: {type: adamw}}\n")
     with pytest.raises(ScenarioError) as e:
-        Scenario.from_resolved(bad)
+        load_resolved(bad)
     assert str(bad) in str(e.value) and "workers[0].count" in str(e.value)

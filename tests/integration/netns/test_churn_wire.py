@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from distro_bench.run.runner import RunOptions, run_scenario
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import netns_host, own_run_ids, tiny_scenario_dict
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]

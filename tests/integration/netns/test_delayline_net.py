@@ -22,7 +22,7 @@ from distro_bench.net import host, tcpprobe
 from distro_bench.net.delayline import DelayLine, Impairment
 from distro_bench.net.engines import plan_links
 from distro_bench.net.ns import NetnsRef
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.delayline_lab import Lab, LabLink
 from tests.helpers import icmp_ping
 
@@ -306,7 +306,7 @@ def test_netns_backend_with_the_userspace_engine(tmp_path):
     from distro_bench.backends.base import BackendOptions
     from distro_bench.backends.netns import NetnsBackend
     from distro_bench.net.linktest import LinkTarget
-    from distro_bench.scenario.model import scenario_from_dict
+    from distro_bench.scenario.loading import scenario_from_dict
     from tests.helpers import tiny_scenario_dict
 
     d = tiny_scenario_dict()

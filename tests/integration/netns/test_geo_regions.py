@@ -16,7 +16,8 @@ from distro_bench.net.cleanup import list_namespaces
 from distro_bench.net.ns import run_in
 from distro_bench.net.shaping import QdiscPlan, read_tree, tc_commands
 from distro_bench.net.tcclass import check_classes
-from distro_bench.scenario.model import load_scenario, region_matrix, scenario_from_dict
+from distro_bench.scenario.loading import load_scenario, scenario_from_dict
+from distro_bench.scenario.model import region_matrix
 from tests.helpers import netns_host, own_run_ids
 
 pytestmark = pytest.mark.root

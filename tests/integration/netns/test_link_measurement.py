@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import netns_host, own_run_ids, tiny_scenario_dict
 
 pytestmark = pytest.mark.root

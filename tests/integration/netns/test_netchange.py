@@ -14,7 +14,7 @@ import pytest
 from distro_bench.net import naming
 from distro_bench.net.cleanup import list_namespaces
 from distro_bench.net.link import Direction
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import netns_host, processes_matching, tiny_scenario_dict
 
 pytestmark = pytest.mark.root

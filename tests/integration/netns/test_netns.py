@@ -21,7 +21,7 @@ from distro_bench.net.cleanup import list_namespaces
 from distro_bench.net.ns import NetnsRef
 from distro_bench.net.shaping import QdiscPlan, ShapingError, apply_plan, read_qdiscs
 from distro_bench.net.topology import Star, StarSpec
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import icmp_ping, missing_tools, netns_host, tiny_scenario_dict
 
 pytestmark = pytest.mark.root

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from distro_bench.scenario.model import load_scenario
+from distro_bench.scenario.loading import load_scenario, with_overrides
 from distro_bench.train.projection import FRAME
 from tests.helpers import load_script, netns_host, own_run_ids
 
@@ -45,7 +45,7 @@ def run_ids(monkeypatch):
 
 def test_16_workers_count_the_projected_bytes(tmp_path, run_ids):
     bench = _bench()
-    s = bench.with_workers(load_scenario(REPO / "scenarios" / "scale-32.yaml").with_overrides(steps=3), WORKERS)
+    s = bench.with_workers(with_overrides(load_scenario(REPO / "scenarios" / "scale-32.yaml"), steps=3), WORKERS)
     assert s.world_size == WORKERS and all(n.link.delay == 0 for n in s.nodes())  # tbf only, no delay line
     rows = {r.optimizer: r for r in bench.measure(s, tmp_path, "netns")}
     assert set(rows) == {"adamw", "distro", "distro-direct"}

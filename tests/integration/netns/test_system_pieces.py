@@ -24,7 +24,7 @@ from distro_bench.net.ns import (
     read_features,
 )
 from distro_bench.net.topology import Star, StarSpec
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import icmp_ping, tiny_scenario_dict
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(300)]

@@ -16,7 +16,7 @@ import yaml
 
 from distro_bench.backends.base import WORKER_UID, choose_worker_user
 from distro_bench.net.ns import NetnsRef
-from distro_bench.scenario.model import scenario_from_dict
+from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import netns_host, tiny_scenario_dict
 
 pytestmark = pytest.mark.root

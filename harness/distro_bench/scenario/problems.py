@@ -1,0 +1,358 @@
+"""What the field checks of scenario/model.py cannot see, as readable problem lines: references between
+sections (a link, hardware or baseline named but not defined), speeds, budgets, churn, regions, and the files
+a scenario names (traces, corpus), which must lie in its folder unless the user opts in. scenario/loading.py
+runs them after the models; each line names the field, the value and what would be valid."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from distro_bench.scenario import hfcorpus, presets
+from distro_bench.scenario.corpus import CorpusError, corpus_files
+from distro_bench.scenario.model import (
+    BUILTIN_CORPORA,
+    MAX_STEPS,
+    MAX_WORKERS,
+    MIN_COMPUTE_SCALE,
+    LinkSpec,
+    Scenario,
+    resolve_hardware,
+    resolve_model,
+    show_value,
+)
+from distro_bench.scenario.optimizers import OPTIONS, option_names
+from distro_bench.scenario.regions import matrix_problems
+from distro_bench.scenario.trace import TraceError, open_trace, parse_trace
+
+
+def field_path(parts: tuple | list) -> str:
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:  # a user's key: shown as written when plain, else quoted (control characters escaped) and cut
+            text = str(p)
+            out += ("." if out else "") + (text if re.fullmatch(r"[\w.:()\[\]-]{1,64}", text) else show_value(text, 40))
+    return out or "(top level)"
+
+
+def _known(names) -> str:
+    return ", ".join(sorted(names))
+
+
+def _optimizer_problem(e: dict[str, Any]) -> tuple[tuple[Any, ...], str | None]:
+    """(location, message or None) of an error inside `optimizers.<name>`: the union's tag (the type) is left
+    out of the location, and an unknown type or field says what is valid."""
+    loc = e["loc"]
+    if len(loc) < 2:
+        return loc, None
+    name = loc[1]
+    if e["type"] == "union_tag_not_found":  # no `type`, and the name is none
+        return (*loc[:2], "(name)"), (f"unknown optimizer {name!r}; known: {_known(OPTIONS)}; a run named "
+                                      "otherwise names its type (type: distro)")
+    if e["type"] == "union_tag_invalid":
+        return (*loc[:2], "type"), f"unknown optimizer {e['ctx']['tag']!r}; known: {_known(OPTIONS)}"
+    kind = loc[2] if len(loc) > 2 and loc[2] in OPTIONS else None
+    if kind is None:
+        return loc, None
+    loc = (*loc[:2], *loc[3:])
+    if e["type"] == "extra_forbidden":
+        return loc, (f"unknown field {loc[-1]!r} for optimizer {name!r} (type {kind}); valid: "
+                     + ", ".join(option_names(str(kind))))
+    return loc, None
+
+
+def pydantic_problems(err: ValidationError, prefix: tuple = ()) -> list[str]:
+    problems = []
+    for e in err.errors(include_url=False):
+        # pydantic names the union member it tried (`str`, `LinkSpec`) inside the location; a user's own top-level
+        # key of that name (`str: ...`) is kept, so an unknown key is always named.
+        loc = e["loc"][:1] + tuple(p for p in e["loc"][1:] if p not in (
+            "str", "LinkSpec", "HardwareSpec", "function-after[_jitter_fits_delay(), LinkSpec]"))
+        msg = e["msg"].removeprefix("Value error, ")
+        if msg.startswith("Input should") and not isinstance(e.get("input"), (dict, list)):
+            msg = f"{msg} (got {show_value(e['input'], 40)})"  # the valid range, and the value given
+        special = None
+        if loc and loc[0] == "optimizers":
+            loc, special = _optimizer_problem({**e, "loc": loc})
+        if special:
+            msg = special
+        elif e["type"] == "extra_forbidden":
+            msg = f"unknown field {loc[-1]!r}"
+        elif e["type"] == "missing":
+            msg = "required field is missing"
+        elif e["type"] == "string_pattern_mismatch" and loc and loc[-1] == "name":
+            msg = f"invalid name {e['input']!r}: letters, digits, '-', '_' and '.', starting with a letter or digit"
+        problems.append(f"{field_path(prefix + loc)}: {msg}")
+    # A union (str | Spec) reports the same location twice; keep one per location and message.
+    return list(dict.fromkeys(problems))
+
+
+def reference_problems(s: Scenario) -> list[str]:
+    problems = []
+    link_names = set(s.links) | set(presets.LINKS)
+    hw_names = set(s.hardware) | set(presets.HARDWARE)
+    for i, g in enumerate(s.workers):
+        if isinstance(g.link, str) and g.link not in link_names:
+            problems.append(f"workers[{i}].link: unknown link {g.link!r}; known: {_known(link_names)}")
+        if isinstance(g.hardware, str) and g.hardware not in hw_names:
+            problems.append(f"workers[{i}].hardware: unknown hardware {g.hardware!r}; known: {_known(hw_names)}")
+        for field, spec, known in (("link", g.link, presets.LINKS), ("hardware", g.hardware, presets.HARDWARE)):
+            if not isinstance(spec, str) and spec is not None and spec.preset and spec.preset not in known:
+                problems.append(f"workers[{i}].{field}.preset: unknown preset {spec.preset!r}; known: {_known(known)}")
+    for section, specs, known in (("links", s.links, presets.LINKS), ("hardware", s.hardware, presets.HARDWARE)):
+        for name, spec in specs.items():
+            if spec.preset and spec.preset not in known:
+                problems.append(f"{section}.{name}.preset: unknown preset {spec.preset!r}; known: {_known(known)}")
+    if not FILES_CHECKED.get():
+        problems += _trace_problems(s)
+    problems += _region_problems(s)
+    names = Counter(g.name for g in s.workers if g.name)
+    for dup in sorted(n for n, k in names.items() if k > 1):
+        problems.append(f"workers: name {dup!r} is used by more than one group")
+    if s.world_size > MAX_WORKERS:
+        problems.append(f"workers: {s.world_size} workers in all; at most {MAX_WORKERS} are supported")
+        return problems  # the rest expands every worker
+    problems += _speed_problems(s)
+    problems += _budget_problems(s)
+    for name, cfg in s.optimizers.items():  # NoLoCo's gossip groups must tile the world
+        if cfg.type == "noloco" and s.world_size > 1 and s.world_size % cfg.group_size:
+            problems.append(f"optimizers.{name}.group_size: {s.world_size} workers do not split into groups of "
+                            f"{cfg.group_size}")
+    if s.model.preset and s.model.preset not in presets.MODELS:
+        problems.append(f"model.preset: unknown model {s.model.preset!r}; known: {_known(presets.MODELS)}")
+    else:
+        m = resolve_model(s.model)
+        missing = [k for k in ("dim", "n_layers", "n_heads", "ffn_dim") if k not in m]
+        if missing:
+            problems.append(f"model: {', '.join(missing)} required when no preset is given")
+        else:
+            if m["dim"] % m["n_heads"] or (m["dim"] // m["n_heads"]) % 2:
+                problems.append(f"model.n_heads: dim {m['dim']} must split into {m['n_heads']} heads of even size")
+            if s.data.seq_len > m["max_seq_len"]:
+                problems.append(f"data.seq_len: {s.data.seq_len} exceeds the model's max_seq_len {m['max_seq_len']}")
+    if not FILES_CHECKED.get():
+        problems += _corpus_problems(s)
+    if s.baseline not in s.optimizers:
+        problems.append(f"baseline: {s.baseline!r} is not one of the optimizers ({_known(s.optimizers)})")
+    links_used = {n.link_name for n in s.nodes() if n.link_name} if s.costs.link_classes else set()
+    for name in s.costs.link_classes:
+        if name not in links_used:
+            problems.append(f"costs.link_classes: {name!r} is not a link the workers use ({_known(links_used)})")
+    if s.checks.candidate and s.checks.candidate not in s.optimizers:
+        problems.append(f"checks.candidate: {s.checks.candidate!r} is not one of the optimizers ({_known(s.optimizers)})")
+    if s.train.steps is not None and s.train.eval_every > s.train.steps:
+        problems.append(f"train.eval_every: {s.train.eval_every} is more than train.steps ({s.train.steps})")
+    return problems + _churn_problems(s)
+
+
+def _speed_problems(s: Scenario) -> list[str]:
+    """A profile's speed derived from tflops (relative to the fastest) must stay within MIN_COMPUTE_SCALE too:
+    `tflops: 1e300` beside `1e-300` made a speed of 0 and a division by zero in the worker."""
+    profiles = []
+    for g in s.workers:
+        try:
+            profiles.append(resolve_hardware(s, g.hardware))
+        except (KeyError, ValidationError):  # an unknown name or preset: reported on its own
+            continue
+    fastest = max((hw.tflops for _, hw in profiles if hw.tflops), default=None)
+    problems = []
+    for name, hw in dict(profiles).items():
+        if hw.compute_scale is None and hw.tflops and fastest and hw.tflops / fastest < MIN_COMPUTE_SCALE:
+            problems.append(f"hardware.{name}.tflops: {hw.tflops:g} is {fastest / hw.tflops:,.0f}x slower than the "
+                            f"fastest profile ({fastest:g}); at most {1 / MIN_COMPUTE_SCALE:,.0f}x (give compute_scale "
+                            "instead, or closer tflops)")
+    return problems
+
+
+def _budget_problems(s: Scenario) -> list[str]:
+    """A token budget becomes steps; it is held to the same cap as `train.steps`."""
+    max_steps = MAX_STEPS
+    if s.train.tokens is None:
+        return []
+    per_step = s.world_size * s.data.batch_size * s.data.seq_len
+    steps = -(-s.train.tokens // per_step)
+    if steps > max_steps:
+        return [(f"train.tokens: {s.train.tokens:,} tokens are {steps:,} steps at {per_step:,} tokens a "
+                 f"step ({s.world_size} workers x batch_size x seq_len); at most {max_steps:,} steps, as for train.steps")]
+    return []
+
+
+def _corpus_problems(s: Scenario) -> list[str]:
+    """The corpus: built in, `hf:` (a local dataset folder confined like a file), or a file or folder of text
+    files inside the scenario's folder, within the caps of harness/distro_bench/train/data.py."""
+    corpus = s.data.corpus
+    if corpus in BUILTIN_CORPORA:
+        return []
+    if corpus.startswith("builtin:"):
+        return [f"data.corpus: unknown corpus {show_value(corpus)}; built in: {_known(BUILTIN_CORPORA)}"]
+    if "\0" in corpus:
+        return [f"data.corpus: {show_value(corpus)} holds a NUL character; no file is named so"]
+    if hfcorpus.is_hf(corpus):
+        try:
+            hf = hfcorpus.parse(corpus)
+        except ValueError as e:
+            return [f"data.corpus: {e}"]
+        if hf.is_local and CONFINE.get():
+            outside = _outside(s, Path(hf.dataset).expanduser(), ALLOW_CORPUS_OUTSIDE_ENV, "data.corpus",
+                               "--allow-corpus-outside")
+            if outside:
+                return [outside]
+        if hf.is_local and not (s._base_dir / Path(hf.dataset).expanduser()).is_dir():
+            return [(f"data.corpus: no such dataset folder {show_value(hf.dataset)} (relative paths are read from "
+                     f"{s._base_dir})")]
+        if not hfcorpus.available():
+            return [f"data.corpus: {show_value(corpus)} needs the datasets library: {hfcorpus.INSTALL}"]
+        return []
+    if CONFINE.get():
+        outside = _outside(s, Path(corpus), ALLOW_CORPUS_OUTSIDE_ENV, "data.corpus", "--allow-corpus-outside")
+        if outside:
+            return [outside]
+    try:
+        corpus_files(s._base_dir / corpus)
+    except CorpusError as e:
+        return [(f"data.corpus: {e} (relative paths are read from {s._base_dir}); or use one of "
+                 f"{_known(BUILTIN_CORPORA)}")]
+    return []
+
+
+def _outside(s: Scenario, path: Path, env: str, where: str, flag: str) -> str | None:
+    """The problem of a file a scenario names outside its own folder (None when inside, or allowed)."""
+    if os.environ.get(env) == "1":
+        return None
+    folder = s._base_dir.resolve()
+    try:
+        full = (s._base_dir / path).resolve()  # symlinks followed: a link out of the folder is outside
+    except (OSError, RuntimeError, ValueError) as e:  # a symlink loop (RuntimeError before Python 3.13), a NUL
+        return f"{where}: {show_value(str(path))} cannot be resolved ({type(e).__name__}: {e})"
+    if full.is_relative_to(folder):
+        return None
+    return (f"{where}: {show_value(str(path))} is outside the scenario's folder {folder}; put it in that folder (or a "
+            f"subfolder), or allow it with {flag} ({env}=1)")
+
+
+def _churn_problems(s: Scenario) -> list[str]:
+    """Churn needs ranks that exist and optimizers that train on over whichever workers are present."""
+    if s.churn is None or not s.churn.active:
+        return []
+    problems = s.churn.problems(s.world_size)
+    able = sorted(n for n, c in OPTIONS.items() if c.follows_membership)
+    for name, cfg in s.optimizers.items():
+        why = cfg.churn_problem()
+        if why:
+            problems.append(f"optimizers.{name}: {why}; with churn: set, use one of {', '.join(able)}")
+    return problems
+
+
+def _region_problems(s: Scenario) -> list[str]:
+    """Regions: every group names one when a `regions:` table is given (and only then), and the table has
+    a delay for every pair of regions in use (harness/distro_bench/scenario/regions.py)."""
+    used: dict[str, list[str]] = {}
+    for i, g in enumerate(s.workers):
+        if g.region is not None:
+            used.setdefault(g.region, []).append(f"workers[{i}]")
+    if s.regions is None:
+        return [f"{where[0]}.region: {r!r} needs a regions: table (e.g. regions: preset:cloud-3) giving the "
+                "delay between regions" for r, where in used.items()]
+    problems = [f"workers[{i}].region: missing; with regions: set, every worker group names its region"
+                for i, g in enumerate(s.workers) if g.region is None]
+    return problems + matrix_problems(s.regions, used)
+
+
+# Trace files are read (and copied into the run folder) with the harness's rights, often root's: a scenario
+# may name only files in its own folder, unless the user running it opts in (the CLI's --allow-trace-outside
+# sets this variable).
+ALLOW_TRACE_OUTSIDE_ENV = "DISTRO_BENCH_ALLOW_TRACE_OUTSIDE"
+# The same for a corpus file or folder (and a local `hf:` dataset folder): --allow-corpus-outside. Checked when
+# a scenario *file* is loaded (load_scenario); a run folder's resolved scenario.yaml names the corpus the run
+# was validated with, by its absolute path, and is loaded with confine=False by the workers.
+ALLOW_CORPUS_OUTSIDE_ENV = "DISTRO_BENCH_ALLOW_CORPUS_OUTSIDE"
+CONFINE: ContextVar[bool] = ContextVar("distro_bench_confine_corpus", default=False)
+# Set while Scenario.with_overrides re-validates a copy: its trace files and corpus were checked when the
+# scenario was loaded (overrides change neither), so they are not read again; every other check runs.
+FILES_CHECKED: ContextVar[bool] = ContextVar("distro_bench_files_checked", default=False)
+
+
+def _trace_problems(s: Scenario) -> list[str]:
+    """Every trace file a link names must lie in the scenario's folder (relative paths are read from it),
+    be a regular file within the caps of harness/distro_bench/scenario/trace.py, and parse. Each is opened
+    once; its bytes are kept in `s._traces` for the run folder's copy."""
+    problems = []
+    specs = [(f"links.{name}", spec) for name, spec in s.links.items()]
+    specs += [(f"workers[{i}].link", g.link) for i, g in enumerate(s.workers) if isinstance(g.link, LinkSpec)]
+    folder = s._base_dir.resolve()
+    outside_ok = os.environ.get(ALLOW_TRACE_OUTSIDE_ENV) == "1"
+    for where, spec in specs:
+        for d in ("up", "down"):
+            path = getattr(spec, f"{d}_trace")
+            if not path:
+                continue
+            if "\0" in path:
+                problems.append(f"{where}.{d}_trace: {show_value(path)} holds a NUL character; no file is named so")
+                continue
+            outside = _outside(s, Path(path), ALLOW_TRACE_OUTSIDE_ENV, f"{where}.{d}_trace", "--allow-trace-outside")
+            if outside:
+                problems.append(outside)
+                continue
+            full = (s._base_dir / path).resolve()
+            try:
+                seen = s._traces.get(path) or open_trace(full, None if outside_ok else folder)
+                parse_trace(full, seen.data).windows(spec.trace_resolution)
+            except TraceError as e:
+                problems.append(f"{where}.{d}_trace: {e} (relative paths are read from {s._base_dir})")
+                continue
+            s._traces[path] = seen
+    return problems
+
+
+# Stand-ins for a required field that failed, so the rest of the scenario can still be checked.
+_STAND_INS = {"name": "scenario", "workers": [{"count": 1}], "optimizers": {"adamw": {"lr": 1e-3}}}
+
+
+def problems_beyond(data: dict, err: ValidationError, base_dir: Path) -> list[str]:
+    """Reference problems of the parts of `data` that passed the field checks.
+
+    Each failing part is replaced by a neutral stand-in (an empty link or hardware spec or an AdamW entry under
+    the same name, a one-worker group, the section's defaults) and whatever else is wrong is reported, leaving out problems
+    located inside a replaced part (they would describe the stand-in, not the file)."""
+    data = {k: (dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v) for k, v in data.items()}
+    replaced = set()
+    for e in err.errors(include_url=False):
+        loc = e["loc"]
+        if not loc:
+            return []
+        top = loc[0]
+        if top in ("links", "hardware") and len(loc) > 1 and isinstance(data.get(top), dict) and loc[1] in data[top]:
+            data[top][loc[1]] = {}
+            replaced.add(field_path(loc[:2]))
+        elif top == "optimizers" and len(loc) > 1 and isinstance(data.get(top), dict) and loc[1] in data[top]:
+            data[top][loc[1]] = {"type": "adamw", "lr": 1e-3}  # the name stays: the baseline may be it
+            replaced.add(field_path(loc[:2]))
+        elif top == "workers" and len(loc) > 1 and isinstance(loc[1], int) and isinstance(data.get(top), list):
+            data[top][loc[1]] = {"count": 1}
+            replaced.add(field_path(loc[:2]))
+        else:
+            data.pop(top, None)
+            if top in _STAND_INS:
+                data[top] = _STAND_INS[top]
+            replaced.add(field_path(loc[:1]))
+            if top == "model":  # seq_len is checked against the model
+                replaced.add("data.seq_len")
+    try:
+        s = Scenario.model_validate(data)
+    except ValidationError:
+        return []
+    s._base_dir = base_dir
+
+    def inside(problem: str) -> bool:
+        return any(problem.startswith(r) and problem[len(r):len(r) + 1] in (".", ":", "[") for r in replaced)
+
+    return [p for p in reference_problems(s) if not inside(p)]
+
