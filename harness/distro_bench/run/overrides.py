@@ -21,7 +21,7 @@ LINK_ENGINES = ("auto", "tc", "userspace")
 MAX_REPEAT = 100
 MIN_TIMEOUT_S = 5.0
 
-# The fields that change the scenario (Scenario.with_overrides' arguments); the rest say how the run goes.
+# The fields that change the scenario (scenario/loading.py with_overrides' arguments); the rest say how the run goes.
 SCENARIO_FIELDS = ("optimizers", "steps", "seed", "time_budget", "tokens", "target_val_loss", "repeat")
 BUDGET_FIELDS = ("steps", "time_budget", "tokens")
 
@@ -83,8 +83,8 @@ class Overrides:
         if not self.changes_scenario():
             return scenario
         return with_overrides(scenario, steps=self.steps, seed=self.seed, time_budget=self.time_budget,
-                                       optimizers=list(self.optimizers) if self.optimizers else None,
-                                       tokens=self.tokens, target_val_loss=self.target_val_loss, repeat=self.repeat)
+                              optimizers=list(self.optimizers) if self.optimizers else None,
+                              tokens=self.tokens, target_val_loss=self.target_val_loss, repeat=self.repeat)
 
     def run_only(self, **changes: object) -> Overrides:
         """A copy that leaves the scenario alone (a sweep has already applied the budget to each point)."""

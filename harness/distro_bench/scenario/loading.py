@@ -174,7 +174,7 @@ def load_scenario(path: str | Path, *, confine: bool = True) -> Scenario:
 
 
 def load_resolved(path: str | Path) -> Scenario:
-    """Scenario.from_resolved: read a run folder's resolved scenario.yaml and validate its models, without the
+    """Read a run folder's resolved scenario.yaml and validate its models, without the
     file and reference checks of scenario_from_dict (reference_problems: traces, corpus, presets, budget).
     Relative paths in it (the trace copies) are read from its folder. ScenarioError names the file otherwise."""
     path = Path(path)

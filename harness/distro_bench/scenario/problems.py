@@ -275,7 +275,7 @@ ALLOW_TRACE_OUTSIDE_ENV = "DISTRO_BENCH_ALLOW_TRACE_OUTSIDE"
 # was validated with, by its absolute path, and is loaded with confine=False by the workers.
 ALLOW_CORPUS_OUTSIDE_ENV = "DISTRO_BENCH_ALLOW_CORPUS_OUTSIDE"
 CONFINE: ContextVar[bool] = ContextVar("distro_bench_confine_corpus", default=False)
-# Set while Scenario.with_overrides re-validates a copy: its trace files and corpus were checked when the
+# Set while with_overrides (scenario/loading.py) re-validates a copy: its trace files and corpus were checked when the
 # scenario was loaded (overrides change neither), so they are not read again; every other check runs.
 FILES_CHECKED: ContextVar[bool] = ContextVar("distro_bench_files_checked", default=False)
 

@@ -1,5 +1,6 @@
 """Issue 36: the scenario is validated in full once, when the run is opened; every worker reads the run folder's
-resolved copy with the models' checks only (Scenario.from_resolved), no trace, corpus or reference re-check."""
+resolved copy with the models' checks only (scenario/loading.py load_resolved): no trace, corpus or reference
+re-check."""
 
 from __future__ import annotations
 
