@@ -125,6 +125,16 @@ def _replace(path: Path) -> None:
         shutil.rmtree(path)
 
 
+def _cleared(run: Path, rel: str) -> Path | None:
+    """run/rel emptied for a new entry (its folder made), or None where an earlier mutation linked a folder on the way."""
+    if _linked_parent(run, rel):
+        return None
+    p = run / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    _replace(p)
+    return p
+
+
 def _target(rng: random.Random, outside: Path, here: Path) -> str:
     return str(rng.choice([outside / "secret.txt", outside / "victim.png", outside / "victim_dir", "/dev/zero",
                            "/dev/null", "/nonexistent/x", here.name, outside / "victim_dir" / "new.png"]))
@@ -132,22 +142,16 @@ def _target(rng: random.Random, outside: Path, here: Path) -> str:
 
 def _m_link(rng, run, outside):
     rel = rng.choice(FILES + FOLDERS)
-    if _linked_parent(run, rel):
+    if (p := _cleared(run, rel)) is None:
         return f"skipped {rel}"
-    p = run / rel
-    p.parent.mkdir(parents=True, exist_ok=True)
-    _replace(p)
     p.symlink_to(_target(rng, outside, p))
     return f"link {rel}"
 
 
 def _m_fifo(rng, run, outside):
     rel = rng.choice(FILES)
-    if _linked_parent(run, rel):
+    if (p := _cleared(run, rel)) is None:
         return f"skipped {rel}"
-    p = run / rel
-    p.parent.mkdir(parents=True, exist_ok=True)
-    _replace(p)
     os.mkfifo(p)
     return f"fifo {rel}"
 
@@ -191,11 +195,8 @@ def _m_delete(rng, run, outside):
 
 def _m_to_dir(rng, run, outside):
     rel = rng.choice(FILES)
-    if _linked_parent(run, rel):
+    if (p := _cleared(run, rel)) is None:
         return f"skipped {rel}"
-    p = run / rel
-    p.parent.mkdir(parents=True, exist_ok=True)
-    _replace(p)
     (p / "inner").mkdir(parents=True)
     return f"folder at {rel}"
 

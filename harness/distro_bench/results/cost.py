@@ -141,7 +141,8 @@ def seed_costs(summary: dict, name: str) -> dict[str, SeedCost]:
     if not isinstance(costs, dict) or not isinstance(s, dict) or not finite(target):
         return {}
     predicted = costs.get("predicted_wire_tx_bytes_per_step") or {}
-    basis = costs.get("bytes_basis") or bytes_basis(summary.get("optimizers") or {}, predicted)  # read: migrated
+    # an old folder's unknown basis was read as payload when the summary was loaded (results/summary.py MIGRATIONS)
+    basis = costs.get("bytes_basis") or bytes_basis(summary.get("optimizers") or {}, predicted)
     prices = costs.get("worker_usd_per_gb")
     per_seed = s.get("per_seed") or {"-": s}  # a folder without per_seed: its means are the one seed
     out = {}
