@@ -50,6 +50,32 @@ def _judge(clock: Clock, load: HostLoad = IDLE) -> LivenessJudge:
     return LivenessJudge(Timeouts.for_host(120.0, scale=1.0, load=load), clock=clock, load=lambda: load)
 
 
+def _cpu_settled(pid: int) -> None:
+    """Until the process's CPU time holds still across a second (its start-up done, now asleep): a fixed
+    sleep is too short on a busy host, where a Python start-up can take longer than any guess."""
+    last, deadline = None, time.monotonic() + 60
+    while time.monotonic() < deadline:
+        st = read_proc_stat(pid)
+        assert st is not None, f"process {pid} is gone"
+        if st.state == "S" and st.cpu_ticks == last:
+            return
+        last = st.cpu_ticks
+        time.sleep(1.0)
+    raise AssertionError(f"process {pid} kept using CPU for 60 s: {read_proc_stat(pid)}")
+
+
+def _cpu_grew(pid: int, since: int) -> int:
+    """Until the process has used CPU time beyond `since` (however long a busy host keeps it waiting)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        st = read_proc_stat(pid)
+        assert st is not None, f"process {pid} is gone"
+        if st.cpu_ticks > since:
+            return st.cpu_ticks
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} got no CPU time in 60 s: {read_proc_stat(pid)}")
+
+
 def _state(pid: int, want: str) -> None:
     for _ in range(200):
         st = read_proc_stat(pid)
@@ -118,15 +144,17 @@ def test_a_busy_rank_with_a_silent_heartbeat_is_slow_not_dead(procs, tmp_path):
     hb = tmp_path / "rank1.hb"
     hb.write_text("3 compute 0\n")
     judge.watch(1, lambda: p.pid, hb)
+    seen = -1
     for _ in range(4):
-        time.sleep(0.3)  # real CPU time for the busy loop
+        _cpu_grew(p.pid, seen)  # real CPU time for the busy loop since the judge last looked, waited for
         clock.t += 3600
         assert judge.judge(1) is None
+        seen = read_proc_stat(p.pid).cpu_ticks  # at least what the judge just read
 
 
 def test_a_rank_using_no_cpu_and_silent_is_dead_after_a_bound_that_grows_with_the_load(procs, tmp_path):
     p = procs("import time; time.sleep(600)")  # state S, no CPU time: as a deadlocked worker
-    time.sleep(0.3)  # past its start-up's CPU time
+    _cpu_settled(p.pid)  # past its start-up's CPU time
     for load, factor in ((IDLE, 1.0), (BUSY, 10.0)):
         clock = Clock()
         judge = _judge(clock, load)
