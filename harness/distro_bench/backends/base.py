@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from distro_bench.backends.requirements import Needs, Requirement
 from distro_bench.net import owner
+from distro_bench.net.enter import signal_scope_missing
 from distro_bench.net.naming import new_run_id
 from distro_bench.net.ns import NetnsRef
 from distro_bench.scenario import hfcorpus
@@ -122,11 +123,12 @@ class WorkerUser:
     user: tuple[int, int] | None
     why: str
 
-    def describe(self) -> dict:
-        return {"uid": self.user[0] if self.user else os.geteuid(),
-                "gid": self.user[1] if self.user else os.getegid(),
-                "capabilities": "none (effective, permitted, inheritable, ambient and bounding sets empty; "
-                                "no_new_privs)", "why": self.why}
+
+def signal_scope() -> str:
+    """What scopes a worker's signals (harness/distro_bench/net/enter.py), in words."""
+    missing = signal_scope_missing()
+    return ("scoped by a Landlock domain of its own: it cannot signal or ptrace the coordinator, only itself and "
+            "what it starts" if missing is None else f"not scoped ({missing})")
 
 
 def worker_reads(scenario: Scenario, argv: list[str]) -> list[str]:
@@ -267,7 +269,8 @@ class Backend(ABC):
         wrapped = (netns or NetnsRef.current()).wrap(argv, no_caps=True, user=who.user)
         uid = who.user[0] if who.user else os.geteuid()
         return start_process(rank, wrapped, full_env, log_path,
-                             note=f"worker runs as uid {uid} with no capabilities and no_new_privs ({who.why})")
+                             note=f"worker runs as uid {uid} with no capabilities and no_new_privs ({who.why}); "
+                                  f"signals {signal_scope()}")
 
     def worker_env(self, rank: int) -> dict[str, str]:
         """Backend-specific environment for a worker (interface to bind and count, ...)."""

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from distro_bench import paths
-from distro_bench.backends.base import choose_worker_user, worker_reads
+from distro_bench.backends.base import choose_worker_user, signal_scope, worker_reads
 from distro_bench.errors import CapabilityError, HarnessError, InputError, WorkerFailed
 from distro_bench.multihost import iface as iface_mod
 from distro_bench.multihost import measure
@@ -348,7 +348,7 @@ class Agent:
             who = choose_worker_user(out, worker_reads(self.scenario, argv), sys.executable,
                                      {**os.environ, **self._worker_env()})
             self.note(f"host {o.node_rank}: workers run as uid {who.user[0] if who.user else 0} with no capabilities "
-                      f"({who.why})")
+                      f"({who.why}); signals {signal_scope()}")
             argv = NetnsRef.current().wrap(argv, no_caps=True, user=who.user)
         return argv
 

@@ -4,12 +4,13 @@ Runs ARGV inside the network namespace PATH (`/run/netns/<name>` or `/proc/<pid>
 `nsenter --net=PATH` (`ip netns exec` for a named one), with less privilege than its caller, like
 `setpriv`: `--drop-caps` takes the listed capabilities out of the bounding set (a root process exec'd
 without a capability in its bounding set does not get it back); `--no-caps` leaves the command no
-capability at all (effective, permitted, inheritable, ambient and bounding sets empty) and sets
-no_new_privs, so no setuid binary or file capability gives any back; `--user` runs it as that uid and
+capability at all (effective, permitted, inheritable, ambient and bounding sets empty), sets
+no_new_privs, so no setuid binary or file capability gives any back, and (Landlock ABI 6+) puts it in a
+Landlock domain that may signal only itself and its own children; `--user` runs it as that uid and
 gid with no supplementary groups. In that order: setns needs CAP_SYS_ADMIN and dropping the bounding
 set CAP_SETPCAP, so both come before the capabilities and the uid go. This is how every worker of the
-local and netns backends starts: as a uid that is not the coordinator's it can neither ptrace nor
-signal it, and without capabilities it can neither reshape its link (net_admin), enter another
+local and netns backends starts: as a uid that is not the coordinator's, or in its Landlock domain as
+any uid, it can neither ptrace nor signal it, and without capabilities it can neither reshape its link (net_admin), enter another
 namespace (sys_admin), ptrace a root process (sys_ptrace) nor write what it does not own
 (dac_override). Pure Python (setns(2), prctl(2), capset(2)), so a run needs neither util-linux nor
 iproute2 for it; imports nothing heavy, so it adds ~20 ms per start.
@@ -37,6 +38,55 @@ CAPS = {"chown": 0, "dac_override": 1, "fowner": 3, "kill": 5, "setgid": 6, "set
         "net_bind_service": 10, "net_broadcast": 11, "net_admin": 12, "net_raw": 13, "sys_module": 16,
         "sys_rawio": 17, "sys_chroot": 18, "sys_ptrace": 19, "sys_admin": 21, "sys_boot": 22, "sys_nice": 23,
         "sys_resource": 24, "sys_time": 25, "mknod": 27, "audit_write": 29, "setfcap": 31, "bpf": 39}
+
+
+# Landlock (linux/landlock.h): a domain scoped for signals cannot signal (nor, as any Landlock domain, ptrace)
+# a process outside it. What keeps a worker that has to keep uid 0 from killing its uid-0 coordinator.
+SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_RESTRICT_SELF = 444, 446  # the same on every architecture
+LANDLOCK_CREATE_RULESET_VERSION = 1
+LANDLOCK_SCOPE_SIGNAL = 1 << 1
+LANDLOCK_SIGNAL_ABI = 6  # the first ABI with scopes (Linux 6.12)
+
+
+class _LandlockRulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+def landlock_abi(libc=None) -> int:
+    """The kernel's Landlock ABI version; 0 where it has none (too old, not among the enabled LSMs, or the
+    syscall refused, as a seccomp filter may)."""
+    libc = libc or ctypes.CDLL(None, use_errno=True)
+    abi = libc.syscall(ctypes.c_long(SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
+                       ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION))
+    return max(abi, 0)
+
+
+def signal_scope_missing(libc=None) -> str | None:
+    """Why a worker's signals cannot be scoped here (None: they can)."""
+    abi = landlock_abi(libc)
+    if abi >= LANDLOCK_SIGNAL_ABI:
+        return None
+    return (f"this kernel's Landlock ABI is {abi}; scoping signals needs ABI {LANDLOCK_SIGNAL_ABI} (Linux 6.12)"
+            if abi else "this kernel offers no Landlock (not built, not among its enabled LSMs, or refused)")
+
+
+def scope_signals(libc) -> None:
+    """Puts this process in a Landlock domain that may signal only itself and what it starts (needs
+    no_new_privs, set before). Only signals are scoped: abstract unix sockets stay open (NCCL's proxies use
+    them between a node's ranks), and no file or network access is restricted."""
+    if signal_scope_missing(libc):
+        return  # said once by the coordinator (environment.json's worker_user), not in every worker's log
+    attr = _LandlockRulesetAttr(0, 0, LANDLOCK_SCOPE_SIGNAL)
+    fd = libc.syscall(ctypes.c_long(SYS_LANDLOCK_CREATE_RULESET), ctypes.byref(attr),
+                      ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
+    if fd < 0:
+        raise Failed(f"creating a Landlock ruleset that scopes signals: {os.strerror(ctypes.get_errno())}")
+    try:
+        if libc.syscall(ctypes.c_long(SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(fd), ctypes.c_uint32(0)) != 0:
+            raise Failed(f"entering the Landlock domain that scopes signals: {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(fd)
 
 
 class _CapHeader(ctypes.Structure):
@@ -117,6 +167,7 @@ def drop_everything(libc, user: tuple[int, int] | None) -> None:
     header, data = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
     if libc.capset(ctypes.byref(header), data) != 0:
         raise Failed(f"clearing the capability sets: {os.strerror(ctypes.get_errno())}")
+    scope_signals(libc)
 
 
 def main(argv: list[str] | None = None) -> int:

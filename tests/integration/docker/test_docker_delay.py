@@ -201,8 +201,10 @@ for i in range(25):
     except socket.timeout:
         continue
     rtts.append(time.perf_counter() - t); time.sleep(0.1)
-# The median: one echo delayed by the scheduler on a busy host must not move the figure; a wrong delay moves them all.
-print("rtt", statistics.median(rtts[3:]) if len(rtts) > 3 else -1)
+# The fastest echo: the delay line holds every packet at least its delay, and what a busy host adds (this client's
+# and the server's wake-ups, at normal priority unlike the delay line) only ever adds. A median moved by 6 ms
+# here under CI's load; a wrong or missing delay moves every sample, the fastest too.
+print("rtt", min(rtts[3:]) if len(rtts) > 3 else -1, "median", statistics.median(rtts[3:]) if len(rtts) > 3 else -1)
 """
 
 
@@ -235,12 +237,14 @@ def test_rtt_between_containers_is_the_sum_of_four_one_way_delays(worker_image, 
         expected = 0.010 + 0.020 + 0.020 + 0.010
         tol = 0.001 + 0.05 * expected
         # From the host, inside node0's namespace (the same path as the workers' traffic).
-        # The median of 20 handshakes (issue 38: no wall-clock figure from one sample or a mean a single late
-        # wake-up on a busy host moves); a wrong delay moves every sample, so the median still catches it.
+        # The fastest of 20 handshakes (issue 38: no wall-clock figure from one sample, nor a mean or median that
+        # late wake-ups on a busy host move): the delay is a floor every sample sits on, and a host's load only
+        # adds to it, so the fastest sample is the delay line's own figure; a wrong delay moves every sample.
         rtt = tcpprobe.rtt(NetnsRef(path=f"/proc/{b.pids[0]}/ns/net"), NetnsRef(path=f"/proc/{b.pids[1]}/ns/net"),
                            b.addresses[1], count=20, interval_s=0.2)
-        got = statistics.median(rtt.samples) if rtt.samples else None
-        print(f"TCP handshake RTT node0 -> node1: median {got * 1e3 if got else float('nan'):.2f} ms, "
+        got = min(rtt.samples) if rtt.samples else None
+        print(f"TCP handshake RTT node0 -> node1: fastest {got * 1e3 if got else float('nan'):.2f} ms, median "
+              f"{statistics.median(rtt.samples) * 1e3 if rtt.samples else float('nan'):.2f} ms, "
               f"expected {expected * 1e3:.0f} ms")
         assert got is not None and abs(got - expected) <= tol, (got, expected)
         # From inside the worker containers, as a worker (no NET_RAW: UDP echo, not ping).
@@ -248,8 +252,8 @@ def test_rtt_between_containers_is_the_sum_of_four_one_way_delays(worker_image, 
         engine.api.exec_start(server["Id"], detach=True)
         time.sleep(1.0)
         rc, out = exec_as_worker(engine, b.containers[0].id, [b.python(), "-c", UDP_ECHO_CLIENT, b.addresses[1]])
-        udp = float(out.split("rtt")[-1])
-        print(f"UDP echo RTT worker0 -> worker1: {udp * 1e3:.2f} ms")
+        udp = float(out.split()[1])
+        print(f"UDP echo RTT worker0 -> worker1: fastest {udp * 1e3:.2f} ms ({out.strip()})")
         assert rc == 0 and abs(udp - expected) <= tol, out
 
         # The rate shaping is still there, on the interface the worker uses, and recorded.
