@@ -66,6 +66,10 @@ def project(
     for r in acc_rows:
         a.add_row(*r)
     print_table(a, table_records(ACCOUNTING_COLUMNS, acc_rows))
+    floors = ", ".join(f"{p.optimizer} {p.floor_ratio:.2f}x" for p in st.projections[n_last] if p.floor_ratio)
+    # wrapped at the console's width: one figure per optimizer
+    console.print(f"payload over its information floor (log2 C(n, k) bits per chunk's index set, values at their "
+                  f"declared bits): {floors}", markup=False)
     p = st.paper
     console.print(f"DisTrO report (1.2B, {p['workers']} workers): AdamW {fmt_bytes(p['adamw_bytes'])}, "
                   f"DisTrO {fmt_bytes(p['distro_bytes'])}, {p['ratio']}x", markup=False, soft_wrap=True)

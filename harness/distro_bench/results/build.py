@@ -16,10 +16,12 @@ from distro_bench.results.metrics import comparison_target, summarize
 def build_summary(df: pd.DataFrame, events: list[dict], *, schema_version: int, run: dict, baseline: str,
                   target_val_loss: float | None = None, target_how: str | None = None,
                   costs: dict | None = None, link_classes: list[str] | None = None,
-                  predicted_wire_tx: Mapping[str, float | None] | None = None) -> dict:
+                  predicted_wire_tx: Mapping[str, float | None] | None = None,
+                  predicted_floor_ratio: Mapping[str, float | None] | None = None) -> dict:
     """The one builder of `summary.json` (issue 35): the run block as given (scenario, backend, state, budget,
     seeds, times, ...), the target (set in advance, else the post-hoc worst best), every optimizer's figures
-    over seeds (`summarize`), and, with the scenario's `costs`, the cost to target (results/cost.py). The
+    over seeds (`summarize`), each one's floor_ratio as the run's prediction has it (issue 37:
+    `predicted_floor_ratio`), and, with the scenario's `costs`, the cost to target (results/cost.py). The
     runner's finalize writes it; a report on a folder whose harness died before writing it builds the same
     from the workers' records (`link_classes` and `predicted_wire_tx` as add_costs takes them). `run` gains `world_size` where the start records tell it and it is absent."""
     starts = [e for e in events if e.get("type") == "start"]
@@ -29,6 +31,8 @@ def build_summary(df: pd.DataFrame, events: list[dict], *, schema_version: int, 
         run["world_size"] = max(int(e.get("world_size") or 0) for e in starts) or None
     summary: dict = {"schema_version": schema_version, "run": run, "baseline": baseline, "target": target,
                      "optimizers": summarize(df, events, baseline, target["val_loss"]) if len(df) else {}}
+    for name, figures in summary["optimizers"].items():  # the encoding's, as the run's prediction.json has it
+        figures["floor_ratio"] = (predicted_floor_ratio or {}).get(name)
     if costs is not None:
         add_costs(summary, costs, [str(e.get("device", "")) for e in starts], link_classes=link_classes,
                   predicted_wire_tx=predicted_wire_tx)

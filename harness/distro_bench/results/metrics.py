@@ -59,6 +59,12 @@ SUMMARY_KEYS = [
     # issue 35: a crossing before the first evaluation on the shared time grid is interval-censored: exact false
     # (true only if every seed's crossing was interpolated), and the lower bound of its time (0 then)
     "time_to_target_exact", "time_to_target_lo_s",
+    # issue 37: the payload's bits over their information floor (the encoding's; from the run's prediction,
+    # results/build.py) and the wire's bytes over the payload's (framing, headers, protocol), both directions
+    "floor_ratio", "framing_ratio",
+    # issue 37: payload bits over the empirical floor of what was sent (positions and signs as the run picked
+    # them, train/optim/entropy.py; top-k methods that measure it, else null)
+    "floor_ratio_empirical",
 ]
 # Keys that are figures of one seed's run (averaged over seeds, with a 95% interval); the rest are labels.
 _NOT_AVERAGED = {"reduction_basis", "replicas_identical", "replicas_diverged_at_step", "param_checksum", "seeds",
@@ -100,6 +106,28 @@ def records_to_frame(records: list[dict]) -> pd.DataFrame:
         slowest = df.groupby(["optimizer", "seed", "step"], dropna=False)["t_ready"].transform("max")
         df["wait_s"] = (slowest - df["t_ready"]).clip(lower=0.0)
     return df.sort_values(["optimizer", "seed", "step", "rank"], kind="stable").reset_index(drop=True)
+
+
+def _framing_ratio(wire_tx, wire_rx, payload_tx, payload_rx) -> float | None:
+    """Wire bytes over payload bytes, tx + rx: what framing, headers and the protocol's own messages cost
+    on top of what the optimizer handed to its collectives (None without wire counters or payload)."""
+    if wire_tx is None or wire_rx is None or not payload_tx or payload_rx is None:
+        return None
+    return (wire_tx + wire_rx) / (payload_tx + payload_rx)
+
+
+def _empirical_floor_ratio(ends: list[dict]) -> float | None:
+    """Mean over ranks of each one's packet bits over the empirical floor of what it sent (its end record)."""
+    ratios = []
+    for e in ends:
+        try:
+            floor = float(e["empirical_index_bits_per_step"]) + float(e["empirical_value_bits_per_step"])
+            packet = float(e["packet_bits_per_step"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if floor > 0 and math.isfinite(floor) and math.isfinite(packet):
+            ratios.append(packet / floor)
+    return sum(ratios) / len(ratios) if ratios else None
 
 
 def _none_if_nan(x):
@@ -144,6 +172,8 @@ def summarize_optimizer(df: pd.DataFrame, end_checksums: dict[int, str], ends: l
     ring = _per_step(steady, "ring_bytes", ends, "final_sync_ring_bytes")  # 0 in old end records, as wire
     wire_tx = _per_step(steady, "wire_tx_bytes", wire_ends, "final_sync_wire_tx_bytes") if wire_known else None
     wire_rx = _per_step(steady, "wire_rx_bytes", wire_ends, "final_sync_wire_rx_bytes") if wire_known else None
+    payload_tx = _per_step(steady, "payload_tx_bytes", ends, "final_sync_tx_bytes")
+    payload_rx = _per_step(steady, "payload_rx_bytes", ends, "final_sync_rx_bytes")
     # Replicas must agree at every evaluation (checksums recorded there) and at the end.
     by_step = df.dropna(subset=["param_checksum"]).groupby("step")["param_checksum"].nunique()
     diverged = by_step[by_step > 1]
@@ -155,8 +185,8 @@ def summarize_optimizer(df: pd.DataFrame, end_checksums: dict[int, str], ends: l
         "step_time_s_p50": float(step_time.median()),
         "compute_s_mean": float(steady["compute_s"].mean()),
         "comm_s_mean": float(steady["comm_s"].mean()),
-        "payload_tx_bytes_per_step": _per_step(steady, "payload_tx_bytes", ends, "final_sync_tx_bytes"),
-        "payload_rx_bytes_per_step": _per_step(steady, "payload_rx_bytes", ends, "final_sync_rx_bytes"),
+        "payload_tx_bytes_per_step": payload_tx,
+        "payload_rx_bytes_per_step": payload_rx,
         "wire_tx_bytes_per_step": wire_tx,
         "wire_rx_bytes_per_step": wire_rx,
         "final_loss": float(tail["loss"].mean()),
@@ -171,6 +201,8 @@ def summarize_optimizer(df: pd.DataFrame, end_checksums: dict[int, str], ends: l
         "ring_bytes_per_step": ring,
         # framing and protocol bytes on top of what the ring algorithm must move, both directions
         "wire_overhead": (wire_tx + wire_rx) / (2 * ring) - 1 if wire_tx is not None and wire_rx is not None and ring else None,
+        "framing_ratio": _framing_ratio(wire_tx, wire_rx, payload_tx, payload_rx),
+        "floor_ratio_empirical": _empirical_floor_ratio(ends),
         "first_val_loss": float(val.iloc[0]) if len(val) else None,
         "wall_time_s": wall,
         "tokens_per_s": float(df["tokens"].sum() / wall) if wall and not math.isnan(wall) else None,

@@ -97,6 +97,10 @@ class OptimizerSummary(_Record):
     worker_availability: float | None = None  # share of the world's worker-steps trained
     goodput_tokens_per_s: float | None = None  # tokens that reached the shared model per training second
     state_handover_bytes: float | None = None  # the shared state sent to workers that came back
+    # issue 37: payload bits over their information floor; wire bytes over payload bytes
+    floor_ratio: float | None = None
+    framing_ratio: float | None = None
+    floor_ratio_empirical: float | None = None
     ci95: dict[str, list[float] | None] | None = None
     per_seed: dict[str, dict] | None = None
 

@@ -394,6 +394,7 @@ def _write_results(run_dir: Path, scenario: Scenario, backend_name: str, state: 
         target_how=how, costs=scenario.costs.model_dump(),  # issues 29, 34
         link_classes=[link_class_of(n.link_name, scenario.costs.link_classes) for n in scenario.nodes()],
         predicted_wire_tx={k: p.get("wire_tx_bytes") for k, p in predicted.items() if isinstance(p, dict)},
+        predicted_floor_ratio={k: p.get("floor_ratio") for k, p in predicted.items() if isinstance(p, dict)},
         run={"scenario": scenario.name, "backend": backend_name, "state": state, "reason": reason,
              "budget": scenario.budget().as_dict(), "seeds": scenario.train.seed_list(),
              # the optimizers' training order within each seed (training_order; JSON keys are strings)

@@ -487,5 +487,5 @@ class TrainLoop:
                    "final_sync": final is not None, "final_sync_tx_bytes": c.tx_bytes, "final_sync_rx_bytes": c.rx_bytes,
                    "final_sync_collectives": c.calls, "final_sync_comm_s": c.seconds, "final_sync_ring_bytes": c.ring_bytes,
                    "final_sync_wire_tx_bytes": final_wire[0], "final_sync_wire_rx_bytes": final_wire[1],
-                   "max_rss_bytes": max_rss_bytes(), "present": present})
+                   "max_rss_bytes": max_rss_bytes(), "present": present, **self.strategy.sent_statistics()})
 

@@ -83,9 +83,16 @@ class Projection:
     comm_s: float
     compute_s: float | None  # None where a profile has no TFLOPS figure
     step_s: float | None
+    floor_tx_bits: float = 0.0  # the information floor of payload_tx_bytes (issue 37; Strategy.predict_floor_tx_bits)
+
+    @property
+    def floor_ratio(self) -> float | None:
+        """Payload bits over their information floor: 1.0 for a dense buffer, above it for an index format
+        that spends more than log2 C(n, k) bits per chunk (u16 indices at top-8 of 4096: 1.53)."""
+        return 8 * self.payload_tx_bytes / self.floor_tx_bits if self.floor_tx_bits else None
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "floor_ratio": self.floor_ratio}
 
 
 def _ring_hops(nodes: list[Node]) -> list[tuple[float, float]]:
@@ -252,6 +259,7 @@ def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict 
         period = strategy.predict_period(ocfg, shapes, n)
         colls = period.collectives
         tx, rx = strategy.predict_payload_bytes(ocfg, shapes, n)
+        floor = strategy.predict_floor_tx_bits(ocfg, shapes, n)
         rounds = latency = transfer = wire_tx = wire_rx = 0.0
         for c in colls:
             r, lat, xfer = collective_time(c, nodes, layout)
@@ -270,7 +278,8 @@ def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict 
             rounds=int(rounds) if per == 1 else rounds,
             latency_s=latency, transfer_s=transfer, overhead_s=overhead, comm_s=comm, compute_s=compute,
             step_s=None if compute is None else (max(compute, comm) if getattr(ocfg, "overlap", False)
-                                                 else compute + comm)))
+                                                 else compute + comm),
+            floor_tx_bits=floor))
     return out
 
 

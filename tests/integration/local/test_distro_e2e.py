@@ -77,3 +77,19 @@ def test_every_worker_calibrates_and_the_run_keeps_the_mean(distro_run):
         assert e["probe_allgather_s"] == pytest.approx(sum(e["probe_calls_s"]) / PROBE_CALLS)
     run = json.loads((result.run_dir / "summary.json").read_text())["run"]
     assert run["probe_allgather_s"] == pytest.approx(sum(e["probe_allgather_s"] for e in starts) / len(starts))
+
+
+def test_the_summary_has_the_uniform_and_the_empirical_floor(distro_run):
+    # issue 37: the encoding's floor ratio (prediction.json) and the floor of what was actually sent (end records)
+    s, result = distro_run
+    summary = json.loads((result.run_dir / "summary.json").read_text())["optimizers"]
+    shapes = parameter_shapes(ModelConfig(**s.resolved_model()))
+    for name in ("distro", "distro-nobucket"):
+        cfg = s.optimizer_configs()[name]
+        tx, _ = DisTrO.predict_payload_bytes(cfg, shapes, s.world_size)
+        uniform = DisTrO.predict_floor_tx_bits(cfg, shapes, s.world_size)
+        assert summary[name]["floor_ratio"] == pytest.approx(8 * tx / uniform), name
+        # positions and signs as picked: an entropy coder fitted to them needs more than 0 bits and, DCT picks
+        # clustering, fewer than the uniform floor (so the ratio over it is the higher one)
+        assert summary[name]["floor_ratio_empirical"] > summary[name]["floor_ratio"] > 1, (name, summary[name])
+    assert summary["adamw"]["floor_ratio"] == pytest.approx(1.0) and summary["adamw"]["floor_ratio_empirical"] is None

@@ -57,6 +57,7 @@ def test_replicas_identical_and_payload_counted_exactly(tiny_run):
     assert a["payload_tx_bytes_per_step"] == tx == 4 * sum(math.prod(v) for v in shapes.values())
     assert a["payload_rx_bytes_per_step"] == rx
     assert a["wire_tx_bytes_per_step"] is None  # loopback: not measurable per node, never estimated
+    assert a["framing_ratio"] is None and a["floor_ratio"] == 1.0  # issue 37: no wire; dense fp32 is its own floor
     assert a["reduction_vs_baseline"] == 1.0 and a["reduction_basis"] == "payload"
 
 

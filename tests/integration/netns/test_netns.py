@@ -268,6 +268,9 @@ def test_wire_bytes_are_counted_and_close_to_the_ring_volume(tmp_path, nothing_l
     assert s["wire_tx_bytes_per_step"] is not None and s["wire_rx_bytes_per_step"] is not None
     assert ring_tx <= s["wire_tx_bytes_per_step"] <= 1.15 * ring_tx
     assert ring_tx <= s["wire_rx_bytes_per_step"] <= 1.15 * ring_tx
+    # issue 37: wire over payload (the ring's 2(N-1)/N and the framing) and the encoding's floor (dense: itself)
+    framing = (s["wire_tx_bytes_per_step"] + s["wire_rx_bytes_per_step"]) / (payload_tx + s["payload_rx_bytes_per_step"])
+    assert s["framing_ratio"] == pytest.approx(framing) and s["floor_ratio"] == pytest.approx(1.0)
     env = json.loads((result.run_dir / "environment.json").read_text())
     assert env["network"]["backend"] == "netns" and len(env["network"]["nodes"]) == n
 

@@ -9,6 +9,7 @@ Bytes are predicted per period (`predict_period`: H steps and the collectives of
 
 from __future__ import annotations
 
+import math
 import time
 from abc import ABC, abstractmethod
 from collections import defaultdict
@@ -33,6 +34,15 @@ class Collective:
 
     kind: Literal["all_reduce", "all_gather", "all_gather_direct", "exchange"]
     nbytes: int
+    # The information floor of those bytes (issue 37): the fewest bits any encoding of the same content could
+    # use. None: a dense buffer, whose floor is its own size (values at their declared bits). A sparse one:
+    # log2 C(n, k) bits per chunk's index set (which k of n coordinates; their order carries nothing) plus
+    # its values at their declared bits.
+    floor_bits: float | None = None
+
+    @property
+    def floor(self) -> float:
+        return 8.0 * self.nbytes if self.floor_bits is None else self.floor_bits
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,18 @@ def payload_of(collectives: list[Collective], world_size: int) -> tuple[int, int
     tx = sum(c.nbytes * (world_size - 1) if c.kind == "all_gather_direct" else c.nbytes for c in collectives)
     rx = sum(c.nbytes if c.kind in ("all_reduce", "exchange") else c.nbytes * (world_size - 1) for c in collectives)
     return tx, (rx if world_size > 1 else 0)
+
+
+def floor_tx_bits_of(collectives: list[Collective], world_size: int) -> float:
+    """The information floor of this worker's tx payload (payload_of's tx, copy for copy): a direct gather
+    sends its buffer N-1 times, so its floor counts N-1 times too, and floor_ratio is a property of the
+    encoding, not of the layout."""
+    return sum(c.floor * (world_size - 1) if c.kind == "all_gather_direct" else c.floor for c in collectives)
+
+
+def index_set_bits(n: int, k: int) -> float:
+    """log2 C(n, k): the bits that name k of n coordinates, the uniform floor of a top-k index set."""
+    return (math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)) / math.log(2)
 
 
 class PhaseTimer:
@@ -146,6 +168,11 @@ class Strategy(ABC, Generic[ConfigT]):
         steps since its last round; 0 for a method that syncs every step)."""
         return 0
 
+    def sent_statistics(self) -> dict:
+        """Figures about what this worker sent over the run, for its end record (issue 37: a top-k method's
+        empirical information floor, train/optim/entropy.py); empty where there is nothing to say."""
+        return {}
+
     def drain(self) -> None:
         """Wait until nothing this strategy launched is still in flight, applying nothing (the step that takes
         the result applies it as before, so training is unchanged). The loop calls it at the end of a step the
@@ -181,6 +208,13 @@ class Strategy(ABC, Generic[ConfigT]):
         """The collectives `finish()` issues after `steps_done` steps: a period's when local steps are pending."""
         period = cls.predict_period(cfg, shapes, world_size)
         return period.collectives if period.steps > 1 and steps_done % period.steps else []
+
+    @classmethod
+    def predict_floor_tx_bits(cls, cfg: ConfigT, shapes: dict[str, tuple[int, ...]], world_size: int) -> float:
+        """The information floor of this worker's tx payload per step in the steady state (floor_tx_bits_of),
+        averaged over a period: predict_payload_bytes's tx x 8 over it is the encoding's floor_ratio."""
+        period = cls.predict_period(cfg, shapes, world_size)
+        return floor_tx_bits_of(period.collectives, world_size) / period.steps
 
     @classmethod
     def predict_payload_bytes(cls, cfg: ConfigT, shapes: dict[str, tuple[int, ...]], world_size: int) -> tuple[float, float]:

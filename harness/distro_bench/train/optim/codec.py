@@ -37,6 +37,11 @@ def value_nbytes(count: int, codec: ValueCodec) -> int:
     return math.ceil(count / 8)
 
 
+def value_bits(codec: ValueCodec) -> int:
+    """Bits per value as declared: what a value's floor is counted at (issue 37)."""
+    return {"fp32": 32, "bf16": 16}.get(codec, 1)
+
+
 def encode_indices(idx: torch.Tensor, width: int) -> torch.Tensor:
     """int64 indices -> uint8 bytes, `width` per index, little-endian."""
     flat = idx.reshape(-1)

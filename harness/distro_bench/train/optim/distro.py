@@ -52,9 +52,10 @@ import torch
 from distro_bench.scenario.optimizers import DisTrOConfig, IndexCodec
 from distro_bench.train.comm import Exchange, PendingGather
 from distro_bench.train.optim import codec
-from distro_bench.train.optim.base import Collective, PhaseTimer, Strategy
+from distro_bench.train.optim.base import Collective, PhaseTimer, Strategy, index_set_bits
 from distro_bench.train.optim.buffers import kept_zeros
 from distro_bench.train.optim.dct import ChunkDCT, TensorLayout, layout
+from distro_bench.train.optim.entropy import SentStatistics
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,18 @@ def payload_tx_bytes(groups: list[Group], values: codec.ValueCodec, bucket: bool
     return total
 
 
+def floor_bits(groups: list[Group], values: codec.ValueCodec, members: list[int] | None = None) -> tuple[float, float]:
+    """(index, value) information floor of one worker's packet per step: log2 C(chunk, k) per chunk and the
+    values at their declared bits, over `members` (positions in the parameter list; None: all)."""
+    index = value = 0.0
+    for g in groups:
+        for i, lay in zip(g.members, g.layouts):
+            if members is None or i in members:
+                index += lay.n_chunks * index_set_bits(g.chunk_numel, g.k)
+                value += lay.n_chunks * g.k * codec.value_bits(values)
+    return index, value
+
+
 def resolved_exchange(cfg: DisTrOConfig, world_size: int) -> Exchange:
     """`ring` or `direct`. `auto` should be resolved against the scenario's links before training
     (harness/distro_bench/train/projection.py resolve_options); left unresolved it takes the choice the projection model makes
@@ -144,6 +157,8 @@ class DisTrO(Strategy[DisTrOConfig]):
         self._decayed = [p for p in self.tensors if p.ndim >= 2 or cfg.weight_decay_on == "all"]
         self._sent: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._tx_bytes = payload_tx_bytes(self.groups, cfg.values, cfg.bucket)
+        self._stats = SentStatistics([g.chunk_numel for g in self.groups], [g.k for g in self.groups],
+                                     codec.value_bits(cfg.values), device)
 
     def _positions(self, gi: int, idx: torch.Tensor) -> torch.Tensor:
         """Positions in a flat group buffer of row-major chunk indices `idx` (chunks, k)."""
@@ -157,6 +172,7 @@ class DisTrO(Strategy[DisTrOConfig]):
         with timer.phase("compress"):
             self._sent = [self._select(gi, lr) for gi in range(len(self.groups))]
             buffers = self._pack_bucket() if self.cfg.bucket else self._pack_per_tensor()
+        self._stats.add(self._sent)  # outside `compress`: the measurement's own cost is not the method's
         if not self.cfg.overlap:
             kw: dict[str, Exchange] = {} if self.exchange == "ring" else {"exchange": self.exchange}
             self._apply_all([self.comm.all_gather(b, **kw) for b in buffers], lr, timer)
@@ -174,6 +190,13 @@ class DisTrO(Strategy[DisTrOConfig]):
             self._guess(buffers, lr, timer)
         if step == self.total_steps - 1:
             self.flush(timer)
+
+    def sent_statistics(self) -> dict:
+        """The empirical floor of what this worker sent (train/optim/entropy.py) beside its packet's bits and
+        the uniform floor, per step."""
+        index, value = floor_bits(self.groups, self.cfg.values)
+        return {**self._stats.figures(), "uniform_floor_bits_per_step": index + value,
+                "packet_bits_per_step": 8 * self._tx_bytes}
 
     def drain(self) -> None:
         """Wait for the overlapped exchange still in flight (its seconds count in this step's comm_s); it is
@@ -411,13 +434,14 @@ class DisTrO(Strategy[DisTrOConfig]):
         kind: Literal["all_gather", "all_gather_direct"] = (
             "all_gather_direct" if resolved_exchange(cfg, world_size) == "direct" else "all_gather")
         if cfg.bucket:
-            return [Collective(kind, payload_tx_bytes(groups, cfg.values, True))]
+            return [Collective(kind, payload_tx_bytes(groups, cfg.values, True), sum(floor_bits(groups, cfg.values)))]
         per_tensor = {}
         for g in groups:
             for i, lay in zip(g.members, g.layouts):
                 n = lay.n_chunks * g.k
-                per_tensor[i] = [Collective(kind, codec.index_nbytes(n, g.width)),
-                                 Collective(kind, codec.value_nbytes(n, cfg.values))]
+                index, value = floor_bits(groups, cfg.values, [i])
+                per_tensor[i] = [Collective(kind, codec.index_nbytes(n, g.width), index),
+                                 Collective(kind, codec.value_nbytes(n, cfg.values), value)]
         return [c for i in sorted(per_tensor) for c in per_tensor[i]]
 
     def momentum(self, i: int) -> torch.Tensor:

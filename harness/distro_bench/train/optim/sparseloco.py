@@ -30,7 +30,7 @@ import torch
 
 from distro_bench.scenario.optimizers import SparseLoCoConfig
 from distro_bench.train.optim import codec
-from distro_bench.train.optim.base import Collective, Period, PhaseTimer
+from distro_bench.train.optim.base import Collective, Period, PhaseTimer, index_set_bits
 from distro_bench.train.optim.local import LocalSteps
 
 LEVELS = 4  # 2 bits
@@ -65,6 +65,15 @@ def packet_nbytes(slices: list[Slice], values: str) -> int:
     if values == "fp32":
         return sum(4 * s.sent + s.sent * s.width for s in slices)
     return sum(4 * LEVELS + math.ceil(s.sent / 4) + s.sent * s.width for s in slices)
+
+
+def packet_floor_bits(slices: list[Slice], values: str) -> float:
+    """The packet's information floor (issue 37): log2 C(length, k) per chunk, the values at their declared
+    bits (2-bit codes and each slice's 4-entry fp32 table, or fp32)."""
+    index = sum(s.chunks * index_set_bits(s.length, s.k) for s in slices)
+    if values == "fp32":
+        return index + sum(32 * s.sent for s in slices)
+    return index + sum(32 * LEVELS + 2 * s.sent for s in slices)
 
 
 def quantize_2bit(v: torch.Tensor, quant_range: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -187,4 +196,5 @@ class SparseLoCo(LocalSteps[SparseLoCoConfig]):
     @classmethod
     def predict_period(cls, cfg: SparseLoCoConfig, shapes, world_size) -> Period:
         slices = plan([math.prod(s) for s in shapes.values()], cfg.chunk, cfg.topk)
-        return Period(cfg.inner_steps, [Collective("all_gather", packet_nbytes(slices, cfg.values))])
+        return Period(cfg.inner_steps, [Collective("all_gather", packet_nbytes(slices, cfg.values),
+                                                   packet_floor_bits(slices, cfg.values))])
