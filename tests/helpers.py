@@ -90,6 +90,18 @@ def processes_matching(pattern: str) -> list[str]:
     return out
 
 
+def wait_answering(ns, addr: str, within_s: float = 60.0) -> None:
+    """Until `addr` answers an echo from `ns`: a new link's first frames wait for its carrier and for ARP
+    (resolved, or retried after 1 s), which a busy host can stretch past a second, so a timed ping before
+    this measures the link coming up, not its round trip (a CI run under load: 1011, 961, ... 811 ms)."""
+    import time
+
+    deadline = time.monotonic() + within_s
+    while icmp_ping(ns, addr, 1, 0.05, timeout_s=1.0) == [None]:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{addr} did not answer an echo from {ns} within {within_s:g} s")
+
+
 def icmp_ping(ns, addr: str, count: int, interval_s: float, *, timeout_s: float = 2.0) -> list[float | None]:
     """`ping -n -c COUNT -i INTERVAL -W TIMEOUT ADDR` from namespace `ns` (a NetnsRef or a name under
     /run/netns) in Python, as root, for tests where iputils-ping is absent: the same ICMP echo requests, so

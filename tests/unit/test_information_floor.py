@@ -110,8 +110,19 @@ def test_empirical_floor_of_uniform_picks_is_near_the_uniform_floor_and_lower_fo
         low = torch.stack([torch.randperm(8, generator=g)[:k] for _ in range(chunks)])  # 8 low frequencies only
         clustered.add([(low, torch.ones(chunks, k))])  # every sign positive
     u, c = uniform.figures(), clustered.figures()
-    assert u["empirical_index_bits_per_step"] == pytest.approx(chunks * index_set_bits(n, k), rel=0.02)
-    assert u["empirical_value_bits_per_step"] == pytest.approx(chunks * k, rel=0.02)  # random signs: 1 bit each
-    assert c["empirical_index_bits_per_step"] < 0.5 * u["empirical_index_bits_per_step"]
-    assert c["empirical_value_bits_per_step"] == 0 and c["empirical_floor_steps"] == 200
+    assert u["empirical_index_bits_per_sync"] == pytest.approx(chunks * index_set_bits(n, k), rel=0.02)
+    assert u["empirical_value_bits_per_sync"] == pytest.approx(chunks * k, rel=0.02)  # random signs: 1 bit each
+    assert c["empirical_index_bits_per_sync"] < 0.5 * u["empirical_index_bits_per_sync"]
+    assert c["empirical_value_bits_per_sync"] == 0 and c["empirical_floor_syncs"] == 200
     assert SentStatistics([n], [k], 1, torch.device("cpu")).figures() == {}
+
+
+def test_quantisation_codes_cost_their_histogram_s_entropy_and_tables():
+    import torch
+
+    from distro_bench.train.optim.entropy import SentStatistics
+
+    st = SentStatistics([16], [2], 2, torch.device("cpu"), levels=4, table_bits=128)
+    idx = torch.tensor([[0, 1], [2, 3]])
+    st.add([(idx, torch.ones(2, 2))], [torch.tensor([1, 1, 2, 2])])  # two of four codes, equally often: 1 bit
+    assert st.figures()["empirical_value_bits_per_sync"] == pytest.approx(4 * 1.0 + 128)

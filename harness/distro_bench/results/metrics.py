@@ -62,8 +62,8 @@ SUMMARY_KEYS = [
     # issue 37: the payload's bits over their information floor (the encoding's; from the run's prediction,
     # results/build.py) and the wire's bytes over the payload's (framing, headers, protocol), both directions
     "floor_ratio", "framing_ratio",
-    # issue 37: payload bits over the empirical floor of what was sent (positions and signs as the run picked
-    # them, train/optim/entropy.py; top-k methods that measure it, else null)
+    # issue 37: payload bits over the empirical floor of what was sent (positions, signs and codes as the run
+    # picked them, train/optim/entropy.py; DisTrO and SparseLoCo, else null)
     "floor_ratio_empirical",
 ]
 # Keys that are figures of one seed's run (averaged over seeds, with a 95% interval); the rest are labels.
@@ -121,8 +121,8 @@ def _empirical_floor_ratio(ends: list[dict]) -> float | None:
     ratios = []
     for e in ends:
         try:
-            floor = float(e["empirical_index_bits_per_step"]) + float(e["empirical_value_bits_per_step"])
-            packet = float(e["packet_bits_per_step"])
+            floor = float(e["empirical_index_bits_per_sync"]) + float(e["empirical_value_bits_per_sync"])
+            packet = float(e["packet_bits_per_sync"])
         except (KeyError, TypeError, ValueError):
             continue
         if floor > 0 and math.isfinite(floor) and math.isfinite(packet):

@@ -25,7 +25,7 @@ from distro_bench.net.ns import (
 )
 from distro_bench.net.topology import Star, StarSpec
 from distro_bench.scenario.loading import scenario_from_dict
-from tests.helpers import icmp_ping, tiny_scenario_dict
+from tests.helpers import icmp_ping, tiny_scenario_dict, wait_answering
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(300)]
 
@@ -118,6 +118,7 @@ def test_the_tests_python_ping_times_echo_replies_and_marks_missing_ones(namespa
     add_veth("x0", a, "x1", b)
     configure_link(a, "x0", addr="10.98.0.1/24")
     configure_link(b, "x1", addr="10.98.0.2/24")
+    wait_answering(a, "10.98.0.2")  # the link up and ARP resolved: then the figures are round trips
     rtts = icmp_ping(a, "10.98.0.2", 5, 0.05)
     assert len(rtts) == 5 and all(r is not None and 0 < r < 100 for r in rtts), rtts
     assert icmp_ping(a, "10.98.0.9", 2, 0.05, timeout_s=1.0) == [None, None]

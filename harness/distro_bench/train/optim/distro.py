@@ -193,10 +193,10 @@ class DisTrO(Strategy[DisTrOConfig]):
 
     def sent_statistics(self) -> dict:
         """The empirical floor of what this worker sent (train/optim/entropy.py) beside its packet's bits and
-        the uniform floor, per step."""
+        the uniform floor, per step (each step is a sync)."""
         index, value = floor_bits(self.groups, self.cfg.values)
-        return {**self._stats.figures(), "uniform_floor_bits_per_step": index + value,
-                "packet_bits_per_step": 8 * self._tx_bytes}
+        return {**self._stats.figures(), "uniform_floor_bits_per_sync": index + value,
+                "packet_bits_per_sync": 8 * self._tx_bytes}
 
     def drain(self) -> None:
         """Wait for the overlapped exchange still in flight (its seconds count in this step's comm_s); it is

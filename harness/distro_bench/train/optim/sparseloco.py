@@ -31,6 +31,7 @@ import torch
 from distro_bench.scenario.optimizers import SparseLoCoConfig
 from distro_bench.train.optim import codec
 from distro_bench.train.optim.base import Collective, Period, PhaseTimer, index_set_bits
+from distro_bench.train.optim.entropy import SentStatistics
 from distro_bench.train.optim.local import LocalSteps
 
 LEVELS = 4  # 2 bits
@@ -118,6 +119,16 @@ class SparseLoCo(LocalSteps[SparseLoCoConfig]):
         self.error = [torch.zeros(s.chunks, s.length, device=p.device) for s, p in zip(self.slices, self.tensors)]
         self.last_sent: list[torch.Tensor] = []  # dense, chunked: what the last sync sent (for tests)
         self._nbytes = packet_nbytes(self.slices, cfg.values)
+        two_bit = cfg.values == "2bit"
+        self._stats = SentStatistics([s.length for s in self.slices], [s.k for s in self.slices], 2 if two_bit else 32,
+                                     self.error[0].device if self.error else torch.device("cpu"),
+                                     levels=LEVELS if two_bit else 0, table_bits=32 * LEVELS * len(self.slices) if two_bit else 0)
+
+    def sent_statistics(self) -> dict:
+        """The empirical floor of what this worker sent (train/optim/entropy.py) beside its packet's bits and
+        the uniform floor, per outer sync."""
+        return {**self._stats.figures(), "uniform_floor_bits_per_sync": packet_floor_bits(self.slices, self.cfg.values),
+                "packet_bits_per_sync": 8 * self._nbytes}
 
     def _accumulate(self, pseudo: list[torch.Tensor]) -> None:
         for e, d in zip(self.error, pseudo):
@@ -181,7 +192,9 @@ class SparseLoCo(LocalSteps[SparseLoCoConfig]):
     def sync(self, pseudo: list[torch.Tensor], timer: PhaseTimer) -> dict:
         with timer.phase("compress"):
             self._accumulate(pseudo)
-            buf = self._pack(self._select())
+            selected = self._select()
+            buf = self._pack(selected)
+        self._stats.add([(i, v) for i, v, _ in selected], [q[0] for _, _, q in selected if q is not None])
         gathered = self.comm.all_gather(buf)
         with timer.phase("apply"):
             total = [torch.zeros(s.chunks, s.length, device=buf.device) for s in self.slices]
