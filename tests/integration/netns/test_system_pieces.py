@@ -137,10 +137,11 @@ def test_an_unreachable_far_end_is_reported_by_node():
 
 def test_python_rtt_through_the_userspace_delay_line_is_at_least_the_configured_delay(tmp_path):
     """On this tbf-only kernel delay comes from the userspace delay line; the TCP handshake RTT to the
-    switch crosses it twice. The delay is a lower bound; an upper bound only catches nonsense (a busy
+    switch crosses it twice. The delay (less the line's send lead) is a lower bound; an upper bound only catches nonsense (a busy
     machine adds to it: accuracy is a benchmark figure, not a test)."""
     from distro_bench.backends.base import BackendOptions
     from distro_bench.backends.netns import NetnsBackend
+    from distro_bench.net.delayline.forwarder import LEAD_MAX_S
     from distro_bench.net.host import probe
     from distro_bench.net.linktest import tcp_rtt
 
@@ -154,8 +155,11 @@ def test_python_rtt_through_the_userspace_delay_line_is_at_least_the_configured_
         t = b.link_targets()
         to_switch = tcp_rtt(t[0].ns, far_ns, far_addr, count=10)
         node_to_node = tcp_rtt(t[0].ns, t[1].ns, t[1].addr, count=10)
-    assert to_switch is not None and 0.020 <= to_switch < 0.020 + 0.100, to_switch
-    assert node_to_node is not None and 0.040 <= node_to_node < 0.040 + 0.100, node_to_node
+    # The line sends a frame up to its adaptive lead early (forwarder.py LEAD_MAX_S: what it measured as its
+    # own lateness), so the delay is a floor less that lead per crossing: 2 crossings to the switch, 4 node to
+    # node (a CI run under load: 39.985 ms for 40).
+    assert to_switch is not None and 0.020 - 2 * LEAD_MAX_S <= to_switch < 0.020 + 0.100, to_switch
+    assert node_to_node is not None and 0.040 - 4 * LEAD_MAX_S <= node_to_node < 0.040 + 0.100, node_to_node
 
 
 def _path_with_only(tmp_path: Path, *tools: str) -> str:
