@@ -32,11 +32,13 @@ def test_each_node_gets_its_own_measured_rates_and_delay(tmp_path, run_ids):
     assert net["link_measurement"]["measured"] is True, net["link_measurement"]
     slow, fast = (n["measured"] for n in net["nodes"])
     assert "error" not in slow and "error" not in fast, (slow, fast)
-    # Goodput never exceeds the shaped rate (TCP payload of Ethernet frames); a busy CPU can only lower it,
-    # so the lower bound is loose. Each direction follows its own node's rate, not a neighbour's.
+    # Each direction follows its own node's rate, not a neighbour's (they differ 2-8x). These are single
+    # 1-s samples, the run's quick pre-flight: a busy CPU mostly lowers them (so the lower bound is loose) but
+    # can also skew one window up (a CPU hog on both cores: 16.38 Mbit read for 16, 2.3% over). Accuracy is
+    # `distro-bench links`' job (5 s per direction, 0.90-1.02; tests/integration/netns/test_netns.py).
     for m, up, down in ((slow, 2e6, 8e6), (fast, 16e6, 4e6)):
-        assert 0.4 * up <= m["up"]["rate_bps"] <= 1.02 * up, m
-        assert 0.4 * down <= m["down"]["rate_bps"] <= 1.02 * down, m
+        assert 0.4 * up <= m["up"]["rate_bps"] <= 1.1 * up, m
+        assert 0.4 * down <= m["down"]["rate_bps"] <= 1.1 * down, m
     assert slow["down"]["rate_bps"] > 1.5 * slow["up"]["rate_bps"]
     assert fast["up"]["rate_bps"] > 1.5 * fast["down"]["rate_bps"]
     # 20 ms each way on the slow link: the RTT is at least 40 ms (a busy host only adds); the fast link has none.
