@@ -76,7 +76,7 @@ def scope_signals(libc) -> None:
     no_new_privs, set before). Only signals are scoped: abstract unix sockets stay open (NCCL's proxies use
     them between a node's ranks), and no file or network access is restricted."""
     if signal_scope_missing(libc):
-        return  # said once by the coordinator (environment.json's worker_user), not in every worker's log
+        return  # the coordinator says so in each worker's first log line (backends/base.py signal_scope)
     attr = _LandlockRulesetAttr(0, 0, LANDLOCK_SCOPE_SIGNAL)
     fd = libc.syscall(ctypes.c_long(SYS_LANDLOCK_CREATE_RULESET), ctypes.byref(attr),
                       ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
