@@ -63,13 +63,13 @@ class LoopbackComm:
         return tensor
 
 
-def _distro(params, comm, args):
-    cfg = DisTrOConfig(lr=1e-4, topk=args.topk, chunk=64, values=args.values, bucket=True)
+def _distro(params, comm, args, index="auto"):
+    cfg = DisTrOConfig(lr=1e-4, topk=args.topk, chunk=64, values=args.values, bucket=True, index=index)
     return DisTrO(cfg, params, comm, total_steps=10**6)
 
 
 # name -> builder(named params, loopback comm, parsed args) -> Strategy. Methods append here.
-METHODS: dict[str, Callable] = {"distro": _distro}
+METHODS: dict[str, Callable] = {"distro": _distro, "distro-coded": functools.partial(_distro, index="coded")}
 
 
 def _timed(fn) -> float:
@@ -178,9 +178,38 @@ def main(argv: list[str] | None = None) -> int:
         print(f"targets at small: DisTrO {share:.1%} of fwd+bwd wall time, {cpu:.1%} of its CPU time "
               f"(<= 10%: {'met' if share <= 0.10 else 'NOT met'} / {'met' if cpu <= 0.10 else 'NOT met'}), "
               f"{speedup:.1f}x faster than the per-tensor DeMo reference (>= 2x: {'met' if speedup >= 2 else 'NOT met'})")
+    if "distro" in args.methods and "distro-coded" in args.methods:
+        index_coding(args, rows)
     if not args.no_others:
         methods_overhead(args)
     return 0
+
+
+def index_coding(args, rows: list[dict]) -> None:
+    """`index: coded` (issue 37) against u16: the codec's own time (sort, encode this worker's indices, decode
+    `--world` workers'), measured alone on each preset's DisTrO groups, as a share of forward+backward."""
+    print(f"\nindex coding at topk {args.topk}: Elias-Fano (sort + encode + {args.world} decodes) against u16, "
+          f"share of fwd+bwd (target <= 2%)")
+    for r in rows:
+        model = build_model(ModelConfig(**MODELS[r["preset"]]), seed=0)
+        params = list(model.named_parameters())
+        per_format = {}
+        for index in ("auto", "coded"):
+            groups = _distro(params, LoopbackComm(args.world), argparse.Namespace(**{**vars(args), "topk": args.topk}),
+                             index=index).groups
+            sets = [torch.rand(g.n_chunks, g.chunk_numel).topk(g.k, dim=1, sorted=False).indices for g in groups]
+
+            def codec_round(groups=groups, sets=sets):
+                for g, idx in zip(groups, sets):
+                    buf = g.index.encode(g.index.arrange(idx))
+                    for _ in range(args.world):
+                        g.index.decode(buf, g.n_chunks)
+            samples = [_timed(codec_round) for _ in range(args.repeats)]
+            per_format[index] = statistics.median(samples) * 1e3
+        share = per_format["coded"] / r["fwd_bwd"]
+        print(f"{r['preset']:<7} u16 {per_format['auto']:.2f} ms, coded {per_format['coded']:.2f} ms = {share:.2%} of "
+              f"fwd+bwd {r['fwd_bwd']:.1f} ms ({'met' if share <= 0.02 else 'NOT met'}); in the step: distro "
+              f"{r['distro']:.1f} ms, distro-coded {r['distro-coded']:.1f} ms", flush=True)
 
 
 # ---- the other methods (issue 17): DiLoCo, SparseLoCo, PowerSGD, with AdamW for scale -------------------

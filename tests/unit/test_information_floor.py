@@ -40,6 +40,19 @@ def test_distro_u16_and_1bit_at_top8_is_psyche_s_1_53(bucket):
     assert _ratio(DisTrO, _distro(values="1bit", bucket=bucket, exchange="ring")) == pytest.approx(136 / 88.69, rel=1e-3)
 
 
+@pytest.mark.parametrize("bucket", [True, False])
+def test_distro_coded_1bit_at_top8_is_within_1_10x_of_its_floor(bucket):
+    # Elias-Fano: 8 x 9 low bits + a 16-bit upper array, + 8 sign bits = 96 bits a chunk, against 88.69
+    ratio = _ratio(DisTrO, _distro(values="1bit", bucket=bucket, index="coded", exchange="ring"))
+    assert ratio == pytest.approx(96 / 88.69, rel=1e-3) and ratio <= 1.10
+
+
+def test_sparseloco_coded_is_nearer_its_floor_than_u16():
+    u16 = _ratio(SparseLoCo, SparseLoCoConfig(lr=1e-3))
+    coded = _ratio(SparseLoCo, SparseLoCoConfig(lr=1e-3, index="coded"))
+    assert coded < 1.10 < u16
+
+
 def test_distro_formats_order_by_their_overhead():
     demo = _ratio(DisTrO, _distro(values="fp32", index="int64", exchange="ring"))
     bf16 = _ratio(DisTrO, _distro(values="bf16", exchange="ring"))

@@ -15,7 +15,7 @@ from distro_bench.scenario.units import no_bool_fields
 
 # DisTrO's value codecs (harness/distro_bench/train/optim/codec.py encodes them).
 ValueCodec = Literal["fp32", "bf16", "1bit"]
-IndexCodec = Literal["auto", "int64"]
+IndexCodec = Literal["auto", "int64", "coded"]
 
 # Bounds past anything a run here uses: an int that sizes a loop or a buffer, or a bucket that would be 0 bytes.
 MAX_STEPS = 1_000_000  # the scenario's train.steps cap
@@ -133,7 +133,8 @@ class DisTrOConfig(StrategyConfig):
     # or `all` as DeMo's reference optimizer does.
     weight_decay_on: Literal["matrices", "all"] = "matrices"
     # Wire format of chunk indices: `auto` the smallest unsigned type holding a chunk index (u16 for 64x64),
-    # `int64` DeMo's reference (with `values: fp32, topk: 32` it reproduces the DeMo paper's byte counts).
+    # `int64` DeMo's reference (with `values: fp32, topk: 32` it reproduces the DeMo paper's byte counts),
+    # `coded` each chunk's index set as an Elias-Fano code (1.08x the information floor at topk 8 of 64x64).
     index: IndexCodec = "auto"
     # Apply step t's aggregate during step t+1 (one step stale), so the exchange hides behind compute.
     # `eager`: meanwhile step t+1 computes on the parameters with this worker's own step-t packet applied as
@@ -185,6 +186,8 @@ class SparseLoCoConfig(InnerAdamWOptions):
     chunk: int = Field(default=4096, ge=2, le=65536)  # elements per chunk of the flattened tensor (64 x 64)
     topk: int = Field(default=64, ge=1, le=65536)  # entries sent per chunk
     values: Literal["2bit", "fp32"] = "2bit"
+    # Wire format of indices within a chunk, as DisTrO's: `auto` (u16 for 4096), `int64`, or `coded` (Elias-Fano).
+    index: IndexCodec = "auto"
     quant_range: float = Field(default=6.0, gt=0)  # 2-bit bins span mean +- quant_range standard deviations
 
     @model_validator(mode="after")

@@ -18,7 +18,8 @@ How this implementation differs from the per-tensor reference, without changing 
 Wire format of one worker's buffer (bucket): for every group in order, its values (codec `values`,
 chunk-major, `k` per chunk), then for every group its indices (harness/distro_bench/train/optim/codec.py: little-endian
 u8/u16/u32, the smallest that holds a chunk index, or int64 as DeMo's reference with `index: int64`;
-row-major within the chunk). Values come first so
+row-major within the chunk; or with `index: coded` each chunk's set as an Elias-Fano code, the values then
+in ascending index order). Values come first so
 fp32/bf16 arrays start aligned. Without bucketing each tensor's indices and values are the two buffers.
 
 What error feedback takes out of `delta` is what was chosen at the precision that was sent: the exact
@@ -67,7 +68,7 @@ class Group:
     layouts: tuple[TensorLayout, ...]
     n_chunks: int
     k: int  # coefficients sent per chunk (topk, or the whole chunk when it is smaller)
-    width: int  # bytes per index
+    index: codec.IndexFormat  # how a chunk's k indices travel
 
     @property
     def chunk_numel(self) -> int:
@@ -88,7 +89,7 @@ def plan(shapes: list[tuple[int, ...]], chunk: int, topk: int, index: IndexCodec
     for ch, items in by_chunk.items():
         numel = ch[0] * ch[1]
         groups.append(Group(ch, tuple(i for i, _ in items), tuple(lay for _, lay in items), offsets[ch],
-                            min(topk, numel), codec.index_width(numel, index)))
+                            min(topk, numel), codec.index_format(numel, min(topk, numel), index)))
     return groups
 
 
@@ -97,12 +98,10 @@ def payload_tx_bytes(groups: list[Group], values: codec.ValueCodec, bucket: bool
     total = 0
     for g in groups:
         if bucket:
-            n = g.n_chunks * g.k
-            total += codec.index_nbytes(n, g.width) + codec.value_nbytes(n, values)
+            total += g.index.nbytes(g.n_chunks) + codec.value_nbytes(g.n_chunks * g.k, values)
         else:
             for lay in g.layouts:
-                n = lay.n_chunks * g.k
-                total += codec.index_nbytes(n, g.width) + codec.value_nbytes(n, values)
+                total += g.index.nbytes(lay.n_chunks) + codec.value_nbytes(lay.n_chunks * g.k, values)
     return total
 
 
@@ -293,6 +292,7 @@ class DisTrO(Strategy[DisTrOConfig]):
                 mine = magnitude[lay.offset : lay.offset + lay.n_chunks].view(*lay.grid, cr, cc)
                 torch.abs(lay.chunk_major(lay.part(delta)), out=mine)
             idx = magnitude.view(n, cr * cc).topk(g.k, dim=1, sorted=False).indices
+        idx = g.index.arrange(idx)  # ascending where the format holds a set
         flat, pos = delta, self._positions(gi, idx)
         vals = flat[pos]
         if self.cfg.values == "bf16":
@@ -373,7 +373,7 @@ class DisTrO(Strategy[DisTrOConfig]):
     # ---- wire format ------------------------------------------------------------------------------
     def _pack_bucket(self) -> list[torch.Tensor]:
         vals = [codec.encode_values(v, self.cfg.values) for _, v in self._sent]
-        idx = [codec.encode_indices(i, g.width) for g, (i, _) in zip(self.groups, self._sent)]
+        idx = [g.index.encode(i) for g, (i, _) in zip(self.groups, self._sent)]
         buf = torch.cat(vals + idx)
         assert buf.numel() == self._tx_bytes, (buf.numel(), self._tx_bytes)
         return [buf]
@@ -389,9 +389,8 @@ class DisTrO(Strategy[DisTrOConfig]):
                 pos += nbytes
             worker = []
             for g, v in zip(self.groups, vals):
-                nbytes = codec.index_nbytes(g.n_chunks * g.k, g.width)
-                idx = codec.decode_indices(buf[pos : pos + nbytes], g.width)
-                worker.append((idx.view(g.n_chunks, g.k), v))
+                nbytes = g.index.nbytes(g.n_chunks)
+                worker.append((g.index.decode(buf[pos : pos + nbytes], g.n_chunks), v))
                 pos += nbytes
             out.append(worker)
         return out
@@ -402,7 +401,7 @@ class DisTrO(Strategy[DisTrOConfig]):
         for g, (idx, vals) in zip(self.groups, self._sent):
             for m, lay in zip(g.members, g.layouts):
                 rows = slice(lay.offset, lay.offset + lay.n_chunks)
-                wire_idx = codec.encode_indices(idx[rows], g.width)
+                wire_idx = g.index.encode(idx[rows])
                 pieces.append((m, wire_idx, codec.encode_values(vals[rows], self.cfg.values)))
         pieces.sort(key=lambda p: p[0])
         return [b for _, i, v in pieces for b in (i, v)]
@@ -416,8 +415,7 @@ class DisTrO(Strategy[DisTrOConfig]):
             for pos, m in enumerate(sorted(where)):
                 g, lay = where[m]
                 n = lay.n_chunks * g.k
-                idx = codec.decode_indices(gathered[2 * pos][w], g.width)
-                idx = idx.view(lay.n_chunks, g.k)
+                idx = g.index.decode(gathered[2 * pos][w], lay.n_chunks)
                 vals = codec.decode_values(gathered[2 * pos + 1][w], self.cfg.values, n).view(lay.n_chunks, g.k)
                 per_tensor[m] = (idx, vals)
             out.append([(torch.cat([per_tensor[m][0] for m in g.members]), torch.cat([per_tensor[m][1] for m in g.members]))
@@ -440,7 +438,7 @@ class DisTrO(Strategy[DisTrOConfig]):
             for i, lay in zip(g.members, g.layouts):
                 n = lay.n_chunks * g.k
                 index, value = floor_bits(groups, cfg.values, [i])
-                per_tensor[i] = [Collective(kind, codec.index_nbytes(n, g.width), index),
+                per_tensor[i] = [Collective(kind, g.index.nbytes(lay.n_chunks), index),
                                  Collective(kind, codec.value_nbytes(n, cfg.values), value)]
         return [c for i in sorted(per_tensor) for c in per_tensor[i]]
 

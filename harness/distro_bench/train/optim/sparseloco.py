@@ -18,7 +18,8 @@ decoded value, so sent + residual = total.
 
 Wire format of one worker's packet (one all-gather per sync): for every tensor its table (2bit: 4 x fp32),
 then for every tensor its values (2bit: 4 codes per byte, low bits first; fp32: 4 bytes each), then for
-every tensor its indices within the chunk (u8/u16/u32 as harness/distro_bench/train/optim/codec.py writes them).
+every tensor its indices within the chunk (`index`: u8/u16/u32, int64 or an Elias-Fano code per chunk, as
+harness/distro_bench/train/optim/codec.py writes them; with `coded` the values in ascending index order).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from distro_bench.scenario.optimizers import SparseLoCoConfig
+from distro_bench.scenario.optimizers import IndexCodec, SparseLoCoConfig
 from distro_bench.train.optim import codec
 from distro_bench.train.optim.base import Collective, Period, PhaseTimer, index_set_bits
 from distro_bench.train.optim.entropy import SentStatistics
@@ -39,33 +40,33 @@ LEVELS = 4  # 2 bits
 
 @dataclass(frozen=True)
 class Slice:
-    """How one tensor is cut: `chunks` chunks of `length` elements, `k` sent per chunk, `width` bytes per index."""
+    """How one tensor is cut: `chunks` chunks of `length` elements, `k` sent per chunk, their indices as `index`."""
 
     numel: int
     length: int
     chunks: int
     k: int
-    width: int
+    index: codec.IndexFormat
 
     @property
     def sent(self) -> int:
         return self.chunks * self.k
 
 
-def plan(numels: list[int], chunk: int, topk: int) -> list[Slice]:
+def plan(numels: list[int], chunk: int, topk: int, index: IndexCodec = "auto") -> list[Slice]:
     out = []
     for n in numels:
         length = min(chunk, max(n, 1))
         # A short tensor keeps the configured density (topk/chunk), so small tensors do not dominate the packet.
         k = topk if length == chunk else min(length, max(1, round(topk * length / chunk)))
-        out.append(Slice(n, length, math.ceil(n / length), k, codec.index_width(length)))
+        out.append(Slice(n, length, math.ceil(n / length), k, codec.index_format(length, k, index)))
     return out
 
 
 def packet_nbytes(slices: list[Slice], values: str) -> int:
     if values == "fp32":
-        return sum(4 * s.sent + s.sent * s.width for s in slices)
-    return sum(4 * LEVELS + math.ceil(s.sent / 4) + s.sent * s.width for s in slices)
+        return sum(4 * s.sent + s.index.nbytes(s.chunks) for s in slices)
+    return sum(4 * LEVELS + math.ceil(s.sent / 4) + s.index.nbytes(s.chunks) for s in slices)
 
 
 def packet_floor_bits(slices: list[Slice], values: str) -> float:
@@ -114,7 +115,7 @@ class SparseLoCo(LocalSteps[SparseLoCoConfig]):
 
     def __init__(self, cfg: SparseLoCoConfig, params, comm, total_steps):
         super().__init__(cfg, params, comm, total_steps)
-        self.slices = plan([p.numel() for p in self.tensors], cfg.chunk, cfg.topk)
+        self.slices = plan([p.numel() for p in self.tensors], cfg.chunk, cfg.topk, cfg.index)
         # The error-feedback accumulator per tensor, chunked (chunks, length), padding included (it stays 0).
         self.error = [torch.zeros(s.chunks, s.length, device=p.device) for s, p in zip(self.slices, self.tensors)]
         self.last_sent: list[torch.Tensor] = []  # dense, chunked: what the last sync sent (for tests)
@@ -142,7 +143,7 @@ class SparseLoCo(LocalSteps[SparseLoCoConfig]):
         out: list[tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]] = []
         self.last_sent = []
         for s, e in zip(self.slices, self.error):
-            idx = e.abs().topk(s.k, dim=1, sorted=False).indices
+            idx = s.index.arrange(e.abs().topk(s.k, dim=1, sorted=False).indices)
             vals = e.gather(1, idx)
             codes = None
             if self.cfg.values == "2bit":
@@ -162,7 +163,7 @@ class SparseLoCo(LocalSteps[SparseLoCoConfig]):
             values = [pack_2bit(codes) for _, _, (codes, _) in selected]
         else:
             head, values = [], [vals.float().reshape(-1).view(torch.uint8) for _, vals, _ in selected]
-        idx = [codec.encode_indices(i, s.width) for s, (i, _, _) in zip(self.slices, selected)]
+        idx = [s.index.encode(i) for s, (i, _, _) in zip(self.slices, selected)]
         buf = torch.cat(head + values + idx)
         assert buf.numel() == self._nbytes, (buf.numel(), self._nbytes)
         return buf
@@ -184,8 +185,8 @@ class SparseLoCo(LocalSteps[SparseLoCoConfig]):
             pos += n
         out = []
         for s, v in zip(self.slices, vals):
-            n = s.sent * s.width
-            out.append((codec.decode_indices(buf[pos : pos + n], s.width).view(s.chunks, s.k), v))
+            n = s.index.nbytes(s.chunks)
+            out.append((s.index.decode(buf[pos : pos + n], s.chunks), v))
             pos += n
         return out
 
@@ -208,6 +209,6 @@ class SparseLoCo(LocalSteps[SparseLoCoConfig]):
 
     @classmethod
     def predict_period(cls, cfg: SparseLoCoConfig, shapes, world_size) -> Period:
-        slices = plan([math.prod(s) for s in shapes.values()], cfg.chunk, cfg.topk)
+        slices = plan([math.prod(s) for s in shapes.values()], cfg.chunk, cfg.topk, cfg.index)
         return Period(cfg.inner_steps, [Collective("all_gather", packet_nbytes(slices, cfg.values),
                                                    packet_floor_bits(slices, cfg.values))])
