@@ -17,7 +17,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -308,8 +308,9 @@ class LinksProgress(Protocol):
     def measuring(self, tool: str, lo: float, hi: float) -> None:
         """Before the links come up: the goodput tool and the pass range (fractions of the configured rate)."""
 
-    def network(self, link_engine: str, reason: str, not_emulated: list[str]) -> None:
-        """The links are up: the engine in use, why, and what could not be emulated."""
+    def network(self, link_engine: str, reason: str, not_emulated: list[str], queues: list[str]) -> None:
+        """The links are up: the engine in use, why, what could not be emulated, and what each direction's
+        queue holds before it drops (linktest.queue_notes)."""
 
     def check(self, check: Check) -> None:
         """One measurement, as soon as it is made."""
@@ -319,7 +320,7 @@ class _QuietLinks:
     def measuring(self, tool: str, lo: float, hi: float) -> None:
         pass
 
-    def network(self, link_engine: str, reason: str, not_emulated: list[str]) -> None:
+    def network(self, link_engine: str, reason: str, not_emulated: list[str], queues: list[str]) -> None:
         pass
 
     def check(self, check: Check) -> None:
@@ -334,6 +335,7 @@ class LinksReport:
     link_engine: str
     goodput_tool: str
     checks: list[Check]
+    queues: list[str] = field(default_factory=list)  # what each direction holds before it drops
 
     @property
     def passed(self) -> bool:
@@ -341,7 +343,7 @@ class LinksReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"scenario": self.scenario, "link_engine": self.link_engine, "goodput_tool": self.goodput_tool,
-                "passed": self.passed,
+                "passed": self.passed, "queues": self.queues,
                 "checks": [{"node": c.node, "check": c.what, "configured": c.configured, "measured": c.measured,
                             "unit": c.unit, "ratio": c.ratio, "status": c.status, "criterion": c.note, "tool": c.tool}
                            for c in self.checks]}
@@ -412,12 +414,13 @@ def links(scenario: str | Path | Scenario, *, link_engine: str | None = None,
         backend = NetnsBackend(setup.scenario, Path(tmp), setup.options, setup.plan)
         with backend:
             net = backend.describe()
-            tell.network(net["link_engine"], net["link_engine_reason"], list(net["not_emulated"]))
+            queues = linktest.queue_notes(net["nodes"])
+            tell.network(net["link_engine"], net["link_engine_reason"], list(net["not_emulated"]), queues)
             far_ns, far_addr = backend.far_end()
             checks = linktest.measure(backend.link_targets(), far_ns, far_addr, seconds=seconds,
                                       goodput_range=(setup.lo, setup.hi), tool=goodput_tool, on_check=tell.check)
     return LinksReport(scenario=setup.scenario.name, link_engine=net["link_engine"], goodput_tool=tool,
-                       checks=list(checks))
+                       checks=list(checks), queues=queues)
 
 
 MAX_CHANGE_LATENESS_S = 0.2  # a schedule change applied later than this fails `links_schedule`

@@ -85,10 +85,12 @@ class _LinksLines:
         self._say(f"goodput by {tool}; passes at {lo:.0%}-{hi:.0%} of the configured rate (TCP payload; the rate "
                   f"counts Ethernet frames, so ~95% is the ceiling); RTT by TCP handshake at ±(1 ms + 5% + jitter/3)")
 
-    def network(self, link_engine: str, reason: str, not_emulated: list[str]) -> None:
+    def network(self, link_engine: str, reason: str, not_emulated: list[str], queues: list[str]) -> None:
         self._say(f"link engine: {link_engine} ({reason})")
         for x in not_emulated:
             self._say(f"[yellow]not emulated:[/] {x}")
+        for q in queues:
+            self._say(f"queue: {q}")
 
     def check(self, check: Check) -> None:
         from distro_bench.net.linktest import fmt_value

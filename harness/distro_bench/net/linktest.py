@@ -20,8 +20,10 @@ from typing import TypeVar
 
 from distro_bench.errors import HarnessError
 from distro_bench.net import tcpprobe
+from distro_bench.net.delayline.schedule import QUEUE_LIMIT_BYTES
 from distro_bench.net.ns import NetnsRef, run
-from distro_bench.net.shaping import Direction
+from distro_bench.net.shaping import FRAME_BYTES, Direction
+from distro_bench.scenario.units import format_rate
 
 IPERF_PORT = 5201
 # Goodput is TCP payload, the rate counts Ethernet frames: 1448 of 1514 bytes (95.6%) is the ceiling.
@@ -329,3 +331,39 @@ def measure_nodes(targets: list[LinkTarget], far_end: NetnsRef, far_addr: str, *
             for d in ("up", "down"):
                 out[name][d]["delay_s"] = rtt.median_s / 2
     return out
+
+
+NETEM_DEFAULT_LIMIT = 1000  # packets: what netem holds when no limit is given
+
+
+def queue_notes(nodes: list[dict]) -> list[str]:
+    """What each emulated direction can hold before it drops (issue 37), from a backend's `describe()` nodes:
+    every netem's `limit` as read back beside the bandwidth-delay product of its delay at the direction's rate
+    (netem holds every packet for the whole delay, so at 1 Gbit x 100 ms its default 1000 packets drop
+    silently; ours are sized to twice that product), and the delay line's fixed queue per direction."""
+    notes, lines = [], False
+    for n in nodes:
+        applied = n.get("applied") or {}
+        lines = lines or applied.get("delay_line") is not None
+        for d in ("up", "down"):
+            a = applied.get(d) or {}
+            rate = (a.get("plan") or {}).get("rate_bps")
+            for q in a.get("qdiscs", []):
+                if q.get("kind") != "netem":
+                    continue
+                opts = q.get("options", {})
+                limit = int(opts.get("limit", NETEM_DEFAULT_LIMIT))
+                held_s = sum(float((opts.get("delay") or {}).get(k, 0.0)) for k in ("delay", "jitter"))
+                if not rate or not held_s:
+                    notes.append(f"{n.get('name')} {d}: netem holds up to {limit} packets"
+                                 + ("" if rate else " (no rate on this direction: sized for 10 Gbit/s)"))
+                    continue
+                bdp = rate / 8 * held_s / FRAME_BYTES
+                default = "would drop" if bdp > NETEM_DEFAULT_LIMIT else "would hold them"
+                notes.append(f"{n.get('name')} {d}: netem holds up to {limit} packets, {limit / bdp:.1f}x the "
+                             f"{bdp:,.0f} frames in flight at {format_rate(rate)} x {held_s * 1e3:g} ms "
+                             f"(netem's default, {NETEM_DEFAULT_LIMIT}, {default})")
+    if lines:
+        notes.append(f"delay line: each direction queues up to {QUEUE_LIMIT_BYTES >> 20} MB "
+                     f"({QUEUE_LIMIT_BYTES * 8 / 1e9:.2f} s at 1 Gbit/s), then drops")
+    return notes

@@ -8,6 +8,8 @@ import json
 import pandas as pd
 import pytest
 
+from distro_bench.report.load import load_for_report
+from distro_bench.report.prediction import prediction_rows
 from distro_bench.run.runner import RunOptions, run_scenario
 from distro_bench.scenario.loading import load_scenario, scenario_from_dict
 from distro_bench.train.distributed import PROBE_CALLS
@@ -93,3 +95,6 @@ def test_the_summary_has_the_uniform_and_the_empirical_floor(distro_run):
         # clustering, fewer than the uniform floor (so the ratio over it is the higher one)
         assert summary[name]["floor_ratio_empirical"] > summary[name]["floor_ratio"] > 1, (name, summary[name])
     assert summary["adamw"]["floor_ratio"] == pytest.approx(1.0) and summary["adamw"]["floor_ratio_empirical"] is None
+    rows = {r["optimizer"]: r for r in prediction_rows(load_for_report(result.run_dir))}  # the report's columns
+    assert rows["distro"]["floor_ratio_empirical"] == summary["distro"]["floor_ratio_empirical"]
+    assert rows["distro"]["floor_ratio"] == pytest.approx(summary["distro"]["floor_ratio"])
