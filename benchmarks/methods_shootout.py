@@ -106,6 +106,16 @@ def _ci(s: dict, key: str, fmt: str) -> str:
     return f"{text} [{format(ci[0], fmt)}, {format(ci[1], fmt)}]" if ci else text
 
 
+def _goodput(s: dict) -> str:
+    """Useful model FLOP/s in all (issue 37: the same measure for every method), with the share of peak where
+    the workers ran on a profile's GPU; "-" for a run from before it."""
+    v, ci = s.get("goodput_model_flops_per_s"), (s.get("ci95") or {}).get("goodput_model_flops_per_s")
+    if v is None:
+        return "-"
+    text = f"{v / 1e6:,.0f}" + (f" [{ci[0] / 1e6:,.0f}, {ci[1] / 1e6:,.0f}]" if ci else "")
+    return text + (f" ({s['goodput_of_peak']:.1%} of peak)" if s.get("goodput_of_peak") is not None else "")
+
+
 def table(run_dir: Path) -> str:
     from distro_bench.api import load_run
 
@@ -124,13 +134,14 @@ def table(run_dir: Path) -> str:
 
     lrs = {n: c.get("lr") for n, c in (run.scenario.get("optimizers") or {}).items()}
     lines = [f"target val loss {target:.3f}" if target else "no common target",
-             "| rank | method | lr | time to target s | val loss at equal time | payload B/step (tx+rx) | steps | seeds reaching |",
-             "|---:|---|---:|---|---|---:|---:|---:|"]
+             ("| rank | method | lr | time to target s | val loss at equal time | payload B/step (tx+rx) | steps "
+              "| seeds reaching | goodput MFLOP/s |"),
+             "|---:|---|---:|---|---|---:|---:|---:|---|"]
     for i, (name, s) in enumerate(sorted(opts.items(), key=key), 1):
         payload = (s.get("payload_tx_bytes_per_step") or 0) + (s.get("payload_rx_bytes_per_step") or 0)
         lines.append(f"| {i} | {name} | {lrs.get(name, '')} | {_ci(s, 'time_to_target_s', '.1f')} | "
                      f"{_ci(s, 'val_loss_at_equal_time', '.3f')} | {payload:,.0f} | {s.get('steps')} | "
-                     f"{s.get('target_reached')}/{s.get('seeds')} |")
+                     f"{s.get('target_reached')}/{s.get('seeds')} | {_goodput(s)} |")
     return "\n".join(lines)
 
 

@@ -4,6 +4,7 @@ benchmarks/overlap_step.py and the shoot-out ranking of benchmarks/methods_shoot
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -67,6 +68,13 @@ def test_shootout_ranks_by_time_to_target(tmp_path):
     rows = [line for line in lines if line.startswith("| ") and line[2].isdigit()]
     assert [r.split("|")[2].strip() for r in rows] == ["distro", "adamw", "sparse"]
     assert "8,000,000" in rows[1]  # adamw's payload tx + rx per step
+    assert rows[0].rstrip(" |").endswith("-")  # no goodput recorded (a run from before it): nothing made up
+    summary = json.loads((run / "summary.json").read_text())
+    summary["optimizers"]["distro"].update({"goodput_model_flops_per_s": 2.5e9, "goodput_of_peak": 0.125,
+                                            "ci95": {"goodput_model_flops_per_s": [2e9, 3e9]}})
+    (run / "summary.json").write_text(json.dumps(summary))
+    distro = next(line for line in so.table(run).splitlines() if "| distro |" in line)
+    assert distro.endswith("| 2,500 [2,000, 3,000] (12.5% of peak) |")
 
 
 def test_overlap_loss_inside_or_outside_the_plain_interval():

@@ -349,3 +349,23 @@ def test_a_headline_opens_the_verdict_wins_ties_or_loses():
     # ... but not over loopback, where equal time compares this host
     s["run"]["backend"] = "local"
     assert headline(v, s) == "distro vs adamw: no verdict (local backend: no network emulated); 500x fewer bytes"
+
+
+def test_goodput_in_model_flops_is_a_row_of_every_verdict_with_its_paired_ratio():
+    """Issue 37: one goodput for every method (useful model FLOP/s); distro's is 3x adamw's on every seed."""
+    from distro_bench.report.verdict import rows
+
+    s = _paired_summary([3.0, 2.5, 3.5], [2.9, 2.4, 3.4], [40.0, 30.0, 50.0], [20.0, 15.0, 25.0])
+    for name, per in (("adamw", (1e9, 2e9, 1.5e9)), ("distro", (3e9, 6e9, 4.5e9))):
+        o = s["optimizers"][name]
+        o["goodput_model_flops_per_s"] = sum(per) / 3
+        for seed, g in enumerate(per):
+            o["per_seed"][str(seed)]["goodput_model_flops_per_s"] = g
+    s["optimizers"]["distro"]["goodput_of_peak"] = 0.25
+    table = {r[0]: r for r in rows(verdicts(s)[0])}
+    row = table["goodput, model FLOP/s"]
+    assert row[1] == "4.5 GFLOP/s (25.0% of peak)" and row[2] == "1.5 GFLOP/s"
+    assert row[3] == "3.0x more [3.0, 3.0]"
+    assert max(len(line) for line in verdict_lines(s)) <= 80
+    del s["optimizers"]["adamw"]["goodput_model_flops_per_s"]  # a folder from before: no row, nothing made up
+    assert "goodput, model FLOP/s" not in {r[0] for r in rows(verdicts(s)[0])}

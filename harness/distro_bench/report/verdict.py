@@ -113,6 +113,13 @@ class Verdict:
     base_cost: _cost.CostSide | None = None
     cost_ratio: Interval | None = None  # paired baseline / this optimizer's cost (dollars where priced, else hours)
     cost_unit: str = "GPU-h"
+    # Issue 37: useful model FLOPs per training second (6 x parameters per token that reached the shared model),
+    # in all, and its share of the workers' peak where every worker ran on a profile's GPU.
+    goodput: Estimate = field(default_factory=lambda: Estimate(None))
+    base_goodput: Estimate = field(default_factory=lambda: Estimate(None))
+    goodput_of_peak: float | None = None
+    base_goodput_of_peak: float | None = None
+    paired_goodput: Interval | None = None  # paired this / baseline
 
     @property
     def missing(self) -> str:
@@ -318,6 +325,10 @@ def verdicts(summary: dict) -> list[Verdict]:
                                                          _seed_map(base, "val_loss_at_equal_steps")))
         v.paired_step_speedup = _paired(ratio_interval(_seed_map(base, "step_time_s_mean"),
                                                        _seed_map(s, "step_time_s_mean")))
+        v.goodput, v.base_goodput = _estimate(s, "goodput_model_flops_per_s"), _estimate(base, "goodput_model_flops_per_s")
+        v.goodput_of_peak, v.base_goodput_of_peak = s.get("goodput_of_peak"), base.get("goodput_of_peak")
+        v.paired_goodput = _paired(ratio_interval(_seed_map(s, "goodput_model_flops_per_s"),
+                                                  _seed_map(base, "goodput_model_flops_per_s")))
         v.post_hoc = is_post_hoc(summary)
         mine_seeds, base_seeds = s.get("per_seed") or {}, base.get("per_seed") or {}
         if mine_seeds and base_seeds and v.reached is not None:
@@ -615,11 +626,25 @@ def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
         r = base_t / mine_t if mine_t else None
         out.append((f"{basis} bytes, whole run", fmt_bytes(mine_t), fmt_bytes(base_t),
                     "n/a" if not r else f"{_factor(r)} fewer bytes" if r >= 1 else f"{_factor(1 / r)} more bytes"))
+    if v.goodput.known and v.base_goodput.known and v.base_goodput.mean:  # issue 37: the same for every method
+        r = v.goodput.mean / v.base_goodput.mean
+        cmp = (f"about the same ({_factor(r)}{_range(v.paired_goodput)})" if 0.95 <= r <= 1.05 else
+               f"{_factor(r)} more" + _range(v.paired_goodput) if r > 1 else f"{_factor(1 / r)} less"
+               + _range(v.paired_goodput, True))
+        out.append(("goodput, model FLOP/s", _flops_text(v.goodput, v.goodput_of_peak),
+                    _flops_text(v.base_goodput, v.base_goodput_of_peak), cmp))
     if v.cost is not None and v.base_cost is not None:  # issue 29; the note under the block says how it is costed
         label = cost_label(v)
         priced = "$" in label
         out.append((label, cost_text(v.cost, priced), cost_text(v.base_cost, priced), cost_comparison(v)))
     return out
+
+
+def _flops_text(e: Estimate, of_peak: float | None) -> str:
+    """GFLOP/s (or TFLOP/s) with the interval, and the share of peak where there is one."""
+    scale, unit = (1e12, " TFLOP/s") if (e.mean or 0) >= 1e12 else (1e9, " GFLOP/s")
+    shown = Estimate(e.mean / scale if e.mean is not None else None, e.half / scale if e.half else e.half)
+    return shown.text(unit) + (f" ({of_peak:.1%} of peak)" if isinstance(of_peak, (int, float)) else "")
 
 
 def _seeds_of(k: int | None, n: int | None, short: bool = False) -> str:

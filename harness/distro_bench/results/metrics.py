@@ -36,6 +36,9 @@ METRIC_COLUMNS: dict[str, str] = {
 COST_KEYS = ["egress_bytes_to_target", "egress_usd_to_target", "gpu_hours_to_target", "gpu_usd_to_target",
              "energy_j_to_target"]
 CHURN_KEYS = ["churn_leaves", "lost_steps", "worker_availability", "goodput_tokens_per_s", "state_handover_bytes"]
+# issue 37: one goodput for every method, in useful model FLOPs (6 x parameters per token that reached the shared
+# model: forward and backward of the matrix products; attention's own term is left out), per second of training
+GOODPUT_KEYS = ["goodput_model_flops_per_s", "goodput_model_flops_per_s_per_worker", "goodput_of_peak"]
 SUMMARY_KEYS = [
     # DESIGN.md contract
     "steps", "step_time_s_mean", "step_time_s_p50", "compute_s_mean", "comm_s_mean",
@@ -65,6 +68,9 @@ SUMMARY_KEYS = [
     # issue 37: payload bits over the empirical floor of what was sent (positions, signs and codes as the run
     # picked them, train/optim/entropy.py; DisTrO and SparseLoCo, else null)
     "floor_ratio_empirical",
+    # issue 37: useful model FLOPs per second, in all and per worker, and their share of the workers' peak (the
+    # hardware profiles' TFLOPS, where every worker ran on the GPU such a profile names; else null)
+    *GOODPUT_KEYS,
 ]
 # Keys that are figures of one seed's run (averaged over seeds, with a 95% interval); the rest are labels.
 _NOT_AVERAGED = {"reduction_basis", "replicas_identical", "replicas_diverged_at_step", "param_checksum", "seeds",
@@ -233,6 +239,20 @@ def churn_figures(rows: pd.DataFrame, events: list[dict], world: int, steps: int
     }
 
 
+def goodput_figures(goodput_tokens_per_s: float | None, starts: list[dict], world: int) -> dict:
+    """GOODPUT_KEYS from the tokens that reached the shared model per training second and the workers' start
+    records (`params`; `device` and `profile_tflops` for the peak). The peak is counted only where every worker
+    ran on CUDA under a profile with a TFLOPS figure: an emulated GPU on this CPU has no such peak here."""
+    params = next((int(e["params"]) for e in starts if e.get("params")), None)
+    if goodput_tokens_per_s is None or params is None or not world:
+        return dict.fromkeys(GOODPUT_KEYS)
+    flops = 6 * params * goodput_tokens_per_s
+    peaks = {e["rank"]: float(e["profile_tflops"]) * 1e12 for e in starts
+             if e.get("profile_tflops") and str(e.get("device", "")).startswith("cuda")}
+    return {"goodput_model_flops_per_s": flops, "goodput_model_flops_per_s_per_worker": flops / world,
+            "goodput_of_peak": flops / sum(peaks.values()) if len(peaks) == world else None}
+
+
 def _seed_of(e: dict) -> int | None:
     v = e.get("seed")
     return None if v is None else int(v)
@@ -294,7 +314,8 @@ def summarize(df: pd.DataFrame, events: list[dict], baseline: str, target: float
         target = fair.default_target(curves)
     figures = fair.fairness(curves, target)
     # start records name no optimizer; every worker of the run writes one
-    world = max((int(e.get("world_size") or 0) for e in events if e.get("type") == "start"),
+    starts = [e for e in events if e.get("type") == "start"]
+    world = max((int(e.get("world_size") or 0) for e in starts),
                 default=int(df["rank"].nunique()) if len(df) else 0)
     per: dict[str, dict[int | None, dict]] = {}
     for name, rows in df.groupby("optimizer", sort=False):
@@ -313,6 +334,7 @@ def summarize(df: pd.DataFrame, events: list[dict], baseline: str, target: float
             s["lr_schedule_steps"] = lr_steps[0] if lr_steps else None
             s.update({k: v for k, v in figures.get(name, {}).get(seed, {}).items() if k in SUMMARY_KEYS})
             s.update(churn_figures(seed_rows, mine, world, s["steps"], s["train_time_s"]))
+            s.update(goodput_figures(s["goodput_tokens_per_s"], starts, world))
             per[name][seed] = s
     if baseline in per:
         wire = all(s["wire_tx_bytes_per_step"] is not None for p in per.values() for s in p.values())

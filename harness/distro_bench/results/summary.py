@@ -101,6 +101,10 @@ class OptimizerSummary(_Record):
     floor_ratio: float | None = None
     framing_ratio: float | None = None
     floor_ratio_empirical: float | None = None
+    # issue 37: useful model FLOPs (6 x parameters per token that reached the model) per training second
+    goodput_model_flops_per_s: float | None = None
+    goodput_model_flops_per_s_per_worker: float | None = None
+    goodput_of_peak: float | None = None  # of the profiles' peak, where every worker ran on such a GPU
     ci95: dict[str, list[float] | None] | None = None
     per_seed: dict[str, dict] | None = None
 

@@ -223,6 +223,7 @@ class TrainLoop:
         self.emit({"type": "start", "rank": self.rank, "node": self.node.name, "device": str(self.device),
                    "compute_scale": self.scale, "world_size": self.world, "time": time.time(),
                    "params": sum(p.numel() for p in self.model.parameters()),
+                   "profile_tflops": self.node.hardware.tflops,  # the profile's peak (goodput's share of it)
                    # builtin:pydoc comes from this Python's stdlib: a container's Python may ship another text
                    "corpus_bytes": len(corpus), "corpus_sha256": hashlib.sha256(corpus).hexdigest()[:16],
                    "probe_allgather_s": sum(probe) / len(probe) if probe else None, "probe_calls_s": probe,
