@@ -626,8 +626,9 @@ def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
         r = base_t / mine_t if mine_t else None
         out.append((f"{basis} bytes, whole run", fmt_bytes(mine_t), fmt_bytes(base_t),
                     "n/a" if not r else f"{_factor(r)} fewer bytes" if r >= 1 else f"{_factor(1 / r)} more bytes"))
-    if v.goodput.known and v.base_goodput.known and v.base_goodput.mean:  # issue 37: the same for every method
-        r = v.goodput.mean / v.base_goodput.mean
+    g, base_g = v.goodput.mean, v.base_goodput.mean
+    if g is not None and base_g and v.goodput.known:  # issue 37: the same for every method
+        r = g / base_g
         cmp = (f"about the same ({_factor(r)}{_range(v.paired_goodput)})" if 0.95 <= r <= 1.05 else
                f"{_factor(r)} more" + _range(v.paired_goodput) if r > 1 else f"{_factor(1 / r)} less"
                + _range(v.paired_goodput, True))
