@@ -91,7 +91,22 @@ def test_names_are_scoped_by_run_id():
     assert naming.is_ours("dbench-abc123-sw") and not naming.is_ours("docker0")
     with pytest.raises(ValueError):
         naming.switch_ns("Bad Id")
-    assert len({naming.new_run_id() for _ in range(200)}) == 200
+    assert len({naming.new_run_id() for _ in range(200)}) == 200  # never a repeat within a process
+
+
+def test_a_run_id_whose_namespaces_are_on_the_host_is_not_issued_again(monkeypatch, tmp_path):
+    """24 random bits collide (a CI run once drew one id twice in 200): an id in use on the host, or issued
+    before by this process, is drawn again."""
+    for name in ("dbench-aaaaaa-sw", "dbench-aaaaaa-n0", "docker0-ns", "dbench-bbbbbb-n1"):
+        (tmp_path / name).touch()
+    assert naming.live_run_ids(str(tmp_path)) == {"aaaaaa", "bbbbbb"}
+    assert naming.live_run_ids(str(tmp_path / "absent")) == set()
+    monkeypatch.setattr(naming, "live_run_ids", lambda netns_dir=str(tmp_path): {"aaaaaa", "bbbbbb"})
+    draws = iter(["aaaaaa", "bbbbbb", "cccccc", "cccccc", "dddddd"])
+    monkeypatch.setattr(naming.secrets, "token_hex", lambda n: next(draws))
+    monkeypatch.setattr(naming, "_issued", set())
+    assert naming.new_run_id() == "cccccc"
+    assert naming.new_run_id() == "dddddd"  # cccccc was issued already
 
 
 def test_star_creates_veths_in_place_and_link_namespaces_only_where_asked():
