@@ -4,6 +4,7 @@
 - rooms: every top-level module of distro_bench plus every package folder, nested ones included (at most 20);
 - the room-level dependency graph among the top-level rooms (scenario, train, net, ...), printed in layers;
 - module-level import cycles (strongly connected components; `if TYPE_CHECKING:` blocks are ignored): none allowed;
+- typer, Rich and click only in distro_bench.cli (the terminal is the CLI's; the runner and the API run without it);
 - imports inside functions: of distro_bench modules only at the CLI/API edge (harness/distro_bench/cli/, harness/distro_bench/api.py)
   or where LAZY_INTERNAL_ALLOWED names the module with its reason; of third-party libraries only for the heavy or
   optional ones (HEAVY_LIBS) in the modules LAZY_HEAVY_ALLOWED names, which must stay importable without them.
@@ -59,6 +60,11 @@ LAZY_HEAVY_ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     "distro_bench.studies.sweep": (frozenset({"pandas"}), ("the sweep table is built after the runs; "
                                    "`distro-bench sweep --help` must not load pandas")),
 }
+
+# Terminal libraries: only the CLI draws on a terminal; the runner, the API and the rest stay importable and usable
+# without them (issue 36: console and progress moved to the edge).
+TERMINAL_LIBS = frozenset({"typer", "rich", "click"})
+TERMINAL_ROOM = "distro_bench.cli"
 
 # module -> why it imports a distro_bench module inside a function (keep this tiny)
 LAZY_INTERNAL_ALLOWED: dict[str, str] = {
@@ -267,6 +273,8 @@ class Rules:
     heavy_libs: frozenset[str] = HEAVY_LIBS
     lazy_heavy_allowed: dict[str, tuple[frozenset[str], str]] = field(default_factory=lambda: LAZY_HEAVY_ALLOWED)
     lazy_internal_allowed: dict[str, str] = field(default_factory=lambda: LAZY_INTERNAL_ALLOWED)
+    terminal_libs: frozenset[str] = TERMINAL_LIBS
+    terminal_room: str = TERMINAL_ROOM
 
     def at_edge(self, module: str) -> bool:
         return any(module == e or module.startswith(e + ".") for e in self.edge)
@@ -283,6 +291,11 @@ def violations(s: Scan, rules: Rules | None = None) -> list[str]:
     tops = top_rooms(s)
     for comp in cycles(tops, room_graph(s)):
         out.append("room cycle: " + " <-> ".join(comp))
+    for i in s.imports:
+        lib = third_party(i.target, s.root)
+        outside = not (i.module == rules.terminal_room or i.module.startswith(rules.terminal_room + "."))
+        if lib in rules.terminal_libs and outside:
+            out.append(f"terminal library outside the CLI: {i.module}:{i.line} imports {lib}")
     for i in s.imports:
         if not i.lazy or rules.at_edge(i.module):
             continue

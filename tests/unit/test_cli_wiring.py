@@ -211,7 +211,7 @@ def test_a_commands_own_exit_code_passes_through_cli_errors(code, monkeypatch):
     # FAIL printed an internal-error line after its JSON).
     import typer
 
-    from distro_bench.run.console import cli_errors
+    from distro_bench.cli.console import cli_errors
 
     monkeypatch.delenv("DISTRO_BENCH_DEBUG", raising=False)
     with pytest.raises(typer.Exit) as e:

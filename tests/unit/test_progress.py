@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from io import StringIO
 
-from distro_bench.run.progress import PlainProgress
+from distro_bench.cli.progress import PlainProgress
 
 
 def _record(step: int) -> dict:
@@ -38,7 +38,7 @@ def test_unknown_total_of_a_time_budget_counts_steps_without_an_end():
 def test_rich_bar_says_starting_workers_and_elapsed_never_a_literal_eta():
     from rich.console import Console
 
-    from distro_bench.run.progress import RichProgress
+    from distro_bench.cli.progress import RichProgress
 
     def shown(p) -> str:
         c = Console(file=StringIO(), width=160, color_system=None)

@@ -56,10 +56,15 @@ def test_no_module_import_cycles(scan):
 
 def test_no_cycles_among_the_top_level_rooms(scan):
     assert _rule(structure.violations(scan), "room cycle") == []
-    # the layers put the data flow's order in view: scenario below train, results below report, cli near the top
+    # the layers put the data flow's order in view: scenario below train, results below report; the cli is the
+    # edge: no room but `python -m distro_bench` imports it (its own imports of the rest are mostly made late,
+    # to keep `--help` fast, so its module-level layer is low)
+    graph = structure.room_graph(scan, lazy=True)
     layers = structure.layers(structure.top_rooms(scan), structure.room_graph(scan))
     order = {room: n for n, layer in enumerate(layers) for room in layer}
-    assert order["errors"] < order["scenario"] < order["train"] and order["results"] < order["report"] < order["cli"]
+    assert order["errors"] < order["scenario"] < order["train"] and order["results"] < order["report"]
+    assert [r for r, deps in graph.items() if "cli" in deps and r != "cli"] == ["__main__"]
+    assert {"run", "report", "scenario"} <= graph["cli"]
 
 
 def test_at_most_20_rooms(scan):
@@ -194,3 +199,23 @@ def test_check_exits_1_on_a_violation(tmp_path):
     assert subprocess.run(script, capture_output=True, timeout=60).returncode == 0  # without --check: a report
     (root / "a" / "two.py").write_text("")
     assert subprocess.run([*script, "--check"], capture_output=True, timeout=60).returncode == 0
+
+
+def test_terminal_libraries_only_in_the_cli(tmp_path):
+    """Issue 36: typer and Rich draw on a terminal, which is the CLI's; the runner and the API run without them."""
+    problems = _problems(tmp_path, {
+        "cli/app.py": "import typer\nfrom rich.table import Table\n",
+        "run/progress.py": "from rich.progress import Progress\n",
+        "api.py": "def f():\n    import typer\n",
+    }, edge=("distro_bench.cli", "distro_bench.api"))
+    assert sorted(_rule(problems, "terminal library")) == [
+        "terminal library outside the CLI: distro_bench.api:2 imports typer",
+        "terminal library outside the CLI: distro_bench.run.progress:1 imports rich"]
+
+
+def test_the_runner_and_the_api_import_without_typer_or_rich():
+    done = subprocess.run([sys.executable, "-c", (
+        "import sys, distro_bench.run.runner, distro_bench.api\n"
+        "print(sorted(m for m in ('typer', 'rich', 'click') if m in sys.modules))")],
+        capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import io
 
+from distro_bench.cli.progress import PlainProgress
 from distro_bench.results import metrics
 from distro_bench.results.summary import OptimizerSummary, Summary
-from distro_bench.run.progress import PlainProgress
 
 
 def _summary() -> dict:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 
+from distro_bench.cli.console import cli_errors, console, print_json, unemulated_line
 from distro_bench.cli.docker import clean, image_app
 from distro_bench.cli.export import export
 from distro_bench.cli.net import doctor, links
@@ -34,7 +35,6 @@ from distro_bench.cli.report import check, report
 from distro_bench.cli.scenario import schema, validate
 from distro_bench.cli.summary import print_summary
 from distro_bench.cli.sweep import sweep
-from distro_bench.run.console import cli_errors, console, print_json, unemulated_line
 
 app = typer.Typer(
     name="distro-bench",
@@ -80,8 +80,8 @@ def run(
 ) -> None:
     """Train every optimizer of SCENARIO on emulated links and write a run folder (its path is the last line)."""
     from distro_bench import api
+    from distro_bench.cli.progress import make_progress
     from distro_bench.run.overrides import Overrides
-    from distro_bench.run.progress import make_progress
 
     _allow_trace_outside(allow_trace_outside)
     allow_corpus_outside(allow_corpus_outside_)

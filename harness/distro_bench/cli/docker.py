@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.markup import escape
 
-from distro_bench.run.console import cli_errors, console
+from distro_bench.cli.console import cli_errors, console
 
 image_app = typer.Typer(help="The worker image the docker backend runs (and the node image of `export k8s`).",
                         no_args_is_help=True)

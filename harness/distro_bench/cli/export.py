@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
+from distro_bench.cli.console import cli_errors, console, print_json
 from distro_bench.cli.options import JSON_OPTION
-from distro_bench.run.console import cli_errors, console, print_json
 
 RECIPES = ("slurm", "k8s")
 

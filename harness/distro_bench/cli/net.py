@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
+from distro_bench.cli.console import cli_errors, console, print_json
 from distro_bench.cli.options import JSON_OPTION, LINK_ENGINE_HELP, LinkEngine, value
-from distro_bench.run.console import cli_errors, console, print_json
 
 if TYPE_CHECKING:
     from distro_bench.api import ScheduleReport

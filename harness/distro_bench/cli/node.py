@@ -7,9 +7,9 @@ from pathlib import Path
 
 import typer
 
+from distro_bench.cli.console import cli_errors, console, err_console, print_json
 from distro_bench.cli.options import JSON_OPTION, out_path
 from distro_bench.cli.summary import print_summary
-from distro_bench.run.console import cli_errors, console, err_console, print_json
 
 
 def node(

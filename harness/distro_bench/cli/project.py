@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
+from distro_bench.cli.console import TABLE_STYLE, cli_errors, console, print_json, print_table, table_records
 from distro_bench.cli.options import JSON_OPTION, out_path
-from distro_bench.run.console import TABLE_STYLE, cli_errors, console, print_json, print_table, table_records
 
 PROJECTION_COLUMNS = ["n", "optimizer", "payload tx+rx", "wire each way", "rounds", "comm", "compute", "step"]
 ACCOUNTING_COLUMNS = ["optimizer", "payload tx+rx", "ring wire, each way", "paper: from peers"]

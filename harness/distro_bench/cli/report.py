@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import typer
 from rich.markup import escape
 
+from distro_bench.cli.console import TABLE_STYLE, cli_errors, console, err_console, print_json, print_table
 from distro_bench.cli.options import JSON_OPTION, out_path
-from distro_bench.run.console import TABLE_STYLE, cli_errors, console, err_console, print_json, print_table
 from distro_bench.scenario.gates import GATES
 
 if TYPE_CHECKING:

@@ -8,15 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from distro_bench.cli.options import (
-    CORPUS_OUTSIDE_HELP,
-    JSON_OPTION,
-    TRACE_OUTSIDE_HELP,
-    allow_corpus_outside,
-    out_path,
-)
-from distro_bench.cli.options import allow_trace_outside as permit_trace_outside
-from distro_bench.run.console import (
+from distro_bench.cli.console import (
     TABLE_STYLE,
     cli_errors,
     console,
@@ -27,6 +19,14 @@ from distro_bench.run.console import (
     table_records,
     terminal_text,
 )
+from distro_bench.cli.options import (
+    CORPUS_OUTSIDE_HELP,
+    JSON_OPTION,
+    TRACE_OUTSIDE_HELP,
+    allow_corpus_outside,
+    out_path,
+)
+from distro_bench.cli.options import allow_trace_outside as permit_trace_outside
 
 if TYPE_CHECKING:
     from distro_bench.scenario.model import LinkSpec, Scenario

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from distro_bench.run.console import TABLE_STYLE, print_table, table_records
+from distro_bench.cli.console import TABLE_STYLE, print_table, table_records
 
 if TYPE_CHECKING:
     from distro_bench.results.summary import Summary

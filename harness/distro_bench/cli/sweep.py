@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
+from distro_bench.cli.console import cli_errors, console
 from distro_bench.cli.options import out_path
-from distro_bench.run.console import cli_errors, console
 
 TUNE_SEEDS = 3  # studies.sweep.TUNE_SEEDS, for --help (importing studies.sweep here would load torch)
 
@@ -41,9 +41,9 @@ def sweep(
 ) -> None:
     """Run SCENARIO over a grid of settings into one sweep folder (its path is the last line)."""
     from distro_bench import api
+    from distro_bench.cli.progress import RichProgress
     from distro_bench.errors import InputError
     from distro_bench.run.overrides import Overrides
-    from distro_bench.run.progress import RichProgress
 
     with cli_errors():
         if pick not in (None, "best"):
