@@ -289,7 +289,7 @@ class DoctorReport:
 def doctor() -> DoctorReport:
     """Probe the host (root, namespaces, qdiscs, the delay line, Docker, GPUs, binaries, Python modules) and say,
     per backend and link engine, ready or what to fix."""
-    from distro_bench.backends import select_backend
+    from distro_bench.backends.registry import select_backend
     from distro_bench.net import host
     from distro_bench.run.preflight import readiness
 
@@ -525,7 +525,7 @@ class CleanResult:
 def clean(force: bool = False) -> CleanResult:
     """Remove what finished or killed runs left behind (containers, networks, namespaces); runs still going
     are left alone unless `force`."""
-    from distro_bench.backends import clean_leftovers
+    from distro_bench.backends.registry import clean_leftovers
 
     results = clean_leftovers(include_live=force)
     return CleanResult(removed={k: list(r) for k, (r, _) in results.items()},

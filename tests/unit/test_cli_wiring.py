@@ -49,11 +49,12 @@ def test_completion_is_offered(cli):
 
 
 def test_backend_and_link_engine_are_choices_that_match_the_registries(cli):
-    from distro_bench.backends import BACKENDS
+    from distro_bench.backends.catalog import CATALOG
+    from distro_bench.backends.registry import BACKENDS
     from distro_bench.cli.options import Backend, LinkEngine
     from distro_bench.net.engines import ENGINE_CHOICES
 
-    assert [b.value for b in Backend] == ["auto", *BACKENDS]
+    assert [b.value for b in Backend] == ["auto", *BACKENDS] and list(CATALOG) == list(BACKENDS)
     assert {e.value for e in LinkEngine} == set(ENGINE_CHOICES)
     # shell completion offers exactly the choices
     def completions(command: str, option: str) -> list[str]:

@@ -133,7 +133,7 @@ def test_node_zero_claims_its_run_folder_for_clean(tmp_path, monkeypatch):
         assert json.loads((agent.run_dir / "status.json").read_text())["state"] == "running"
         # Killed here (a pid that is gone): `clean` ends the folder's status.
         (owner.runtime_dir() / f"{agent.life.claim_id}.owner").write_text(f"{2**22 + 7} 1\n{claim[1]}\n")
-        from distro_bench.backends import mark_abandoned_runs
+        from distro_bench.backends.registry import mark_abandoned_runs
 
         fixed, problems = mark_abandoned_runs()
         assert not problems and any(claim[1] in f for f in fixed), fixed

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from distro_bench.backends import BACKENDS
 from distro_bench.backends.local import LocalBackend
+from distro_bench.backends.registry import BACKENDS
 from distro_bench.backends.requirements import (
     ENGINE_REQUIREMENTS,
     Binary,

@@ -9,18 +9,18 @@ from typing import get_args
 
 import typer
 
+from distro_bench.backends.catalog import CATALOG, NAMES
 from distro_bench.scenario.model import LinkEngineName
 
-# Names of harness/distro_bench/backends BACKENDS (a unit test keeps them in step); not imported here: importing the
-# backends costs start-up time every command would pay.
-BACKEND_NAMES = ("auto", "local", "netns", "docker")
-
-Backend = Enum("Backend", {n: n for n in BACKEND_NAMES}, type=str)  # type: ignore[misc]  # members from a tuple
+# The backends' names and options come from their catalog (harness/distro_bench/backends/catalog.py), which imports
+# none of them: importing the backends costs start-up time every command would pay.
+Backend = Enum("Backend", {n: n for n in NAMES}, type=str)  # type: ignore[misc]  # members from a tuple
 Backend.__doc__ = "auto picks the most faithful backend this host can run"
 LinkEngine = Enum("LinkEngine", {n: n for n in get_args(LinkEngineName)}, type=str)  # type: ignore[misc]  # from a Literal
 LinkEngine.__doc__ = "how delay, jitter and loss are emulated"
 
-BACKEND_HELP = "auto picks the most faithful one available (docker, then netns, then local)"
+BACKEND_HELP = ("auto picks the most faithful one available (docker, then netns, then local); "
+                + "; ".join(f"{e.name}: {e.what}" for e in CATALOG.values()))
 LINK_ENGINE_HELP = ("how delay, jitter and loss are emulated: tc (netem), userspace (a delay line), or auto "
                     "(default: the scenario's network.link_engine)")
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from distro_bench.backends import BACKENDS, select_backend
+from distro_bench.backends.registry import BACKENDS, select_backend
 from distro_bench.backends.requirements import (
     INSTALL,
     LINK_ENGINES,

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from distro_bench.backends import Backend
+from distro_bench.backends.catalog import OPTION_FLAGS, refuse_unread_options
+from distro_bench.backends.registry import Backend
 from distro_bench.errors import HarnessError, WorkerFailed
 from distro_bench.net import linktest
 from distro_bench.net.netchange import ChangeScheduler
@@ -268,6 +269,8 @@ def run_scenario(scenario: Scenario, options: Overrides, sink: ProgressSink | No
     """Train every optimizer of `scenario` (with `options`' scenario overrides applied) into a new run folder
     under `options.out`."""
     sink = sink or SilentProgress()
+    # An option the chosen backend would ignore is a mistake to say, not to drop (harness/distro_bench/backends/catalog.py).
+    refuse_unread_options(options.backend, {o: getattr(options, o) for o in OPTION_FLAGS})
     scenario = options.apply(scenario)
     backend_options = options.backend_options(scenario)
     # Every missing piece (binaries, modules, kernel, root) in one error, before anything is created.

@@ -228,7 +228,7 @@ def test_clean_removes_labelled_leftovers(worker_image, engine, cli, monkeypatch
 # ---- choosing the backend and the image ----------------------------------------------------------------
 
 def test_auto_picks_docker_when_engine_and_image_are_there(worker_image):
-    from distro_bench.backends import select_backend
+    from distro_bench.backends.registry import select_backend
 
     cls, why = select_backend("auto", scenario_from_dict(tiny_scenario_dict()))
     assert cls is DockerBackend and "auto: docker" in why and worker_image.tag in why

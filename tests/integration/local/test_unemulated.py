@@ -10,7 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from distro_bench.backends import BACKENDS, select_backend
+from distro_bench.backends.registry import BACKENDS, select_backend
 from distro_bench.cli.app import app
 from distro_bench.errors import InputError
 from distro_bench.scenario.loading import scenario_from_dict

@@ -1,0 +1,47 @@
+"""Every backend's name, what it is, and which run options it reads: data the CLI builds its choices and help
+from without importing the backends (that costs 0.6 s: pandas, the docker SDK's modules), and the check that a
+run does not pass an option its backend would ignore. Each Backend class names the same options
+(`Backend.options`); a unit test keeps the two in step."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from distro_bench.errors import InputError
+
+
+@dataclass(frozen=True)
+class BackendEntry:
+    name: str
+    what: str
+    options: tuple[str, ...]  # the run options (Overrides fields) it reads besides the scenario
+
+
+# The run options only some backends read, and the flag that sets each.
+OPTION_FLAGS = {"link_engine": "--link-engine", "allow_unemulated": "--allow-unemulated",
+                "measure_links": "--measure-links", "image": "--image"}
+_EMULATED = ("link_engine", "allow_unemulated", "measure_links")
+
+CATALOG: dict[str, BackendEntry] = {e.name: e for e in (
+    BackendEntry("local", "worker processes on 127.0.0.1, links not emulated", ()),
+    BackendEntry("netns", "a network namespace per worker, a star of shaped links (root)", _EMULATED),
+    BackendEntry("docker", "a container per worker, links shaped from the host (root, a Docker engine)",
+                 (*_EMULATED, "image")),
+)}
+NAMES = ("auto", *CATALOG)  # `auto`: the most faithful one this host can run (docker, then netns, then local)
+
+
+def refuse_unread_options(backend: str, given: Mapping[str, object]) -> None:
+    """An explicit backend given an option it does not read (`given`: option -> value, None where not set) is an
+    error naming the option and the backends that take it. `auto` takes them all: the one it picks reads what
+    applies to it."""
+    entry = CATALOG.get(backend)
+    if entry is None:
+        return
+    unread = [o for o, v in given.items() if v is not None and o in OPTION_FLAGS and o not in entry.options]
+    if unread:
+        raise InputError("; ".join(
+            f"{OPTION_FLAGS[o]}: the {backend} backend does not use it (it applies to "
+            f"{', '.join(n for n, e in CATALOG.items() if o in e.options)}); leave it out or choose one of those"
+            for o in unread))
