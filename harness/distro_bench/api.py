@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from distro_bench.report.check import CheckReport
     from distro_bench.report.load import Run
     from distro_bench.run.lifecycle import ProgressSink
-    from distro_bench.run.overrides import Overrides
+    from distro_bench.run.overrides import Overrides, RunSettings
     from distro_bench.run.runner import RunResult
     from distro_bench.scenario.model import Scenario
     from distro_bench.studies.projection_study import ProjectionStudy
@@ -93,7 +93,8 @@ def schema() -> dict[str, Any]:
 
 # ---- running --------------------------------------------------------------------------------------
 
-def run(scenario: str | Path | Scenario, overrides: Overrides | None = None, *, backend: str = "auto",
+def run(scenario: str | Path | Scenario, overrides: Overrides | None = None, settings: RunSettings | None = None, *,
+        backend: str = "auto",
         optimizers: list[str] | None = None, steps: int | None = None, seed: int | None = None,
         out: str | Path = "results", time_budget: str | float | None = None, tokens: str | int | None = None,
         target_val_loss: float | None = None, repeat: int | None = None,
@@ -102,41 +103,46 @@ def run(scenario: str | Path | Scenario, overrides: Overrides | None = None, *, 
         measure_links: bool | None = None) -> RunResult:
     """Train every optimizer of the scenario on emulated links into a new run folder under `out`.
 
-    The run options are one `distro_bench.run.overrides.Overrides`; the keyword arguments build one (give
-    either, not both). A budget given (`steps`, `time_budget` like "300s", `tokens` like "2M",
-    `target_val_loss`) replaces the scenario's; `repeat` runs each optimizer K times with seeds seed..seed+K-1.
-    `link_engine`, `allow_unemulated` and `measure_links` default to the scenario's `network` section.
+    Two kinds of option (`distro_bench.run.overrides`), each given as one object or as keyword arguments (not
+    both): `Overrides`, what changes in the scenario (`optimizers`, a budget: `steps`, `time_budget` like
+    "300s", `tokens` like "2M", `target_val_loss`, which replaces the scenario's; `seed`; `repeat`: each optimizer
+    K times with seeds seed..seed+K-1), and `RunSettings`, how it runs (`backend`, `out`, `link_engine`,
+    `allow_unemulated`, `image`, `measure_links`, `write_report`; the link ones default to the scenario's
+    `network` section).
     Returns the run folder, its state and the typed summary
     (`result.summary.optimizers[name].step_time_s_mean`, ...)."""
-    from distro_bench.run.overrides import Overrides
+    from distro_bench.run.overrides import Overrides, RunSettings
     from distro_bench.run.runner import run_scenario
 
-    given = Overrides(backend=backend, optimizers=tuple(optimizers) if optimizers else None, steps=steps, seed=seed,
-                      out=Path(out), time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss,
-                      repeat=repeat, link_engine=link_engine, allow_unemulated=allow_unemulated, image=image,
-                      write_report=write_report, measure_links=measure_links)
-    if overrides is not None and given != Overrides():
-        raise InputError(f"run: give the options as `overrides` or as keyword arguments, not both "
-                         f"({', '.join(given.given())} given beside overrides)")
-    return run_scenario(_scenario(scenario), overrides or given, progress)
+    given = Overrides(optimizers=tuple(optimizers) if optimizers else None, steps=steps, seed=seed,
+                      time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss, repeat=repeat)
+    given_settings = RunSettings(backend=backend, out=Path(out), link_engine=link_engine,
+                                 allow_unemulated=allow_unemulated, image=image, write_report=write_report,
+                                 measure_links=measure_links)
+    for name, obj, kw in (("overrides", overrides, given.given()), ("settings", settings, given_settings.given())):
+        if obj is not None and kw:
+            raise InputError(f"run: give the options as `{name}` or as keyword arguments, not both "
+                             f"({', '.join(kw)} given beside {name})")
+    return run_scenario(_scenario(scenario), settings or given_settings, progress, overrides=overrides or given)
 
 
-def sweep(scenario: str | Path | Scenario, sets: list[str], overrides: Overrides | None = None, *,
+def sweep(scenario: str | Path | Scenario, sets: list[str], overrides: Overrides | None = None,
+          settings: RunSettings | None = None, *,
           pick_best: bool = False, allow_few_seeds: bool = False, reuse: bool = True,
           on_point: Callable[[Point, int, str], None] | None = None,
           point_progress: Callable[[], AbstractContextManager[ProgressSink | None]] | None = None) -> SweepResult:
-    """Run the scenario over a grid of settings into one sweep folder under `overrides.out`.
+    """Run the scenario over a grid of settings into one sweep folder under `settings.out`.
 
     `sets` are `PATH=V1,V2,...` (a scenario field by dotted path and the values to try; the grid is every
     combination). The budget and `repeat` of `overrides` apply at every point (`repeat`
-    defaults to 3 seeds with `pick_best`, which refuses fewer unless `allow_few_seeds`); the rest says how each
+    defaults to 3 seeds with `pick_best`, which refuses fewer unless `allow_few_seeds`); `settings` say how each
     point runs. `pick_best` writes best.yaml
     and best-scenario.yaml (each method's best setting by the held-out tuning split's loss). `point_progress`
     makes the progress sink of each point's run; `on_point(point, total, what)` hears each point start and
     end. Ctrl-C keeps the finished points and raises Interrupted."""
     from distro_bench.studies import sweep as sweeps
 
-    return sweeps.sweep(_scenario(scenario), sweeps.parse_sets(sets), overrides, pick_best=pick_best,
+    return sweeps.sweep(_scenario(scenario), sweeps.parse_sets(sets), overrides, settings, pick_best=pick_best,
                         allow_few_seeds=allow_few_seeds, reuse=reuse, on_point=on_point, point_progress=point_progress)
 
 
@@ -159,19 +165,20 @@ class NodeRun:
 def node(scenario: str | Path, *, rdzv: str, node_rank: int, nnodes: int | None = None, iface: str | None = None,
          i_know: bool = False, shaping: bool = True, placement: str | None = None, store_port: int | None = None,
          join_timeout_s: float = 600.0, ship_records: bool = False, overrides: Overrides | None = None,
-         note: Callable[[str], None] | None = None) -> NodeRun:
+         settings: RunSettings | None = None, note: Callable[[str], None] | None = None) -> NodeRun:
     """Run this host's part of a scenario across hosts (docs/scaling-out.md): shape `iface` with the links of the
     nodes placed here, start their workers under torchrun (c10d rendezvous at `rdzv`, HOST:PORT), remove the
-    shaping on exit, Ctrl-C or failure. Node-rank 0 writes the run folder. `overrides` are the run options
-    shared with `run` (optimizers, budget, out, allow_unemulated, measure_links, collective_timeout_s,
-    write_report); `note` hears progress lines."""
+    shaping on exit, Ctrl-C or failure. Node-rank 0 writes the run folder. `overrides` change the scenario as
+    for `run` (optimizers, budget, seeds); `settings` are the run settings shared with `run` (out,
+    allow_unemulated, measure_links, collective_timeout_s, write_report); `note` hears progress lines."""
     from distro_bench.multihost.agent import NodeOptions, run_node
     from distro_bench.results.rundir import load_run as load_run_folder
-    from distro_bench.run.overrides import Overrides
+    from distro_bench.run.overrides import Overrides, RunSettings
 
     opts = NodeOptions(scenario=Path(scenario), rdzv=rdzv, node_rank=node_rank, nnodes=nnodes, iface=iface,
                        i_know=i_know, shaping=shaping, placement=placement, store_port=store_port,
-                       join_timeout_s=join_timeout_s, ship_records=ship_records, overrides=overrides or Overrides())
+                       join_timeout_s=join_timeout_s, ship_records=ship_records, overrides=overrides or Overrides(),
+                       settings=settings or RunSettings())
     r = run_node(opts, note=note or (lambda text: None))
     written = r.node_rank == 0 and (Path(r.run_dir) / "summary.json").is_file()
     summary = Summary.model_validate(load_run_folder(r.run_dir).summary) if written else None

@@ -11,14 +11,14 @@ import pytest
 
 from distro_bench.backends.catalog import CATALOG, NAMES, OPTION_FLAGS, refuse_unread_options
 from distro_bench.errors import InputError
-from distro_bench.run.overrides import Overrides
+from distro_bench.run.overrides import RunSettings
 
 
 def test_the_catalog_is_the_registry_and_every_option_it_names_is_a_run_option():
     from distro_bench.backends.registry import BACKENDS
 
-    assert list(CATALOG) == list(BACKENDS) and NAMES == ("auto", *BACKENDS)
-    fields = set(Overrides.__dataclass_fields__)
+    assert list(CATALOG) == list(BACKENDS) and ("auto", *BACKENDS) == NAMES
+    fields = set(RunSettings.__dataclass_fields__)
     assert set(OPTION_FLAGS) <= fields
     assert all(set(e.options) <= set(OPTION_FLAGS) for e in CATALOG.values())
 
@@ -34,7 +34,7 @@ def test_reading_the_catalog_imports_no_backend():
 @pytest.mark.parametrize(("backend", "given", "words"), [
     ("local", {"image": "mine:1"}, ["--image: the local backend does not use it", "applies to docker"]),
     ("netns", {"image": "mine:1"}, ["--image: the netns backend does not use it", "applies to docker"]),
-    ("local", {"link_engine": "tc", "measure_links": False},
+    ("local", {"link_engine": "tc", "measure_links": True},
      ["--link-engine: the local backend", "--measure-links: the local backend", "applies to netns, docker"]),
 ])
 def test_an_option_the_backend_would_ignore_is_refused_with_who_takes_it(backend, given, words):
@@ -48,6 +48,7 @@ def test_an_option_the_backend_would_ignore_is_refused_with_who_takes_it(backend
     ("netns", {"link_engine": "tc", "allow_unemulated": True, "measure_links": False, "image": None}),
     ("auto", {"image": "mine:1", "link_engine": "tc"}),  # auto: the backend it picks reads what applies
     ("local", {"image": None, "link_engine": None}),
+    ("local", {"measure_links": False, "allow_unemulated": False}),  # turned off: asks nothing of it
 ])
 def test_options_the_backend_reads_or_not_given_pass(backend, given):
     refuse_unread_options(backend, given)

@@ -111,14 +111,14 @@ def test_node_zero_claims_its_run_folder_for_clean(tmp_path, monkeypatch):
     from distro_bench.multihost.store import AgentStore
     from distro_bench.net import owner
     from distro_bench.run.lifecycle import RunLifecycle
-    from distro_bench.run.overrides import Overrides
+    from distro_bench.run.overrides import RunSettings
     from distro_bench.scenario.loading import load_scenario
     from distro_bench.scenario.placement import from_scenario
 
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(tiny_scenario_dict()))
     agent = Agent(NodeOptions(scenario=path, rdzv="127.0.0.1:1", node_rank=0, nnodes=1,
-                              overrides=Overrides(out=tmp_path / "out")))
+                              settings=RunSettings(out=tmp_path / "out")))
     agent.scenario = load_scenario(path)
     agent.placement = from_scenario(agent.scenario, 1, None)
     agent.life = RunLifecycle(agent.scenario, "multihost", host=0)
@@ -155,7 +155,7 @@ def test_a_changing_link_is_refused_before_anything_changes(tmp_path, link):
 
     from distro_bench.errors import InputError
     from distro_bench.multihost.agent import Agent, NodeOptions
-    from distro_bench.run.overrides import Overrides
+    from distro_bench.run.overrides import RunSettings
 
     (tmp_path / "up.trace").write_text("\n".join(str(i) for i in range(1, 101)) + "\n")
     d = tiny_scenario_dict(workers=[{"count": 2, "hardware": "host", "link": "wan"}])
@@ -163,7 +163,7 @@ def test_a_changing_link_is_refused_before_anything_changes(tmp_path, link):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(d))
     agent = Agent(NodeOptions(scenario=path, rdzv="127.0.0.1:1", node_rank=0, nnodes=1,
-                              overrides=Overrides(out=tmp_path / "out")))
+                              settings=RunSettings(out=tmp_path / "out")))
     with pytest.raises(InputError, match=r"links wan: multi-host runs .* do not follow a schedule or trace"):
         agent.prepare()
     assert not (tmp_path / "out").exists()

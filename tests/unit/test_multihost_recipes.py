@@ -188,10 +188,10 @@ def test_k8s_agent_shapes_with_net_admin_and_its_workers_start_without_it(tmp_pa
     # The agent (root in the pod) starts torchrun through enter.py with no capability at all (net_admin gone from
     # every set, the bounding one too), as the local and netns backends start their workers.
     from distro_bench.multihost.agent import Agent, NodeOptions
-    from distro_bench.run.overrides import Overrides
+    from distro_bench.run.overrides import RunSettings
 
     a = Agent(NodeOptions(scenario=CI_SMOKE, rdzv="127.0.0.1:29400", node_rank=0, nnodes=2, shaping=False,
-                          overrides=Overrides(out=tmp_path / "out")))
+                          settings=RunSettings(out=tmp_path / "out")))
     a.prepare()
     a.run_dir = tmp_path / "run"
     monkeypatch.setattr(os, "geteuid", lambda: 0)

@@ -1,4 +1,4 @@
-"""One Overrides type for the run options and one run lifecycle for the runner and the multi-host agent
+"""Overrides (what changes in the scenario) and RunSettings (how a run runs), and one run lifecycle for the runner and the multi-host agent
 (harness/distro_bench/run/overrides.py, harness/distro_bench/run/lifecycle.py; issue 28). No training here."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from distro_bench.errors import InputError, Interrupted, WorkerFailed
 from distro_bench.results.rundir import write_status
 from distro_bench.run.lifecycle import RunLifecycle, finalize, training_order
-from distro_bench.run.overrides import Overrides
+from distro_bench.run.overrides import Overrides, RunSettings
 from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import REPO, tiny_scenario_dict
 
@@ -26,48 +26,67 @@ def claims(tmp_path, monkeypatch):
     return d
 
 
-# ---- Overrides ------------------------------------------------------------------------------------------
+# ---- Overrides and RunSettings ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("bad, field", [({"steps": 0}, "steps"), ({"repeat": 101}, "repeat"), ({"seed": -1}, "seed"),
-                                        ({"link_engine": "fast"}, "link_engine"),
-                                        ({"collective_timeout_s": 1}, "collective_timeout_s")])
-def test_overrides_refuse_a_bad_value_naming_it(bad, field):
-    with pytest.raises(InputError, match=f"run options: {field}: "):
-        Overrides(**bad)
+@pytest.mark.parametrize("cls, bad, field", [
+    (Overrides, {"steps": 0}, "run options: steps"), (Overrides, {"repeat": 101}, "run options: repeat"),
+    (Overrides, {"seed": -1}, "run options: seed"), (RunSettings, {"link_engine": "fast"}, "run settings: link_engine"),
+    (RunSettings, {"collective_timeout_s": 1}, "run settings: collective_timeout_s")])
+def test_a_bad_value_is_refused_naming_it(cls, bad, field):
+    with pytest.raises(InputError, match=f"{field}: "):
+        cls(**bad)
 
 
-def test_overrides_are_frozen_and_normalised():
-    o = Overrides(optimizers=["adamw"], out="somewhere")
-    assert o.optimizers == ("adamw",) and o.out == Path("somewhere")
+def test_overrides_and_settings_are_frozen_and_normalised():
+    o = Overrides(optimizers=["adamw"])
+    assert o.optimizers == ("adamw",)
     with pytest.raises(dataclasses.FrozenInstanceError):
         o.steps = 3  # type: ignore[misc]
     assert Overrides(optimizers=[]).optimizers is None
+    assert RunSettings(out="somewhere").out == Path("somewhere")  # type: ignore[arg-type]
+
+
+def test_training_overrides_and_run_settings_travel_apart():
+    """Issue 36: Overrides hold what changes in the scenario only; the backend and the output folder are the
+    settings'."""
+    assert {f.name for f in dataclasses.fields(Overrides)} == {
+        "optimizers", "steps", "seed", "time_budget", "tokens", "target_val_loss", "repeat"}
+    assert {"backend", "out", "link_engine", "image", "write_report"} <= {f.name for f in dataclasses.fields(RunSettings)}
+    with pytest.raises(TypeError):
+        Overrides(backend="local")  # type: ignore[call-arg]
 
 
 def test_overrides_leave_the_scenario_alone_unless_they_change_it():
     s = scenario_from_dict(tiny_scenario_dict())
-    assert Overrides(backend="local", out=Path("x")).apply(s) is s
+    assert Overrides().apply(s) is s and not Overrides().changes_scenario()
     changed = Overrides(steps=3, repeat=2, optimizers=("adamw",)).apply(s)
     assert changed.train.steps == 3 and len(changed.train.seed_list()) == 2 and list(changed.optimizers) == ["adamw"]
-    run_only = Overrides(steps=3, repeat=2, backend="netns").run_only(out=Path("p"))
-    assert not run_only.changes_scenario() and run_only.backend == "netns" and run_only.out == Path("p")
+    assert Overrides(steps=3, repeat=2).given() == {"steps": 3, "repeat": 2}
 
 
-def test_overrides_fill_the_backend_options_from_the_scenarios_network():
+def test_settings_fill_the_backend_options_from_the_scenarios_network():
     d = tiny_scenario_dict()
     d["network"] = {"link_engine": "userspace", "allow_unemulated": True}
     s = scenario_from_dict(d)
-    assert Overrides().backend_options(s).link_engine == "userspace"
-    assert Overrides().backend_options(s).allow_unemulated is True
-    b = Overrides(link_engine="tc", allow_unemulated=False, image="img").backend_options(s)
+    assert RunSettings().backend_options(s).link_engine == "userspace"
+    assert RunSettings().backend_options(s).allow_unemulated is True
+    b = RunSettings(link_engine="tc", allow_unemulated=False, image="img").backend_options(s)
     assert (b.link_engine, b.allow_unemulated, b.image) == ("tc", False, "img")
+    assert RunSettings(backend="netns", out=Path("p")).given() == {"backend": "netns", "out": Path("p")}
 
 
-def test_api_run_takes_overrides_or_keywords_not_both():
+@pytest.mark.parametrize("objects, words", [
+    ({"overrides": Overrides(seed=1)}, r"not both .*steps given beside overrides"),
+    ({"settings": RunSettings(backend="local")}, None),
+])
+def test_api_run_takes_each_as_an_object_or_keywords_not_both(objects, words):
     from distro_bench import api
 
-    with pytest.raises(InputError, match=r"not both .*steps"):
-        api.run(scenario_from_dict(tiny_scenario_dict()), Overrides(backend="local"), steps=3)
+    if words:
+        with pytest.raises(InputError, match=words):
+            api.run(scenario_from_dict(tiny_scenario_dict()), steps=3, **objects)
+    with pytest.raises(InputError, match=r"not both .*backend given beside settings"):
+        api.run(scenario_from_dict(tiny_scenario_dict()), settings=RunSettings(backend="local"), backend="netns")
 
 
 # ---- the lifecycle --------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from distro_bench.errors import InputError
 class BackendEntry:
     name: str
     what: str
-    options: tuple[str, ...]  # the run options (Overrides fields) it reads besides the scenario
+    options: tuple[str, ...]  # the run settings (RunSettings fields) it reads besides the scenario
 
 
 # The run options only some backends read, and the flag that sets each.
@@ -34,12 +34,13 @@ NAMES = ("auto", *CATALOG)  # `auto`: the most faithful one this host can run (d
 
 def refuse_unread_options(backend: str, given: Mapping[str, object]) -> None:
     """An explicit backend given an option it does not read (`given`: option -> value, None where not set) is an
-    error naming the option and the backends that take it. `auto` takes them all: the one it picks reads what
-    applies to it."""
+    error naming the option and the backends that take it; an option turned off (`--no-measure-links`) asks
+    nothing and passes. `auto` takes them all: the one it picks reads what applies to it."""
     entry = CATALOG.get(backend)
     if entry is None:
         return
-    unread = [o for o, v in given.items() if v is not None and o in OPTION_FLAGS and o not in entry.options]
+    unread = [o for o, v in given.items() if v is not None and v is not False and o in OPTION_FLAGS
+              and o not in entry.options]
     if unread:
         raise InputError("; ".join(
             f"{OPTION_FLAGS[o]}: the {backend} backend does not use it (it applies to "

@@ -81,19 +81,19 @@ def run(
     """Train every optimizer of SCENARIO on emulated links and write a run folder (its path is the last line)."""
     from distro_bench import api
     from distro_bench.cli.progress import make_progress
-    from distro_bench.run.overrides import Overrides
+    from distro_bench.run.overrides import Overrides, RunSettings
 
     _allow_trace_outside(allow_trace_outside)
     allow_corpus_outside(allow_corpus_outside_)
 
     with cli_errors():
-        overrides = Overrides(backend=value(backend) or "auto", optimizers=tuple(optimizer) if optimizer else None, steps=steps, seed=seed,
-                              time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss, repeat=repeat,
-                              out=out, link_engine=value(link_engine), allow_unemulated=allow_unemulated, image=image,
-                              measure_links=measure_links)
+        overrides = Overrides(optimizers=tuple(optimizer) if optimizer else None, steps=steps, seed=seed,
+                              time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss, repeat=repeat)
+        settings = RunSettings(backend=value(backend) or "auto", out=out, link_engine=value(link_engine),
+                               allow_unemulated=allow_unemulated, image=image, measure_links=measure_links)
         # With --json, stdout carries only the JSON document: progress goes to stderr as plain lines.
         with make_progress(interactive=False if as_json else None) as progress:
-            result = api.run(scenario, overrides, progress=progress)
+            result = api.run(scenario, overrides, settings, progress=progress)
     if as_json:
         print_json({"run_dir": str(result.run_dir), "state": result.state, "summary": result.summary.to_dict()})
         return

@@ -48,15 +48,15 @@ def node(
     start their workers under torchrun (c10d rendezvous at --rdzv), remove the shaping on exit, Ctrl-C or
     failure. Node-rank 0 writes the run folder (its path is the last line printed)."""
     from distro_bench import api
-    from distro_bench.run.overrides import Overrides
+    from distro_bench.run.overrides import Overrides, RunSettings
 
     with cli_errors():
-        overrides = Overrides(optimizers=tuple(optimizer) if optimizer else None, steps=steps, out=out,
-                              allow_unemulated=allow_unemulated, measure_links=measure,
-                              collective_timeout_s=collective_timeout)
+        overrides = Overrides(optimizers=tuple(optimizer) if optimizer else None, steps=steps)
+        settings = RunSettings(out=out, allow_unemulated=allow_unemulated, measure_links=measure,
+                               collective_timeout_s=collective_timeout)
         result = api.node(scenario, rdzv=rdzv, node_rank=node_rank, nnodes=nnodes, iface=iface, i_know=i_know,
                           shaping=shaping, placement=placement, store_port=store_port, join_timeout_s=timeout,
-                          ship_records=ship_records, overrides=overrides,
+                          ship_records=ship_records, overrides=overrides, settings=settings,
                           note=lambda text: err_console.print(text, markup=False))
     if as_json:
         print_json(result.to_dict())

@@ -43,22 +43,22 @@ def sweep(
     from distro_bench import api
     from distro_bench.cli.progress import RichProgress
     from distro_bench.errors import InputError
-    from distro_bench.run.overrides import Overrides
+    from distro_bench.run.overrides import Overrides, RunSettings
 
     with cli_errors():
         if pick not in (None, "best"):
             raise InputError(f"--pick: {pick!r} is not a choice; the one choice is 'best'")
         s = api.validate(scenario)
         # --allow-unemulated adds to the scenario's network.allow_unemulated; it never turns it off here
-        overrides = Overrides(backend=backend, out=out, steps=steps, time_budget=time_budget, tokens=tokens,
-                              repeat=repeat, link_engine=link_engine, allow_unemulated=allow_unemulated or None,
-                              measure_links=measure_links)
+        overrides = Overrides(steps=steps, time_budget=time_budget, tokens=tokens, repeat=repeat)
+        settings = RunSettings(backend=backend, out=out, link_engine=link_engine,
+                               allow_unemulated=allow_unemulated or None, measure_links=measure_links)
 
         def on_point(point, total, what):
             console.print(f"[bold][{point.index + 1}/{total}][/] {escape(point.label)}: {escape(what)}")
 
         # Ctrl-C: run_sweep keeps and summarises the finished points, then raises Interrupted (exit 130)
-        result = api.sweep(s, set_, overrides, pick_best=pick == "best", allow_few_seeds=allow_few_seeds,
+        result = api.sweep(s, set_, overrides, settings, pick_best=pick == "best", allow_few_seeds=allow_few_seeds,
                            reuse=reuse, on_point=on_point, point_progress=RichProgress)
         from distro_bench.studies.sweep import table_frame
 

@@ -49,7 +49,7 @@ from distro_bench.run.lifecycle import (
     collective_timeout_s,
     sigterm_as_interrupt,
 )
-from distro_bench.run.overrides import Overrides
+from distro_bench.run.overrides import Overrides, RunSettings
 from distro_bench.scenario.loading import load_scenario
 from distro_bench.scenario.placement import ENV_NODE_RANK, ENV_PLACEMENT, Placement, from_scenario
 from distro_bench.train.liveness import Timeouts, WireCounter
@@ -71,10 +71,11 @@ class NodeOptions:
     store_port: int | None = None
     join_timeout_s: float = 600.0
     ship_records: bool = False  # ship over the store even where --out is shared (tests the no-shared-path case)
-    # The run options shared with `distro-bench run`. The agent reads the scenario's (optimizers, budget,
-    # seeds), out, allow_unemulated, measure_links (None here: measure RTT and goodput to the peers),
-    # collective_timeout_s and write_report; the backend is always this one.
+    # What changes in the scenario (optimizers, budget, seeds), and the run settings shared with `distro-bench
+    # run`: the agent reads out, allow_unemulated, measure_links (None here: measure RTT and goodput to the
+    # peers), collective_timeout_s and write_report; the backend is always this one.
     overrides: Overrides = field(default_factory=Overrides)
+    settings: RunSettings = field(default_factory=RunSettings)
 
 
 @dataclass
@@ -173,7 +174,7 @@ class Agent:
             caps = probe(docker=False, gpus=False)
             if not caps.rate_shaping:
                 raise CapabilityError(f"{caps.qdisc_missing('tbf')}: the links cannot be rate-shaped here")
-            allow = o.overrides.backend_options(scenario).allow_unemulated
+            allow = o.settings.backend_options(scenario).allow_unemulated
             self.plan = plan_host(self.my_nodes, caps, allow_unemulated=allow, seed=scenario.train.seed)
         if o.node_rank == 0 and not is_local_host(self.rdzv_host):
             raise InputError(f"--rdzv: {self.rdzv_host} is not an address of this host, but node-rank 0 serves the "
@@ -233,7 +234,7 @@ class Agent:
         in the store; the others write into it where it is shared (its token is there), else into a local copy."""
         o, st = self.o, self._live_store
         if o.node_rank == 0:
-            self.run_dir = run_dir = self.life.open(o.overrides.out)
+            self.run_dir = run_dir = self.life.open(o.settings.out)
             token = secrets.token_hex(8)
             atomic_write_text(run_dir / TOKEN_FILE, token)
             st.set_json("run", {"name": run_dir.name, "path": str(run_dir.resolve()), "token": token,
@@ -255,7 +256,7 @@ class Agent:
             if self.shared:
                 self.run_dir = run_dir = shared
             else:
-                self.run_dir = run_dir = o.overrides.out / run["name"]
+                self.run_dir = run_dir = o.settings.out / run["name"]
                 run_dir.mkdir(parents=True, exist_ok=True)
                 (run_dir / "scenario.yaml").write_text(run["scenario"])
             self.life.join(run_dir)
@@ -306,7 +307,7 @@ class Agent:
                           "nodes": [n.name for n in self.my_nodes]})
         st, me, n = self._live_store, self.o.node_rank, self.placement.nnodes
         measured: dict = {"rtt_s": {}, "goodput_bps": {}}
-        if self.o.overrides.measure_links is not False and n > 1 and self.iface is not None:
+        if self.o.settings.measure_links is not False and n > 1 and self.iface is not None:
             assert self.iface.ipv4 is not None, "iface.choose() refuses an interface without an IPv4 address"
             with measure.Probes(self.iface.ipv4) as probes:
                 st.set_json(f"probe/{me}", probes.endpoint())
@@ -355,7 +356,7 @@ class Agent:
     def _worker_env(self) -> dict[str, str]:
         o, k = self.o, len(self.my_nodes)
         # Scaled by this host's load (or DISTRO_BENCH_TIMEOUT_SCALE), as a single-host run's; an explicit option is taken as given.
-        timeout = o.overrides.collective_timeout_s or Timeouts.for_host(collective_timeout_s(self.scenario)).collective_s
+        timeout = o.settings.collective_timeout_s or Timeouts.for_host(collective_timeout_s(self.scenario)).collective_s
         env = {ENV_PLACEMENT: self.placement.encode(), ENV_NODE_RANK: str(o.node_rank),
                "DISTRO_BENCH_TIMEOUT_S": f"{timeout:.0f}", "DISTRO_BENCH_DIST_BACKEND": choose_dist_backend(self.scenario),
                "DISTRO_BENCH_THREADS": os.environ.get("DISTRO_BENCH_THREADS", str(max(1, (os.cpu_count() or 1) // k))),
@@ -538,7 +539,7 @@ class Agent:
         except Exception as e:  # the run's records matter more than the model's figures
             self.note(f"host 0: no prediction for this run: {type(e).__name__}: {e}")
         (self._folder / TOKEN_FILE).unlink(missing_ok=True)  # the others are done with the folder
-        life.finish(write_report=self.o.overrides.write_report)
+        life.finish(write_report=self.o.settings.write_report)
 
     def _network(self, hosts: list[dict]) -> dict:
         """environment.json's `network`, shaped like the netns backend's (one entry per scenario node)."""

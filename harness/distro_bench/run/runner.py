@@ -33,15 +33,15 @@ from distro_bench.run.lifecycle import (
     collective_timeout_s,
     worker_dir,
 )
-from distro_bench.run.overrides import Overrides
+from distro_bench.run.overrides import Overrides, RunSettings
 from distro_bench.run.progress import AcrossRanks
 from distro_bench.scenario.model import Scenario
 from distro_bench.scenario.timeline import compile_timeline
 from distro_bench.scenario.units import format_duration
 from distro_bench.train.liveness import Dead, HostLoad, LivenessJudge, Timeouts, heartbeat_age, read_heartbeat
 
-# RunOptions was the runner's own options type; every run option is now one Overrides (run/overrides.py).
-RunOptions = Overrides
+# RunOptions: the name tests and scripts use for the runner's settings (run/overrides.py RunSettings).
+RunOptions = RunSettings
 
 
 @dataclass
@@ -147,7 +147,7 @@ def _outage_error(e: WorkerFailed, cause: dict, run_name: str, timeout: float) -
 
 
 def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: str, sink: ProgressSink,
-               options: Overrides, seed: int | None = None, events: list[dict] | None = None) -> None:
+               options: RunSettings, seed: int | None = None, events: list[dict] | None = None) -> None:
     nodes = scenario.nodes()
     seeds = scenario.train.seed_list()
     seed = seeds[0] if seed is None else seed
@@ -265,13 +265,15 @@ def _start_scheduler(backend: Backend, scenario: Scenario, out: Path, run_name: 
     return scheduler
 
 
-def run_scenario(scenario: Scenario, options: Overrides, sink: ProgressSink | None = None) -> RunResult:
-    """Train every optimizer of `scenario` (with `options`' scenario overrides applied) into a new run folder
-    under `options.out`."""
+def run_scenario(scenario: Scenario, options: RunSettings, sink: ProgressSink | None = None, *,
+                 overrides: Overrides | None = None) -> RunResult:
+    """Train every optimizer of `scenario` (with `overrides` applied: the optimizers subset, budget, seeds) into a
+    new run folder under `options.out`, run as `options` say (backend, link emulation, limits)."""
     sink = sink or SilentProgress()
     # An option the chosen backend would ignore is a mistake to say, not to drop (harness/distro_bench/backends/catalog.py).
     refuse_unread_options(options.backend, {o: getattr(options, o) for o in OPTION_FLAGS})
-    scenario = options.apply(scenario)
+    if overrides is not None:
+        scenario = overrides.apply(scenario)
     backend_options = options.backend_options(scenario)
     # Every missing piece (binaries, modules, kernel, root) in one error, before anything is created.
     backend_cls, why = preflight.select_and_check(options.backend, scenario, backend_options)

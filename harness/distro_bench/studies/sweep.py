@@ -29,7 +29,7 @@ from distro_bench.report.verdict import total_bytes
 from distro_bench.results.metrics import CHURN_KEYS
 from distro_bench.results.rundir import atomic_write_json, atomic_write_text, new_run_dir
 from distro_bench.run.lifecycle import ProgressSink
-from distro_bench.run.overrides import Overrides
+from distro_bench.run.overrides import Overrides, RunSettings
 from distro_bench.run.runner import run_scenario
 from distro_bench.scenario.loading import dump_scenario, load_scenario, scenario_from_dict, with_overrides
 from distro_bench.scenario.model import Scenario
@@ -96,24 +96,25 @@ def fixed_settings(scenario: Scenario, axes: list[Axis], overrides: Overrides, p
     return fixed
 
 
-def sweep(scenario: Scenario, axes: list[Axis], overrides: Overrides | None = None, *, pick_best: bool = False,
-          allow_few_seeds: bool = False, reuse: bool = True, on_point: Callable[[Point, int, str], None] | None = None,
+def sweep(scenario: Scenario, axes: list[Axis], overrides: Overrides | None = None,
+          settings: RunSettings | None = None, *, pick_best: bool = False, allow_few_seeds: bool = False,
+          reuse: bool = True, on_point: Callable[[Point, int, str], None] | None = None,
           point_progress: Callable[[], AbstractContextManager[ProgressSink | None]] | None = None) -> SweepResult:
-    """`run_sweep` with the runner and one Overrides: its budget and repeat set at every point (`fixed`), its
-    optimizers subset and seed applied to the scenario, the rest (backend, link emulation, limits) how each
-    point runs, into a sweep folder under `overrides.out`. `point_progress` makes each point's progress sink."""
-    overrides = overrides or Overrides()
+    """`run_sweep` with the runner: the overrides' budget and repeat set at every point (`fixed`), their
+    optimizers subset and seed applied to the scenario; each point runs as `settings` say (backend, link
+    emulation, limits), into a sweep folder under `settings.out`. `point_progress` makes each point's progress
+    sink."""
+    overrides, settings = overrides or Overrides(), settings or RunSettings()
     scenario = replace(overrides, steps=None, time_budget=None, tokens=None, repeat=None).apply(scenario)
     fixed = fixed_settings(scenario, axes, overrides, pick_best, allow_few_seeds)
     make_progress = point_progress or (lambda: nullcontext(None))
-    point_options = overrides.run_only()  # each point's scenario already has the budget and seeds
 
-    def run_point(scen: Scenario, folder: Path) -> Any:
+    def run_point(scen: Scenario, folder: Path) -> Any:  # its scenario already has the budget and seeds
         with make_progress() as progress:
-            return run_scenario(scen, replace(point_options, out=folder), progress)
+            return run_scenario(scen, replace(settings, out=folder), progress)
 
     # looked up at call time: tests replace run_sweep
-    return run_sweep(scenario, axes, out=overrides.out, run=run_point, pick_best=pick_best, reuse=reuse,
+    return run_sweep(scenario, axes, out=settings.out, run=run_point, pick_best=pick_best, reuse=reuse,
                      on_point=on_point, fixed=fixed)
 
 
