@@ -292,7 +292,7 @@ def own_run_ids(monkeypatch, prefix: str):
     from distro_bench.net import naming
     from distro_bench.net.cleanup import list_namespaces
 
-    token = prefix + secrets.token_hex(2)
+    token = prefix + secrets.token_hex(3)  # 24 bits: two lanes of one CI run must not draw the same
     counter = itertools.count()
     monkeypatch.setattr(naming, "new_run_id", lambda: f"{token}{next(counter)}")
     yield token

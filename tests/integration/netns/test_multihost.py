@@ -38,7 +38,7 @@ def hosts():
     stars: list[Star] = []
 
     def make(n: int) -> Star:
-        star = Star(StarSpec.build("mh" + secrets.token_hex(2), n))
+        star = Star(StarSpec.build("mh" + secrets.token_hex(3), n))
         owner.claim(star.spec.run_id)  # a concurrent `distro-bench clean` leaves live runs' namespaces alone
         stars.append(star)
         star.up()

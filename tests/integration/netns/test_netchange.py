@@ -24,7 +24,7 @@ pytestmark = pytest.mark.root
 def nothing_left(monkeypatch):
     """This test's namespaces (its own run-id token) and its delay-line processes are gone afterwards."""
     netns_host()
-    token = "c" + secrets.token_hex(2)
+    token = "c" + secrets.token_hex(3)
     counter = iter(range(10**6))
     monkeypatch.setattr(naming, "new_run_id", lambda: f"{token}{next(counter)}")
     yield token

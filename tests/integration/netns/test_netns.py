@@ -66,7 +66,7 @@ def nothing_left(monkeypatch):
     """Every run id in this test starts with a token of its own; afterwards none of its namespaces,
     and nothing of ours in the root namespace, may remain."""
     _caps()
-    token = "t" + secrets.token_hex(2)
+    token = "t" + secrets.token_hex(3)
     counter = iter(range(10**6))
     monkeypatch.setattr(naming, "new_run_id", lambda: f"{token}{next(counter)}")
     before = _root_state()
