@@ -163,13 +163,13 @@ def test_run_flag_reaches_the_runner(cli, write_scenario, monkeypatch, flag, exp
 
     seen = {}
 
-    def fake_run(scenario, overrides=None, **kw):
-        seen["overrides"] = overrides
+    def fake_run(scenario, overrides=None, settings=None, **kw):
+        seen["settings"] = settings
         raise InputError("stopped by the test")  # a clean exit 2, not a bug report with a traceback file
 
     monkeypatch.setattr(api, "run", fake_run)
     cli("run", write_scenario(tiny_scenario_dict()), *flag)
-    assert seen["overrides"] is not None and seen["overrides"].measure_links is expected
+    assert seen["settings"] is not None and seen["settings"].measure_links is expected
 
 
 def test_scenario_turns_measuring_off_and_rejects_a_non_boolean():

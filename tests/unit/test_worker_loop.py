@@ -25,8 +25,8 @@ END_KEYS = ["type", "optimizer", "rank", "seed", "time", "steps", "train_time_s"
             "lr_warmup_steps", "options", "param_checksum", "final_sync", "final_sync_tx_bytes",
             "final_sync_rx_bytes", "final_sync_collectives", "final_sync_comm_s", "final_sync_ring_bytes",
             "final_sync_wire_tx_bytes", "final_sync_wire_rx_bytes", "max_rss_bytes", "present"]
-START_KEYS = ["type", "rank", "node", "device", "compute_scale", "world_size", "time", "params", "corpus_bytes",
-              "corpus_sha256", "probe_allgather_s", "probe_calls_s", "seed", "budget", "max_grad_norm", "clipped_by"]
+START_KEYS = ["type", "rank", "node", "device", "compute_scale", "world_size", "time", "params", "profile_tflops",
+              "corpus_bytes", "corpus_sha256", "probe_allgather_s", "probe_calls_s", "seed", "budget", "max_grad_norm", "clipped_by"]
 
 
 @pytest.fixture(autouse=True)

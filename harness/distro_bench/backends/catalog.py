@@ -24,7 +24,8 @@ OPTION_FLAGS = {"link_engine": "--link-engine", "allow_unemulated": "--allow-une
 _EMULATED = ("link_engine", "allow_unemulated", "measure_links")
 
 CATALOG: dict[str, BackendEntry] = {e.name: e for e in (
-    BackendEntry("local", "worker processes on 127.0.0.1, links not emulated", ()),
+    # local reads allow_unemulated: a scenario whose links it cannot emulate (all of them) runs only when allowed
+    BackendEntry("local", "worker processes on 127.0.0.1, links not emulated", ("allow_unemulated",)),
     BackendEntry("netns", "a network namespace per worker, a star of shaped links (root)", _EMULATED),
     BackendEntry("docker", "a container per worker, links shaped from the host (root, a Docker engine)",
                  (*_EMULATED, "image")),
