@@ -48,7 +48,7 @@ def test_an_option_the_backend_would_ignore_is_refused_with_who_takes_it(backend
     ("netns", {"link_engine": "tc", "allow_unemulated": True, "measure_links": False, "image": None}),
     ("auto", {"image": "mine:1", "link_engine": "tc"}),  # auto: the backend it picks reads what applies
     ("local", {"image": None, "link_engine": None}),
-    ("local", {"measure_links": False, "allow_unemulated": True}),  # turned off: asks nothing of it; local reads
+    ("local", {"measure_links": False, "allow_unemulated": True, "link_engine": "auto"}),  # turned off: asks nothing of it; local reads
     # allow_unemulated (its links are never emulated: a shaped scenario runs there only when allowed)
 ])
 def test_options_the_backend_reads_or_not_given_pass(backend, given):

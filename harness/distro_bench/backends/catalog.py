@@ -35,12 +35,12 @@ NAMES = ("auto", *CATALOG)  # `auto`: the most faithful one this host can run (d
 
 def refuse_unread_options(backend: str, given: Mapping[str, object]) -> None:
     """An explicit backend given an option it does not read (`given`: option -> value, None where not set) is an
-    error naming the option and the backends that take it; an option turned off (`--no-measure-links`) asks
-    nothing and passes. `auto` takes them all: the one it picks reads what applies to it."""
+    error naming the option and the backends that take it; an option turned off (`--no-measure-links`) or left
+    to choose (`--link-engine auto`) asks nothing and passes. `auto` takes them all: the one it picks reads what applies to it."""
     entry = CATALOG.get(backend)
     if entry is None:
         return
-    unread = [o for o, v in given.items() if v is not None and v is not False and o in OPTION_FLAGS
+    unread = [o for o, v in given.items() if v not in (None, False, "auto") and o in OPTION_FLAGS
               and o not in entry.options]
     if unread:
         raise InputError("; ".join(

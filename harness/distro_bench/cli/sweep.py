@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 
 from distro_bench.cli.console import cli_errors, console
-from distro_bench.cli.options import out_path
+from distro_bench.cli.options import BACKEND_HELP, LINK_ENGINE_HELP, Backend, LinkEngine, out_path, value
 
 TUNE_SEEDS = 3  # studies.sweep.TUNE_SEEDS, for --help (importing studies.sweep here would load torch)
 
@@ -20,7 +20,7 @@ def sweep(
                                                       "optimizers.distro.lr=1e-3,3e-3,1e-2 or links.dsl.up=1Mbit,10Mbit"),
     pick: str = typer.Option(None, help="best: write best.yaml (each method's best setting by the held-out tuning "
                                         "split's loss at equal budget) and best-scenario.yaml (ready for `run`)"),
-    backend: str = typer.Option("auto", help="auto | local | netns | docker"),
+    backend: Backend = typer.Option("auto", help=BACKEND_HELP),
     out: Path = typer.Option(Path("results"), parser=out_path, help="folder that receives the sweep folder"),
     steps: int = typer.Option(None, min=1, help="budget at every point: N steps (replaces the scenario's budget)"),
     time_budget: str = typer.Option(None, "--time-budget", help="budget at every point: training seconds per "
@@ -32,7 +32,7 @@ def sweep(
     allow_few_seeds: bool = typer.Option(False, "--allow-few-seeds", help=f"let --pick best tune on fewer than "
                                                                           f"{TUNE_SEEDS} seeds (one seed's luck "
                                                                           "can win the pick)"),
-    link_engine: str = typer.Option("auto", help="auto | tc | userspace: how delay, jitter and loss are emulated"),
+    link_engine: LinkEngine = typer.Option(None, help=LINK_ENGINE_HELP, show_default=False),
     allow_unemulated: bool = typer.Option(False, help="run even if part of a link cannot be emulated here"),
     measure_links: bool = typer.Option(None, "--measure-links/--no-measure-links", show_default=False,
                                        help="measure each node's link once per point (a few seconds); default: "
@@ -51,7 +51,7 @@ def sweep(
         s = api.validate(scenario)
         # --allow-unemulated adds to the scenario's network.allow_unemulated; it never turns it off here
         overrides = Overrides(steps=steps, time_budget=time_budget, tokens=tokens, repeat=repeat)
-        settings = RunSettings(backend=backend, out=out, link_engine=link_engine,
+        settings = RunSettings(backend=value(backend) or "auto", out=out, link_engine=value(link_engine),
                                allow_unemulated=allow_unemulated or None, measure_links=measure_links)
 
         def on_point(point, total, what):
