@@ -2,10 +2,11 @@
 distro_bench/data/published/points.yaml (DisTrO report, INTELLECT-1, Covenant-72B, OpenDiLoCo, ...; package
 data, so an installed package finds it) the scenario beside it is projected analytically (no model is built)
 and the table "published figure | source | published | projected | replayed | ratio | within band? | basis |
-why" is printed (replayed: "not run" until replay mode exists). Runs in a second on a laptop; needs no root or
-network.
+why" is printed. The replayed column comes from replay runs (docs/replay.md): by default the ones kept in
+benchmarks/replays/ (each run folder's summary.json, scenario.yaml and prediction.json), or those given with
+--replayed. Runs in a second on a laptop; needs no root or network.
 
-    python benchmarks/published.py [--points FILE] [--write-docs]
+    python benchmarks/published.py [--points FILE] [--replayed RUN_DIR ...] [--write-docs]
 
 --write-docs replaces the table in docs/projection.md's "Published operating points" section.
 """
@@ -17,9 +18,14 @@ import sys
 from pathlib import Path
 
 from distro_bench.errors import InputError
-from distro_bench.studies.published import POINTS_FILE, evaluate_all, markdown_table
+from distro_bench.studies.published import POINTS_FILE, evaluate_all, load_replay, markdown_table
 
 REPO = Path(__file__).resolve().parents[1]
+REPLAYS = REPO / "benchmarks" / "replays"  # the replay runs the docs' table shows (run folders, three files each)
+
+
+def kept_replays() -> list[Path]:
+    return sorted(p for p in REPLAYS.iterdir() if p.is_dir()) if REPLAYS.is_dir() else []
 DOC = REPO / "docs" / "projection.md"
 BEGIN, END = "<!-- published-points:begin -->", "<!-- published-points:end -->"
 
@@ -34,10 +40,13 @@ def write_docs(table: str, doc: Path = DOC) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--points", type=Path, default=POINTS_FILE)
+    p.add_argument("--replayed", type=Path, action="append", default=None,
+                   help="a replay's run folder for the replayed column (repeatable; default: benchmarks/replays/*)")
     p.add_argument("--write-docs", action="store_true", help="update the table in docs/projection.md")
     args = p.parse_args()
     try:
-        table = markdown_table(evaluate_all(args.points))
+        replays = [load_replay(d) for d in (args.replayed if args.replayed is not None else kept_replays())]
+        table = markdown_table(evaluate_all(args.points, replays))
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

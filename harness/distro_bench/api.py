@@ -270,12 +270,13 @@ def project(scenario: str | Path | Scenario, *, model: str | None = None, worker
     return study(s, model=model, workers=workers, mfu=mfu, out=out_dir, plots=plots)
 
 
-def published() -> list[PointResult]:
+def published(replayed: Sequence[str | Path] = ()) -> list[PointResult]:
     """Every published operating point (distro_bench/data/published/) with the projection's figure for it and their
-    ratio (docs/projection.md "Published operating points")."""
-    from distro_bench.studies.published import evaluate_all
+    ratio (docs/projection.md "Published operating points"); with `replayed` run folders of replay scenarios
+    (docs/replay.md), the figures they measured for the points they replay."""
+    from distro_bench.studies.published import evaluate_all, load_replay
 
-    return evaluate_all()
+    return evaluate_all(replays=[load_replay(Path(p)) for p in replayed])
 
 
 # ---- the host and its links -----------------------------------------------------------------------

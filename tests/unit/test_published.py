@@ -16,10 +16,13 @@ from distro_bench.studies.published import (
     evaluate,
     evaluate_all,
     load_points,
+    load_replay,
     markdown_table,
+    table_rows,
 )
 from distro_bench.train.model import ModelConfig, parameter_shapes
 from distro_bench.train.projection import analytic_shapes
+from tests.helpers import make_run
 
 POINTS = {p.id: p for p in load_points()}
 REPO = Path(__file__).resolve().parents[2]
@@ -74,9 +77,31 @@ def test_every_point_without_a_number_or_outside_15_percent_says_why():
             assert (POINTS_FILE.parent / r.point.scenario).is_file()
 
 
+def _kept_replays():
+    return [load_replay(d) for d in sorted((REPO / "benchmarks" / "replays").iterdir()) if d.is_dir()]
+
+
 def test_docs_carry_the_current_table():
     doc = (REPO / "docs" / "projection.md").read_text()
-    assert markdown_table(evaluate_all()) in doc, "run: python benchmarks/published.py --write-docs"
+    assert markdown_table(evaluate_all(replays=_kept_replays())) in doc, "run: python benchmarks/published.py --write-docs"
+
+
+def test_kept_replays_fill_the_replayed_column_where_comparable():
+    results = {r.point.id: r for r in evaluate_all(replays=_kept_replays())}
+    distro = results["distro-distro-step"]
+    assert distro.replayed is not None and "8 workers" in distro.replay_note and "model for those links" in distro.replay_note
+    adamw = results["distro-adamw-step"]  # 1/64 of AdamW's bytes replayed: no full-size figure, said so
+    assert adamw.replayed is None and "0.015625 of adamw's bytes replayed" in adamw.replay_note
+    assert results["covenant-comm"].replayed is None and results["covenant-comm"].replay_note == ""
+    assert "0.015625 of adamw's bytes" in table_rows([adamw])[0][4]
+
+
+def test_a_training_run_is_not_taken_for_a_replay(tmp_path):
+    make_run(tmp_path, "trained")
+    with pytest.raises(InputError, match="a training run, not a replay"):
+        load_replay(tmp_path / "trained")
+    with pytest.raises(InputError, match="no such directory"):
+        load_replay(tmp_path / "absent")
 
 
 def test_a_bad_points_file_names_the_field(tmp_path):

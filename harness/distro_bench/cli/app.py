@@ -97,16 +97,25 @@ def run(
     if as_json:
         print_json({"run_dir": str(result.run_dir), "state": result.state, "summary": result.summary.to_dict()})
         return
-    print_summary(result.summary)
+    from distro_bench.report.replay_section import is_replay, replay_lines
     from distro_bench.report.verdict import ranking_lines, verdict_lines
+    from distro_bench.results.rundir import predicted_optimizers
+
+    summary = result.summary.to_dict()
+    if not is_replay(summary):  # a replay's own table below says what it measured (no loss, no replicas)
+        print_summary(result.summary)
 
     if unemulated := unemulated_line(result.run_dir):  # said plainly where the verdict is read (issue 38)
         console.print(unemulated, markup=False, style="bold yellow")
 
-    for line in verdict_lines(result.summary.to_dict()) + ranking_lines(result.summary.to_dict()):
-        console.print(line, markup=False)  # wrapped at the terminal's (or 80) columns
-    for line in result.summary.verdicts():
-        console.print(line, markup=False, soft_wrap=True)
+    if is_replay(summary):  # nothing trained: what the communication cost, no verdict on training
+        for line in replay_lines(summary, predicted_optimizers(Path(result.run_dir))):
+            console.print(line, markup=False, soft_wrap=True)
+    else:
+        for line in verdict_lines(summary) + ranking_lines(summary):
+            console.print(line, markup=False)  # wrapped at the terminal's (or 80) columns
+        for line in result.summary.verdicts():
+            console.print(line, markup=False, soft_wrap=True)
     if (Path(result.run_dir) / "events.parquet").is_file():  # issue 18: what the network's changes cost each
         from distro_bench.report.events_section import loss_sentences
         from distro_bench.report.load import load_for_report

@@ -50,12 +50,17 @@ class RichProgress:
                                                        status=STARTING)
 
     def step(self, optimizer: str, r: dict) -> None:
-        self.progress.update(self.tasks[optimizer], completed=r["step"] + 1, loss=f"{r['loss']:.3f}", status="",
+        self.progress.update(self.tasks[optimizer], completed=r["step"] + 1, loss=fmt_loss(r["loss"]), status="",
                              step_time=fmt_seconds(r["step_time_s"]),
                              mb=fmt_bytes(r["payload_tx_bytes"] + r["payload_rx_bytes"]))
 
     def finish(self, optimizer: str) -> None:
         pass
+
+
+def fmt_loss(loss: float | None) -> str:
+    """A step's loss; `-` where nothing trained (a replay)."""
+    return "-" if loss is None else f"{loss:.3f}"
 
 
 class PlainProgress:
@@ -96,7 +101,7 @@ class PlainProgress:
         total = self.total.get(optimizer)
         elapsed = self.clock() - self.started.get(optimizer, self.clock())
         of = f"/{total}" if total else ""
-        return (f"{optimizer}: step {r['step'] + 1}{of}, loss {r['loss']:.3f}, "
+        return (f"{optimizer}: step {r['step'] + 1}{of}, loss {fmt_loss(r['loss'])}, "
                 f"{fmt_seconds(r['step_time_s'])}/step (slowest rank), "
                 f"{fmt_bytes(r['payload_tx_bytes'] + r['payload_rx_bytes'])}/step, {elapsed:.0f} s elapsed")
 

@@ -23,6 +23,8 @@ def project(
     plots: bool = typer.Option(True, "--plots/--no-plots", help="draw step time against worker count and bandwidth"),
     published: bool = typer.Option(False, "--published",
                                    help="instead: published figures (distro_bench/data/published/) against their projection"),
+    replayed: list[Path] = typer.Option(None, "--replayed", help="with --published: a replay's run folder "
+                                        "(scenarios/published/*-replay.yaml) whose figures fill the replayed column (repeatable)"),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Project bytes per worker per step and step time per optimizer, with plots against worker count and bandwidth."""
@@ -32,8 +34,11 @@ def project(
     from distro_bench.results.format import fmt_bytes, fmt_seconds, fmt_times
 
     if published:
-        _published(as_json)
+        _published(as_json, replayed or [])
         return
+    if replayed:
+        console.print("error: --replayed: only with --published", markup=False)
+        raise typer.Exit(2)
     if scenario is None:
         console.print("error: SCENARIO: missing; give a scenario file, or --published for the published figures",
                       markup=False, soft_wrap=True)
@@ -79,7 +84,7 @@ def project(
     console.print(str(st.out), markup=False, soft_wrap=True)
 
 
-def _published(as_json: bool) -> None:
+def _published(as_json: bool, replayed: list[Path]) -> None:
     """The published operating points table (docs/projection.md "Published operating points")."""
     from rich.table import Table
 
@@ -87,7 +92,7 @@ def _published(as_json: bool) -> None:
     from distro_bench.studies.published import COLUMNS, as_records, table_rows
 
     with cli_errors():
-        results = api.published()
+        results = api.published(replayed)
     if as_json:
         print_json(as_records(results))
         return

@@ -12,7 +12,8 @@ from distro_bench.report.document import Banner, Block, Document, Para, Section,
 from distro_bench.report.events_section import events_section
 from distro_bench.report.load import LoadedRun, load_for_report
 from distro_bench.report.prediction import prediction_section
-from distro_bench.results.rundir import atomic_write_text, ensure_report_dir
+from distro_bench.report.replay_section import is_replay, replay_section
+from distro_bench.results.rundir import atomic_write_text, ensure_report_dir, predicted_optimizers
 from distro_bench.scenario.presets import HARDWARE
 
 
@@ -27,7 +28,11 @@ def _banners(run: LoadedRun) -> list[Banner]:
         if s.get("replicas_identical") is False:
             out.append(Banner("error", f"{name}: the workers ended with different parameters (replicas diverged); "
                                        "its results are not those of one model."))
-    out += _hardware_banners(run)
+    if is_replay(run.data.summary):  # a replay's compute is the profile's by design: no hardware stood in for it
+        out.append(Banner("info", "A replay: nothing was trained. The workers performed each method's full-size "
+                                  "communication over the links, with compute from the hardware profiles (see Replay)."))
+    else:
+        out += _hardware_banners(run)
     net = run.data.environment.get("network")
     if isinstance(net, dict) and net.get("network_emulated") is False:
         out.append(Banner("warn", f"The network was NOT emulated ({net.get('backend', 'this')} backend): step and "
@@ -130,12 +135,14 @@ def build_document(run: LoadedRun, plots_dir: Path) -> Document:
     summary_blocks.append(Para("Bytes are per worker per step, step 0 excluded; the step time is the slowest worker's; "
                                "final loss is the training loss over the last 10% of steps, final val loss the "
                                "held-out loss at the last evaluation."))
+    replay = is_replay(run.data.summary)
     sections = [
-        *filter(None, [verdict_section(run)]),
+        *filter(None, [replay_section(run.data.summary, predicted_optimizers(run.data.path)) if replay
+                       else verdict_section(run)]),
         Section("Scenario", describe.scenario_blocks(run)),
         Section("Summary", summary_blocks),
         *filter(None, [events_section(run), churn_section(run)]),
-        _checks_section(run),
+        *([] if replay else [_checks_section(run)]),  # a replay has no loss for a gate to read
         Section("Plots", figures or [Para("No plots: no training step was recorded.")]),
         *filter(None, [prediction_section(run)]),
         Section("What was and was not emulated", describe.emulation_blocks(run)),

@@ -31,12 +31,30 @@ def build_summary(df: pd.DataFrame, events: list[dict], *, schema_version: int, 
         run["world_size"] = max(int(e.get("world_size") or 0) for e in starts) or None
     summary: dict = {"schema_version": schema_version, "run": run, "baseline": baseline, "target": target,
                      "optimizers": summarize(df, events, baseline, target["val_loss"]) if len(df) else {}}
+    run.setdefault("mode", "replay" if any(e.get("mode") == "replay" for e in starts) else "train")
     for name, figures in summary["optimizers"].items():  # the encoding's, as the run's prediction.json has it
         figures["floor_ratio"] = (predicted_floor_ratio or {}).get(name)
+        figures.update(memory_and_replay(name, events, figures.get("step_time_s_mean")))
     if costs is not None:
         add_costs(summary, costs, [str(e.get("device", "")) for e in starts], link_classes=link_classes,
                   predicted_wire_tx=predicted_wire_tx)
     return summary
 
 
-__all__ = ["build_summary"]
+def memory_and_replay(name: str, events: list[dict], step_time_s: float | None) -> dict:
+    """`max_rss_bytes`: the largest peak resident memory of any worker of this optimizer (its end records); in a
+    replay (issue 34) also `replay`: the compute, codec and fraction its workers replayed (rank 0's start
+    record) and `utilisation`, the share of a step that was the profile's compute (INTELLECT-1's figure)."""
+    rss = [int(e["max_rss_bytes"]) for e in events
+           if e.get("type") == "end" and e.get("optimizer") == name and e.get("max_rss_bytes")]
+    out: dict = {"max_rss_bytes": max(rss) if rss else None}
+    starts = [e for e in events if e.get("type") == "start" and e.get("optimizer") == name and e.get("replay")]
+    if starts:
+        replay = dict(min(starts, key=lambda e: int(e.get("rank") or 0))["replay"])
+        compute = replay.get("compute_s")
+        replay["utilisation"] = compute / step_time_s if compute is not None and step_time_s else None
+        out["replay"] = replay
+    return out
+
+
+__all__ = ["build_summary", "memory_and_replay"]

@@ -71,6 +71,8 @@ SUMMARY_KEYS = [
     # issue 37: useful model FLOPs per second, in all and per worker, and their share of the workers' peak (the
     # hardware profiles' TFLOPS, where every worker ran on the GPU such a profile names; else null)
     *GOODPUT_KEYS,
+    # issue 34: the largest peak resident memory of any of its workers (results/build.py, from the end records)
+    "max_rss_bytes",
 ]
 # Keys that are figures of one seed's run (averaged over seeds, with a 95% interval); the rest are labels.
 _NOT_AVERAGED = {"reduction_basis", "replicas_identical", "replicas_diverged_at_step", "param_checksum", "seeds",

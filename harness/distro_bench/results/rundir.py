@@ -184,6 +184,16 @@ def load_run(path: str | Path) -> RunData:
 METRICS_FILE = "metrics.parquet"
 
 
+def predicted_optimizers(run_dir: Path) -> dict:
+    """prediction.json's per-optimizer figures; {} where the run has none (a strategy without a byte model)."""
+    try:
+        pred = runfiles.read_json(run_dir, "prediction.json")
+    except FileNotFoundError:
+        return {}
+    optimizers = pred.get("optimizers") if isinstance(pred, dict) else None
+    return optimizers if isinstance(optimizers, dict) else {}
+
+
 class IncompleteRunFolder(InputError):
     """A run folder without summary.json, scenario.yaml or metrics.parquet (a report rebuilds what it can)."""
 

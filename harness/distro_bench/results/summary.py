@@ -105,6 +105,9 @@ class OptimizerSummary(_Record):
     goodput_model_flops_per_s: float | None = None
     goodput_model_flops_per_s_per_worker: float | None = None
     goodput_of_peak: float | None = None  # of the profiles' peak, where every worker ran on such a GPU
+    max_rss_bytes: int | None = None  # the largest peak resident memory of any of its workers
+    # issue 34: in a replay, the compute, codec and fraction replayed, and the share of a step that was compute
+    replay: dict[str, Any] | None = None
     ci95: dict[str, list[float] | None] | None = None
     per_seed: dict[str, dict] | None = None
 
@@ -126,6 +129,7 @@ class RunInfo(_Record):
     corpus_sha256: list[str] = Field(default_factory=list)
     probe_allgather_s: float | None = None
     budget: dict[str, Any] | None = None  # {"kind": "steps"|"time"|"tokens"|"target", "value": ...}
+    mode: str | None = None  # train | replay (issue 34: the workers performed the communication only)
 
 
 # The byte bases a summary's costs may name (results/cost.py BASIS_WORDS says each in words).

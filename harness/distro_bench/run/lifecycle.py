@@ -48,6 +48,7 @@ from distro_bench.scenario.loading import dump_for_run, load_resolved
 from distro_bench.scenario.model import Scenario
 from distro_bench.train.model import ModelConfig, parameter_count, parameter_shapes
 from distro_bench.train.projection import UNSHAPED_BPS, max_hop_delay, project, resolve_options
+from distro_bench.train.replay import resolve_codecs
 
 
 class ProgressSink(Protocol):
@@ -121,6 +122,8 @@ def collective_timeout_s(scenario: Scenario) -> float:
 
 def choose_dist_backend(scenario: Scenario) -> str:
     """NCCL only when every worker has a GPU of its own; otherwise gloo (CPU, or GPUs shared)."""
+    if scenario.replay is not None:  # a replay's buffers live in host memory (train/replay.py)
+        return "gloo"
     gpus = len(host_gpus(use_torch=True))
     nodes = scenario.nodes()
     devices = [n.hardware.device for n in nodes]
@@ -180,7 +183,7 @@ class RunLifecycle:
         self.started = _now()
         try:
             self._claim()
-            self.scenario = with_choices_made(self.scenario)
+            self.scenario = resolve_codecs(with_choices_made(self.scenario), self.sink.note)
             text, follows_traces = dump_for_run(self.scenario, run_dir)
             atomic_write_text(run_dir / "scenario.yaml", text)
             if follows_traces:  # the copies hold the bytes validation checked: not checked again

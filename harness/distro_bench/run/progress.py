@@ -38,7 +38,8 @@ class AcrossRanks:
         self.sink.step(optimizer, {
             **recs[0], "rank": None, "ranks": n, "step_time_s": step_time_of(recs),
             "slowest_rank": max(recs, key=lambda x: float(x["step_time_s"]))["rank"],
-            "loss": sum(float(x["loss"]) for x in recs) / n,
+            # a replay trains nothing: no loss (train/replay.py)
+            "loss": None if any(x["loss"] is None for x in recs) else sum(float(x["loss"]) for x in recs) / n,
             "payload_tx_bytes": sum(x["payload_tx_bytes"] for x in recs) / n,
             "payload_rx_bytes": sum(x["payload_rx_bytes"] for x in recs) / n,
         })

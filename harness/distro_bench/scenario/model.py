@@ -33,6 +33,7 @@ from distro_bench.scenario.impairments import IMPAIRMENTS, describe_parts, link_
 from distro_bench.scenario.optimizers import OPTIONS, OptimizerConfig
 from distro_bench.scenario.regions import REGION_PATTERN, RegionMatrix, RegionsSpec
 from distro_bench.scenario.regions import resolve as resolve_regions
+from distro_bench.scenario.replay import ReplaySpec
 from distro_bench.scenario.trace import TraceFile
 from distro_bench.scenario.units import (
     Duration,
@@ -481,6 +482,9 @@ class Scenario(_Strict):
     regions: RegionsSpec | None = None
     # Workers that leave and come back, by schedule or failure rate (harness/distro_bench/scenario/churn.py).
     churn: ChurnSpec | None = None
+    # Paper-scale replay (harness/distro_bench/scenario/replay.py): the workers train nothing and perform the
+    # methods' full-size communication over the links, with compute from the hardware profiles.
+    replay: ReplaySpec | None = None
 
     _base_dir: Path = PrivateAttr(default=Path("."))
     # Each trace file a link names, as validation read it (the path as written -> its bytes, resolved path and
@@ -533,6 +537,11 @@ class Scenario(_Strict):
     @property
     def world_size(self) -> int:
         return sum(g.count for g in self.workers)
+
+    @property
+    def mode(self) -> str:
+        """`replay` (the workers perform the communication only) or `train`."""
+        return "train" if self.replay is None else "replay"
 
     def optimizer_configs(self) -> dict[str, OptimizerConfig]:
         """Run name -> the options of its strategy (a copy of `optimizers`, for callers that predate it)."""

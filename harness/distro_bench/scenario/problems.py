@@ -29,6 +29,7 @@ from distro_bench.scenario.model import (
 )
 from distro_bench.scenario.optimizers import OPTIONS, option_names
 from distro_bench.scenario.regions import matrix_problems
+from distro_bench.scenario.replay import replay_problems
 from distro_bench.scenario.trace import TraceError, open_trace, parse_trace
 
 
@@ -148,9 +149,23 @@ def reference_problems(s: Scenario) -> list[str]:
             problems.append(f"costs.link_classes: {name!r} is not a link the workers use ({_known(links_used)})")
     if s.checks.candidate and s.checks.candidate not in s.optimizers:
         problems.append(f"checks.candidate: {s.checks.candidate!r} is not one of the optimizers ({_known(s.optimizers)})")
-    if s.train.steps is not None and s.train.eval_every > s.train.steps:
+    if s.replay is None and s.train.steps is not None and s.train.eval_every > s.train.steps:  # a replay evaluates nothing
         problems.append(f"train.eval_every: {s.train.eval_every} is more than train.steps ({s.train.steps})")
-    return problems + _churn_problems(s)
+    return problems + _churn_problems(s) + _replay_problems(s)
+
+
+def _replay_problems(s: Scenario) -> list[str]:
+    if s.replay is None:
+        return []
+    tflops = {}
+    for g in s.workers:
+        try:
+            name, hw = resolve_hardware(s, g.hardware)
+        except (KeyError, ValidationError):  # an unknown name or preset: reported on its own
+            continue
+        tflops[name] = hw.tflops
+    return replay_problems(s.replay, {k: c.type for k, c in s.optimizers.items()}, s.train.budget_kind,
+                           s.churn is not None and s.churn.active, tflops)
 
 
 def _speed_problems(s: Scenario) -> list[str]:

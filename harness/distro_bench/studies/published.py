@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from distro_bench.errors import InputError
+from distro_bench.results.rundir import predicted_optimizers, read_scenario, read_summary
 from distro_bench.scenario.loading import load_scenario
 from distro_bench.train.optim import STRATEGIES
 from distro_bench.train.projection import (
@@ -34,7 +35,7 @@ from distro_bench.train.projection import (
 POINTS_FILE = Path(str(resources.files("distro_bench") / "data" / "published" / "points.yaml"))
 TOLERANCE = 0.15  # bytes and ratios: ours within 15% of the published figure
 TIME_BAND = (0.75, 1.33)  # times and fractions: issue 34's band, ours / published
-REPLAYED_NOT_RUN = "not run"  # the replay column until replay mode (issue 34 item 1) fills it
+REPLAYED_NOT_RUN = "not run"  # the replay column where no replay run of the point was given
 
 
 class PublishedPoint(BaseModel):
@@ -61,6 +62,8 @@ class PublishedPoint(BaseModel):
     layout: Literal["ring", "int8_ring", "via_store"] = "ring"
     round_overhead_s: float = Field(default=DEFAULT_ROUND_OVERHEAD_S, ge=0)
     why: str = ""  # the gap explained, or why there is no number
+    # the name of the replay scenario (scenarios/published/*-replay.yaml) whose run measures this point's quantity
+    replay: str | None = None
 
     @property
     def band(self) -> tuple[float, float]:
@@ -73,7 +76,8 @@ class PointResult:
     point: PublishedPoint
     ours: float | None  # the projection's figure (None: not projected)
     own: float | None = None  # our own accounting of the same quantity (definitional rows)
-    replayed: float | None = None  # replay mode's measurement (None: not run)
+    replayed: float | None = None  # replay mode's measurement (None: not run, or not comparable: see replay_note)
+    replay_note: str = ""  # where and how it was replayed (workers, links, the model's figure for them)
 
     @property
     def ratio(self) -> float | None:
@@ -155,6 +159,80 @@ OWN: dict[str, Callable[[_Context, PublishedPoint], float]] = {
 }
 
 
+@dataclass(frozen=True)
+class ReplayRun:
+    """A replay's run folder (issue 34, docs/replay.md) as `project --published --replayed` reads it."""
+
+    path: Path
+    scenario: str
+    workers: int
+    links: str  # the replay's links, in words
+    optimizers: dict[str, dict]  # summary.json's per optimizer
+    predicted_step_s: dict[str, float | None]  # the projection for the replay's own links (prediction.json)
+
+    def fraction(self, name: str) -> float:
+        return float(((self.optimizers.get(name) or {}).get("replay") or {}).get("fraction") or 1.0)
+
+    def step_s(self, name: str) -> float | None:
+        return (self.optimizers.get(name) or {}).get("step_time_s_mean")
+
+
+def load_replay(path: Path) -> ReplayRun:
+    """A replay run folder; InputError where it is not one (no summary, or a training run)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise InputError(f"--replayed {path}: not a run folder (no such directory)")
+    # summary.json, scenario.yaml and prediction.json are all it reads (benchmarks/replays/ keeps just those)
+    summary, scenario = read_summary(path), read_scenario(path)
+    if summary is None or scenario is None:
+        raise InputError(f"--replayed {path}: not a finished run folder (summary.json or scenario.yaml is missing)")
+    run = summary.get("run") or {}
+    if run.get("mode") != "replay":
+        raise InputError(f"--replayed {path}: a training run, not a replay (its summary's run.mode is "
+                         f"{run.get('mode')!r}); replay one with scenarios/published/*-replay.yaml")
+    links = sorted({f"{v.get('up', '?')} up, {v.get('down', '?')} down" for v in (scenario.get("links") or {}).values()
+                    if isinstance(v, dict)})
+    return ReplayRun(path=path, scenario=str(run.get("scenario")), workers=int(run.get("world_size") or 0),
+                     links="; ".join(links) or "unshaped links", optimizers=dict(summary.get("optimizers") or {}),
+                     predicted_step_s={k: v.get("step_s") for k, v in predicted_optimizers(path).items()})
+
+
+def _replayed_step(r: ReplayRun, name: str) -> tuple[float | None, str]:
+    step, model = r.step_s(name), r.predicted_step_s.get(name)
+    where = f"{r.workers} workers on {r.links}; the model for those links: {_fmt(model, 'seconds')}"
+    if r.fraction(name) < 1:
+        return None, f"{r.fraction(name):g} of {name}'s bytes replayed: {_fmt(step, 'seconds')} a step ({where})"
+    return step, where
+
+
+def _replayed_ratio(r: ReplayRun, p: PublishedPoint) -> tuple[float | None, str]:
+    (base, why_base), (mine, _) = _replayed_step(r, _named(p.baseline)), _replayed_step(r, _named(p.optimizer))
+    if base is None or not mine:
+        return None, why_base
+    return base / mine, f"{r.workers} workers on {r.links}"
+
+
+def _replayed_utilisation(r: ReplayRun, p: PublishedPoint) -> tuple[float | None, str]:
+    value = ((r.optimizers.get(_named(p.optimizer)) or {}).get("replay") or {}).get("utilisation")
+    return value, f"{r.workers} workers on {r.links}"
+
+
+# What a replay measures of a point's quantity, and where: (figure or None where not comparable, words).
+REPLAYED: dict[str, Callable[[ReplayRun, PublishedPoint], tuple[float | None, str]]] = {
+    "step_s": lambda r, p: _replayed_step(r, _named(p.optimizer)),
+    "step_ratio": _replayed_ratio,
+    "compute_utilisation": _replayed_utilisation,
+}
+
+
+def replayed(point: PublishedPoint, replays: list[ReplayRun]) -> tuple[float | None, str]:
+    """The point's figure from the first replay run of its replay scenario (None, "" where none was given)."""
+    run = next((r for r in replays if point.replay and r.scenario == point.replay), None)
+    if run is None or point.measure not in REPLAYED:
+        return None, ""
+    return REPLAYED[point.measure](run, point)
+
+
 def load_points(path: Path = POINTS_FILE) -> list[PublishedPoint]:
     try:
         raw = yaml.safe_load(Path(path).read_text())
@@ -174,10 +252,11 @@ def load_points(path: Path = POINTS_FILE) -> list[PublishedPoint]:
     return out
 
 
-def evaluate(point: PublishedPoint, base: Path = POINTS_FILE.parent) -> PointResult:
-    """Our figure for one published point (None where the point has no measure)."""
+def evaluate(point: PublishedPoint, base: Path = POINTS_FILE.parent, replays: list[ReplayRun] | None = None) -> PointResult:
+    """Our figure for one published point (None where the point has no measure), and a replay's where given."""
+    value, note = replayed(point, replays or [])
     if point.measure is None:
-        return PointResult(point, None)
+        return PointResult(point, None, replayed=value, replay_note=note)
     s = load_scenario(base / _named(point.scenario))
     shapes = analytic_shapes(s.resolved_model(), n_kv_heads=point.n_kv_heads)
     nodes = nodes_like(s, point.workers or s.world_size)
@@ -192,11 +271,11 @@ def evaluate(point: PublishedPoint, base: Path = POINTS_FILE.parent) -> PointRes
                    {n: STRATEGIES[cfgs[n].type].predict_period(cfgs[n], shapes, len(nodes)).steps for n in names},
                    run("ring", DEFAULT_ROUND_OVERHEAD_S))
     own = OWN[point.own](ctx, point) if point.own else None
-    return PointResult(point, MEASURES[point.measure](ctx, point), own=own)
+    return PointResult(point, MEASURES[point.measure](ctx, point), own=own, replayed=value, replay_note=note)
 
 
-def evaluate_all(path: Path = POINTS_FILE) -> list[PointResult]:
-    return [evaluate(p, Path(path).parent) for p in load_points(path)]
+def evaluate_all(path: Path = POINTS_FILE, replays: list[ReplayRun] | None = None) -> list[PointResult]:
+    return [evaluate(p, Path(path).parent, replays) for p in load_points(path)]
 
 
 def _fmt(value: float | None, unit: str) -> str:
@@ -228,11 +307,17 @@ def table_rows(results: list[PointResult]) -> list[list[str]]:
             projected += f" (ours, {OWN_WORDS[p.own or '']}: {_fmt(r.own, p.unit)})"
         band = "15%" if p.band[0] == 1 - TOLERANCE else f"[{p.band[0]:g}, {p.band[1]:g}]"
         rows.append([figure, p.source, _fmt(p.published, p.unit), projected,
-                     REPLAYED_NOT_RUN if r.replayed is None else _fmt(r.replayed, p.unit),
+                     _replayed_cell(r),
                      "-" if r.ratio is None else f"{r.ratio:.2f}",
                      within if r.within is None else f"{within} ({band})", p.basis,
                      "" if r.within else p.why])
     return rows
+
+
+def _replayed_cell(r: PointResult) -> str:
+    if r.replayed is None:
+        return r.replay_note or REPLAYED_NOT_RUN
+    return f"{_fmt(r.replayed, r.point.unit)} ({r.replay_note})" if r.replay_note else _fmt(r.replayed, r.point.unit)
 
 
 OWN_WORDS = {"payload_tx_rx": "sent + received", "payload_ratio": "sent + received",
@@ -247,7 +332,7 @@ def as_records(results: list[PointResult]) -> list[dict]:
         lo, hi = p.band
         out.append({"id": p.id, "figure": p.figure, "published": p.published, "unit": p.unit, "source": p.source,
                     "quote": p.quote, "confirmed": p.confirmed, "basis": p.basis, "projected": r.ours,
-                    "ours": r.ours, "own": r.own, "own_accounting": p.own, "replayed": r.replayed,
+                    "ours": r.ours, "own": r.own, "own_accounting": p.own, "replayed": r.replayed, "replay_note": r.replay_note,
                     "ratio": r.ratio, "band": [lo, hi], "within_band": r.within,
                     "within_15pct": None if r.ratio is None else abs(r.ratio - 1) <= TOLERANCE, "why": p.why})
     return out

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass
 from distro_bench.scenario.model import LinkSpec, Node, Scenario
 from distro_bench.train.model import ModelConfig
 from distro_bench.train.optim import STRATEGIES, Collective, get_strategy
+from distro_bench.train.optim.base import floor_tx_bits_of, payload_of, scaled
 
 MSS = 1448  # payload per TCP segment at MTU 1500 with timestamps
 FRAME = 1514  # Ethernet frame carrying it (14 + 20 IP + 32 TCP + 1448)
@@ -257,19 +258,23 @@ def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict 
         # A period is one step for per-step methods, H steps for DiLoCo-style ones: per-step figures are
         # the period's divided by its steps.
         period = strategy.predict_period(ocfg, shapes, n)
-        colls = period.collectives
-        tx, rx = strategy.predict_payload_bytes(ocfg, shapes, n)
-        floor = strategy.predict_floor_tx_bits(ocfg, shapes, n)
+        # A replay issues its collectives at the scenario's fraction of their bytes (scenario/replay.py)
+        colls = scaled(period.collectives, scenario.replay.fraction_of(name) if scenario.replay else 1.0)
+        per = period.steps
+        tx, rx = (v / per if per > 1 else v for v in payload_of(colls, n))
+        floor = floor_tx_bits_of(colls, n) / per
         rounds = latency = transfer = wire_tx = wire_rx = 0.0
         for c in colls:
             r, lat, xfer = collective_time(c, nodes, layout)
             rounds, latency, transfer = rounds + r, latency + lat, transfer + xfer
             up, down = wire_bytes(c, n, layout)
             wire_tx, wire_rx = wire_tx + up, wire_rx + down
-        per = period.steps
         rounds, latency, transfer = rounds / per, latency / per, transfer / per
         wire_tx, wire_rx = wire_tx / per, wire_rx / per
-        compute = compute_seconds(params, tokens, nodes, mfu)
+        compute = compute_seconds(params, tokens, nodes, scenario.replay.mfu if scenario.replay else mfu)
+        codec = scenario.replay.codec_of(name) if scenario.replay else None
+        if compute is not None and isinstance(codec, float | int):  # a replay's stated encode and decode seconds
+            compute += codec
         overhead = rounds * round_overhead_s
         comm = latency + transfer + overhead
         out.append(Projection(

@@ -28,11 +28,15 @@ from distro_bench.scenario.loading import load_resolved
 from distro_bench.scenario.model import Scenario
 from distro_bench.train.liveness import die_with_parent
 from distro_bench.train.loop import TrainLoop
+from distro_bench.train.replay import ReplayLoop
+
+# The loop a worker runs, by the scenario's mode: training, or replaying the communication only (issue 34).
+LOOPS: dict[str, type[TrainLoop] | type[ReplayLoop]] = {"train": TrainLoop, "replay": ReplayLoop}
 
 
 def train(scenario: Scenario, run_name: str, out_dir: Path, seed: int | None = None) -> None:
-    """Train optimizer `run_name` of the scenario in this worker, writing OUT/rank<R>.jsonl."""
-    TrainLoop.setup(scenario, run_name, out_dir, seed).run()
+    """Train (or replay) optimizer `run_name` of the scenario in this worker, writing OUT/rank<R>.jsonl."""
+    LOOPS[scenario.mode].setup(scenario, run_name, out_dir, seed).run()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -63,6 +63,15 @@ class Period:
     collectives: list[Collective]
 
 
+def scaled(collectives: list[Collective], fraction: float) -> list[Collective]:
+    """The collectives at `fraction` of their bytes, at least one byte each: what a replay issues (issue 34: a
+    buffer too large for the box, replayed in part and said so) and what its prediction counts, rounded alike."""
+    if fraction == 1.0:
+        return collectives
+    return [Collective(c.kind, max(1, round(c.nbytes * fraction)),
+                       None if c.floor_bits is None else c.floor_bits * fraction) for c in collectives]
+
+
 def payload_of(collectives: list[Collective], world_size: int) -> tuple[int, int]:
     """(tx, rx) payload bytes of these collectives for one worker, as harness/distro_bench/train/comm.py counts them: a direct
     gather hands its buffer to each of the N-1 peers itself, so its tx is (N-1) copies, not the ring's one."""

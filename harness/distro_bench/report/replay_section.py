@@ -1,0 +1,81 @@
+"""What a replay (issue 34, train/replay.py) measured, for the console and the report: per optimizer the step as
+replayed (the profile's compute, the codec, the communication over the links), the bytes counted against the
+prediction, the share of the step that was compute, and each worker's peak memory. A replay trains nothing, so
+it has no loss and no verdict on training quality: only what the communication costs at that size."""
+
+from __future__ import annotations
+
+from distro_bench.report.document import Para, Section, Table
+from distro_bench.results.format import fmt_bytes, fmt_seconds, fmt_times
+
+COLUMNS = ["optimizer", "step", "compute (profile)", "codec", "comm", "payload/step", "wire sent/step",
+           "predicted sent", "wire / predicted", "compute share", "replayed", "peak memory/worker"]
+
+
+def is_replay(summary: dict) -> bool:
+    return (summary.get("run") or {}).get("mode") == "replay"
+
+
+def _share(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.0f}%"
+
+
+def replay_rows(summary: dict, prediction: dict) -> list[list[str]]:
+    """One row per optimizer (COLUMNS). `prediction`: prediction.json's `optimizers` ({} where absent)."""
+    rows = []
+    for name, s in (summary.get("optimizers") or {}).items():
+        r = s.get("replay") or {}
+        wire = s.get("wire_tx_bytes_per_step")
+        predicted = (prediction.get(name) or {}).get("wire_tx_bytes")
+        fraction = r.get("fraction")
+        rows.append([
+            name, fmt_seconds(s.get("step_time_s_mean")), fmt_seconds(r.get("compute_s")),
+            fmt_seconds(r.get("codec_s")), fmt_seconds(s.get("comm_s_mean")),
+            fmt_bytes(_sum(s.get("payload_tx_bytes_per_step"), s.get("payload_rx_bytes_per_step"))),
+            fmt_bytes(wire), fmt_bytes(predicted),
+            fmt_times(wire / predicted) if wire is not None and predicted else "n/a",
+            _share(r.get("utilisation")),
+            "all" if fraction in (None, 1, 1.0) else f"{fraction:g} of the bytes",
+            fmt_bytes(s.get("max_rss_bytes")),
+        ])
+    return rows
+
+
+def _sum(a: float | None, b: float | None) -> float | None:
+    return None if a is None and b is None else (a or 0) + (b or 0)
+
+
+EXPLAINED = ("A replay: the workers trained nothing. Each step every worker waited out the compute its hardware "
+             "profile gives (6 x parameters x tokens / (TFLOPS x mfu)) and its method's codec seconds, then performed "
+             "exactly the collectives its method issues at that step for the full-size model, with synthetic contents, "
+             "over the emulated links. Step and communication times are measured; compute is the profile's, codec "
+             "as the scenario's replay section gives it (measured on this CPU at the run's start, scaled, or stated). "
+             "Wire bytes are the interface counters; predicted is the projection's framed bytes for the same "
+             "collectives. Where a method replayed a fraction of its bytes, every byte and time figure is for that "
+             "fraction. There is no loss: a replay says what the communication costs at this size, not how well "
+             "the method trains.")
+
+
+def replay_lines(summary: dict, prediction: dict) -> list[str]:
+    """Plain text for the end of `distro-bench run` on a replay: the explanation's first line and the table."""
+    rows = replay_rows(summary, prediction)
+    if not rows:
+        return []
+    cols = ["optimizer", "step", "compute", "codec", "comm", "wire sent", "predicted", "ratio", "compute share",
+            "memory"]
+    pick = [0, 1, 2, 3, 4, 6, 7, 8, 9, 11]
+    table = [cols] + [[r[i] for i in pick] for r in rows]
+    w = [max(len(r[i]) for r in table) for i in range(len(cols))]
+    lines = ["replay (nothing trained): per worker per step, compute from the profile, communication measured"]
+    lines += ["  " + "  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(row)) for row in table]
+    for r in rows:
+        if r[10] != "all":
+            lines.append(f"  {r[0]} replayed {r[10]}: its figures are for that fraction")
+    return lines
+
+
+def replay_section(summary: dict, prediction: dict) -> Section | None:
+    rows = replay_rows(summary, prediction)
+    if not rows:
+        return None
+    return Section("Replay", [Para(EXPLAINED), Table(COLUMNS, rows, numeric=[False] + [True] * (len(COLUMNS) - 1))])
