@@ -161,3 +161,24 @@ def test_no_duplication_leaves_the_other_draws_as_they_were():
 def test_impairment_rejects_a_duplicate_rate_outside_0_1():
     with pytest.raises(InputError, match="duplicate is a fraction"):
         Impairment(duplicate=1.5)
+
+
+def test_a_delay_line_waits_for_its_start_longer_on_a_busy_host(monkeypatch, tmp_path):
+    """The start deadline is the idle base times the host's load factor (issue 38: a hogged host took over 10 s
+    to start one forwarder), and running out says how long it waited and the load."""
+    import time
+
+    from distro_bench.errors import HarnessError
+    from distro_bench.net.delayline import controller
+    from distro_bench.net.link import Impairment
+
+    monkeypatch.setattr(controller.DelayLine, "available", staticmethod(lambda: (True, "test")))
+    monkeypatch.setattr(controller.DelayLine, "command", lambda self, stats: ["sleep", "30"])  # never writes stats
+    monkeypatch.setattr(controller.DelayLine, "START_TIMEOUT_S", 0.1)
+    monkeypatch.setattr(controller, "timeout_scale", lambda: 5.0)
+    line = controller.DelayLine("ns", "a", "b", Impairment(), Impairment(), log_path=tmp_path / "line.log")
+    start = time.monotonic()
+    with pytest.raises(HarnessError, match=r"did not start within 0s \(host load average"):
+        line.start()
+    assert time.monotonic() - start >= 0.5  # 0.1 s x 5, not the idle 0.1 s
+    assert line.pid is None

@@ -152,3 +152,17 @@ def test_the_replay_table_says_a_fraction_and_compares_with_the_prediction():
     lines = replay_lines(summary, {})
     assert lines[0].startswith("replay (nothing trained)")
     assert any("adamw replayed 0.5 of the bytes" in line for line in lines)
+
+
+def test_a_replay_runs_over_gloo_whatever_the_profiles_ask():
+    from distro_bench.run.lifecycle import choose_dist_backend
+
+    assert choose_dist_backend(_replay()) == "gloo"  # its buffers live in host memory, even beside GPUs
+
+
+def test_running_some_optimizers_drops_the_replay_settings_of_the_others():
+    from distro_bench.scenario.loading import with_overrides
+
+    s = with_overrides(_replay({"fraction": {"adamw": 0.25}, "codec": {"adamw": 0.0, "distro": 0.01}}),
+                       optimizers=["distro"])
+    assert list(s.optimizers) == ["distro"] and s.replay.fraction == {} and s.replay.codec == {"distro": 0.01}

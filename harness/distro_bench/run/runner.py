@@ -278,6 +278,9 @@ def run_scenario(scenario: Scenario, options: RunSettings, sink: ProgressSink | 
     # Every missing piece (binaries, modules, kernel, root) in one error, before anything is created.
     backend_cls, why = preflight.select_and_check(options.backend, scenario, backend_options)
     sink.note(f"backend: {why}")
+    if scenario.replay is not None:
+        sink.note("replay: nothing is trained; each step waits out the profile's compute and performs the method's "
+                  "full-size collectives over the links (docs/replay.md)")
     plan = backend_cls.preflight(scenario, backend_options)  # a capability error stops us before the run folder
     life = RunLifecycle(scenario, backend_cls.name, sink)
     run_dir = life.open(options.out)

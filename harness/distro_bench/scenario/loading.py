@@ -282,6 +282,10 @@ def with_overrides(s: Scenario, *, steps: int | None = None, seed: int | None = 
         data["optimizers"] = {k: v for k, v in data["optimizers"].items() if k in optimizers}
         if data["baseline"] not in optimizers:
             data["baseline"] = optimizers[0]
+        if isinstance(data.get("replay"), dict):  # a replay's settings of the optimizers left out go with them
+            for key in ("fraction", "codec"):
+                if isinstance(data["replay"].get(key), dict):
+                    data["replay"][key] = {k: v for k, v in data["replay"][key].items() if k in optimizers}
     token = FILES_CHECKED.set(True)  # the files it names were checked when this scenario was validated
     try:
         out = scenario_from_dict(data, source=f"{s.name} (with overrides)", base_dir=s._base_dir)

@@ -82,6 +82,13 @@ def mean_loss(model: Transformer, batches: list[Batch], device: torch.device) ->
     return sum(losses) / len(losses)
 
 
+def write_record(out: TextIO | None, record: dict[str, Any]) -> None:
+    """One JSON line to rank<R>.jsonl, flushed at once (a crash loses at most the step in flight)."""
+    assert out is not None, "records are written inside run()"
+    out.write(json.dumps(record) + "\n")
+    out.flush()
+
+
 def max_rss_bytes() -> int:
     """This process's peak resident memory (Linux reports ru_maxrss in KiB): memory per worker at scale."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -213,9 +220,7 @@ class TrainLoop:
         close_process_group()
 
     def emit(self, record: dict[str, Any]) -> None:
-        assert self.out is not None, "records are written inside run()"
-        self.out.write(json.dumps(record) + "\n")
-        self.out.flush()
+        write_record(self.out, record)
 
     def start(self) -> None:
         """The start record; then the counters restart, so set-up and calibration count for no step."""

@@ -14,7 +14,6 @@ Records are the training loop's (rank<R>.jsonl: start, step, end) with no loss; 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics
@@ -31,7 +30,7 @@ from distro_bench.scenario.replay import MEASURE, ReplaySpec
 from distro_bench.train.comm import Comm, PendingGather
 from distro_bench.train.distributed import close_process_group, init_process_group, worker_ranks
 from distro_bench.train.liveness import Heartbeat, WireCounter
-from distro_bench.train.loop import max_rss_bytes
+from distro_bench.train.loop import max_rss_bytes, write_record
 from distro_bench.train.model import ModelConfig, parameter_shapes
 from distro_bench.train.optim import Collective, PhaseTimer, get_strategy
 from distro_bench.train.optim.base import Strategy, scaled
@@ -213,9 +212,7 @@ class ReplayLoop:
         close_process_group()
 
     def emit(self, record: dict[str, Any]) -> None:
-        assert self.out is not None, "records are written inside run()"
-        self.out.write(json.dumps(record) + "\n")
-        self.out.flush()
+        write_record(self.out, record)
 
     def start(self) -> None:
         self.emit({"type": "start", "mode": "replay", "optimizer": self.run_name, "rank": self.rank, "node": self.node.name, "device": "cpu",

@@ -21,12 +21,15 @@ from distro_bench.net import owner
 from distro_bench.net.delayline.forwarder import write_json
 from distro_bench.net.link import Impairment
 from distro_bench.net.ns import NetnsRef
+from distro_bench.train.liveness import HostLoad, timeout_scale
 
 
 class DelayLine:
     """Owns one forwarder process inside `netns` (a name from `ip netns`, or a path such as
     /proc/<pid>/ns/net), between `iface_a` (node side) and `iface_b` (switch side)."""
 
+    # On an idle host; scaled with the host's load when a line starts (train/liveness.py timeout_scale: a hogged
+    # CI host took over 10 s to start one of the two forwarders of a docker test).
     START_TIMEOUT_S = 10.0
 
     def __init__(
@@ -114,7 +117,8 @@ class DelayLine:
                 env=env,
                 start_new_session=True,  # a Ctrl-C in the terminal reaches us, and we stop it
             )
-        deadline = time.monotonic() + self.START_TIMEOUT_S
+        limit = self.START_TIMEOUT_S * timeout_scale()
+        deadline = time.monotonic() + limit
         while True:
             rc = self._proc.poll()
             if rc is not None:
@@ -128,7 +132,7 @@ class DelayLine:
             if time.monotonic() > deadline:
                 self.stop()
                 raise HarnessError(
-                    f"delay line in {self.netns} did not start within {self.START_TIMEOUT_S:.0f}s:\n"
+                    f"delay line in {self.netns} did not start within {limit:.0f}s ({HostLoad.now().describe()}):\n"
                     + _tail(log_path)
                 )
             time.sleep(0.02)
