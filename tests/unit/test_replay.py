@@ -166,3 +166,20 @@ def test_running_some_optimizers_drops_the_replay_settings_of_the_others():
     s = with_overrides(_replay({"fraction": {"adamw": 0.25}, "codec": {"adamw": 0.0, "distro": 0.01}}),
                        optimizers=["distro"])
     assert list(s.optimizers) == ["distro"] and s.replay.fraction == {} and s.replay.codec == {"distro": 0.01}
+
+
+def test_buffers_that_do_not_fit_are_refused_with_a_fraction_that_does():
+    from distro_bench.train.replay import buffer_bytes, memory_problem
+
+    assert buffer_bytes([Collective("all_reduce", 10), Collective("all_gather", 3)], 4) == 20
+    assert buffer_bytes([Collective("all_gather", 10)], 4) == 50
+    s = _replay()
+    assert memory_problem(s, available=10**12) is None
+    why = memory_problem(s, available=10**6)
+    assert why is not None and "replay.fraction." in why and "more than half" in why
+    name = why.split("replay: ")[1].split("'s")[0]
+    fraction = float(why.rsplit(": ", 1)[1].split()[0])
+    d = tiny_scenario_dict(workers=[{"count": 3, "hardware": "rtx3060"}], replay={"fraction": {name: fraction}},
+                           optimizers={name: _replay().optimizers[name].model_dump()})
+    assert memory_problem(scenario_from_dict(d), available=10**6) is None  # the fraction it names fits
+    assert memory_problem(scenario_from_dict(tiny_scenario_dict()), available=1) is None  # training: not asked

@@ -19,7 +19,7 @@ from typing import cast
 
 from distro_bench.backends.catalog import OPTION_FLAGS, refuse_unread_options
 from distro_bench.backends.registry import Backend
-from distro_bench.errors import HarnessError, WorkerFailed
+from distro_bench.errors import CapabilityError, HarnessError, WorkerFailed
 from distro_bench.net import linktest
 from distro_bench.net.netchange import ChangeScheduler
 from distro_bench.net.ns import NetnsRef
@@ -39,6 +39,7 @@ from distro_bench.scenario.model import Scenario
 from distro_bench.scenario.timeline import compile_timeline
 from distro_bench.scenario.units import format_duration
 from distro_bench.train.liveness import Dead, HostLoad, LivenessJudge, Timeouts, heartbeat_age, read_heartbeat
+from distro_bench.train.replay import memory_problem as replay_memory_problem
 
 # RunOptions: the name tests and scripts use for the runner's settings (run/overrides.py RunSettings).
 RunOptions = RunSettings
@@ -278,6 +279,8 @@ def run_scenario(scenario: Scenario, options: RunSettings, sink: ProgressSink | 
     # Every missing piece (binaries, modules, kernel, root) in one error, before anything is created.
     backend_cls, why = preflight.select_and_check(options.backend, scenario, backend_options)
     sink.note(f"backend: {why}")
+    if problem := replay_memory_problem(scenario):  # before any namespace or folder: nothing to undo
+        raise CapabilityError(problem)
     if scenario.replay is not None:
         sink.note("replay: nothing is trained; each step waits out the profile's compute and performs the method's "
                   "full-size collectives over the links (docs/replay.md)")

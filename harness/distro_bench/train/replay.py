@@ -136,6 +136,49 @@ def resolve_codecs(scenario: Scenario, note=lambda text: None) -> Scenario:
     return scenario.model_copy(update={"replay": spec.model_copy(update={"codec": codec})})
 
 
+def buffer_bytes(collectives: list[Collective], world_size: int) -> int:
+    """The most one worker holds at once for these collectives: an all-reduce's buffer and its copy, a gather's
+    own buffer and the world's received ones (the largest collective; they run one after another)."""
+    def held(c: Collective) -> int:
+        return 2 * c.nbytes if c.kind == "all_reduce" else (world_size + 1) * c.nbytes
+    return max((held(c) for c in collectives), default=0)
+
+
+def memory_problem(scenario: Scenario, available: int | None = None) -> str | None:
+    """Whether the replay's buffers fit this host: every worker's largest collective at once against the memory
+    available now (/proc/meminfo). A sentence naming the optimizer and a `replay.fraction` that fits, or None."""
+    if scenario.replay is None:
+        return None
+    if available is None:
+        available = _mem_available()
+        if available is None:
+            return None
+    shapes = parameter_shapes(ModelConfig(**scenario.resolved_model()))
+    n = scenario.world_size
+    budget = 0.5 * available  # torch, gloo's own buffers and the rest of the host need the other half
+    for name, cfg in scenario.optimizers.items():
+        fraction = scenario.replay.fraction_of(name)
+        period = get_strategy(cfg.type).predict_period(cfg, shapes, n)
+        need = n * buffer_bytes(scaled(period.collectives, fraction), n)
+        if need > budget:
+            fits = fraction * budget / need
+            return (f"replay: {name}'s buffers need {need / 1e9:.1f} GB across {n} workers at once, more than half of "
+                    f"the {available / 1e9:.1f} GB this host has free; replay part of its bytes, said so in every "
+                    f"output: replay.fraction.{name}: {2 ** math.floor(math.log2(fits)):g} (or fewer workers)")
+    return None
+
+
+def _mem_available() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 # ---- the worker --------------------------------------------------------------------------------------------
 
 def synthetic(nbytes: int, cache: dict[int, torch.Tensor]) -> torch.Tensor:
