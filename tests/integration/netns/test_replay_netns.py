@@ -36,8 +36,9 @@ def test_replayed_wire_bytes_match_the_prediction(tmp_path, netns_caps):
         wire, model = o["wire_tx_bytes_per_step"], predicted[name]["wire_tx_bytes"]
         # Measured (idle, 3 runs): adamw 1.004-1.012x; distro 1.013x with topk 128 (238 kB sent to each peer a
         # step), 1.042-1.044x at topk 32 (60 kB): the model leaves out each message's control traffic (~1 kB)
-        # and pure ACKs, nothing else.
-        assert model <= wire <= 1.05 * model, (name, wire, model)
+        # and pure ACKs. Below it too: 0.987x for distro on a hogged CI host, where the veth counted segments
+        # merged by GSO (one header for several); never below the payload itself.
+        assert o["payload_tx_bytes_per_step"] <= wire <= 1.05 * model, (name, wire, model)
     adamw = result.summary.to_dict()["optimizers"]["adamw"]
     # 1/5 of 14 MB of fp32 gradients in a 3-worker ring: 2 x 2/3 x 2.8 MB through 50 Mbit/s is ~0.6 s a step
     assert adamw["comm_s_mean"] >= 0.9 * predicted["adamw"]["transfer_s"]
