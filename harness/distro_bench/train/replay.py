@@ -34,16 +34,17 @@ from distro_bench.train.loop import max_rss_bytes, write_record
 from distro_bench.train.model import ModelConfig, parameter_shapes
 from distro_bench.train.optim import Collective, PhaseTimer, get_strategy
 from distro_bench.train.optim.base import Strategy, scaled
+from distro_bench.train.projection import compute_seconds
 
 Shapes = dict[str, tuple[int, ...]]
 
 
 def compute_seconds_of(node: Node, params: int, tokens: int, mfu: float) -> float:
-    """A step's compute on this node's profile: 6 x parameters x tokens / (its TFLOPS x mfu)."""
-    tflops = node.hardware.tflops
-    if not tflops:
+    """A step's compute on this node's profile: the projection's compute model for this one node."""
+    seconds = compute_seconds(params, tokens, [node], mfu)
+    if seconds is None:
         raise ValueError(f"hardware {node.hardware_name!r} has no tflops: a replay takes its compute from them")
-    return 6 * params * tokens / (tflops * 1e12 * mfu)
+    return seconds
 
 
 # ---- the codec measured on this CPU (at run open, in the coordinator) ----------------------------------------
@@ -278,11 +279,12 @@ class ReplayLoop:
             buf = synthetic(c.nbytes, self.buffers)
             if c.kind == "all_reduce":
                 self.comm.all_reduce(buf.clone())  # summed in place: the cache keeps its contents
-            elif overlap:
-                self.pending.append(self.comm.all_gather_async(
-                    buf, exchange="direct" if c.kind == "all_gather_direct" else "ring"))
+                continue
+            gather = self.comm.all_gather_async(buf, exchange="direct" if c.kind == "all_gather_direct" else "ring")
+            if overlap:
+                self.pending.append(gather)
             else:
-                self.comm.all_gather(buf, exchange="direct" if c.kind == "all_gather_direct" else "ring")
+                gather.wait()
 
     def drain(self) -> None:
         for p in self.pending:
