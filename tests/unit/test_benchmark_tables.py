@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _load(name: str):
     spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # a dataclass resolves its annotations through its module
     spec.loader.exec_module(mod)
     return mod
 
@@ -139,3 +141,72 @@ def test_churn_rates_must_be_numbers_at_least_zero():
     for bad in ("", "a,2", "-1"):
         with pytest.raises(cg.InputError, match="--rates"):
             cg.parse_rates(bad)
+
+
+def test_shootout_table_holm_columns_and_the_set_tied_with_the_best(tmp_path):
+    """Five seeds written into a made-up run: distro is faster than adamw on every seed (distinct after Holm);
+    sparse is within noise of distro, so it stays in the set not distinguishable from the best."""
+    so = _load("methods_shootout")
+    run = make_run(tmp_path, optimizers={"adamw": (4e6, 4e6, 2.6, 0.1), "distro": (1e3, 3e3, 2.5, 0.1),
+                                         "sparse": (1e3, 3e3, 2.55, 0.1)})
+    summary = json.loads((run / "summary.json").read_text())
+    times = {"adamw": [20.0, 22.0, 21.0, 19.0, 20.5], "distro": [9.0, 10.5, 9.8, 9.1, 9.6],
+             "sparse": [9.4, 10.1, 10.0, 8.8, 9.9]}
+    for name, ts in times.items():
+        summary["optimizers"][name]["per_seed"] = {
+            str(k): {"time_to_target_s": t, "time_to_target_exact": True, "train_time_s": 25.0,
+                     "val_loss_at_equal_time": 2.5 + t / 100} for k, t in enumerate(ts)}
+    summary["run"]["budget"] = {"kind": "time", "value": 25.0}
+    summary["target"] = {"val_loss": 3.0, "source": "scenario"}
+    (run / "summary.json").write_text(json.dumps(summary))
+    lines = so.table(run).splitlines()
+    assert lines[1].startswith("5 seeds; against adamw")
+    rows = {r.split("|")[2].strip(): [c.strip() for c in r.split("|")[1:-1]] for r in lines if r.startswith("| ")
+            and r[2].isdigit()}
+    assert rows["adamw"][4] == "(ref)" and rows["distro"][5] == "(ref)"  # time vs adamw, time vs best
+    assert rows["distro"][4].endswith(" *") and rows["distro"][4].startswith("0.47x [0.45, 0.48] p<0.001")
+    assert not rows["sparse"][5].endswith("*")
+    tied = next(line for line in lines if line.startswith("by time to target"))
+    assert tied.endswith("distro, sparse") and "best by mean distro" in tied
+
+
+def test_size_ladder_rungs_are_valid_scenarios_of_the_named_size(tmp_path):
+    import yaml
+
+    from distro_bench.scenario.loading import load_scenario
+
+    sl = _load("size_ladder")
+    base = yaml.safe_load((REPO / "scenarios" / "home-dsl.yaml").read_text())
+    rates = yaml.safe_load((REPO / "scenarios" / "methods-home-dsl.yaml").read_text())
+    doc = sl.rung_scenario(base, rates, "small", ["adamw", "distro", "diloco", "sparseloco"], "builtin:stdlib")
+    (tmp_path / "rung.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    s = load_scenario(tmp_path / "rung.yaml")
+    assert s.model.preset == "small" and s.data.corpus == "builtin:stdlib" and s.baseline == "adamw"
+    assert list(s.optimizers) == ["adamw", "distro", "diloco", "sparseloco"]
+    assert s.optimizers["diloco"].lr == float(rates["optimizers"]["diloco"]["lr"])
+    with pytest.raises(sl.InputError, match="--methods: nope"):
+        sl.rung_scenario(base, rates, "tiny", ["adamw", "nope"], "builtin:pydoc")
+
+
+def _with_seeds(run: Path, losses: dict[str, list[float]]) -> Path:
+    summary = json.loads((run / "summary.json").read_text())
+    for name, ls in losses.items():
+        summary["optimizers"][name]["per_seed"] = {str(k): {"val_loss_at_equal_time": v} for k, v in enumerate(ls)}
+    (run / "summary.json").write_text(json.dumps(summary))
+    return run
+
+
+def test_size_ladder_table_gaps_and_whether_the_order_holds(tmp_path):
+    sl = _load("size_ladder")
+    opts = {"adamw": (4e6, 4e6, 2.6, 0.1), "distro": (1e3, 3e3, 2.5, 0.1), "diloco": (1e3, 3e3, 2.55, 0.1)}
+    tiny = _with_seeds(make_run(tmp_path, "tiny", optimizers=opts),
+                       {"adamw": [3.0, 3.2, 3.1], "distro": [2.8, 3.0, 2.9], "diloco": [2.9, 3.1, 3.0]})
+    small = _with_seeds(make_run(tmp_path, "small", optimizers=opts),
+                        {"adamw": [2.6, 2.8, 2.7], "distro": [2.75, 2.95, 2.86], "diloco": [2.5, 2.7, 2.6]})
+    text = sl.ladder_table({"equal time": {"tiny": tiny, "small": small}})
+    assert "- tiny: distro < diloco < adamw" in text and "- small: diloco < adamw < distro" in text
+    assert "does not hold" in text
+    tiny_row = next(line for line in text.splitlines() if line.startswith("| tiny |"))
+    assert "(baseline)" in tiny_row and "-0.200 [-0.200, -0.200] p<0.001 *" in tiny_row
+    same = sl.ladder_table({"equal time": {"tiny": tiny, "tiny-again": tiny}})
+    assert "the order by mean holds" in same

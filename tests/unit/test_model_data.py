@@ -61,6 +61,16 @@ def test_pydoc_corpus_shards_are_disjoint_and_validation_is_held_out():
     assert not seen & set(val.tolist())
 
 
+def test_stdlib_corpus_is_large_repeatable_and_capped():
+    """Issue 34: a corpus every machine has, large enough for a size ladder's bigger rungs (MBs, not pydoc's
+    465 KB), the same bytes on every call (all ranks must read one corpus), and at most the cap."""
+    raw = data.load_corpus("builtin:stdlib")
+    assert 5_000_000 < len(raw) <= data.STDLIB_BYTES + 2 * 10_000
+    assert data.stdlib_text() == raw
+    small = data.stdlib_text(max_bytes=100_000)
+    assert len(small) <= 100_000 + 2 * 1_000 and raw.startswith(small[:50_000])
+
+
 def test_held_out_tail_splits_into_disjoint_tuning_and_validation():
     """Issue 27: a sweep selects on the tuning split, reports read the validation split; neither overlaps
     training, and validation is the very tail (so a run's val_loss is the same with or without tuning)."""

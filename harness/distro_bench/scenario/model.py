@@ -44,7 +44,7 @@ from distro_bench.scenario.units import (
     no_bool_numbers,
 )
 
-BUILTIN_CORPORA = ("builtin:pydoc",)
+BUILTIN_CORPORA = ("builtin:pydoc", "builtin:stdlib")
 
 # A scenario's and an optimizer's name become folder names (results/<scenario>-<time>/workers/<optimizer>/):
 # one path component, no separators, no leading dot ('..', '.hidden'), so nothing is written outside the run.

@@ -29,10 +29,39 @@ def load_corpus(corpus: str) -> bytes:
         from pydoc_data.topics import topics
 
         return "\n\n".join(topics[k] for k in sorted(topics)).encode("utf-8")
+    if corpus == "builtin:stdlib":
+        return stdlib_text()
     try:
         return read_corpus(Path(corpus))
     except CorpusError as e:
         raise InputError(f"data.corpus: {e}") from None
+
+
+STDLIB_BYTES = 16 * 2**20
+
+
+def stdlib_text(max_bytes: int = STDLIB_BYTES) -> bytes:
+    """`builtin:stdlib`: the running Python's standard-library sources (`*.py`, its test suites, site-packages
+    and vendored packages left out), in path order, the first `max_bytes` (16 MiB; CPython 3.11 has ~30 MiB).
+    A corpus ~35x `builtin:pydoc` that every machine with Python has, for model-size ladders whose larger
+    rungs would see pydoc's 465 KB many times over. It follows the Python version (environment.json says which)."""
+    import sysconfig
+
+    root = Path(sysconfig.get_paths()["stdlib"])
+    skip = {"site-packages", "dist-packages", "test", "tests", "idle_test", "_vendor", "__pycache__"}
+    out, total = [], 0
+    for path in sorted(root.rglob("*.py")):
+        if skip.intersection(path.relative_to(root).parts):
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        out.append(data[: max_bytes - total])
+        total += len(out[-1])
+        if total >= max_bytes:
+            break
+    return b"\n\n".join(out)
 
 
 def encode(text: str | bytes) -> torch.Tensor:

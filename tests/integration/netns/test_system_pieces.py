@@ -192,8 +192,10 @@ def test_links_measures_goodput_with_iperf3_absent(cli, write_scenario, monkeypa
     assert data["goodput_tool"] == "python-tcp"
     good = [c for c in data["checks"] if c["check"].endswith("goodput")]
     assert len(good) == 2 and all(c["tool"] == "python-tcp" and c["measured"] for c in good)
-    # Under a shaped rate: a probe that ignored the link would measure Gbit/s here.
-    assert all(c["measured"] <= 1.05 * c["configured"] for c in good), good
+    # The probe goes through the shaped link: one that ignored it would read 100x the rate or more here. How
+    # close one 3 s sample comes to the rate is not this test's claim: a CPU hog on both cores read 1.08x once
+    # (a receiver's clock woken late); the rate's accuracy is test_delayline_net's, over the line's counters.
+    assert all(c["measured"] <= 1.25 * c["configured"] for c in good), good
 
 
 def test_splice_and_undo_over_netlink_keep_address_mac_routes_and_give_eth0_back(namespaces):

@@ -1,0 +1,205 @@
+"""The model-size ladder: does a method's gap to AdamW, and the methods' ranking, hold as the model grows?
+
+    python benchmarks/size_ladder.py [--scenario scenarios/home-dsl.yaml] [--sizes tiny,small,base]
+        [--methods adamw,distro,diloco,sparseloco] [--rates scenarios/methods-home-dsl.yaml]
+        [--corpus builtin:stdlib] [--seeds 3] [--first-seed 1] [--budget 60s] [--tokens 400k]
+        [--tune --lrs 1e-3,3e-3,1e-2 --sweep-budget 20s --tune-seed 0] [--backend netns] [--out results/ladder]
+        [--write-docs docs/size-ladder.md]
+    python benchmarks/size_ladder.py --table tiny=RUN_DIR [small=RUN_DIR ...] [--tokens-run tiny=RUN_DIR ...]
+
+For each size (a model preset) the scenario's network and workers are kept; the model, the corpus and the
+optimizers change: `--methods`, each with its configuration and rate from `--rates` (the shoot-out's tuned
+scenario), or, with `--tune`, with its rate swept at this size on `--tune-seed` (a seed the ladder does not
+report; benchmarks/methods_shootout.py's sweep, the grid widened at an edge). Two runs per size through
+`distro-bench run`, paired seeds `--first-seed..`:
+- equal time: `--budget` seconds of training per method (what a user on this network gets per hour);
+- equal tokens: `--tokens` per method (what the method does with the same data, wherever the time goes).
+
+The table: per size and budget, each method's val loss (at equal time, or at the end of its tokens) and its
+paired difference to AdamW with a 95% interval and a Holm-adjusted p over the methods (report/shootout.py);
+then whether the methods' order by mean holds from size to size. `--write-docs` writes it as Markdown.
+The default corpus is `builtin:stdlib` (~12 MB: the larger rungs would see `builtin:pydoc`'s 465 KB many
+times over). Sizes whose steps take seconds on a CPU (base, ~25M parameters) belong on a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
+
+from distro_bench.errors import InputError  # after the path insert: runs from a checkout
+
+HERE = Path(__file__).resolve().parent
+
+
+def _shootout():
+    """benchmarks/methods_shootout.py (its CLI call and its sweep), loaded by path: benchmarks is no package."""
+    spec = importlib.util.spec_from_file_location("methods_shootout", HERE / "methods_shootout.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["methods_shootout"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def rung_scenario(base: dict, rates: dict, size: str, methods: list[str], corpus: str) -> dict:
+    """The scenario of one rung: `base`'s network and workers, model preset `size`, `corpus`, and `methods`
+    as `rates` configures them (each method must be one of its optimizers); AdamW is the baseline."""
+    missing = [m for m in methods if m not in (rates.get("optimizers") or {})]
+    if missing:
+        raise InputError(f"--methods: {', '.join(missing)} not in --rates's optimizers "
+                         f"({', '.join(rates.get('optimizers') or {})})")
+    doc = {k: v for k, v in base.items() if k not in ("optimizers", "checks", "baseline")}
+    doc["name"] = f"{base.get('name', 'ladder')}-{size}"
+    doc["model"] = {"preset": size}
+    doc["data"] = {**(base.get("data") or {}), "corpus": corpus}
+    doc["optimizers"] = {m: dict(rates["optimizers"][m]) for m in methods}
+    doc["baseline"] = "adamw" if "adamw" in methods else methods[0]
+    return doc
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One method at one rung and budget: its val loss over seeds, and its paired gap to the baseline."""
+
+    loss: str
+    gap: str
+    mean: float | None
+
+
+def rung_cells(run_dir: Path, figure: str) -> dict[str, Cell]:
+    """Each method's cell of one finished run: `figure` per seed (val_loss_at_equal_time for the equal-time
+    run, final_val_loss for the equal-tokens one), the gap to the baseline paired by seed, Holm over the rest."""
+    from distro_bench.api import load_run
+    from distro_bench.results.multiple import compare_family
+    from distro_bench.results.stats import finite, t_interval
+
+    run = load_run(run_dir)
+    summ = run.summary.model_dump() if hasattr(run.summary, "model_dump") else dict(run.summary)
+    opts = {n: s for n, s in (summ.get("optimizers") or {}).items() if isinstance(s, dict)}
+    values = {n: {k: float(v[figure]) for k, v in (s.get("per_seed") or {}).items() if finite(v.get(figure))}
+              for n, s in opts.items()}
+    base = summ.get("baseline") or next(iter(opts))
+    fam = compare_family(values, base, figure) if base in values and len(values) > 1 else None
+    out = {}
+    for name, vals in values.items():
+        iv = t_interval(vals.values())
+        loss = "n/a" if iv is None else f"{iv.mean:.3f} [{iv.lo:.3f}, {iv.hi:.3f}]"
+        gap = "(baseline)" if name == base else "n/a"
+        c = fam.comparisons.get(name) if fam else None
+        if c is not None and c.interval is not None:
+            p = "p<0.001" if c.p_holm < 0.001 else ("p n/a" if math.isnan(c.p_holm) else f"p={c.p_holm:.3f}")
+            gap = f"{c.interval.mean:+.3f} [{c.interval.lo:+.3f}, {c.interval.hi:+.3f}] {p}{' *' if c.distinct else ''}"
+        out[name] = Cell(loss, gap, None if iv is None else iv.mean)
+    return out
+
+
+def order(cells: dict[str, Cell]) -> list[str]:
+    """Methods by mean loss, lowest first (those without one last)."""
+    return sorted(cells, key=lambda n: (cells[n].mean is None, cells[n].mean if cells[n].mean is not None else 0.0))
+
+
+def ladder_table(runs: dict[str, dict[str, Path]]) -> str:
+    """Markdown: {budget label: {size: run folder}} -> one table per budget, and the ranking per size."""
+    lines = []
+    for label, by_size in runs.items():
+        figure = "val_loss_at_equal_time" if label == "equal time" else "final_val_loss"
+        cells = {size: rung_cells(run, figure) for size, run in by_size.items()}
+        methods = list(dict.fromkeys(m for c in cells.values() for m in c))
+        lines += [f"### At {label}", "", "| size | " + " | ".join(f"{m}: val loss | {m}: gap to baseline"
+                                                                  for m in methods) + " |",
+                  "|---|" + "---|---|" * len(methods)]
+        for size, c in cells.items():
+            lines.append(f"| {size} | " + " | ".join(f"{c[m].loss} | {c[m].gap}" if m in c else "- | -"
+                                                      for m in methods) + " |")
+        orders = {size: order(c) for size, c in cells.items()}
+        lines += [""] + [f"- {size}: {' < '.join(o)}" for size, o in orders.items()]
+        same = len({tuple(o) for o in orders.values()}) == 1
+        lines += [(f"- the order by mean {'holds' if same else 'does not hold'} across sizes"
+                   " (an order by means, not a test: see the gaps' intervals)"), ""]
+    return "\n".join(lines)
+
+
+def _pairs(items: list[str], flag: str) -> dict[str, Path]:
+    out = {}
+    for item in items:
+        size, sep, path = item.partition("=")
+        if not sep or not size or not path:
+            raise InputError(f"{flag}: {item!r}; give SIZE=RUN_DIR")
+        out[size] = Path(path)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--scenario", default="scenarios/home-dsl.yaml")
+    p.add_argument("--rates", default="scenarios/methods-home-dsl.yaml")
+    p.add_argument("--sizes", default="tiny,small,base")
+    p.add_argument("--methods", default="adamw,distro,diloco,sparseloco")
+    p.add_argument("--corpus", default="builtin:stdlib")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--first-seed", type=int, default=1)
+    p.add_argument("--budget", default="60s")
+    p.add_argument("--tokens", default=None, help="also an equal-tokens run per size (e.g. 400k); none if unset")
+    p.add_argument("--tune", action="store_true", help="sweep each method's rate at each size first")
+    p.add_argument("--lrs", default="1e-3,3e-3,1e-2")
+    p.add_argument("--sweep-budget", default="20s")
+    p.add_argument("--tune-seed", type=int, default=0)
+    p.add_argument("--backend", default="netns")
+    p.add_argument("--out", type=Path, default=Path("results/ladder"))
+    p.add_argument("--write-docs", type=Path, default=None)
+    p.add_argument("--table", nargs="*", default=None, help="SIZE=RUN_DIR of finished equal-time runs: print only")
+    p.add_argument("--tokens-run", nargs="*", default=[], help="SIZE=RUN_DIR of finished equal-tokens runs")
+    args = p.parse_args(argv)
+    if args.table is not None:
+        runs = {"equal time": _pairs(args.table, "--table")}
+        if args.tokens_run:
+            runs["equal tokens"] = _pairs(args.tokens_run, "--tokens-run")
+        print(ladder_table(runs))
+        return 0
+    if args.seeds < 3:
+        raise InputError(f"--seeds: {args.seeds}; a ladder's gaps need 3 or more paired seeds")
+    if args.first_seed <= args.tune_seed < args.first_seed + args.seeds:
+        raise InputError(f"--tune-seed: {args.tune_seed} is one of the reported seeds; tune on a fresh seed")
+    so = _shootout()
+    base, rates = (yaml.safe_load(Path(f).read_text()) for f in (args.scenario, args.rates))
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    args.out.mkdir(parents=True, exist_ok=True)
+    runs: dict[str, dict[str, Path]] = {"equal time": {}}
+    if args.tokens:
+        runs["equal tokens"] = {}
+    for size in [s.strip() for s in args.sizes.split(",") if s.strip()]:
+        doc = rung_scenario(base, rates, size, methods, args.corpus)
+        if args.tune:
+            for name, lr in so.tune(doc, args.lrs, args.sweep_budget, args.backend, args.out, methods,
+                                    args.tune_seed).items():
+                doc["optimizers"][name]["lr"] = lr
+        path = args.out / f"ladder-{size}.yaml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        seeds = ["--repeat", str(args.seeds), "--seed", str(args.first_seed)]
+        runs["equal time"][size] = so._cli(["run", str(path), "--backend", args.backend, "--time-budget", args.budget,
+                                            *seeds, "--out", str(args.out)])
+        print(f"{size}, equal time: {runs['equal time'][size]}", flush=True)
+        if args.tokens:
+            runs["equal tokens"][size] = so._cli(["run", str(path), "--backend", args.backend, "--tokens", args.tokens,
+                                                  *seeds, "--out", str(args.out)])
+            print(f"{size}, equal tokens: {runs['equal tokens'][size]}", flush=True)
+    text = ladder_table(runs)
+    print(text)
+    if args.write_docs:
+        args.write_docs.write_text(f"# Model-size ladder\n\n{text}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except InputError as e:
+        sys.exit(f"error: {e}")

@@ -1,0 +1,83 @@
+"""A shoot-out's claims, corrected for asking many questions of the same seeds (results/multiple.py).
+
+Two figures, each in two families: time to target (restricted to the run's horizon, compared as a ratio)
+and validation loss at equal time (compared as a difference); each method against the baseline, and
+against the best by mean. "Not distinguishable from the best" is the set a reader may call the winners.
+The best is picked from the same data it is then compared on, which favours it; the set errs wide, not narrow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from distro_bench.report.verdict import _time_budget
+from distro_bench.results.multiple import Family, best_by_mean, compare_family
+from distro_bench.results.stats import finite, restricted_values, restriction_s
+
+TIME, LOSS = "time_to_target_s", "val_loss_at_equal_time"
+
+
+@dataclass(frozen=True)
+class FigureComparisons:
+    """One figure's two families, and the methods left out of them (each with why)."""
+
+    figure: str
+    best: str
+    vs_baseline: Family
+    vs_best: Family
+    left_out: dict[str, str] = field(default_factory=dict)
+
+    def indistinguishable_from_best(self) -> list[str]:
+        return self.vs_best.same_as_reference()
+
+
+def _optimizers(summary: dict) -> dict[str, dict]:
+    return {n: s for n, s in (summary.get("optimizers") or {}).items() if isinstance(s, dict) and s.get("per_seed")}
+
+
+def seed_losses(summary: dict) -> dict[str, dict[str, float]]:
+    """method -> {seed: val loss at equal time} for every finite figure."""
+    return {n: {k: float(v[LOSS]) for k, v in s["per_seed"].items() if finite(v.get(LOSS))}
+            for n, s in _optimizers(summary).items()}
+
+
+def seed_times(summary: dict) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
+    """method -> {seed: min(T, tau)} (a miss counts tau, the run's horizon: results/stats.restriction_s), and the
+    methods that cannot take part, with why: a seed known only to lie in an interval (it crossed before its
+    first evaluation), or a miss with no training time to bound it."""
+    opts = _optimizers(summary)
+    tau = restriction_s([s["per_seed"] for s in opts.values()], _time_budget(summary))
+    out, left_out = {}, {}
+    for name, s in opts.items():
+        vals = restricted_values(s["per_seed"], tau)
+        if vals is None:
+            left_out[name] = "a seed missed the target and its training time is not recorded"
+        elif any(hi - lo > 1e-12 * max(1.0, hi) for lo, hi in vals.values()):
+            left_out[name] = "a seed reached the target before its first evaluation (its time is an interval)"
+        else:
+            out[name] = {k: hi for k, (_, hi) in vals.items()}
+    return out, left_out
+
+
+def _families(figure: str, values: dict[str, dict[str, float]], baseline: str, log: bool,
+              left_out: dict[str, str]) -> FigureComparisons | None:
+    if baseline not in values or len(values) < 2:
+        return None
+    best = best_by_mean(values)
+    return FigureComparisons(figure, best, compare_family(values, baseline, figure, log=log),
+                             compare_family(values, best, figure, log=log), left_out)
+
+
+def comparisons(summary: dict) -> dict[str, FigureComparisons]:
+    """{figure: its families} for the figures the run allows (a figure is absent where the baseline lacks it)."""
+    baseline = summary.get("baseline") or next(iter(summary.get("optimizers") or {}), "")
+    times, left_out = seed_times(summary)
+    out = {}
+    for figure, values, log, why in ((TIME, times, True, left_out), (LOSS, seed_losses(summary), False, {})):
+        fam = _families(figure, values, baseline, log, why)
+        if fam is not None:
+            out[figure] = fam
+    return out
+
+
+__all__ = ["LOSS", "TIME", "FigureComparisons", "comparisons", "seed_losses", "seed_times"]
