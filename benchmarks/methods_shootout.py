@@ -169,21 +169,26 @@ def table(run_dir: Path) -> str:
     """The ranking (report/verdict.ranking: restricted times to target, intervals within [0, the horizon]),
     each method against the baseline and the best (Holm-corrected per family, report/shootout.py), and the
     set not distinguishable from the best by each figure."""
-    from distro_bench.api import load_run
     from distro_bench.report.shootout import LOSS, TIME, comparisons
     from distro_bench.report.verdict import is_post_hoc, ranking
+    from distro_bench.results.summary import migrate
 
-    run = load_run(run_dir)
-    summ = run.summary.model_dump() if hasattr(run.summary, "model_dump") else dict(run.summary)
+    # summary.json and scenario.yaml are enough (what `--keep` copies; metrics.parquet is megabytes).
+    try:
+        summ = migrate(json.loads((run_dir / "summary.json").read_text()))
+        scenario = yaml.safe_load((run_dir / "scenario.yaml").read_text()) or {}
+    except (OSError, ValueError) as e:
+        raise InputError(f"--run: {run_dir} has no readable summary.json and scenario.yaml ({e})") from None
     opts = summ.get("optimizers", summ)
     target = (summ.get("target") or {}).get("val_loss")
     if target is None:  # a summary from before the `target` key: the same rule, from the metrics
+        from distro_bench.api import load_run
         from distro_bench.results.metrics import comparison_target
 
-        target = comparison_target(run.metrics)["val_loss"]
+        target = comparison_target(load_run(run_dir).metrics)["val_loss"]
     fams = comparisons(summ)
     base = summ.get("baseline") or "baseline"
-    lrs = {n: c.get("lr") for n, c in (run.scenario.get("optimizers") or {}).items()}
+    lrs = {n: c.get("lr") for n, c in (scenario.get("optimizers") or {}).items()}
     seeds = max((len(s.get("per_seed") or {}) for s in opts.values()), default=0)
     lines = [(f"target val loss {target:.3f}" + (" (post-hoc, descriptive: chosen after the data)" if is_post_hoc(summ)
                                                   else "")) if target else "no common target",

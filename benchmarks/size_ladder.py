@@ -19,7 +19,7 @@ The table: per size and budget, each method's val loss (at equal time, or at the
 paired difference to AdamW with a 95% interval and a Holm-adjusted p over the methods (report/shootout.py);
 then whether the methods' order by mean holds from size to size. `--write-docs` writes it as Markdown.
 The default corpus is `builtin:stdlib` (~12 MB: the larger rungs would see `builtin:pydoc`'s 465 KB many
-times over). Sizes whose steps take seconds on a CPU (base, ~25M parameters) belong on a GPU.
+times over). Sizes whose steps take seconds on a CPU (base, 27.5M parameters) belong on a GPU.
 """
 
 from __future__ import annotations
