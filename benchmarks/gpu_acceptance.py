@@ -24,8 +24,8 @@ FAILed, 2 on bad arguments, else 0:
    backend is the harness's choice (harness/distro_bench/run/lifecycle.py choose_dist_backend): with one GPU and
    four workers it is gloo, as NCCL refuses two ranks on one GPU; NCCL with a GPU per worker. Checks that the run
    is complete, its folder holds every file, every worker ran on the device, and the replicas agree.
-4. ladder: the size ladder's largest rung (issue 34 item 5). benchmarks/size_ladder.py does not exist yet, so
-   this is a SKIP that says so; `ladder_rung(preset)` is the hook it will fill.
+4. ladder: the size ladder's largest rung (issue 34 item 5). benchmarks/size_ladder.py does not provide the
+   rung hook (`RUNGS`, `run_rung`) yet, so this is a SKIP that says so; `ladder_rung(preset)` calls it once it does.
 
 The figures go to a JSON file (--out; default results/gpu-acceptance.json, results/gpu-acceptance-dry.json in the
 dry mode, so CI never overwrites a GPU run's figures), for recording in docs.
