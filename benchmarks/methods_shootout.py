@@ -162,7 +162,7 @@ def _versus(fams, figure: str, name: str, which: str) -> str:
     iv, fmt = c.interval, (".2f" if fam.log else "+.3f")
     unit = "x" if fam.log else ""
     return (f"{format(iv.mean, fmt)}{unit} [{format(iv.lo, fmt)}, {format(iv.hi, fmt)}] "
-            f"{'p<0.001' if c.p_holm < 0.001 else f'p={c.p_holm:.3f}'}{' *' if c.distinct else ''}")
+            f"{c.p_text}")
 
 
 def table(run_dir: Path) -> str:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,8 +94,7 @@ def rung_cells(run_dir: Path, figure: str) -> dict[str, Cell]:
         gap = "(baseline)" if name == base else "n/a"
         c = fam.comparisons.get(name) if fam else None
         if c is not None and c.interval is not None:
-            p = "p<0.001" if c.p_holm < 0.001 else ("p n/a" if math.isnan(c.p_holm) else f"p={c.p_holm:.3f}")
-            gap = f"{c.interval.mean:+.3f} [{c.interval.lo:+.3f}, {c.interval.hi:+.3f}] {p}{' *' if c.distinct else ''}"
+            gap = f"{c.interval.mean:+.3f} [{c.interval.lo:+.3f}, {c.interval.hi:+.3f}] {c.p_text}"
         out[name] = Cell(loss, gap, None if iv is None else iv.mean)
     return out
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from distro_bench.report.verdict import _time_budget
 from distro_bench.results.multiple import Family, best_by_mean, compare_family
-from distro_bench.results.stats import finite, restricted_values, restriction_s
+from distro_bench.results.stats import finite, interval_censored, restricted_values, restriction_s
 
 TIME, LOSS = "time_to_target_s", "val_loss_at_equal_time"
 
@@ -52,7 +52,7 @@ def seed_times(summary: dict) -> tuple[dict[str, dict[str, float]], dict[str, st
         vals = restricted_values(s["per_seed"], tau)
         if vals is None:
             left_out[name] = "a seed missed the target and its training time is not recorded"
-        elif any(hi - lo > 1e-12 * max(1.0, hi) for lo, hi in vals.values()):
+        elif any(interval_censored(lo, hi) for lo, hi in vals.values()):
             left_out[name] = "a seed reached the target before its first evaluation (its time is an interval)"
         else:
             out[name] = {k: hi for k, (_, hi) in vals.items()}

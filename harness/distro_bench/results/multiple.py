@@ -62,6 +62,13 @@ class Comparison:
     def distinct(self) -> bool:
         return not math.isnan(self.p_holm) and self.p_holm < ALPHA
 
+    @property
+    def p_text(self) -> str:
+        """The Holm-adjusted p for a table, with `*` where the family-wise claim holds."""
+        if math.isnan(self.p_holm):
+            return "p n/a"
+        return ("p<0.001" if self.p_holm < 0.001 else f"p={self.p_holm:.3f}") + (" *" if self.distinct else "")
+
 
 @dataclass(frozen=True)
 class Family:

@@ -209,6 +209,11 @@ class RestrictedTime:
         return self.censored == 0
 
 
+def interval_censored(lo: float, hi: float) -> bool:
+    """A restricted time known only as (lo, hi], not as one value (a crossing before the first evaluation)."""
+    return hi - lo > 1e-12 * max(1.0, hi)
+
+
 def restricted_values(per: Mapping, tau: float | None) -> dict[str, tuple[float, float]] | None:
     """seed -> (lower, upper) bound of min(T, tau); equal for an exact crossing or a miss (tau). None when a
     seed's figure cannot be restricted (it missed and nothing bounds its time: a folder without training times)."""
@@ -241,7 +246,7 @@ def restricted_time(per: Mapping, tau: float | None) -> RestrictedTime | None:
         return None
     runs = [float(v["train_time_s"]) for v in per.values() if finite(v.get("train_time_s"))]
     cap = tau if tau is not None else max(runs) if runs else math.inf  # a time to target is within its run
-    censored = sum(1 for lo, hi in vals.values() if hi - lo > 1e-12 * max(1.0, hi))
+    censored = sum(1 for lo, hi in vals.values() if interval_censored(lo, hi))
     missed = sum(1 for v in per.values() if not finite(v.get("time_to_target_s")))
     lo_end, hi_end = (iv_hi.lo, iv_hi.hi) if not censored else (iv_lo.lo, iv_hi.hi)
     interval = Interval(iv_hi.mean, lo_end, hi_end, iv_hi.n).clipped(0.0, cap)
@@ -256,7 +261,7 @@ def restricted_speedup(base: Mapping, cand: Mapping, tau: float | None) -> tuple
     if b is None or c is None:
         return None, "a seed missed the target and its training time is not recorded"
     for side, vals in (("baseline", b), ("candidate", c)):
-        if any(hi - lo > 1e-12 * max(1.0, hi) for lo, hi in vals.values()):
+        if any(interval_censored(lo, hi) for lo, hi in vals.values()):
             return None, (f"the {side} reached the target before its first evaluation on some seed, so its time "
                           "is only known to lie in an interval")
     iv = ratio_interval({k: hi for k, (_, hi) in b.items()}, {k: hi for k, (_, hi) in c.items()})
@@ -271,6 +276,6 @@ def independent_difference_half(a_half: float | None, b_half: float | None) -> f
     return math.hypot(a_half or 0.0, b_half or 0.0)
 
 
-__all__ = ["Interval", "RestrictedTime", "as_ratio", "finite", "independent_difference_half", "paired", "paired_difference",
-           "ratio_interval", "restricted_speedup", "restricted_time", "restricted_values", "restriction_s",
-           "t_critical", "t_interval", "t_two_sided_p", "unpaired_difference"]
+__all__ = ["Interval", "RestrictedTime", "as_ratio", "finite", "independent_difference_half", "interval_censored",
+           "paired", "paired_difference", "ratio_interval", "restricted_speedup", "restricted_time",
+           "restricted_values", "restriction_s", "t_critical", "t_interval", "t_two_sided_p", "unpaired_difference"]
