@@ -24,8 +24,11 @@ FAILed, 2 on bad arguments, else 0:
    backend is the harness's choice (harness/distro_bench/run/lifecycle.py choose_dist_backend): with one GPU and
    four workers it is gloo, as NCCL refuses two ranks on one GPU; NCCL with a GPU per worker. Checks that the run
    is complete, its folder holds every file, every worker ran on the device, and the replicas agree.
-4. ladder: the size ladder's largest rung (issue 34 item 5). benchmarks/size_ladder.py does not provide the
-   rung hook (`RUNGS`, `run_rung`) yet, so this is a SKIP that says so; `ladder_rung(preset)` calls it once it does.
+4. ladder: the size ladder's largest rung (issue 34 item 5; `base`, 27.5M parameters) through
+   benchmarks/size_ladder.py's `run_rung`: AdamW and DisTrO at the shoot-out's rates, home-dsl's four workers on
+   the device, 100 steps each, unshaped (the ladder's equal-tokens setting: synchronous methods' losses do not
+   depend on the links). PASS when the run is complete, replicas agree and each val loss is below the uniform
+   model's ln 256. The dry mode trains the smallest rung, two workers, 3 steps.
 
 The figures go to a JSON file (--out; default results/gpu-acceptance.json, results/gpu-acceptance-dry.json in the
 dry mode, so CI never overwrites a GPU run's figures), for recording in docs.
@@ -352,10 +355,10 @@ def step_run(device: str, dry: bool, backend: str, runs: Path, steps: int | None
 LADDER = REPO / "benchmarks" / "size_ladder.py"
 
 
-def ladder_rung(preset: str | None, device: str, out: Path) -> Step:
-    """The hook for issue 34 item 5: train the size ladder's rung `preset` (None: its largest) on `device`, with the
-    figures it reports. benchmarks/size_ladder.py is to provide `RUNGS` (preset names, smallest first) and
-    `run_rung(preset, *, device, out) -> dict` (its figures, with a `status` of PASS or FAIL and a `figure` line)."""
+def ladder_rung(preset: str | None, device: str, out: Path, dry: bool = False) -> Step:
+    """Train the size ladder's rung `preset` (None: its largest; dry, its smallest, small and short) on `device`,
+    with the figures it reports. benchmarks/size_ladder.py provides `RUNGS` (preset names, smallest first) and
+    `run_rung(preset, *, device, out, ...) -> dict` (its figures, with a `status` of PASS or FAIL and a `figure`)."""
     if not LADDER.is_file():
         return Step("ladder", SKIP, "benchmarks/size_ladder.py does not exist yet (issue 34 item 5): no rung to train",
                     {"preset": preset})
@@ -363,8 +366,9 @@ def ladder_rung(preset: str | None, device: str, out: Path) -> Step:
     if not hasattr(mod, "run_rung") or not hasattr(mod, "RUNGS"):
         return Step("ladder", SKIP, "benchmarks/size_ladder.py has no RUNGS and run_rung(preset, device, out) yet",
                     {"preset": preset})
-    preset = preset or mod.RUNGS[-1]
-    figures = dict(mod.run_rung(preset, device=device, out=out))
+    preset = preset or (mod.RUNGS[0] if dry else mod.RUNGS[-1])
+    small = {"steps": 3, "workers": 2} if dry else {}
+    figures = dict(mod.run_rung(preset, device=device, out=out, **small))
     status = figures.pop("status", FAIL)
     return Step("ladder", status if status in (PASS, FAIL) else FAIL, f"{preset}: {figures.pop('figure', '')}",
                 {"preset": preset, **figures})
@@ -407,7 +411,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="step 3's backend: auto takes netns where it can run, else local")
     p.add_argument("--steps", type=int, help="step 3's training steps (default: the scenario's 30; 4 with --dry)")
     p.add_argument("--timeout", type=float, help="step 3's limit in seconds (default 360; 300 with --dry)")
-    p.add_argument("--ladder-preset", help="step 4's rung (default: the ladder's largest)")
+    p.add_argument("--ladder-preset", help="step 4's rung (default: the ladder's largest; with --dry its smallest)")
     p.add_argument("--only", choices=STEPS, action="append", help="run only this step (repeatable)")
     args = p.parse_args(argv)
     if args.steps is not None and args.steps < 1:
@@ -430,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         "environment": lambda: step_environment(device),
         "fidelity": lambda: step_fidelity(device, large=not args.dry),
         "run": lambda: step_run(device, args.dry, args.backend, runs, steps, timeout_s),
-        "ladder": lambda: ladder_rung(args.ladder_preset, device, runs),
+        "ladder": lambda: ladder_rung(args.ladder_preset, device, runs, dry=args.dry),
     }
     started = time.monotonic()
     done = [_timed(name, plan[name]) for name in STEPS if name in wanted]

@@ -20,13 +20,24 @@ paired difference to AdamW with a 95% interval and a Holm-adjusted p over the me
 then whether the methods' order by mean holds from size to size. `--write-docs` writes it as Markdown.
 The default corpus is `builtin:stdlib` (~12 MB: the larger rungs would see `builtin:pydoc`'s 465 KB many
 times over). Sizes whose steps take seconds on a CPU (base, 27.5M parameters) belong on a GPU.
+
+The equal-tokens run goes over `--tokens-backend` (default local: loopback, unshaped). The four methods are
+synchronous, so a seed's losses at a given token count do not depend on how long the links took; an unshaped
+run gets them in a fraction of the time a DSL line would take AdamW's full all-reduces at the larger sizes.
+
+`RUNGS` and `run_rung` are the GPU acceptance script's hook (benchmarks/gpu_acceptance.py step 4): one rung,
+AdamW and DisTrO for a fixed number of steps on a device, with its figures and a PASS or FAIL.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
+import math
+import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
 from distro_bench.errors import InputError  # after the path insert: runs from a checkout
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+RUNGS = ("tiny", "small", "base")  # model presets, smallest first
+# A byte-level model that predicts uniformly scores ln 256 nats a byte: a rung that trained at all is below it.
+UNIFORM_LOSS = math.log(256)
 
 
 def _shootout():
@@ -125,6 +140,81 @@ def ladder_table(runs: dict[str, dict[str, Path]]) -> str:
     return "\n".join(lines)
 
 
+def rung_for_device(doc: dict, device: str, workers: int | None, seed: int) -> dict:
+    """`doc` with every worker on `device` (one hardware profile, compute as measured), optionally fewer workers,
+    and one seed: what the GPU acceptance script trains."""
+    doc = {**doc, "hardware": {**(doc.get("hardware") or {}), "rung": {"device": device, "compute_scale": 1.0}}}
+    doc["workers"] = [{**g, "hardware": "rung"} for g in doc["workers"]]
+    if workers is not None:
+        doc["workers"] = [{**doc["workers"][0], "count": workers}]
+    doc["train"] = {k: v for k, v in (doc.get("train") or {}).items() if k not in ("seed", "seeds")} | {"seeds": [seed]}
+    return doc
+
+
+def _params(run_dir: Path) -> int | None:
+    """The model's parameter count, from a worker's start record."""
+    for path in sorted(run_dir.glob("workers/**/rank*.jsonl")):
+        for line in path.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and rec.get("type") == "start" and rec.get("params"):
+                return int(rec["params"])
+    return None
+
+
+def run_rung(preset: str, *, device: str, out: Path, steps: int = 100, methods: tuple[str, ...] = ("adamw", "distro"),
+             workers: int | None = None, backend: str = "local", timeout_s: float = 240.0,
+             scenario: Path = REPO / "scenarios" / "home-dsl.yaml",
+             rates: Path = REPO / "scenarios" / "methods-home-dsl.yaml") -> dict:
+    """Train rung `preset` with `methods` at their shoot-out rates for `steps` steps on `device` (one seed, the
+    home-dsl workers unless `workers`), through `distro-bench run`. Its figures, with `status` PASS when the run is
+    complete, every method's replicas agree and its val loss is below the uniform model's, and a `figure` line."""
+    base, rate_doc = (yaml.safe_load(Path(f).read_text()) for f in (scenario, rates))
+    doc = rung_for_device(rung_scenario(base, rate_doc, preset, list(methods), "builtin:stdlib"), device, workers, 1)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"ladder-rung-{preset}-{device}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    argv = [sys.executable, "-m", "distro_bench", "run", str(path), "--backend", backend, "--steps", str(steps),
+            "--out", str(out)]
+    figures: dict = {"preset": preset, "device": device, "steps": steps, "backend": backend, "argv": argv[1:]}
+    started = time.monotonic()
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        return {**figures, "status": "FAIL", "figure": f"distro-bench run did not end within {timeout_s:g} s"}
+    figures["wall_s"] = round(time.monotonic() - started, 1)
+    lines = done.stdout.strip().splitlines()
+    run_dir = Path(lines[-1].strip()) if lines else None
+    if done.returncode not in (0, 1) or run_dir is None or not (run_dir / "summary.json").is_file():
+        tail = (done.stderr.strip().splitlines() or lines or ["no output"])[-1]
+        return {**figures, "status": "FAIL", "figure": f"distro-bench run exited {done.returncode}: {tail}"}
+    summary = json.loads((run_dir / "summary.json").read_text())
+    figures["run_dir"] = str(run_dir)
+    figures["params"] = _params(run_dir)
+    problems = []
+    per_method = figures["methods"] = {}
+    for name in methods:
+        s = (summary.get("optimizers") or {}).get(name) or {}
+        row = {k: s.get(k) for k in ("steps", "step_time_s_mean", "first_val_loss", "final_val_loss",
+                                     "replicas_identical", "wire_tx_bytes_per_step", "max_rss_bytes")}
+        per_method[name] = row
+        loss = row["final_val_loss"]
+        if row["replicas_identical"] is not True:
+            problems.append(f"{name}: replicas_identical is {row['replicas_identical']}")
+        if not isinstance(loss, (int, float)) or not loss < UNIFORM_LOSS:
+            problems.append(f"{name}: val loss {loss} is not below the uniform model's {UNIFORM_LOSS:.3f}")
+    state = json.loads((run_dir / "status.json").read_text()).get("state") if (run_dir / "status.json").is_file() else None
+    if state != "complete":
+        problems.append(f"run is {state}")
+    shown = ", ".join(f"{n} val loss {r['final_val_loss']:.3f} at {r['step_time_s_mean']:.3f} s/step"
+                      for n, r in per_method.items()
+                      if isinstance(r["final_val_loss"], (int, float)) and isinstance(r["step_time_s_mean"], (int, float)))
+    return {**figures, "status": "FAIL" if problems else "PASS",
+            "figure": "; ".join(problems) or f"{steps} steps on {device} over {backend}: {shown}; {figures['wall_s']:g} s"}
+
+
 def _pairs(items: list[str], flag: str) -> dict[str, Path]:
     out = {}
     for item in items:
@@ -151,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sweep-budget", default="20s")
     p.add_argument("--tune-seed", type=int, default=0)
     p.add_argument("--backend", default="netns")
+    p.add_argument("--tokens-backend", default="local",
+                   help="the equal-tokens run's backend (synchronous methods: the links change its time, not its losses)")
     p.add_argument("--out", type=Path, default=Path("results/ladder"))
     p.add_argument("--write-docs", type=Path, default=None)
     p.add_argument("--table", nargs="*", default=None, help="SIZE=RUN_DIR of finished equal-time runs: print only")
@@ -186,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
                                             *seeds, "--out", str(args.out)])
         print(f"{size}, equal time: {runs['equal time'][size]}", flush=True)
         if args.tokens:
-            runs["equal tokens"][size] = so._cli(["run", str(path), "--backend", args.backend, "--tokens", args.tokens,
+            runs["equal tokens"][size] = so._cli(["run", str(path), "--backend", args.tokens_backend, "--tokens", args.tokens,
                                                   *seeds, "--out", str(args.out)])
             print(f"{size}, equal tokens: {runs['equal tokens'][size]}", flush=True)
     text = ladder_table(runs)

@@ -188,6 +188,33 @@ def test_size_ladder_rungs_are_valid_scenarios_of_the_named_size(tmp_path):
         sl.rung_scenario(base, rates, "tiny", ["adamw", "nope"], "builtin:pydoc")
 
 
+def test_size_ladder_rung_hook_puts_every_worker_on_the_device_and_fails_with_the_runs_error(tmp_path, monkeypatch):
+    import subprocess
+
+    import yaml
+
+    from distro_bench.scenario.loading import load_scenario
+
+    sl = _load("size_ladder")
+    assert sl.RUNGS[0] == "tiny" and sl.RUNGS[-1] == "base"
+    base = yaml.safe_load((REPO / "scenarios" / "home-dsl.yaml").read_text())
+    rates = yaml.safe_load((REPO / "scenarios" / "methods-home-dsl.yaml").read_text())
+    doc = sl.rung_for_device(sl.rung_scenario(base, rates, "base", ["adamw", "distro"], "builtin:stdlib"), "cuda", 2, 1)
+    (tmp_path / "rung.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    s = load_scenario(tmp_path / "rung.yaml")
+    assert [n.hardware.device for n in s.nodes()] == ["cuda", "cuda"] and s.train.seeds == [1]
+    assert s.model.preset == "base" and all(n.link is not None for n in s.nodes())  # home-dsl's links kept
+    four = sl.rung_for_device(sl.rung_scenario(base, rates, "tiny", ["adamw"], "builtin:stdlib"), "cpu", None, 1)
+    assert sum(g["count"] for g in four["workers"]) == 4
+
+    def broken(argv, **kw):
+        return subprocess.CompletedProcess(argv, 2, stdout="", stderr="Traceback\nerror: something broke\n")
+    monkeypatch.setattr(sl.subprocess, "run", broken)
+    figures = sl.run_rung("tiny", device="cpu", out=tmp_path / "out", steps=2)
+    assert figures["status"] == "FAIL" and figures["figure"] == "distro-bench run exited 2: error: something broke"
+    assert figures["argv"][-4:] == ["--steps", "2", "--out", str(tmp_path / "out")]
+
+
 def _with_seeds(run: Path, losses: dict[str, list[float]]) -> Path:
     summary = json.loads((run / "summary.json").read_text())
     for name, ls in losses.items():

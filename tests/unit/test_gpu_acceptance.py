@@ -38,17 +38,21 @@ def test_dry_mode_passes_every_step_and_writes_its_figures(tmp_path):
     proc = _script("--dry", "--backend", "local", "--out", str(out), timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    for name, status in zip(STEPS, ["PASS", "PASS", "PASS", "SKIP"]):
-        assert any(ln.split()[:2] == [status, name] for ln in lines), (name, proc.stdout)
-    # benchmarks/size_ladder.py exists (issue 34 item 5) but does not yet provide the rung hook step 4 calls.
-    assert "size_ladder.py has no RUNGS and run_rung" in proc.stdout
-    assert lines[-1].startswith("PASS: 3 passed, 0 failed, 1 skipped")
+    for name in STEPS:
+        assert any(ln.split()[:2] == ["PASS", name] for ln in lines), (name, proc.stdout)
+    assert lines[-1].startswith("PASS: 4 passed, 0 failed, 0 skipped")
 
     rec = json.loads(out.read_text())
     assert rec["schema_version"] == 1 and rec["mode"] == "dry" and rec["device"] == "cpu" and rec["ok"] is True
     assert set(rec) >= {"finished", "git_commit", "wall_s", "steps"}
     assert list(rec["steps"]) == STEPS
-    assert [rec["steps"][s]["status"] for s in STEPS] == ["PASS", "PASS", "PASS", "SKIP"]
+    assert [rec["steps"][s]["status"] for s in STEPS] == ["PASS"] * 4
+    # Step 4 trained the ladder's smallest rung on the CPU: both methods, replicas agreeing, below ln 256.
+    ladder = rec["steps"]["ladder"]["figures"]
+    assert ladder["preset"] == "tiny" and ladder["device"] == "cpu" and ladder["steps"] == 3
+    assert set(ladder["methods"]) == {"adamw", "distro"} and 400_000 < ladder["params"] < 600_000
+    for row in ladder["methods"].values():
+        assert row["steps"] == 3 and row["replicas_identical"] is True and row["final_val_loss"] < 5.545
     env = rec["steps"]["environment"]["figures"]
     assert set(env) >= {"torch", "torch_cuda", "cuda_available", "gpu_count", "device_name", "nccl_version"}
     assert env["torch"] == torch.__version__ and env["missing_modules"] == []
@@ -109,17 +113,20 @@ def test_the_scenario_is_ci_smoke_with_every_worker_on_the_device():
     assert choose_dist_backend(dry) == "gloo"
 
 
-def test_ladder_hook_skips_until_the_ladder_exists_then_runs_the_largest_rung(tmp_path, monkeypatch):
+def test_ladder_hook_skips_without_the_ladder_then_runs_the_largest_rung(tmp_path, monkeypatch):
     ga = _module()
     monkeypatch.setattr(ga, "LADDER", tmp_path / "absent.py")
     step = ga.ladder_rung(None, "cpu", tmp_path)
     assert step.status == "SKIP" and "does not exist yet" in step.figure
     ladder = tmp_path / "size_ladder.py"
     ladder.write_text("RUNGS = ['tiny', 'small', 'm20']\n"
-                      "def run_rung(preset, *, device, out):\n"
-                      "    return {'status': 'PASS', 'figure': f'{preset} on {device}', 'val_loss_gap': 0.1}\n")
+                      "def run_rung(preset, *, device, out, **small):\n"
+                      "    return {'status': 'PASS', 'figure': f'{preset} on {device}', 'val_loss_gap': 0.1, **small}\n")
     monkeypatch.setattr(ga, "LADDER", ladder)
     step = ga.ladder_rung(None, "cpu", tmp_path)
     assert (step.status, step.figure) == ("PASS", "m20: m20 on cpu")
     assert step.figures == {"preset": "m20", "val_loss_gap": 0.1}
     assert ga.ladder_rung("small", "cpu", tmp_path).figures["preset"] == "small"
+    # The dry mode (CI) trains the smallest rung, small and short.
+    assert ga.ladder_rung(None, "cpu", tmp_path, dry=True).figures == {"preset": "tiny", "val_loss_gap": 0.1,
+                                                                         "steps": 3, "workers": 2}
