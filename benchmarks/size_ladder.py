@@ -2,10 +2,10 @@
 
     python benchmarks/size_ladder.py [--scenario scenarios/home-dsl.yaml] [--sizes tiny,small,base]
         [--methods adamw,distro,diloco,sparseloco] [--rates scenarios/methods-home-dsl.yaml]
-        [--corpus builtin:stdlib] [--seeds 3] [--first-seed 1] [--budget 60s] [--tokens 400k]
+        [--corpus builtin:stdlib] [--seeds 3] [--first-seed 1] [--budget 60s|none] [--tokens 400k]
         [--tune --lrs 1e-3,3e-3,1e-2 --sweep-budget 20s --tune-seed 0] [--backend netns] [--out results/ladder]
         [--write-docs docs/size-ladder.md]
-    python benchmarks/size_ladder.py --table tiny=RUN_DIR [small=RUN_DIR ...] [--tokens-run tiny=RUN_DIR ...]
+    python benchmarks/size_ladder.py [--table tiny=RUN_DIR ...] [--tokens-run tiny=RUN_DIR ...] [--write-docs F]
 
 For each size (a model preset) the scenario's network and workers are kept; the model, the corpus and the
 optimizers change: `--methods`, each with its configuration and rate from `--rates` (the shoot-out's tuned
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--corpus", default="builtin:stdlib")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--first-seed", type=int, default=1)
-    p.add_argument("--budget", default="60s")
+    p.add_argument("--budget", default="60s", help="the equal-time run's seconds per method; none: no such run")
     p.add_argument("--tokens", default=None, help="also an equal-tokens run per size (e.g. 400k); none if unset")
     p.add_argument("--tune", action="store_true", help="sweep each method's rate at each size first")
     p.add_argument("--lrs", default="1e-3,3e-3,1e-2")
@@ -245,15 +245,22 @@ def main(argv: list[str] | None = None) -> int:
                    help="the equal-tokens run's backend (synchronous methods: the links change its time, not its losses)")
     p.add_argument("--out", type=Path, default=Path("results/ladder"))
     p.add_argument("--write-docs", type=Path, default=None)
-    p.add_argument("--table", nargs="*", default=None, help="SIZE=RUN_DIR of finished equal-time runs: print only")
+    p.add_argument("--table", nargs="*", default=None, help="SIZE=RUN_DIR of finished equal-time runs: print only "
+                   "(with --tokens-run, the equal-tokens ones too; either alone)")
     p.add_argument("--tokens-run", nargs="*", default=[], help="SIZE=RUN_DIR of finished equal-tokens runs")
     args = p.parse_args(argv)
-    if args.table is not None:
-        runs = {"equal time": _pairs(args.table, "--table")}
-        if args.tokens_run:
-            runs["equal tokens"] = _pairs(args.tokens_run, "--tokens-run")
-        print(ladder_table(runs))
+    if args.table is not None or args.tokens_run:
+        runs = {label: _pairs(items, flag) for label, items, flag in (("equal time", args.table, "--table"),
+                                                                      ("equal tokens", args.tokens_run, "--tokens-run"))
+                if items}
+        text = ladder_table(runs)
+        print(text)
+        if args.write_docs:
+            args.write_docs.write_text(f"# Model-size ladder\n\n{text}\n")
         return 0
+    equal_time = args.budget.lower() != "none"
+    if not equal_time and not args.tokens:
+        raise InputError("--budget none: no equal-time run and no --tokens; give one of them")
     if args.seeds < 3:
         raise InputError(f"--seeds: {args.seeds}; a ladder's gaps need 3 or more paired seeds")
     if args.first_seed <= args.tune_seed < args.first_seed + args.seeds:
@@ -262,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     base, rates = (yaml.safe_load(Path(f).read_text()) for f in (args.scenario, args.rates))
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     args.out.mkdir(parents=True, exist_ok=True)
-    runs: dict[str, dict[str, Path]] = {"equal time": {}}
+    runs: dict[str, dict[str, Path]] = {"equal time": {}} if equal_time else {}
     if args.tokens:
         runs["equal tokens"] = {}
     for size in [s.strip() for s in args.sizes.split(",") if s.strip()]:
@@ -274,9 +281,10 @@ def main(argv: list[str] | None = None) -> int:
         path = args.out / f"ladder-{size}.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         seeds = ["--repeat", str(args.seeds), "--seed", str(args.first_seed)]
-        runs["equal time"][size] = so._cli(["run", str(path), "--backend", args.backend, "--time-budget", args.budget,
-                                            *seeds, "--out", str(args.out)])
-        print(f"{size}, equal time: {runs['equal time'][size]}", flush=True)
+        if equal_time:
+            runs["equal time"][size] = so._cli(["run", str(path), "--backend", args.backend, "--time-budget",
+                                                args.budget, *seeds, "--out", str(args.out)])
+            print(f"{size}, equal time: {runs['equal time'][size]}", flush=True)
         if args.tokens:
             runs["equal tokens"][size] = so._cli(["run", str(path), "--backend", args.tokens_backend, "--tokens", args.tokens,
                                                   *seeds, "--out", str(args.out)])

@@ -215,10 +215,10 @@ def test_size_ladder_rung_hook_puts_every_worker_on_the_device_and_fails_with_th
     assert figures["argv"][-4:] == ["--steps", "2", "--out", str(tmp_path / "out")]
 
 
-def _with_seeds(run: Path, losses: dict[str, list[float]]) -> Path:
+def _with_seeds(run: Path, losses: dict[str, list[float]], figure: str = "val_loss_at_equal_time") -> Path:
     summary = json.loads((run / "summary.json").read_text())
     for name, ls in losses.items():
-        summary["optimizers"][name]["per_seed"] = {str(k): {"val_loss_at_equal_time": v} for k, v in enumerate(ls)}
+        summary["optimizers"][name]["per_seed"] = {str(k): {figure: v} for k, v in enumerate(ls)}
     (run / "summary.json").write_text(json.dumps(summary))
     return run
 
@@ -237,3 +237,12 @@ def test_size_ladder_table_gaps_and_whether_the_order_holds(tmp_path):
     assert "(baseline)" in tiny_row and "-0.200 [-0.200, -0.200] p<0.001 *" in tiny_row
     same = sl.ladder_table({"equal time": {"tiny": tiny, "tiny-again": tiny}})
     assert "the order by mean holds" in same
+    # Equal-tokens runs alone (--budget none): their final val losses, re-printed and written from the folders.
+    tokens = _with_seeds(make_run(tmp_path, "tokens", optimizers=opts),
+                         {"adamw": [2.6, 2.8, 2.7], "distro": [2.75, 2.95, 2.86], "diloco": [2.5, 2.7, 2.6]},
+                         "final_val_loss")
+    doc = tmp_path / "size-ladder.md"
+    assert sl.main(["--tokens-run", f"tiny={tokens}", f"small={tokens}", "--write-docs", str(doc)]) == 0
+    written = doc.read_text()
+    assert "### At equal tokens" in written and "### At equal time" not in written
+    assert "- small: diloco < adamw < distro" in written and "the order by mean holds" in written
