@@ -15,7 +15,7 @@ ACCOUNTING_COLUMNS = ["optimizer", "payload tx+rx", "ring wire, each way", "pape
 
 def project(
     scenario: Path = typer.Argument(None, help="scenario YAML file (links, hardware, optimizers); not with --published"),
-    model: str = typer.Option(None, help="model preset instead of the scenario's (tiny, small, base, llama-1.2b)"),
+    model: str = typer.Option(None, help="model preset instead of the scenario's (tiny, small, medium, base, llama-1.2b)"),
     workers: list[int] = typer.Option(None, "--workers", "-n", help="worker counts (repeatable); default: the scenario's"),
     optimizer: list[str] = typer.Option(None, "--optimizer", "-o", help="only these optimizers (repeatable)"),
     mfu: float = typer.Option(0.4, min=0.01, max=1.0, help="model FLOPs utilisation for compute time"),

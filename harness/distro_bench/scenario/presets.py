@@ -48,6 +48,8 @@ HARDWARE: dict[str, dict] = {
 MODELS: dict[str, dict] = {
     "tiny": {"dim": 128, "n_layers": 2, "n_heads": 4, "ffn_dim": 384, "vocab_size": 256, "max_seq_len": 512},
     "small": {"dim": 256, "n_layers": 4, "n_heads": 4, "ffn_dim": 768, "vocab_size": 256, "max_seq_len": 512},
+    # Between small and base: the size ladder's third rung where no GPU is lent (benchmarks/size_ladder.py).
+    "medium": {"dim": 384, "n_layers": 6, "n_heads": 6, "ffn_dim": 1152, "vocab_size": 256, "max_seq_len": 512},
     "base": {"dim": 512, "n_layers": 8, "n_heads": 8, "ffn_dim": 1536, "vocab_size": 256, "max_seq_len": 1024},
     # The DisTrO preliminary report's model: Llama 2 architecture, 1.2B parameters,
     # 16 layers, hidden 2048, 8 heads, SwiGLU ffn 8192, Llama 2 vocabulary (32000), untied embeddings.
