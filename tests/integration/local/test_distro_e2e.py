@@ -10,30 +10,18 @@ import pytest
 
 from distro_bench.report.load import load_for_report
 from distro_bench.report.prediction import prediction_rows
-from distro_bench.run.runner import RunOptions, run_scenario
-from distro_bench.scenario.loading import load_scenario, scenario_from_dict
+from distro_bench.scenario.loading import load_scenario
 from distro_bench.train.distributed import PROBE_CALLS
 from distro_bench.train.model import ModelConfig, parameter_shapes
 from distro_bench.train.optim import get_strategy
 from distro_bench.train.optim.distro import DisTrO
-from tests.helpers import REPO, tiny_scenario_dict
+from tests.helpers import REPO
 
-pytestmark = pytest.mark.slow  # the slow tier: DisTrO trained on 3 workers (~17 s)
-
-
-@pytest.fixture(scope="module")
-def distro_run(tmp_path_factory):
-    s = scenario_from_dict(tiny_scenario_dict(
-        workers=[{"count": 3, "hardware": "host"}],
-        train={"steps": 4, "eval_every": 2, "seed": 0},
-        optimizers={"adamw": {"lr": 3e-3}, "distro": {"lr": 5e-3, "topk": 4, "values": "1bit"},
-                    "distro-nobucket": {"type": "distro", "lr": 5e-3, "topk": 4, "values": "1bit", "bucket": False}},
-    ))
-    return s, run_scenario(s, RunOptions(backend="local", out=tmp_path_factory.mktemp("runs"), write_report=False))
+pytestmark = pytest.mark.slow  # the slow tier: the run of every method (conftest.py's methods_run)
 
 
-def test_counted_payload_equals_predicted_every_step(distro_run):
-    s, result = distro_run
+def test_counted_payload_equals_predicted_every_step(methods_run):
+    s, result = methods_run
     assert result.state == "complete"
     df = pd.read_parquet(result.run_dir / "metrics.parquet")
     shapes = parameter_shapes(ModelConfig(**s.resolved_model()))
@@ -48,8 +36,8 @@ def test_counted_payload_equals_predicted_every_step(distro_run):
         assert (rows["collectives"] == (1 if cfg.bucket else 2 * n_tensors)).all(), name
 
 
-def test_replicas_identical_and_reduction(distro_run):
-    _, result = distro_run
+def test_replicas_identical_and_reduction(methods_run):
+    _, result = methods_run
     summary = json.loads((result.run_dir / "summary.json").read_text())["optimizers"]
     for name in ("distro", "distro-nobucket"):
         assert summary[name]["replicas_identical"] is True, name
@@ -70,8 +58,8 @@ def test_ci_smoke_promises_at_least_500x():
     assert s.checks.min_reduction is not None and s.checks.min_reduction <= (a_tx + a_rx) / (tx + rx)
 
 
-def test_every_worker_calibrates_and_the_run_keeps_the_mean(distro_run):
-    s, result = distro_run
+def test_every_worker_calibrates_and_the_run_keeps_the_mean(methods_run):
+    s, result = methods_run
     starts = [json.loads(p.read_text().splitlines()[0]) for p in sorted((result.run_dir / "workers").glob("*/rank*.jsonl"))]
     assert len(starts) == s.world_size * len(s.optimizer_configs())
     for e in starts:
@@ -81,9 +69,9 @@ def test_every_worker_calibrates_and_the_run_keeps_the_mean(distro_run):
     assert run["probe_allgather_s"] == pytest.approx(sum(e["probe_allgather_s"] for e in starts) / len(starts))
 
 
-def test_the_summary_has_the_uniform_and_the_empirical_floor(distro_run):
+def test_the_summary_has_the_uniform_and_the_empirical_floor(methods_run):
     # issue 37: the encoding's floor ratio (prediction.json) and the floor of what was actually sent (end records)
-    s, result = distro_run
+    s, result = methods_run
     summary = json.loads((result.run_dir / "summary.json").read_text())["optimizers"]
     shapes = parameter_shapes(ModelConfig(**s.resolved_model()))
     for name in ("distro", "distro-nobucket"):
