@@ -87,15 +87,17 @@ def _num(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.3f}"
 
 
-def _sweep(doc: dict, name: str, lrs: list[float], budget: str, backend: str, out: Path, seed: int) -> tuple[float, Path]:
-    """One one-method sweep of `lrs` on one seed; (the picked lr, the sweep folder)."""
+def _sweep(doc: dict, name: str, lrs: list[float], budget: str, backend: str, out: Path, seed: int,
+           budget_flag: str = "--time-budget") -> tuple[float, Path]:
+    """One one-method sweep of `lrs` on one seed at `budget_flag budget` (a time budget, or `--tokens N`);
+    (the picked lr, the sweep folder)."""
     one = {**doc, "optimizers": {name: doc["optimizers"][name]}, "baseline": name,
            "train": {**{k: v for k, v in doc["train"].items() if k != "seeds"}, "seed": seed}}
     one.pop("checks", None)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=out, delete=False) as f:
         yaml.safe_dump(one, f, sort_keys=False)
     sweep_dir = _cli(["sweep", f.name, "--set", f"optimizers.{name}.lr={','.join(f'{x:g}' for x in lrs)}",
-                      "--time-budget", budget, "--repeat", "1", "--allow-few-seeds", "--backend", backend,
+                      budget_flag, budget, "--repeat", "1", "--allow-few-seeds", "--backend", backend,
                       "--pick", "best", "--out", str(out / "sweeps")])
     best = yaml.safe_load((sweep_dir / "best.yaml").read_text()) if (sweep_dir / "best.yaml").exists() else None
     lr = ((best or {}).get("optimizers", {}).get(name) or {}).get("lr", doc["optimizers"][name].get("lr"))
@@ -114,20 +116,21 @@ def widen(grid: list[float], pick: float, step: float = 3.0) -> float | None:
 
 
 def tune(doc: dict, lrs: str, budget: str, backend: str, out: Path, names: list[str], seed: int,
-         max_widen: int = 2) -> dict[str, float]:
-    """Each named optimizer's best lr over `lrs` at `budget` on tuning seed `seed`, the grid widened by one rate
-    (x3) beyond its edge while the pick sits there, at most `max_widen` times."""
+         max_widen: int = 2, grids: dict[str, list[float]] | None = None,
+         budget_flag: str = "--time-budget") -> dict[str, float]:
+    """Each named optimizer's best lr over `lrs` (or its own grid in `grids`) at `budget` on tuning seed `seed`,
+    the grid widened by one rate (x3) beyond its edge while the pick sits there, at most `max_widen` times."""
     picked = {}
     for name in names:
-        grid = [float(x) for x in lrs.split(",")]
-        lr, sweep_dir = _sweep(doc, name, grid, budget, backend, out, seed)
+        grid = list(grids[name]) if grids else [float(x) for x in lrs.split(",")]
+        lr, sweep_dir = _sweep(doc, name, grid, budget, backend, out, seed, budget_flag)
         print(f"  {name}: lr {lr:g} of {grid}  ({sweep_dir}; load {os.getloadavg()[0]:.2f})", flush=True)
         print(f"    {lr_figures(sweep_dir, name)}", flush=True)
         for _ in range(max_widen):
             nxt = widen(grid, lr)
             if nxt is None:
                 break
-            lr, sweep_dir = _sweep(doc, name, [lr, nxt], budget, backend, out, seed)
+            lr, sweep_dir = _sweep(doc, name, [lr, nxt], budget, backend, out, seed, budget_flag)
             grid.append(nxt)
             print(f"  {name}: pick at the grid's edge; {nxt:g} tried, lr {lr:g}  ({sweep_dir})", flush=True)
             print(f"    {lr_figures(sweep_dir, name)}", flush=True)

@@ -3,7 +3,8 @@
     python benchmarks/size_ladder.py [--scenario scenarios/home-dsl.yaml] [--sizes tiny,small,base]
         [--methods adamw,distro,diloco,sparseloco] [--rates scenarios/methods-home-dsl.yaml]
         [--corpus builtin:stdlib] [--seeds 3] [--first-seed 1] [--budget 60s|none] [--tokens 400k]
-        [--tune --lrs 1e-3,3e-3,1e-2 --sweep-budget 20s --tune-seed 0] [--backend netns] [--out results/ladder]
+        [--tune --lrs 1e-3,3e-3,1e-2 | --lr-factors 0.333,1] [--sweep-budget 20s] [--tune-seed 0] [--max-widen 2]
+        [--backend netns] [--tokens-backend local] [--out results/ladder]
         [--write-docs docs/size-ladder.md]
     python benchmarks/size_ladder.py [--table tiny=RUN_DIR ...] [--tokens-run tiny=RUN_DIR ...] [--write-docs F]
 
@@ -238,7 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokens", default=None, help="also an equal-tokens run per size (e.g. 400k); none if unset")
     p.add_argument("--tune", action="store_true", help="sweep each method's rate at each size first")
     p.add_argument("--lrs", default="1e-3,3e-3,1e-2")
-    p.add_argument("--sweep-budget", default="20s")
+    p.add_argument("--sweep-budget", default="20s", help="the tuning runs' time budget (equal time)")
+    p.add_argument("--lr-factors", default=None,
+                   help="with --tune: each method's grid is its --rates rate times these (e.g. 0.333,1), not --lrs")
+    p.add_argument("--max-widen", type=int, default=2, help="with --tune: at most this many widenings at an edge")
     p.add_argument("--tune-seed", type=int, default=0)
     p.add_argument("--backend", default="netns")
     p.add_argument("--tokens-backend", default="local",
@@ -275,8 +279,14 @@ def main(argv: list[str] | None = None) -> int:
     for size in [s.strip() for s in args.sizes.split(",") if s.strip()]:
         doc = rung_scenario(base, rates, size, methods, args.corpus)
         if args.tune:
-            for name, lr in so.tune(doc, args.lrs, args.sweep_budget, args.backend, args.out, methods,
-                                    args.tune_seed).items():
+            factors = [float(x) for x in args.lr_factors.split(",")] if args.lr_factors else None
+            grids = {m: [float(doc["optimizers"][m]["lr"]) * f for f in factors] for m in methods} if factors else None
+            # Tuned as the rung is run: at equal time over --backend, or (--budget none) at equal tokens.
+            how = (["--time-budget", args.sweep_budget, args.backend] if equal_time
+                   else ["--tokens", args.tokens, args.tokens_backend])
+            for name, lr in so.tune(doc, args.lrs, how[1], how[2], args.out, methods, args.tune_seed,
+                                    max_widen=args.max_widen, grids=grids, budget_flag=how[0]).items():
+                print(f"{size}: {name} lr {lr:g} (was {doc['optimizers'][name]['lr']})", flush=True)
                 doc["optimizers"][name]["lr"] = lr
         path = args.out / f"ladder-{size}.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -246,3 +247,25 @@ def test_size_ladder_table_gaps_and_whether_the_order_holds(tmp_path):
     written = doc.read_text()
     assert "### At equal tokens" in written and "### At equal time" not in written
     assert "- small: diloco < adamw < distro" in written and "the order by mean holds" in written
+
+
+def test_tuning_widens_at_an_edge_on_each_methods_own_grid_and_budget(tmp_path, monkeypatch):
+    """The shoot-out's and the ladder's tuning: a pick at a grid's edge is tried one rate (x3) beyond it; a pick
+    inside stops; a method's own grid (the ladder's --lr-factors) and an equal-tokens budget reach the sweeps."""
+    so = _load("methods_shootout")
+    assert so.widen([1e-3, 3e-3], 1e-3) == pytest.approx(1e-3 / 3) and so.widen([1e-3, 3e-3, 1e-2], 3e-3) is None
+    best = {"adamw": 1e-3 / 3, "distro": 3e-3}  # adamw: better below its grid; distro: inside it
+    calls = []
+
+    def sweep(doc, name, lrs, budget, backend, out, seed, budget_flag="--time-budget"):
+        calls.append((name, sorted(lrs), budget_flag, budget, backend, seed))
+        return min(lrs, key=lambda x: abs(math.log(x / best[name]))), tmp_path
+
+    monkeypatch.setattr(so, "_sweep", sweep)
+    monkeypatch.setattr(so, "lr_figures", lambda d, n: "")
+    picked = so.tune({}, "unused", "160k", "local", tmp_path, ["adamw", "distro"], 0, max_widen=1,
+                     grids={"adamw": [1e-3, 3e-3], "distro": [1e-3, 3e-3, 1e-2]}, budget_flag="--tokens")
+    assert picked == {"adamw": pytest.approx(1e-3 / 3), "distro": 3e-3}
+    assert calls[0] == ("adamw", [1e-3, 3e-3], "--tokens", "160k", "local", 0)
+    assert calls[1][:2] == ("adamw", [pytest.approx(1e-3 / 3), 1e-3])  # widened once (max_widen 1), then stopped
+    assert [c[0] for c in calls] == ["adamw", "adamw", "distro"]
