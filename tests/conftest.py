@@ -51,6 +51,11 @@ EXTENDED = {
         "[9-lost] (the same stop path; SIGKILL is the harder case)",
     "tests/integration/netns/test_multihost.py::test_a_killed_worker_on_host_0_ends_both_hosts_in_one_line_each":
         "test_multihost_faults.py (unit: the root-cause wording) and [9-lost] (the stop path)",
+    "tests/integration/netns/test_ssh_backend.py::test_stopping_the_launcher_stops_every_agent_and_removes_every_shaping[sigkill]":
+        "[sigterm] (every agent's stdin closes, the same stop path) and the unit test of the agent's stream",
+    "tests/integration/netns/test_ssh_backend.py::test_stopping_the_launcher_stops_every_agent_and_removes_every_shaping[sigterm]":
+        "test_a_host_that_drops_mid_run_... (the surviving agent's stop path and shaping removal, 1.5-3 min) and the "
+        "unit tests of the agent's stdin and stream; both stop variants pass on their own (-m extended)",
     "tests/integration/netns/test_netchange.py::test_cli_links_schedule_measures_and_refuses_a_link_without_one":
         "test_change_and_outage_are_applied_and_read_back (the scheduler) and test_netns.py's `links` test",
     "tests/integration/netns/test_sweep_rates.py::test_rate_sweep_draws_measured_and_projected_curves":

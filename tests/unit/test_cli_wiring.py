@@ -63,7 +63,7 @@ def test_backend_and_link_engine_are_choices_that_match_the_registries(cli):
 
     for command in ("run", "links"):
         assert completions(command, "link_engine") == [e.value for e in LinkEngine]
-    assert completions("run", "backend") == ["auto", "local", "netns", "docker"]
+    assert completions("run", "backend") == ["auto", "local", "netns", "docker", "ssh"]
     result = cli("run", "scenarios/ci-smoke.yaml", "--backend", "nope")
     assert result.exit_code == 2 and "nope" in result.output
 
@@ -144,7 +144,7 @@ def test_doctor_json(cli):
     doc = json.loads(result.stdout)
     assert doc["host"]["root"] in (True, False) and isinstance(doc["host"]["qdiscs"], list)
     # every backend and link engine: ready ([]) or the lines that fix it
-    assert set(doc["readiness"]) == {"local", "netns", "docker"}
+    assert set(doc["readiness"]) == {"local", "netns", "docker", "ssh"}
     assert all(isinstance(p, str) for engines in doc["readiness"].values() for probs in engines.values() for p in probs)
 
 

@@ -181,6 +181,9 @@ class Backend(ABC):
     """A context manager: `with backend:` brings the nodes up and always tears them down."""
 
     name: ClassVar[str]
+    # True for a backend whose hosts each run a whole `distro-bench node` agent (ssh): the runner hands the run to
+    # run/remote.py, and start_worker is not used.
+    launches_agents: ClassVar[bool] = False
 
     def __init__(self, scenario: Scenario, run_dir: Path, options: BackendOptions | None = None,
                  plan: NetworkPlan | None = None):

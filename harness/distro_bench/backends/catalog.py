@@ -20,7 +20,7 @@ class BackendEntry:
 
 # The run options only some backends read, and the flag that sets each.
 OPTION_FLAGS = {"link_engine": "--link-engine", "allow_unemulated": "--allow-unemulated",
-                "measure_links": "--measure-links", "image": "--image"}
+                "measure_links": "--measure-links", "image": "--image", "inventory": "--inventory"}
 _EMULATED = ("link_engine", "allow_unemulated", "measure_links")
 
 CATALOG: dict[str, BackendEntry] = {e.name: e for e in (
@@ -29,8 +29,11 @@ CATALOG: dict[str, BackendEntry] = {e.name: e for e in (
     BackendEntry("netns", "a network namespace per worker, a star of shaped links (root)", _EMULATED),
     BackendEntry("docker", "a container per worker, links shaped from the host (root, a Docker engine)",
                  (*_EMULATED, "image")),
+    # ssh: each host's agent shapes its own interface with tc (no link engine to choose) and measures its peers
+    BackendEntry("ssh", "hosts from --inventory, each running `distro-bench node` over SSH and shaping its "
+                        "interface (root there)", ("allow_unemulated", "measure_links", "inventory")),
 )}
-NAMES = ("auto", *CATALOG)  # `auto`: the most faithful one this host can run (docker, then netns, then local)
+NAMES = ("auto", *CATALOG)  # `auto`: the most faithful one this host can run (docker, then netns, then local; never ssh)
 
 
 def refuse_unread_options(backend: str, given: Mapping[str, object]) -> None:

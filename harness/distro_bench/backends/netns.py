@@ -19,13 +19,13 @@ from distro_bench.backends.requirements import Needs, Requirement, emulation_req
 from distro_bench.errors import HarnessError
 from distro_bench.net import cleanup, naming, owner
 from distro_bench.net import host as net_probe
-from distro_bench.net.emulation import Emulation, Endpoints, describe_plan, worker_env
+from distro_bench.net.emulation import Emulation, describe_plan, worker_env
 from distro_bench.net.engines import NetworkPlan, plan_links
-from distro_bench.net.linktest import LinkTarget
+from distro_bench.net.linktest import LinkTarget, with_sites
 from distro_bench.net.ns import NetnsRef
 from distro_bench.net.owner import owner_alive
 from distro_bench.net.topology import NODE_IFACE, Star, StarSpec
-from distro_bench.scenario.model import Scenario, region_matrix
+from distro_bench.scenario.model import Scenario, region_matrix, site_layout
 
 
 class NetnsBackend(Backend):
@@ -63,7 +63,7 @@ class NetnsBackend(Backend):
         caps = net_probe.probe(docker=False, gpus=False)
         return plan_links(scenario.nodes(), caps, engine=options.link_engine,
                           allow_unemulated=options.allow_unemulated, seed=scenario.train.seed,
-                          regions=region_matrix(scenario))
+                          regions=region_matrix(scenario), sites=site_layout(scenario))
 
     @classmethod
     def clean_leftovers(cls, include_live: bool = False) -> tuple[list[str], list[str]]:
@@ -87,14 +87,12 @@ class NetnsBackend(Backend):
     def setup(self) -> None:
         if self.plan is None:
             self.plan = self.preflight(self.scenario, self.options)
-        spec = StarSpec.build(self.run_id, self.scenario.world_size, self.plan.delay_line_ranks)
+        spec = StarSpec.for_plan(self.run_id, self.plan)
         self.star = Star(spec)
         atexit.register(self.teardown)
         self.star.up()
-        self.emulation = Emulation(self.plan, [
-            Endpoints(rank=n.index, up_ns=self.star.node_ref(n.index), up_iface=NODE_IFACE,
-                      down_ns=self.star.switch_ref, down_iface=n.port, delay_line_ns=n.link_ns, addr=n.addr)
-            for n in spec.nodes], log_dir=self.run_dir)
+        self.emulation = Emulation(self.plan, self.star.endpoints(), log_dir=self.run_dir,
+                                   sites=self.star.site_endpoints())
         self.emulation.apply()
         unreachable = self.star.check_reachable()
         if unreachable:
@@ -141,7 +139,7 @@ class NetnsBackend(Backend):
                                                                       for r, d, _, _ in p.pair_paths),
                                   pair_jitter_s=tuple((self.star.spec.nodes[r].addr, j)
                                                       for r, _, j, _ in p.pair_paths)))
-        return out
+        return with_sites(out, self.plan)
 
     def far_end(self) -> tuple[NetnsRef, str]:
         assert self.star
@@ -170,7 +168,7 @@ class NetnsBackend(Backend):
             "link_engine": plan["link_engine"], "link_engine_reason": plan["link_engine_reason"],
             "topology": None if not self.star else {
                 "switch_namespace": self.star.spec.switch_ns, "bridge": "br0", "far_end": self.star.spec.switch_addr,
-                "interface": NODE_IFACE},
+                "interface": NODE_IFACE, "sites": self.emulation.describe_sites() if self.emulation else []},
             "nodes": nodes,
             "not_emulated": plan["not_emulated"],
         }

@@ -9,6 +9,7 @@ from distro_bench.backends.base import Backend, BackendOptions, WorkerHandle
 from distro_bench.backends.docker import DockerBackend
 from distro_bench.backends.local import LocalBackend
 from distro_bench.backends.netns import NetnsBackend
+from distro_bench.backends.ssh import SshBackend
 from distro_bench.errors import InputError
 from distro_bench.net import owner
 from distro_bench.results.rundir import write_status
@@ -18,9 +19,10 @@ BACKENDS: dict[str, type[Backend]] = {
     "local": LocalBackend,
     "netns": NetnsBackend,
     "docker": DockerBackend,
+    "ssh": SshBackend,
 }
 
-# `auto` tries these in order: containers, then namespaces, then loopback.
+# `auto` tries these in order: containers, then namespaces, then loopback (ssh only when asked: it needs hosts).
 AUTO_ORDER = ("docker", "netns", "local")
 
 

@@ -71,6 +71,8 @@ def run(
                                           help="run even if part of a link cannot be emulated here (the report says "
                                                "what); default: the scenario's network.allow_unemulated"),
     image: str = typer.Option(None, help="docker backend: worker image (default: distro-bench-worker:<version>)"),
+    inventory: Path = typer.Option(None, help="ssh backend: the hosts to run on (YAML: host, iface, user, key, ... "
+                                              "per host; docs/backends.md, 'The ssh backend')"),
     measure_links: bool = typer.Option(None, "--measure-links/--no-measure-links", show_default=False,
                                        help="measure each node's goodput and RTT once the links are up (a few "
                                             "seconds; the report's 'measured'); default: network.measure_links"),
@@ -90,7 +92,8 @@ def run(
         overrides = Overrides(optimizers=tuple(optimizer) if optimizer else None, steps=steps, seed=seed,
                               time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss, repeat=repeat)
         settings = RunSettings(backend=value(backend) or "auto", out=out, link_engine=value(link_engine),
-                               allow_unemulated=allow_unemulated, image=image, measure_links=measure_links)
+                               allow_unemulated=allow_unemulated, image=image, inventory=inventory,
+                               measure_links=measure_links)
         # With --json, stdout carries only the JSON document: progress goes to stderr as plain lines.
         with make_progress(interactive=False if as_json else None) as progress:
             result = api.run(scenario, overrides, settings, progress=progress)

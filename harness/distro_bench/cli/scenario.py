@@ -70,7 +70,7 @@ def validate(
                                 f"baseline: {s.baseline}"), markup=False)
     for line in _timeline_lines(s):
         console.print(terminal_text(line), markup=False, soft_wrap=True)
-    for line in _region_lines(s):
+    for line in _region_lines(s) + _site_lines(s):
         console.print(terminal_text(line), markup=False, soft_wrap=True)
     console.print(f"[green]{markup_text(scenario)} is valid[/]", soft_wrap=True)  # a path is never broken in two
 
@@ -114,6 +114,15 @@ def _region_lines(s: Scenario) -> list[str]:
     return describe_lines(m, [n.region for n in s.nodes() if n.region is not None]) if m is not None else []
 
 
+def _site_lines(s: Scenario) -> list[str]:
+    """The sites' shared uplinks and the WAN paths between them (harness/distro_bench/scenario/sites.py)."""
+    from distro_bench.scenario.model import site_layout
+    from distro_bench.scenario.sites import describe_lines
+
+    lay = site_layout(s)
+    return describe_lines(lay, [n.name for n in s.nodes()]) if lay is not None else []
+
+
 def _timeline_lines(s: Scenario) -> list[str]:
     """What changes while each optimizer trains (link schedules, outages, stragglers, traces), in order."""
     from distro_bench.scenario.timeline import compile_timeline
@@ -147,9 +156,10 @@ def _scenario_json(s: Scenario) -> dict[str, Any]:
         "nodes": [{"rank": n.rank, "name": n.name, "hardware": n.hardware_name, "compute_scale": n.compute_scale,
                    "link": n.link_name,
                    "up_bps": n.link.up if n.link else None, "down_bps": n.link.down if n.link else None,
-                   **_impairments_json(n.link), "region": n.region} for n in s.nodes()],
+                   **_impairments_json(n.link), "region": n.region, "site": n.site} for n in s.nodes()],
         "optimizers": {k: v.model_dump() for k, v in s.optimizer_configs().items()},
         "regions": _regions_json(s),
+        "sites": _sites_json(s),
     }
 
 
@@ -166,6 +176,14 @@ def _regions_json(s: Scenario) -> list[dict[str, Any]] | None:
 
     m = region_matrix(s)
     return describe_json(m, [n.region for n in s.nodes() if n.region is not None]) if m is not None else None
+
+
+def _sites_json(s: Scenario) -> dict[str, Any] | None:
+    from distro_bench.scenario.model import site_layout
+    from distro_bench.scenario.sites import describe_json
+
+    lay = site_layout(s)
+    return describe_json(lay, [n.name for n in s.nodes()]) if lay is not None else None
 
 
 def schema(

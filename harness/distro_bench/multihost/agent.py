@@ -18,7 +18,6 @@ unchanged. Workers never get NET_ADMIN: torchrun is started without it (harness/
 
 from __future__ import annotations
 
-import ctypes
 import os
 import secrets
 import signal
@@ -37,11 +36,13 @@ from distro_bench.multihost import measure
 from distro_bench.multihost.failure import cause, without_cpp_frames
 from distro_bench.multihost.hostshaping import HostShaping, plan_host
 from distro_bench.multihost.store import LOST_AFTER_S, WATCH_S, AgentStore, PeerLost
+from distro_bench.multihost.stream import HostStream
 from distro_bench.net.emulation import worker_env
 from distro_bench.net.host import probe
 from distro_bench.net.ns import NetnsRef
 from distro_bench.results.rundir import atomic_write_text
 from distro_bench.run import environment
+from distro_bench.run.launch import term_with_parent
 from distro_bench.run.lifecycle import (
     NoteProgress,
     RunLifecycle,
@@ -71,6 +72,7 @@ class NodeOptions:
     store_port: int | None = None
     join_timeout_s: float = 600.0
     ship_records: bool = False  # ship over the store even where --out is shared (tests the no-shared-path case)
+    stream: bool = False  # driven over a pipe (the ssh backend): JSON lines out, stop when stdin ends (stream.py)
     # What changes in the scenario (optimizers, budget, seeds), and the run settings shared with `distro-bench
     # run`: the agent reads out, allow_unemulated, measure_links (None here: measure RTT and goodput to the
     # peers), collective_timeout_s and write_report; the backend is always this one.
@@ -116,16 +118,12 @@ def _pythonpath() -> str:
                            + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
 
 
-def _pdeathsig() -> None:
-    """In the child before exec: SIGTERM when the agent dies, however it dies (torchrun then stops its workers)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-
-
 class Agent:
     def __init__(self, opts: NodeOptions, note=lambda text: None):
         self.o = opts
-        self.note = note
+        # Driven over a pipe, the notes travel in the stream with everything else (one ordered channel).
+        self.stream = HostStream(opts.node_rank) if opts.stream else None
+        self.note = self.stream.note if self.stream else note
         self.shaping: HostShaping | None = None
         self.janitor: subprocess.Popen | None = None
         self.store: AgentStore | None = None
@@ -182,6 +180,21 @@ class Agent:
 
     # ---- the run ------------------------------------------------------------------------------------
     def run(self) -> NodeResult:
+        if self.stream is None:
+            return self._run()
+        self.stream.start(lambda: str(self.host.get("state")))
+        failure: str | None = None
+        try:
+            return self._run()
+        except BaseException as e:  # the launcher hears why, also when the checks stopped us before the run
+            failure = str(e) or type(e).__name__
+            raise
+        finally:
+            life = getattr(self, "life", None)
+            self.stream.close(life.state if life else "failed", (life.reason if life else None) or failure,
+                              self.run_dir)
+
+    def _run(self) -> NodeResult:
         self.prepare()
         o, life = self.o, self.life
         self.store = AgentStore(self.rdzv_host, o.store_port or self.rdzv_port + 1, o.node_rank,
@@ -383,12 +396,17 @@ class Agent:
             self.torchrun = subprocess.Popen(self._torchrun_argv(run_name, seed, out), env={**os.environ,
                                              **self._worker_env()}, stdout=log, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL, start_new_session=True,
-                                             preexec_fn=_pdeathsig)  # noqa: PLW1509 (one prctl call, no locks)
+                                             preexec_fn=term_with_parent)  # noqa: PLW1509 (one prctl call, no locks)
         rc = None
         last_watch = time.monotonic()
+        if self.stream:
+            self.stream.begin(run_name, seed, out, list(self.placement.ranks_of(o.node_rank)),
+                              self.scenario.budget().max_steps)
         try:
             while rc is None:
                 rc = self.torchrun.poll()
+                if self.stream:
+                    self.stream.pump()
                 if rc is None and time.monotonic() - last_watch >= WATCH_S:
                     st.raise_if_peer_down()
                     last_watch = time.monotonic()
@@ -400,6 +418,8 @@ class Agent:
         finally:
             if rc is None:
                 self._stop_torchrun()
+            if self.stream:
+                self.stream.finish(rc)
         self.torchrun = None
         if rc != 0:
             self._blame_peer()

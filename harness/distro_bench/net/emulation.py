@@ -13,6 +13,9 @@ spec turns into happens here, once:
                                             (harness/distro_bench/net/delayline/), a->b the uplink
     plan.nodes[i].pair_paths             -> the uplink delay line's paths by destination address, or (tc
                                             engine) the uplink's htb class per path (`egress_tc`)
+    plan.sites[k].up/.down               -> a site's shared uplink (`SiteEndpoints`): tc on both egresses (up:
+                                            an htb class per destination site, `site_egress_tc`), and a
+                                            delay line between them for the site and WAN delays (userspace)
 
 A change at run time (link schedules, traces, outages; issue 18) is `change()`: re-plan one node's
 direction with the split planning made (harness/distro_bench/net/engines.py: direction_plan), change that one
@@ -29,7 +32,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from distro_bench.net.delayline import DelayLine, stop_all
-from distro_bench.net.engines import NetworkPlan, NodeLinkPlan, direction_plan
+from distro_bench.net.engines import NetworkPlan, NodeLinkPlan, SiteLinkPlan, direction_plan
 from distro_bench.net.link import Direction, Impairment
 from distro_bench.net.ns import NetnsRef
 from distro_bench.net.shaping import (
@@ -66,6 +69,24 @@ class Endpoints:
         return (self.up_ns, self.up_iface) if direction == "up" else (self.down_ns, self.down_iface)
 
 
+@dataclass(frozen=True)
+class SiteEndpoints:
+    """Where one site's shared uplink is emulated: the egress of `up_iface` in `up_ns` (the site's side, towards
+    the core) and of `down_iface` in `down_ns` (the core's side, towards the site); its delay line, when the plan
+    has one, forwards between `delay_line_ifaces` (site side, core side) in `delay_line_ns`."""
+
+    index: int
+    up_ns: NetnsRef
+    up_iface: str
+    down_ns: NetnsRef
+    down_iface: str
+    delay_line_ns: str | None = None
+    delay_line_ifaces: tuple[str, str] = ("a", "b")
+
+    def egress(self, direction: str) -> tuple[NetnsRef, str]:
+        return (self.up_ns, self.up_iface) if direction == "up" else (self.down_ns, self.down_iface)
+
+
 def worker_env(iface: str) -> dict[str, str]:
     """What a worker needs so that its traffic takes the emulated link and is counted there."""
     return {
@@ -92,12 +113,19 @@ def describe_plan(plan: NetworkPlan | None) -> dict:
 class Emulation:
     """The emulated links of one run. `apply()` then `stop()` (safe after a partial apply, and twice)."""
 
-    def __init__(self, plan: NetworkPlan, endpoints: Sequence[Endpoints], log_dir: Path | None = None):
+    def __init__(self, plan: NetworkPlan, endpoints: Sequence[Endpoints], log_dir: Path | None = None,
+                 sites: Sequence[SiteEndpoints] = ()):
         self.plan = plan
         self.endpoints = {e.rank: e for e in endpoints}
         missing = [p.rank for p in plan.nodes if p.rank not in self.endpoints]
         if missing:
             raise ValueError(f"no endpoints for ranks {missing}")
+        self.site_endpoints = {e.index: e for e in sites}
+        no_site = [s.name for s in plan.sites if s.index not in self.site_endpoints]
+        if no_site:
+            raise ValueError(f"no endpoints for the uplinks of sites {no_site}")
+        self.site_applied: dict[int, dict[str, dict]] = {}  # site index -> direction -> what apply_plans recorded
+        self.site_lines: dict[int, DelayLine] = {}  # site index -> its uplink's delay line
         self.log_dir = log_dir
         self.applied: dict[int, dict[str, dict]] = {}  # rank -> direction -> what apply_plans recorded
         self.delay_lines: dict[int, DelayLine] = {}  # rank -> its delay line
@@ -108,7 +136,9 @@ class Emulation:
         """tc on every egress interface (read back; ShapingError on any mismatch), then the delay lines
         (each returns once it forwards)."""
         self._apply_tc()
+        self._apply_site_tc()
         self._start_delay_lines()
+        self._start_site_lines()
 
     def _egress_by_namespace(self) -> dict[NetnsRef, dict[str, tuple[int, str]]]:
         out: dict[NetnsRef, dict[str, tuple[int, str]]] = {}
@@ -139,6 +169,70 @@ class Emulation:
                              log_path=self.log_dir / "net" / f"delayline-{p.name}.log" if self.log_dir else None)
             self.delay_lines[p.rank] = line
             line.start()
+
+    # ---- sites' shared uplinks ---------------------------------------------------------------------------
+    def _site_egress_by_namespace(self) -> dict[NetnsRef, dict[str, tuple[SiteLinkPlan, str]]]:
+        out: dict[NetnsRef, dict[str, tuple[SiteLinkPlan, str]]] = {}
+        for s in self.plan.sites:
+            for d in DIRECTIONS:
+                ns, iface = self.site_endpoints[s.index].egress(d)
+                out.setdefault(ns, {})[iface] = (s, d)
+        return out
+
+    def _apply_site_tc(self) -> None:
+        for ns, ifaces in self._site_egress_by_namespace().items():
+            applied = apply_plans(ns, {iface: self.site_egress_tc(s, d) for iface, (s, d) in ifaces.items()})
+            for iface, (s, d) in ifaces.items():
+                self.site_applied.setdefault(s.index, {})[d] = applied[iface]
+
+    def _addr(self, rank: int) -> str:
+        e = self.endpoints.get(rank)
+        if e is None or e.addr is None:
+            raise ValueError(f"a site's WAN path leads to rank {rank}, whose endpoints have no address")
+        return e.addr
+
+    def _site_wan(self, s: SiteLinkPlan) -> tuple[tuple[str, float, float, float], ...]:
+        """The WAN paths' delay and loss by destination address (jitter: none on a WAN path)."""
+        return tuple((self._addr(r), p.delay_s, 0.0, p.loss) for p in s.paths if p.delay_s or p.loss for r in p.ranks)
+
+    def site_egress_tc(self, s: SiteLinkPlan, direction: str) -> QdiscPlan:
+        """What tc does on one egress of a site's uplink: the direction's plan; upwards, an htb class per
+        destination site (its WAN rate as ceil) with a leaf per node of the site (an even share each), and (no delay
+        line: the tc engine) the WAN path's delay and loss in each leaf's netem; downwards, a class per node of the
+        site."""
+        tc = s.direction(direction).tc
+        if direction != "up":  # towards the site: a class per node of it, so they share the downlink evenly too
+            return replace(tc, dest_paths=tuple((self._addr(r), f"rank {r}", None) for r in s.ranks))
+        dest = tuple((self._addr(r), p.site, p.rate_bps) for p in s.paths for r in p.ranks)
+        return replace(tc, dest_paths=dest, fair_srcs=tuple(self._addr(r) for r in s.ranks),
+                       per_dest=() if s.up.delay_line is not None else self._site_wan(s))
+
+    def _start_site_lines(self) -> None:
+        for s in self.plan.sites:
+            if not s.needs_delay_line:
+                continue
+            e = self.site_endpoints[s.index]
+            if e.delay_line_ns is None:
+                raise ValueError(f"site {s.name}: the plan has a delay line but its endpoints have no namespace for it")
+            up = replace(s.up.delay_line or Impairment(), per_dest=self._site_wan(s))
+            line = DelayLine(netns=e.delay_line_ns, iface_a=e.delay_line_ifaces[0], iface_b=e.delay_line_ifaces[1],
+                             a_to_b=up, b_to_a=s.down.delay_line or Impairment(),
+                             log_path=self.log_dir / "net" / f"delayline-site-{s.name}.log" if self.log_dir else None)
+            self.site_lines[s.index] = line
+            line.start()
+
+    def describe_sites(self) -> list[dict]:
+        """What was applied on each site's uplink (environment.json's `network.sites`): its nodes, per direction
+        the plan, the tc commands, the qdiscs, classes and filters read back, and its delay line."""
+        out = []
+        for s in self.plan.sites:
+            line = self.site_lines.get(s.index)
+            out.append({"site": s.name, "ranks": list(s.ranks), **self.site_applied.get(s.index, {}),
+                        "paths": [asdict(p) for p in s.paths],
+                        "delay_line": None if line is None else {
+                            "namespace": line.netns, "interfaces": [line.iface_a, line.iface_b],
+                            "up": asdict(line.a_to_b), "down": asdict(line.b_to_a)}})
+        return out
 
     def _dest_paths(self, p: NodeLinkPlan) -> tuple[tuple[str, float, float, float], ...]:
         missing = [r for r, *_ in p.pair_paths if self.endpoints.get(r) is None or self.endpoints[r].addr is None]
@@ -235,12 +329,20 @@ class Emulation:
                 problems += [f"[{ns}] {x}" for x in found]
         problems += [f"delay line of rank {r} is not running" for r, line in self.delay_lines.items()
                      if not line.running()]
+        for ns, site_ifaces in self._site_egress_by_namespace().items():
+            state = read_qdiscs(ns)
+            for iface, (s, d) in site_ifaces.items():
+                found, _ = check_interface(ns, iface, self.site_egress_tc(s, d), [q for q in state if q.get("dev") == iface])
+                problems += [f"[{ns}] site {s.name}: {x}" for x in found]
+        problems += [f"delay line of site {k} is not running" for k, line in self.site_lines.items()
+                     if not line.running()]
         return problems
 
     def stop(self) -> list[str]:
         """Stop every delay line (their final stats go beside their logs); the problems, never raised,
         so a teardown always goes on. The qdiscs go with their interfaces."""
-        return stop_all(self.delay_lines) if self.delay_lines else []
+        problems = stop_all(self.delay_lines) if self.delay_lines else []
+        return problems + [p.replace("of rank", "of site", 1) for p in stop_all(self.site_lines)]
 
     # ---- describe ------------------------------------------------------------------------------------
     def describe(self) -> dict:

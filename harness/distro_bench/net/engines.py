@@ -24,6 +24,7 @@ from distro_bench.net.shaping import QdiscPlan
 from distro_bench.scenario.model import LinkSpec, Node
 from distro_bench.scenario.regions import RegionMatrix
 from distro_bench.scenario.regions import pair_paths as region_pair_paths
+from distro_bench.scenario.sites import SiteLayout
 
 WAY_OUT = ("use --link-engine userspace (a userspace delay line), or --allow-unemulated "
            "(run with what can be emulated; the run folder says what was not)")
@@ -100,18 +101,58 @@ class NodeLinkPlan:
 
 
 @dataclass(frozen=True)
+class SitePath:
+    """A site uplink's WAN path to another site: its nodes (ranks), one-way delay, loss and rate (None: the uplink's)."""
+
+    site: str
+    ranks: tuple[int, ...]
+    delay_s: float = 0.0
+    loss: float = 0.0
+    rate_bps: int | None = None
+
+
+@dataclass(frozen=True)
+class SiteLinkPlan:
+    """A site's shared uplink (harness/distro_bench/scenario/sites.py): `up` is the egress of the site's side of the
+    uplink (towards the core), `down` the core's side (towards the site); `paths` the WAN path to every other site,
+    done per destination like a region path (tc: an htb class per destination site; userspace: the uplink's delay
+    line by destination address)."""
+
+    index: int
+    name: str
+    ranks: tuple[int, ...]
+    up: DirectionPlan
+    down: DirectionPlan
+    paths: tuple[SitePath, ...] = ()
+
+    @property
+    def needs_delay_line(self) -> bool:
+        return self.up.delay_line is not None or self.down.delay_line is not None
+
+    def direction(self, name: str) -> DirectionPlan:
+        return {"up": self.up, "down": self.down}[name]
+
+
+@dataclass(frozen=True)
 class NetworkPlan:
     engine: str  # the engine delay/jitter/loss use ("none" when no link asks for them)
     engine_reason: str
     nodes: tuple[NodeLinkPlan, ...]
+    sites: tuple[SiteLinkPlan, ...] = ()
 
     @property
     def not_emulated(self) -> list[str]:
-        return [x for n in self.nodes for x in n.not_emulated]
+        return [x for n in self.nodes for x in n.not_emulated] + [
+            f"site {s.name} uplink {d}: {what}" for s in self.sites for d in ("up", "down")
+            for what in s.direction(d).not_emulated]
 
     @property
     def delay_line_ranks(self) -> set[int]:
         return {n.rank for n in self.nodes if n.needs_delay_line}
+
+    @property
+    def delay_line_sites(self) -> set[int]:
+        return {s.index for s in self.sites if s.needs_delay_line}
 
 
 @dataclass(frozen=True)
@@ -163,30 +204,43 @@ def select_engine(requested: str, caps: Capabilities) -> tuple[LinkEngine | None
     return None, "either " + " or ".join(missing)
 
 
+SITES_UNSUPPORTED = ("sites: {where} name a site, whose nodes share one uplink; this backend does not build site "
+                     "uplinks (the netns backend does once it passes the scenario's site layout to plan_links). "
+                     "Way out: drop sites: and workers[].site to run the nodes on their access links alone")
+
+
 def plan_links(nodes: Sequence[Node], caps: Capabilities, *, engine: str = "auto",
-               allow_unemulated: bool = False, seed: int = 0, regions: RegionMatrix | None = None) -> NetworkPlan:
+               allow_unemulated: bool = False, seed: int = 0, regions: RegionMatrix | None = None,
+               sites: SiteLayout | None = None) -> NetworkPlan:
     """Decide, for every node and direction, what tc does, what the delay line does, and what is not
     emulated. Raises CapabilityError (before anything is created) when part of a link cannot be
     emulated and `allow_unemulated` is off. `seed` (the run's) seeds the delay lines' draws. `regions`
-    (the scenario's matrix) adds a delay per destination to every uplink whose region differs."""
+    (the scenario's matrix) adds a delay per destination to every uplink whose region differs. `sites` (the
+    scenario's layout, from a backend that builds site uplinks) adds each site's shared uplink; nodes naming
+    a site without it are refused: nothing would share their uplink."""
+    if sites is None and any(n.site for n in nodes):
+        raise CapabilityError(SITES_UNSUPPORTED.format(where=", ".join(n.name for n in nodes if n.site)))
     # A link that changes during the run (harness/distro_bench/scenario/timeline.py) is planned for every state it will pass
     # through: a delay line that a later `loss: 5%` needs is started with the run, not mid-run.
     impaired = any(d.impaired for n in nodes for st in _states(n.link) for d in directions(st))
     pairs = region_pair_paths([n.region for n in nodes], regions)
     chosen, reason = select_engine(engine, caps)
-    if any(pairs) and engine == "auto":
+    site_delays = sites is not None and (any(s.delay_s for s in sites.sites)
+                                         or any(p.delay_s or p.loss for p in sites.paths.values()))
+    if (any(pairs) or site_delays) and engine == "auto":
         # A delay per destination needs one queue per destination: both engines have them (the delay line's
         # queue per destination, tc's htb class per path). auto keeps the delay line, the engine the 5% per
         # pair was measured with on this project's hosts (which lack netem); tc where there is no delay line.
         ok, why = ENGINES["userspace"].available(caps)
         tc_ok, tc_why = ENGINES["tc"].available(caps)
+        what = "region" if any(pairs) else "WAN"
         if ok:
-            chosen, reason = ENGINES["userspace"], f"auto: userspace (region delays are per destination; {why})"
+            chosen, reason = ENGINES["userspace"], f"auto: userspace ({what} delays are per destination; {why})"
         elif tc_ok:
-            chosen, reason = ENGINES["tc"], f"auto: tc (region delays by htb class per destination; {tc_why})"
+            chosen, reason = ENGINES["tc"], f"auto: tc ({what} delays by htb class per destination; {tc_why})"
         else:
             chosen, reason = None, f"either {why} or {tc_why}"
-    elif not impaired and not any(pairs):
+    elif not impaired and not any(pairs) and not site_delays:
         chosen, reason = None, "no link asks for delay, jitter or loss"
     problems: dict[str, list[str]] = {}  # link -> missing pieces, reported once per link
     plans = []
@@ -223,11 +277,59 @@ def plan_links(nodes: Sequence[Node], caps: Capabilities, *, engine: str = "auto
             per_dir.append(DirectionPlan(spec=spec, tc=tc, delay_line=delay_line, not_emulated=tuple(missing)))
         plans.append(NodeLinkPlan(rank=n.rank, name=n.name, link_name=n.link_name, up=per_dir[0], down=per_dir[1],
                                   region=n.region, pair_paths=to_ranks if chosen is not None else ()))
+    site_plans = _plan_sites(sites, nodes, caps, chosen, reason, seed, problems) if sites is not None else ()
     if problems and not allow_unemulated:
-        where = "; ".join(f"link {link!r} ({', '.join(n.name for n in nodes if (n.link_name or 'inline') == link)}): "
-                          + "; ".join(ms) for link, ms in problems.items())
+        where = "; ".join((f"{link}'s shared uplink" if link.startswith("site ") else
+                           f"link {link!r} ({', '.join(n.name for n in nodes if (n.link_name or 'inline') == link)})")
+                          + ": " + "; ".join(ms) for link, ms in problems.items())
         engine_note = f" with --link-engine {engine}" if engine != "auto" else ""
         # Never advise the flag already passed, nor an engine that cannot run here either.
         way_out = WAY_OUT if engine == "tc" and ENGINES["userspace"].available(caps)[0] else WAY_OUT.split("or ", 1)[1]
         raise CapabilityError(f"this host cannot emulate the scenario{engine_note}: {where}. Way out: {way_out}")
-    return NetworkPlan(engine=chosen.name if chosen else "none", engine_reason=reason, nodes=tuple(plans))
+    return NetworkPlan(engine=chosen.name if chosen else "none", engine_reason=reason, nodes=tuple(plans),
+                       sites=site_plans)
+
+
+# A site's delay line draws from a stream of its own: past every rank's (ranks are < 64).
+SITE_SEED_BASE = 100
+
+
+def _plan_sites(sites: SiteLayout, nodes: Sequence[Node], caps: Capabilities, chosen: LinkEngine | None,
+                reason: str, seed: int, problems: dict[str, list[str]]) -> tuple[SiteLinkPlan, ...]:
+    """Each site's shared uplink, planned as a node's link is: the rate by tbf (up: an htb class per destination
+    site when there are others), the delay and the WAN paths' delay and loss by netem (tc) or by a delay line on
+    the uplink (userspace). What cannot be emulated goes to `problems` under `site <name>`."""
+    rank_of = [n.rank for n in nodes]
+    out = []
+    for s in sites.sites:
+        ranks = tuple(rank_of[i] for i in s.ranks)
+        paths = tuple(SitePath(site=t.name, ranks=tuple(rank_of[i] for i in t.ranks),
+                               delay_s=sites.path(s.name, t.name).delay_s, loss=sites.path(s.name, t.name).loss,
+                               rate_bps=sites.path(s.name, t.name).rate_bps)
+                      for t in sites.sites if t is not s)
+        wan_impaired = any(p.delay_s or p.loss for p in paths)
+        missing: list[str] = []
+        per_dir = []
+        for dname, rate in (("up", s.up_bps), ("down", s.down_bps)):
+            spec = Direction(rate_bps=rate, delay_s=s.delay_s)
+            before = len(missing)
+            if rate and not caps.rate_shaping:
+                missing.append(f"rate {rate} bit/s needs the tbf qdisc")
+            impaired = spec.impaired or (dname == "up" and wan_impaired)
+            if impaired and chosen is None:
+                missing.append(f"{'the WAN paths and ' if dname == 'up' and wan_impaired else ''}"
+                               f"{spec.impairment_text() or 'delay'} need {reason}")
+            line = chosen is not None and chosen.uses_delay_line and (bool(s.delay_s) or wan_impaired)
+            netem = chosen is not None and not chosen.uses_delay_line
+            tc = QdiscPlan.of(spec if netem else spec.without_impairment())
+            per_dir.append(DirectionPlan(spec=spec, tc=tc, not_emulated=tuple(missing[before:]),
+                                         delay_line=replace(spec.impairment, seed=delay_line_seed(
+                                             seed, SITE_SEED_BASE + s.index, dname)) if line else None))
+        if paths and not caps.has_qdisc("htb"):
+            missing.append("a class per destination site needs the htb qdisc")
+        if missing:
+            problems.setdefault(f"site {s.name}", []).extend(m for m in missing
+                                                              if m not in problems.get(f"site {s.name}", []))
+        out.append(SiteLinkPlan(index=s.index, name=s.name, ranks=ranks, up=per_dir[0], down=per_dir[1],
+                                paths=paths))
+    return tuple(out)

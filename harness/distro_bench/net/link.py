@@ -23,8 +23,17 @@ class Direction(Impairment):
     """One direction of one access link: a rate in bit/s (None: unlimited) and its impairment."""
 
     rate_bps: int | None = field(default=None, kw_only=True)
+    # A site's uplink (harness/distro_bench/scenario/sites.py): per destination address, the WAN path it takes (the
+    # destination's site) and that path's rate (None: the uplink's). tc gives each path an htb class of its own.
+    dest_paths: tuple[tuple[str, str, int | None], ...] = field(default=(), kw_only=True)
+    # A site's uplink: the addresses of the site's own nodes, each a leaf of its own under every path, so nodes
+    # sending at once share the uplink evenly (harness/distro_bench/net/tcclass.py).
+    fair_srcs: tuple[str, ...] = field(default=(), kw_only=True)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.rate_bps is not None and not self.rate_bps > 0:
             raise InputError(f"direction: rate_bps must be > 0 or None, got {self.rate_bps}")
+        object.__setattr__(self, "dest_paths", tuple((str(a), str(p), None if r is None else int(r))
+                                                     for a, p, r in self.dest_paths))
+        object.__setattr__(self, "fair_srcs", tuple(str(a) for a in self.fair_srcs))

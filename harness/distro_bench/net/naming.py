@@ -59,6 +59,16 @@ def link_ns(run_id: str, index: int) -> str:
     return f"{run_prefix(run_id)}l{index}"
 
 
+def site_ns(run_id: str, index: int) -> str:
+    """A site's namespace: its bridge, its nodes' access-link ports and its shared uplink's site side."""
+    return f"{run_prefix(run_id)}s{index}"
+
+
+def site_link_ns(run_id: str, index: int) -> str:
+    """The namespace on a site's uplink that holds its userspace delay line."""
+    return f"{run_prefix(run_id)}sl{index}"
+
+
 def is_ours(name: str, run_id: str | None = None) -> bool:
     return name.startswith(run_prefix(run_id) if run_id else PREFIX)
 

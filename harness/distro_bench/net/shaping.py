@@ -32,10 +32,16 @@ from distro_bench.net.ns import NetnsRef, run_in
 from distro_bench.net.tcclass import (
     LINK_CLASS,
     ROOT_HANDLE,
+    InnerClass,
+    PathClass,
     check_classes,
+    inner_classes,
+    json_pairs,
+    leaf_ceil_bps,
     parse_htb_classes,
     parse_u32_dst_filters,
     path_classes,
+    tree_filters,
     tree_rate_bps,
 )
 
@@ -64,7 +70,7 @@ class QdiscPlan(Direction):
 
     @property
     def empty(self) -> bool:
-        return not self.rate_bps and not self.netem
+        return not self.rate_bps and not self.netem and not self.dest_paths and not self.fair_srcs
 
     @property
     def burst_bytes(self) -> int:
@@ -91,7 +97,7 @@ class QdiscPlan(Direction):
 
     @property
     def per_destination(self) -> bool:
-        return bool(self.per_dest)
+        return bool(self.per_dest or self.dest_paths or self.fair_srcs)
 
     def to_dict(self) -> dict:
         # jitter_reorders and seed steer only the delay line's random draws; netem has its own.
@@ -99,30 +105,44 @@ class QdiscPlan(Direction):
 
 
 def _class_tree_commands(iface: str, plan: QdiscPlan) -> list[list[str]]:
-    """The htb tree of an uplink with paths per destination (harness/distro_bench/net/tcclass.py)."""
-    leaves = path_classes(plan)
+    """The htb tree of an uplink with paths per destination (harness/distro_bench/net/tcclass.py): a class per path
+    under the link's, and (a site's uplink) a leaf per source node under each."""
+    leaves, inner = path_classes(plan), inner_classes(plan)
     rate = tree_rate_bps(plan)
     burst = str(max(4 * FRAME_BYTES, math.ceil(rate / 8 * 0.005)))  # as the tbf's: 5 ms of the rate
-    # A leaf's guaranteed share; each may borrow up to the whole link (ceil). An explicit quantum keeps htb
-    # from warning (its r2q default gives a quantum far above a frame at these rates).
-    share, quantum = max(8, rate // len(leaves)), str(8 * FRAME_BYTES)
+    # A class's guaranteed share; each may borrow up to its ceil. An explicit quantum keeps htb from warning (its
+    # r2q default gives a quantum far above a frame at these rates).
+    quantum = str(8 * FRAME_BYTES)
     dev = ["dev", iface]
     cmds = [["tc", "qdisc", "replace", *dev, "root", "handle", ROOT_HANDLE, "htb", "default", f"{leaves[0].minor:x}"],
             ["tc", "class", "replace", *dev, "parent", ROOT_HANDLE, "classid", LINK_CLASS, "htb", "rate", f"{rate}bit",
              "ceil", f"{rate}bit", "burst", burst, "cburst", burst, "quantum", quantum]]
+    siblings = {leaf.parent: 0 for leaf in leaves}
+    for leaf in leaves:
+        siblings[leaf.parent] += 1
+    siblings[LINK_CLASS] = siblings.get(LINK_CLASS, 0) + len(inner)
+    # Siblings get equal assured rates that add up to their parent's (htb lets a class send at its own rate
+    # whatever its parent's ceil, so more would overrun the link); each borrows up to its ceil.
+    rates = {LINK_CLASS: rate}
+    tree: list[InnerClass | PathClass] = [*inner, *leaves]
+    for c in tree:
+        parent = getattr(c, "parent", LINK_CLASS)
+        ceil = leaf_ceil_bps(plan, c)
+        rates[c.classid] = max(8, min(rates[parent] // siblings[parent], ceil))
+        cmds.append(["tc", "class", "replace", *dev, "parent", parent, "classid", c.classid, "htb",
+                     "rate", f"{rates[c.classid]}bit", "ceil", f"{ceil}bit", "burst", burst, "cburst", burst,
+                     "quantum", quantum])
     # netem holds the frames in flight plus the access link's queue (the tbf's 100 ms buffer, in frames).
     queue_frames = math.ceil(plan.limit_bytes / FRAME_BYTES)
     for leaf in leaves:
-        cmds.append(["tc", "class", "replace", *dev, "parent", LINK_CLASS, "classid", leaf.classid, "htb",
-                     "rate", f"{share}bit", "ceil", f"{rate}bit", "burst", burst, "cburst", burst, "quantum", quantum])
         if leaf.netem is not None:
             limit = plan.netem_limit_for(leaf.netem.delay_s + leaf.netem.jitter_s) + queue_frames
             cmds.append(["tc", "qdisc", "replace", *dev, "parent", leaf.classid, "handle", leaf.handle, "netem",
                          "limit", str(limit), *leaf.netem.netem_args()])
-    for leaf in leaves[1:]:
-        for addr in leaf.addrs:
-            cmds.append(["tc", "filter", "add", *dev, "parent", ROOT_HANDLE, "protocol", "ip", "prio", "1", "u32",
-                         "match", "ip", "dst", f"{addr}/32", "flowid", leaf.classid])
+    for src, dst, classid, prio in tree_filters(plan):
+        match = [*(["match", "ip", "src", f"{src}/32"] if src else []), *(["match", "ip", "dst", f"{dst}/32"] if dst else [])]
+        cmds.append(["tc", "filter", "add", *dev, "parent", ROOT_HANDLE, "protocol", "ip", "prio", str(prio), "u32",
+                     *match, "flowid", classid])
     return cmds
 
 
@@ -240,7 +260,8 @@ def read_tree(ns: NetnsRef, iface: str) -> dict:
     (harness/distro_bench/net/tcclass.py parses them)."""
     classes = run_in(ns, ["tc", "class", "show", "dev", iface]).stdout
     out = run_in(ns, ["tc", "-j", "filter", "show", "dev", iface, "parent", ROOT_HANDLE], check=False).stdout.strip()
-    return {"classes": parse_htb_classes(classes), "filters": parse_u32_dst_filters(json.loads(out) if out else [])}
+    filters = json.loads(out, object_pairs_hook=json_pairs) if out else []
+    return {"classes": parse_htb_classes(classes), "filters": parse_u32_dst_filters(filters)}
 
 
 def check_interface(ns: NetnsRef, iface: str, plan: Direction, qdiscs: list[dict]) -> tuple[list[str], dict]:

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from distro_bench.errors import InputError
 from distro_bench.report.events import EventsAnalysis, analyze_run
 from distro_bench.results import metrics, runfiles
+from distro_bench.results.bottleneck import site_link_loads
 from distro_bench.results.build import build_summary
 from distro_bench.results.rundir import (
     SCHEMA_VERSION,
@@ -158,7 +159,8 @@ def _summary_inputs(scenario: dict, path: Path) -> tuple[dict, dict]:
                  "target_how": "set in the scenario" if explicit is not None else None,
                  "costs": scenario.get("costs") if isinstance(scenario.get("costs"), dict) else None}, {})
     explicit, how = s.comparison_target()
-    return ({"baseline": s.baseline, "target_val_loss": explicit, "target_how": how, "costs": s.costs.model_dump()},
+    return ({"baseline": s.baseline, "target_val_loss": explicit, "target_how": how, "costs": s.costs.model_dump(),
+             "link_loads": site_link_loads(s)},
             {"budget": s.budget().as_dict(), "seeds": s.train.seed_list()})
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from distro_bench.report import describe, markdown, plots, verdict
 from distro_bench.report import html as html_render
+from distro_bench.report.bottleneck_section import bottleneck_section
 from distro_bench.report.check import measured_text, run_checks
 from distro_bench.report.churn_section import churn_section
 from distro_bench.report.document import Banner, Block, Document, Para, Section, Table
@@ -141,6 +142,7 @@ def build_document(run: LoadedRun, plots_dir: Path) -> Document:
                        else verdict_section(run)]),
         Section("Scenario", describe.scenario_blocks(run)),
         Section("Summary", summary_blocks),
+        *filter(None, [bottleneck_section(run.data.summary, run.data.scenario)]),
         *filter(None, [events_section(run), churn_section(run)]),
         *([] if replay else [_checks_section(run)]),  # a replay has no loss for a gate to read
         Section("Plots", figures or [Para("No plots: no training step was recorded.")]),

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from distro_bench.results.bottleneck import bottlenecks
 from distro_bench.results.cost import add_costs
 from distro_bench.results.metrics import comparison_target, summarize
 
@@ -17,13 +18,16 @@ def build_summary(df: pd.DataFrame, events: list[dict], *, schema_version: int, 
                   target_val_loss: float | None = None, target_how: str | None = None,
                   costs: dict | None = None, link_classes: list[str] | None = None,
                   predicted_wire_tx: Mapping[str, float | None] | None = None,
-                  predicted_floor_ratio: Mapping[str, float | None] | None = None) -> dict:
+                  predicted_floor_ratio: Mapping[str, float | None] | None = None,
+                  link_loads: list[dict] | None = None) -> dict:
     """The one builder of `summary.json` (issue 35): the run block as given (scenario, backend, state, budget,
     seeds, times, ...), the target (set in advance, else the post-hoc worst best), every optimizer's figures
     over seeds (`summarize`), each one's floor_ratio as the run's prediction has it (issue 37:
     `predicted_floor_ratio`), and, with the scenario's `costs`, the cost to target (results/cost.py). The
     runner's finalize writes it; a report on a folder whose harness died before writing it builds the same
-    from the workers' records (`link_classes` and `predicted_wire_tx` as add_costs takes them). `run` gains `world_size` where the start records tell it and it is absent."""
+    from the workers' records (`link_classes` and `predicted_wire_tx` as add_costs takes them). `run` gains `world_size` where the start records tell it and it is absent.
+    With `link_loads` (results/bottleneck.py, a scenario with sites) it gains `bottlenecks`: the link that bound
+    each optimizer's step."""
     starts = [e for e in events if e.get("type") == "start"]
     target = comparison_target(df, target_val_loss, target_how)
     run = dict(run)
@@ -35,6 +39,8 @@ def build_summary(df: pd.DataFrame, events: list[dict], *, schema_version: int, 
     for name, figures in summary["optimizers"].items():  # the encoding's, as the run's prediction.json has it
         figures["floor_ratio"] = (predicted_floor_ratio or {}).get(name)
         figures.update(memory_and_replay(name, events, figures.get("step_time_s_mean")))
+    if link_loads:
+        summary["bottlenecks"] = bottlenecks(summary["optimizers"], link_loads)
     if costs is not None:
         add_costs(summary, costs, [str(e.get("device", "")) for e in starts], link_classes=link_classes,
                   predicted_wire_tx=predicted_wire_tx)

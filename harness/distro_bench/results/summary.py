@@ -180,6 +180,8 @@ class Summary(_Record):
     target: dict[str, Any] | None = None  # {"val_loss": x, "how": "..."}
     # issue 29: {"egress_usd_per_gb", "gpu_usd_per_hour", "bytes_basis", "hours_unit", "energy_j", "energy_note"}
     costs: dict[str, Any] | None = None
+    # issue 37: {"model", "optimizers": {name: {"link", "seconds_per_step", "step_time_s", "basis", "links"}}}
+    bottlenecks: dict[str, Any] | None = None
 
     def verdicts(self) -> list[str]:
         """One line per optimizer against the baseline, e.g.

@@ -33,6 +33,7 @@ from distro_bench.net.host import gpus as host_gpus
 from distro_bench.net.naming import new_run_id
 from distro_bench.report import write_run_report
 from distro_bench.results import metrics
+from distro_bench.results.bottleneck import site_link_loads
 from distro_bench.results.build import build_summary
 from distro_bench.results.cost import link_class_of
 from distro_bench.results.events import write_events
@@ -398,6 +399,7 @@ def _write_results(run_dir: Path, scenario: Scenario, backend_name: str, state: 
         link_classes=[link_class_of(n.link_name, scenario.costs.link_classes) for n in scenario.nodes()],
         predicted_wire_tx={k: p.get("wire_tx_bytes") for k, p in predicted.items() if isinstance(p, dict)},
         predicted_floor_ratio={k: p.get("floor_ratio") for k, p in predicted.items() if isinstance(p, dict)},
+        link_loads=site_link_loads(scenario),  # issue 37: the link that bound each method (scenarios with sites)
         run={"scenario": scenario.name, "backend": backend_name, "state": state, "reason": reason,
              "budget": scenario.budget().as_dict(), "seeds": scenario.train.seed_list(),
              # the optimizers' training order within each seed (training_order; JSON keys are strings)

@@ -82,6 +82,7 @@ class RunSettings:
     link_engine: str | None = None  # None: the scenario's network.link_engine
     allow_unemulated: bool | None = None  # None: the scenario's network.allow_unemulated
     image: str | None = None  # docker backend: the worker image
+    inventory: Path | None = None  # ssh backend: the hosts (backends/inventory.py)
     measure_links: bool | None = None  # None: the scenario's network.measure_links
     write_report: bool = True
     # Limits for tests and impatient users: seconds a collective may block (default derived from the links),
@@ -91,6 +92,8 @@ class RunSettings:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "out", Path(self.out))
+        if self.inventory is not None:
+            object.__setattr__(self, "inventory", Path(self.inventory))
         problems = []
         if self.link_engine is not None and self.link_engine not in LINK_ENGINES:
             problems.append(f"link_engine: {self.link_engine!r}; one of {', '.join(LINK_ENGINES)}")

@@ -8,7 +8,6 @@ fail, hang or are interrupted are stopped and what they recorded is kept.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -18,13 +17,15 @@ from pathlib import Path
 from typing import cast
 
 from distro_bench.backends.catalog import OPTION_FLAGS, refuse_unread_options
-from distro_bench.backends.registry import Backend
-from distro_bench.errors import CapabilityError, HarnessError, WorkerFailed
+from distro_bench.backends.registry import BACKENDS, Backend, select_backend
+from distro_bench.errors import CapabilityError, HarnessError, InputError, WorkerFailed
 from distro_bench.net import linktest
 from distro_bench.net.netchange import ChangeScheduler
 from distro_bench.net.ns import NetnsRef
+from distro_bench.results.rundir import load_run
 from distro_bench.results.summary import Summary
-from distro_bench.run import environment, preflight
+from distro_bench.run import environment, preflight, remote
+from distro_bench.run.launch import RecordTail, log_tail
 from distro_bench.run.lifecycle import (
     ProgressSink,
     RunLifecycle,
@@ -50,33 +51,6 @@ class RunResult:
     run_dir: Path
     state: str  # complete | incomplete | failed
     summary: Summary  # summary.json, typed; `summary["optimizers"]` style access still works
-
-
-class _Follower:
-    """Reads new complete lines of a JSONL file as it grows."""
-
-    def __init__(self, path: Path):
-        self.path, self.pos, self.buf = path, 0, ""
-
-    def new_records(self) -> list[dict]:
-        try:
-            with open(self.path) as f:
-                f.seek(self.pos)
-                chunk = f.read()
-                self.pos = f.tell()
-        except FileNotFoundError:
-            return []
-        self.buf += chunk
-        lines = self.buf.split("\n")
-        self.buf = lines.pop()
-        return [json.loads(line) for line in lines if line.strip()]
-
-
-def _log_tail(path: Path, lines: int = 15) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
 
 
 def _host_pid(handle) -> Callable[[], int | None]:
@@ -117,7 +91,7 @@ def _dead_error(run_name: str, out: Path, nodes, handles, dead: Dead, then: str 
     if then:
         msg += f"; then {then}"
     return WorkerFailed(msg + f"; log: {handles[dead.rank].log_path}", rank=dead.rank,
-                        log_tail=_log_tail(handles[dead.rank].log_path))
+                        log_tail=log_tail(handles[dead.rank].log_path))
 
 
 def _hang_report(out: Path, nodes, stall_s: float) -> tuple[int, str]:
@@ -179,7 +153,7 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
         judge = LivenessJudge(timeouts)
         for h in handles:
             judge.watch(h.rank, _host_pid(h), out / f"rank{h.rank}.hb")
-        followers = [_Follower(out / f"rank{n.rank}.jsonl") for n in nodes]
+        followers = [RecordTail(out / f"rank{n.rank}.jsonl") for n in nodes]
         live = AcrossRanks(sink, len(nodes))  # the summary's step time (slowest rank), not rank 0's
         last_progress = time.monotonic()
         # Start-up (imports, data, connecting) is not a hang: allow it on top of the collective timeout.
@@ -208,7 +182,7 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
                                           then=f"rank {h.rank} ({nodes[h.rank].name}) exited with code {rc} "
                                                f"(log: {h.log_path})")
                     raise WorkerFailed(f"{run_name}: worker rank {h.rank} ({nodes[h.rank].name}) exited with code {rc}; "
-                                       f"log: {h.log_path}", rank=h.rank, log_tail=_log_tail(h.log_path))
+                                       f"log: {h.log_path}", rank=h.rank, log_tail=log_tail(h.log_path))
             if scheduler is not None:
                 for text in scheduler.take_notes():
                     sink.note(text)
@@ -225,7 +199,7 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
                                    f"({timeouts.load.describe()} at the start, "
                                    f"{HostLoad.now().describe().removeprefix('host ')} now); "
                                    f"log: {handles[suspect].log_path}",
-                                   rank=suspect, log_tail=_log_tail(handles[suspect].log_path))
+                                   rank=suspect, log_tail=log_tail(handles[suspect].log_path))
             time.sleep(0.2)
     except WorkerFailed as e:
         cause = scheduler.outage_cause(within_s=timeout + 30.0) if scheduler is not None else None
@@ -275,6 +249,15 @@ def run_scenario(scenario: Scenario, options: RunSettings, sink: ProgressSink | 
     refuse_unread_options(options.backend, {o: getattr(options, o) for o in OPTION_FLAGS})
     if overrides is not None:
         scenario = overrides.apply(scenario)
+    if options.inventory is not None and options.backend == "auto":
+        raise InputError("--inventory: it lists the hosts of --backend ssh, which auto never picks (it needs your "
+                         "hosts); add --backend ssh")
+    if (cls := BACKENDS.get(options.backend)) is not None and cls.launches_agents:
+        # Each host's agent checks its own host (root, tc, its interface) and owns the run folder (node 0's).
+        sink.note(f"backend: {select_backend(cls.name, scenario)[1]}")
+        done = remote.run_over_ssh(scenario, options, sink)
+        return RunResult(run_dir=done.run_dir, state=done.state,
+                         summary=Summary.model_validate(load_run(done.run_dir).summary))
     backend_options = options.backend_options(scenario)
     # Every missing piece (binaries, modules, kernel, root) in one error, before anything is created.
     backend_cls, why = preflight.select_and_check(options.backend, scenario, backend_options)

@@ -34,6 +34,8 @@ from distro_bench.scenario.optimizers import OPTIONS, OptimizerConfig
 from distro_bench.scenario.regions import REGION_PATTERN, RegionMatrix, RegionsSpec
 from distro_bench.scenario.regions import resolve as resolve_regions
 from distro_bench.scenario.replay import ReplaySpec
+from distro_bench.scenario.sites import SITE_PATTERN, SiteLayout, SitesSpec
+from distro_bench.scenario.sites import layout as site_layout_of
 from distro_bench.scenario.trace import TraceFile
 from distro_bench.scenario.units import (
     Duration,
@@ -301,6 +303,8 @@ class WorkerGroup(_Strict):
     # Geo-distributed topologies: the region these workers sit in; the one-way delay between regions is
     # the scenario's `regions:` table (harness/distro_bench/scenario/regions.py, docs/link-emulation.md).
     region: str | None = Field(default=None, pattern=REGION_PATTERN)
+    # Shared bottlenecks: the site (home router, lab) whose uplink these workers share (scenario/sites.py).
+    site: str | None = Field(default=None, pattern=SITE_PATTERN)
 
 
 class ModelSpec(_Strict):
@@ -459,6 +463,7 @@ class Node(BaseModel):
     link_name: str | None
     link: LinkSpec | None
     region: str | None = None
+    site: str | None = None
 
 
 class Scenario(_Strict):
@@ -480,6 +485,8 @@ class Scenario(_Strict):
     costs: CostsSpec = Field(default_factory=CostsSpec)
     # One-way delay per ordered pair of regions (a preset or a table), applied on top of the access links.
     regions: RegionsSpec | None = None
+    # Sites whose nodes share one uplink, and the WAN paths between them (harness/distro_bench/scenario/sites.py).
+    sites: SitesSpec | None = None
     # Workers that leave and come back, by schedule or failure rate (harness/distro_bench/scenario/churn.py).
     churn: ChurnSpec | None = None
     # Paper-scale replay (harness/distro_bench/scenario/replay.py): the workers train nothing and perform the
@@ -591,7 +598,8 @@ class Scenario(_Strict):
                 rank = len(nodes)
                 name = (group.name if group.count == 1 else f"{group.name}-{i}") if group.name else f"node{rank}"
                 nodes.append(Node(rank=rank, name=name, hardware_name=hw_name, hardware=hw,
-                                  compute_scale=scale, link_name=link_name, link=link, region=group.region))
+                                  compute_scale=scale, link_name=link_name, link=link, region=group.region,
+                                  site=group.site))
         return nodes
 
     def resolved_dict(self) -> dict[str, Any]:
@@ -672,3 +680,8 @@ def resolve_hardware(s: Scenario, ref: str | HardwareSpec) -> tuple[str, Hardwar
 def region_matrix(s: Scenario) -> RegionMatrix | None:
     """The scenario's resolved region matrix (None without `regions:`)."""
     return resolve_regions(s.regions) if s.regions is not None else None
+
+
+def site_layout(s: Scenario) -> SiteLayout | None:
+    """The scenario's sites in use and their WAN paths (None without `sites:`)."""
+    return site_layout_of(s.sites, [g.site for g in s.workers for _ in range(g.count)]) if s.sites else None

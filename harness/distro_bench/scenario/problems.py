@@ -30,6 +30,7 @@ from distro_bench.scenario.model import (
 from distro_bench.scenario.optimizers import OPTIONS, option_names
 from distro_bench.scenario.regions import matrix_problems
 from distro_bench.scenario.replay import replay_problems
+from distro_bench.scenario.sites import sites_problems
 from distro_bench.scenario.trace import TraceError, open_trace, parse_trace
 
 
@@ -115,6 +116,7 @@ def reference_problems(s: Scenario) -> list[str]:
     if not FILES_CHECKED.get():
         problems += _trace_problems(s)
     problems += _region_problems(s)
+    problems += _site_problems(s)
     names = Counter(g.name for g in s.workers if g.name)
     for dup in sorted(n for n, k in names.items() if k > 1):
         problems.append(f"workers: name {dup!r} is used by more than one group")
@@ -279,6 +281,25 @@ def _region_problems(s: Scenario) -> list[str]:
     problems = [f"workers[{i}].region: missing; with regions: set, every worker group names its region"
                 for i, g in enumerate(s.workers) if g.region is None]
     return problems + matrix_problems(s.regions, used)
+
+
+def _site_problems(s: Scenario) -> list[str]:
+    """Sites: every group names one when `sites:` is given (and only then), each a site of `sites.uplinks`, and
+    the WAN tables name known sites (harness/distro_bench/scenario/sites.py). Not with `regions:`: both are delays
+    per destination on one uplink, and one of them is enough to say where a node is."""
+    used: dict[str, list[str]] = {}
+    for i, g in enumerate(s.workers):
+        if g.site is not None:
+            used.setdefault(g.site, []).append(f"workers[{i}]")
+    if s.sites is None:
+        return [f"{where[0]}.site: {site!r} needs a sites: table (sites.uplinks.{site}: {{up: 100Mbit, down: "
+                "100Mbit}) giving the uplink its nodes share" for site, where in used.items()]
+    problems = [f"workers[{i}].site: missing; with sites: set, every worker group names its site (one of "
+                f"{', '.join(sorted(s.sites.uplinks))})" for i, g in enumerate(s.workers) if g.site is None]
+    if s.regions is not None:
+        problems.append("sites: not with regions: in one scenario; give the delays between sites as "
+                        "sites.delays (a WAN path per pair of sites) and drop regions:")
+    return problems + sites_problems(s.sites, used)
 
 
 # Trace files are read (and copied into the run folder) with the harness's rights, often root's: a scenario
