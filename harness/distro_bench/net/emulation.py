@@ -49,42 +49,38 @@ from distro_bench.net.tcpprobe import unreachable
 DIRECTIONS = ("up", "down")
 
 
-@dataclass(frozen=True)
-class Endpoints:
-    """Where one node's link is emulated. The uplink is the egress of `up_iface` in `up_ns` (the node's
-    side), the downlink the egress of `down_iface` in `down_ns` (the switch's side). A delay line, when
-    the plan has one for this node, forwards between `delay_line_ifaces` (node side, switch side) in
-    `delay_line_ns`: an `ip netns` name or a path such as /proc/<pid>/ns/net."""
+@dataclass(frozen=True, kw_only=True)
+class LinkEgress:
+    """Where one emulated link's two directions leave: the egress of `up_iface` in `up_ns` and of `down_iface` in
+    `down_ns`; its delay line, when the plan has one, forwards between `delay_line_ifaces` in `delay_line_ns`
+    (an `ip netns` name or a path such as /proc/<pid>/ns/net)."""
+
+    up_ns: NetnsRef
+    up_iface: str
+    down_ns: NetnsRef
+    down_iface: str
+    delay_line_ns: str | None = None
+    delay_line_ifaces: tuple[str, str] = ("a", "b")
+
+    def egress(self, direction: str) -> tuple[NetnsRef, str]:
+        return (self.up_ns, self.up_iface) if direction == "up" else (self.down_ns, self.down_iface)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Endpoints(LinkEgress):
+    """One node's link: the uplink leaves the node's side, the downlink the switch's side; the delay line's
+    interfaces are (node side, switch side)."""
 
     rank: int
-    up_ns: NetnsRef
-    up_iface: str
-    down_ns: NetnsRef
-    down_iface: str
-    delay_line_ns: str | None = None
-    delay_line_ifaces: tuple[str, str] = ("a", "b")
     addr: str | None = None  # the node's IPv4 address: where other nodes' per-destination (region) delays key on
 
-    def egress(self, direction: str) -> tuple[NetnsRef, str]:
-        return (self.up_ns, self.up_iface) if direction == "up" else (self.down_ns, self.down_iface)
 
-
-@dataclass(frozen=True)
-class SiteEndpoints:
-    """Where one site's shared uplink is emulated: the egress of `up_iface` in `up_ns` (the site's side, towards
-    the core) and of `down_iface` in `down_ns` (the core's side, towards the site); its delay line, when the plan
-    has one, forwards between `delay_line_ifaces` (site side, core side) in `delay_line_ns`."""
+@dataclass(frozen=True, kw_only=True)
+class SiteEndpoints(LinkEgress):
+    """One site's shared uplink: `up` leaves the site's side (towards the core), `down` the core's side (towards
+    the site); the delay line's interfaces are (site side, core side)."""
 
     index: int
-    up_ns: NetnsRef
-    up_iface: str
-    down_ns: NetnsRef
-    down_iface: str
-    delay_line_ns: str | None = None
-    delay_line_ifaces: tuple[str, str] = ("a", "b")
-
-    def egress(self, direction: str) -> tuple[NetnsRef, str]:
-        return (self.up_ns, self.up_iface) if direction == "up" else (self.down_ns, self.down_iface)
 
 
 def worker_env(iface: str) -> dict[str, str]:

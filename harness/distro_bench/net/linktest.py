@@ -216,12 +216,7 @@ def measure(targets: list[LinkTarget], far_end: NetnsRef, far_addr: str, *, seco
                           tool=used))
     finally:
         if server is not None:
-            server.terminate()
-            try:
-                server.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            _stop(server)
     for c in measure_sites(targets, far_end, far_addr, seconds=seconds, goodput_range=goodput_range, tool=used):
         add(c)
     for i, t in enumerate(targets):
