@@ -268,3 +268,22 @@ def test_a_host_that_cannot_be_reached_stops_the_run_before_any_agent_naming_it(
     assert r.exit_code == 1, r.output
     assert "host 0 (127.0.0.1): ssh could not reach it or log in" in r.output and "host 1 (127.0.0.1)" in r.output
     assert "Connection refused" in r.output and not (tmp_path / "r").exists(), r.output
+
+
+def test_a_backend_says_where_the_runner_reads_its_workers_records_and_heartbeats(tmp_path):
+    """Backend.records / Backend.heartbeat (issue 36): by default the worker's own files in its folder, the
+    records read as complete lines land (a line still being written waits for its newline)."""
+    from distro_bench.backends.local import LocalBackend
+    from distro_bench.scenario.loading import scenario_from_dict
+    from tests.helpers import tiny_scenario_dict
+
+    backend = LocalBackend(scenario_from_dict(tiny_scenario_dict()), tmp_path)
+    assert backend.heartbeat(tmp_path, 2) == tmp_path / "rank2.hb"
+    tail = backend.records(tmp_path, 1)
+    assert tail.new_records() == []  # no file yet
+    with open(tmp_path / "rank1.jsonl", "a") as f:
+        f.write('{"type": "step", "step": 0}\n{"type": "step", "st')
+    assert tail.new_records() == [{"type": "step", "step": 0}]
+    with open(tmp_path / "rank1.jsonl", "a") as f:
+        f.write('ep": 1}\n')
+    assert tail.new_records() == [{"type": "step", "step": 1}] and tail.new_records() == []

@@ -22,6 +22,7 @@ from distro_bench.net.naming import new_run_id
 from distro_bench.net.ns import NetnsRef
 from distro_bench.scenario import hfcorpus
 from distro_bench.scenario.model import Scenario
+from distro_bench.train.liveness import RecordTail
 
 if TYPE_CHECKING:
     from distro_bench.net.engines import NetworkPlan
@@ -283,6 +284,17 @@ class Backend(ABC):
         import sys
 
         return sys.executable
+
+    # Where the runner reads a worker's progress. Every single-host backend shares the run folder with its workers
+    # (a bind mount in Docker), so the default is the worker's own files there; a backend whose workers write
+    # elsewhere overrides these two (the ssh backend streams whole agents instead: run/remote.py).
+    def records(self, out: Path, rank: int) -> RecordTail:
+        """A reader of rank's step records (`rank<R>.jsonl` in the worker folder `out`), new lines as they land."""
+        return RecordTail(out / f"rank{rank}.jsonl")
+
+    def heartbeat(self, out: Path, rank: int) -> Path:
+        """Rank's heartbeat file (train/liveness.py), which the liveness judge reads for its age."""
+        return out / f"rank{rank}.hb"
 
     def link_probe(self) -> tuple[list, object, str] | None:
         """(distro_bench.net.linktest.LinkTarget per node, the far end's namespace, its address) where the runner can

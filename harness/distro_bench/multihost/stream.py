@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from distro_bench.multihost.store import HEARTBEAT_S
-from distro_bench.run.launch import RecordTail, encode, worker_heartbeat
+from distro_bench.run.launch import encode, worker_heartbeat
+from distro_bench.train.liveness import RecordTail
 
 
 def interrupt_self() -> None:

@@ -1,6 +1,7 @@
 """What every launcher reads of its workers while they train, in one place: their per-step records and heartbeats.
 
-The single-host runner (run/runner.py) reads them from the files its workers write in the run folder; the multi-host
+The single-host runner (run/runner.py) reads them where its backend says (`Backend.records` and `Backend.heartbeat`:
+by default the files its workers write in the run folder, read by train/liveness.py's RecordTail); the multi-host
 agent (multihost/agent.py) reads the same files on its host and, driven by a launcher over a pipe (`distro-bench
 node --stream`, the ssh backend), passes them on as JSON lines on stdout; the ssh launcher (run/remote.py) reads
 those lines back. One vocabulary for the stream, so the two ends cannot drift:
@@ -25,27 +26,6 @@ from typing import Any
 from distro_bench.train.liveness import heartbeat_age, read_heartbeat
 
 EVENTS = ("start", "record", "heartbeat", "finish", "note", "end")
-
-
-class RecordTail:
-    """Reads new complete lines of a worker's JSONL records as the file grows (a line still being written waits
-    for its newline)."""
-
-    def __init__(self, path: Path):
-        self.path, self.pos, self.buf = path, 0, ""
-
-    def new_records(self) -> list[dict]:
-        try:
-            with open(self.path) as f:
-                f.seek(self.pos)
-                chunk = f.read()
-                self.pos = f.tell()
-        except FileNotFoundError:
-            return []
-        self.buf += chunk
-        lines = self.buf.split("\n")
-        self.buf = lines.pop()
-        return [json.loads(line) for line in lines if line.strip()]
 
 
 def worker_heartbeat(out: Path, rank: int) -> list | None:

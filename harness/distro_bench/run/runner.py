@@ -25,7 +25,7 @@ from distro_bench.net.ns import NetnsRef
 from distro_bench.results.rundir import load_run
 from distro_bench.results.summary import Summary
 from distro_bench.run import environment, preflight, remote
-from distro_bench.run.launch import RecordTail, log_tail
+from distro_bench.run.launch import log_tail
 from distro_bench.run.lifecycle import (
     ProgressSink,
     RunLifecycle,
@@ -152,8 +152,8 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
             handles.append(backend.start_worker(n.rank, argv, env, out / f"rank{n.rank}.log"))
         judge = LivenessJudge(timeouts)
         for h in handles:
-            judge.watch(h.rank, _host_pid(h), out / f"rank{h.rank}.hb")
-        followers = [RecordTail(out / f"rank{n.rank}.jsonl") for n in nodes]
+            judge.watch(h.rank, _host_pid(h), backend.heartbeat(out, h.rank))
+        followers = [backend.records(out, n.rank) for n in nodes]
         live = AcrossRanks(sink, len(nodes))  # the summary's step time (slowest rank), not rank 0's
         last_progress = time.monotonic()
         # Start-up (imports, data, connecting) is not a hang: allow it on top of the collective timeout.

@@ -11,6 +11,7 @@ runnable and consuming CPU is slow, not dead: a busy host is not a dead worker."
 from __future__ import annotations
 
 import ctypes
+import json
 import math
 import os
 import signal
@@ -22,6 +23,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from distro_bench.errors import InputError
+
+
+class RecordTail:
+    """Reads new complete lines of a worker's JSONL records as the file grows (a line still being written waits
+    for its newline)."""
+
+    def __init__(self, path: Path):
+        self.path, self.pos, self.buf = path, 0, ""
+
+    def new_records(self) -> list[dict]:
+        try:
+            with open(self.path) as f:
+                f.seek(self.pos)
+                chunk = f.read()
+                self.pos = f.tell()
+        except FileNotFoundError:
+            return []
+        self.buf += chunk
+        lines = self.buf.split("\n")
+        self.buf = lines.pop()
+        return [json.loads(line) for line in lines if line.strip()]
 
 
 class WireCounter:
