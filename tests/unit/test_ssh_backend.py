@@ -22,11 +22,11 @@ from distro_bench import __version__
 from distro_bench.backends.catalog import refuse_unread_options
 from distro_bench.backends.inventory import load_inventory
 from distro_bench.backends.ssh import FETCH, PREPARE, REMOVE, agent_argv, remote_command, shell_script, ssh_argv
-from distro_bench.errors import InputError
+from distro_bench.errors import HarnessError, InputError
 from distro_bench.multihost.stream import HostStream
 from distro_bench.run.launch import decode, encode
 from distro_bench.run.overrides import RunSettings
-from distro_bench.run.remote import Relay, RemoteAgent, agent_flags, scenario_archive
+from distro_bench.run.remote import Relay, RemoteAgent, agent_flags, extract_plain, scenario_archive
 from distro_bench.scenario.loading import load_scenario, scenario_from_dict
 from tests.helpers import REPO, free_port, tiny_scenario_dict
 
@@ -163,7 +163,8 @@ def test_the_archive_holds_the_scenario_as_resolved_here_and_its_corpus(tmp_path
     s = load_scenario(REPO / "scenarios" / "ci-smoke.yaml")
     with tarfile.open(fileobj=io.BytesIO(scenario_archive(s))) as tar:
         assert tar.getnames() == ["scenario.yaml"]
-        tar.extractall(tmp_path / "a", filter="data")
+        for member in tar:
+            extract_plain(tar, member, tmp_path / "a")
     assert load_scenario(tmp_path / "a" / "scenario.yaml").resolved_dict() == s.resolved_dict()
     (tmp_path / "texts").mkdir()
     (tmp_path / "texts" / "corpus.txt").write_text("hello world " * 2000)
@@ -287,3 +288,28 @@ def test_a_backend_says_where_the_runner_reads_its_workers_records_and_heartbeat
     with open(tmp_path / "rank1.jsonl", "a") as f:
         f.write('ep": 1}\n')
     assert tail.new_records() == [{"type": "step", "step": 1}] and tail.new_records() == []
+
+
+def test_a_hosts_archive_gives_only_plain_files_and_folders_inside_the_run_folder(tmp_path):
+    """What comes back from host 0 is extracted as tarfile's data filter would (extract_plain), on every Python
+    (the filter is missing before 3.11.4): files and folders at relative paths; a link or a path out is refused."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in (("run/summary.json", b"{}"), ("run/workers/adamw/rank0.jsonl", b"1\n")):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o4755  # a setuid bit is not kept
+            tar.addfile(info, io.BytesIO(data))
+    with tarfile.open(fileobj=io.BytesIO(buf.getvalue())) as tar:
+        for member in tar:
+            extract_plain(tar, member, tmp_path)
+    assert (tmp_path / "run" / "summary.json").read_bytes() == b"{}"
+    assert (tmp_path / "run" / "workers" / "adamw" / "rank0.jsonl").read_bytes() == b"1\n"
+    assert not (tmp_path / "run" / "summary.json").stat().st_mode & 0o4000
+    for bad in ("run/../../escape", "/etc/passwd"):
+        with pytest.raises(HarnessError, match="a path outside"):
+            extract_plain(None, tarfile.TarInfo(bad), tmp_path)
+    link = tarfile.TarInfo("run/link")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc"
+    with pytest.raises(HarnessError, match="a link or special file"):
+        extract_plain(None, link, tmp_path)
+    assert not (tmp_path.parent / "escape").exists()

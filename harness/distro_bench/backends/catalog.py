@@ -16,6 +16,7 @@ class BackendEntry:
     name: str
     what: str
     options: tuple[str, ...]  # the run settings (RunSettings fields) it reads besides the scenario
+    needs: tuple[tuple[str, str], ...] = ()  # (option, what to give) it cannot run without
 
 
 # The run options only some backends read, and the flag that sets each.
@@ -31,7 +32,9 @@ CATALOG: dict[str, BackendEntry] = {e.name: e for e in (
                  (*_EMULATED, "image")),
     # ssh: each host's agent shapes its own interface with tc (no link engine to choose) and measures its peers
     BackendEntry("ssh", "hosts from --inventory, each running `distro-bench node` over SSH and shaping its "
-                        "interface (root there)", ("allow_unemulated", "measure_links", "inventory")),
+                        "interface (root there)", ("allow_unemulated", "measure_links", "inventory"),
+                 needs=(("inventory", ("HOSTS.yaml: the hosts to run on, in node-rank order, each with its "
+                                       "interface (docs/backends.md, 'The ssh backend')")),)),
 )}
 NAMES = ("auto", *CATALOG)  # `auto`: the most faithful one this host can run (docker, then netns, then local; never ssh)
 
@@ -39,7 +42,8 @@ NAMES = ("auto", *CATALOG)  # `auto`: the most faithful one this host can run (d
 def refuse_unread_options(backend: str, given: Mapping[str, object]) -> None:
     """An explicit backend given an option it does not read (`given`: option -> value, None where not set) is an
     error naming the option and the backends that take it; an option turned off (`--no-measure-links`) or left
-    to choose (`--link-engine auto`) asks nothing and passes. `auto` takes them all: the one it picks reads what applies to it."""
+    to choose (`--link-engine auto`) asks nothing and passes. `auto` takes them all: the one it picks reads what applies to it.
+    A backend not given an option it needs (its entry's `needs`) is an error naming the option and what to give."""
     entry = CATALOG.get(backend)
     if entry is None:
         return
@@ -50,3 +54,13 @@ def refuse_unread_options(backend: str, given: Mapping[str, object]) -> None:
             f"{OPTION_FLAGS[o]}: the {backend} backend does not use it (it applies to "
             f"{', '.join(n for n, e in CATALOG.items() if o in e.options)}); leave it out or choose one of those"
             for o in unread))
+    # Before the backend probes this host: an option it cannot run without is the first thing to fix, anywhere.
+    for option, _ in entry.needs:
+        if given.get(option) in (None, False):
+            raise InputError(needs_message(backend, option))
+
+
+def needs_message(backend: str, option: str) -> str:
+    """The error of a backend run without an option it needs (catalog entry's `needs`)."""
+    what = dict(CATALOG[backend].needs)[option]
+    return f"--backend {backend} needs {OPTION_FLAGS[option]} {what}"

@@ -20,6 +20,7 @@ import io
 import json
 import queue
 import re
+import shutil
 import socket
 import subprocess
 import tarfile
@@ -32,6 +33,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from distro_bench import __version__
+from distro_bench.backends.catalog import needs_message
 from distro_bench.backends.inventory import Inventory, ResolvedHost, load_inventory
 from distro_bench.backends.ssh import (
     FETCH,
@@ -77,8 +79,7 @@ def run_over_ssh(scenario: Scenario, settings: RunSettings, sink: ProgressSink) 
     """Train `scenario` (overrides already applied) on the inventory's hosts; node 0's run folder lands in
     settings.out. Raises as a single-host run does when the run failed (WorkerFailed) or was interrupted."""
     if settings.inventory is None:
-        raise InputError("--backend ssh needs --inventory HOSTS.yaml: the hosts to run on, in node-rank order, "
-                         "each with its interface (docs/backends.md, 'The ssh backend')")
+        raise InputError(needs_message("ssh", "inventory"))
     inv = load_inventory(settings.inventory)
     hosts = inv.all()
     try:  # one inventory host per placement host
@@ -423,9 +424,29 @@ def _outcome(inv: Inventory, agents: list[RemoteAgent], settings: RunSettings, i
     return RemoteOutcome(local, state)
 
 
+def extract_plain(tar: tarfile.TarFile, member: tarfile.TarInfo, out: Path) -> None:
+    """One member of an archive from a host, as tarfile's data filter would take it, on every Python this runs on
+    (the filter is missing before 3.11.4; Debian 12 has 3.11.2): a plain file or folder at a relative path with no
+    `..`, written with this process's umask; a link, device or path out of `out` is refused."""
+    parts = PurePosixPath(member.name).parts
+    if member.name.startswith("/") or ".." in parts or not (member.isfile() or member.isdir()):
+        kind = "a path outside" if member.isfile() or member.isdir() else "a link or special file"
+        raise HarnessError(f"ssh: host 0's archive holds {member.name!r} ({kind}); only plain files and folders "
+                           "inside the run folder are taken")
+    target = out.joinpath(*parts)
+    if member.isdir():
+        target.mkdir(parents=True, exist_ok=True)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    src = tar.extractfile(member)
+    assert src is not None  # a regular file always has its data
+    with open(target, "wb") as f:
+        shutil.copyfileobj(src, f)
+
+
 def fetch_run_folder(a0: RemoteAgent, remote_dir: str, out: Path) -> Path:
     """Node 0's run folder (a folder in its `results`) copied to out/<its name> through `tar` over ssh; only plain
-    files and folders inside that one folder are taken (tarfile's data filter)."""
+    files and folders inside that one folder are taken (extract_plain)."""
     remote = PurePosixPath(remote_dir)
     if str(remote.parent) != f"{a0.workdir}/results" or not re.fullmatch(r"[\w.-]+", remote.name):
         raise HarnessError(f"ssh: host 0 named a run folder outside its results: {remote_dir!r}")
@@ -442,7 +463,7 @@ def fetch_run_folder(a0: RemoteAgent, remote_dir: str, out: Path) -> Path:
             for member in tar:
                 if member.name != remote.name and not member.name.startswith(remote.name + "/"):
                     raise HarnessError(f"ssh: host 0's archive holds {member.name!r}, outside {remote.name}")
-                tar.extract(member, out, filter="data")
+                extract_plain(tar, member, out)
     except (tarfile.TarError, OSError) as e:
         raise FetchFailed(f"ssh: copying {remote_dir} from {a0.host.label()} failed ({e}); it stays there") from None
     finally:
