@@ -27,6 +27,7 @@ import tarfile
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -75,9 +76,12 @@ class RemoteOutcome:
     state: str
 
 
-def run_over_ssh(scenario: Scenario, settings: RunSettings, sink: ProgressSink) -> RemoteOutcome:
+def run_over_ssh(scenario: Scenario, settings: RunSettings, sink: ProgressSink,
+                 probe: Callable[[], str] | None = None) -> RemoteOutcome:
     """Train `scenario` (overrides already applied) on the inventory's hosts; node 0's run folder lands in
-    settings.out. Raises as a single-host run does when the run failed (WorkerFailed) or was interrupted."""
+    settings.out. Raises as a single-host run does when the run failed (WorkerFailed) or was interrupted.
+    `probe` checks this machine (its ssh client) and says why it runs; after the inventory and the placement,
+    whose mistakes come first wherever they are read."""
     if settings.inventory is None:
         raise InputError(needs_message("ssh", "inventory"))
     inv = load_inventory(settings.inventory)
@@ -86,6 +90,8 @@ def run_over_ssh(scenario: Scenario, settings: RunSettings, sink: ProgressSink) 
         placement = from_scenario(scenario, len(hosts))
     except InputError as e:
         raise InputError(f"--inventory lists {len(hosts)} hosts: {e}") from None
+    if probe is not None:
+        sink.note(f"backend: {probe()}")
     archive = scenario_archive(scenario)
     sink.note(f"ssh: {len(hosts)} hosts ({', '.join(h.host for h in hosts)}), placement {placement.encode()}, "
               f"rendezvous {hosts[0].address}:{inv.rdzv_port}")

@@ -254,8 +254,7 @@ def run_scenario(scenario: Scenario, options: RunSettings, sink: ProgressSink | 
                          "hosts); add --backend ssh")
     if (cls := BACKENDS.get(options.backend)) is not None and cls.launches_agents:
         # Each host's agent checks its own host (root, tc, its interface) and owns the run folder (node 0's).
-        sink.note(f"backend: {select_backend(cls.name, scenario)[1]}")
-        done = remote.run_over_ssh(scenario, options, sink)
+        done = remote.run_over_ssh(scenario, options, sink, probe=lambda: select_backend(cls.name, scenario)[1])
         return RunResult(run_dir=done.run_dir, state=done.state,
                          summary=Summary.model_validate(load_run(done.run_dir).summary))
     backend_options = options.backend_options(scenario)
