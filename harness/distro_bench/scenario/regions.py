@@ -122,14 +122,9 @@ def matrix_problems(spec: RegionsSpec, used: dict[str, list[str]]) -> list[str]:
             if a in row:
                 problems.append(f"regions.{what}.{a}.{a}: a pair is two regions (within one: regions.intra)")
         if spec.symmetric:
-            for a, row in tab.items():
-                for b, d in row.items():
-                    back = tab.get(b, {}).get(a)
-                    if back is not None and back != d and a < b:
-                        problems.append(f"regions.{what}: {a} -> {b} is {fmt(d)} but {b} -> {a} is {fmt(back)}; set "
-                                        "regions.symmetric: false for asymmetric paths, or give one direction")
+            problems += disagreements(f"regions.{what}", tab, fmt, "regions.symmetric")
     table, _ = _table(spec)
-    jitter, loss = _mirrored(spec.jitter, spec.symmetric), _mirrored(spec.loss, spec.symmetric)
+    jitter, loss = mirrored(spec.jitter, spec.symmetric), mirrored(spec.loss, spec.symmetric)
     for (a, b), j in sorted(jitter.items()):
         delay = table.get(a, {}).get(b, table.get(b, {}).get(a) if spec.symmetric else None)
         if delay is not None and j > delay:
@@ -156,7 +151,16 @@ def matrix_problems(spec: RegionsSpec, used: dict[str, list[str]]) -> list[str]:
     return problems
 
 
-def _mirrored(tab: dict[str, dict[str, float]], symmetric: bool) -> dict[tuple[str, str], float]:
+def disagreements(where: str, tab: dict[str, dict], fmt, flag: str) -> list[str]:
+    """The pairs a symmetric table gives both ways with different values (each pair once), as problems."""
+    return [f"{where}: {a} -> {b} is {fmt(v)} but {b} -> {a} is {fmt(back)}; set {flag}: false for asymmetric "
+            "paths, or give one direction"
+            for a, row in tab.items() for b, v in row.items()
+            if (back := tab.get(b, {}).get(a)) is not None and back != v and a < b]
+
+
+def mirrored(tab: dict[str, dict], symmetric: bool) -> dict[tuple[str, str], float]:
+    """A `{from: {to: value}}` table as ordered pairs; symmetric, each given pair also the other way unless given."""
     out = {(a, b): v for a, row in tab.items() for b, v in row.items()}
     if symmetric:
         for (a, b), v in list(out.items()):
@@ -175,7 +179,7 @@ def resolve(spec: RegionsSpec) -> RegionMatrix:
         for (a, b), d in list(one_way.items()):
             one_way.setdefault((b, a), d)
     return RegionMatrix(intra_s=spec.intra, one_way=one_way, source=source,
-                        jitter=_mirrored(spec.jitter, spec.symmetric), loss=_mirrored(spec.loss, spec.symmetric))
+                        jitter=mirrored(spec.jitter, spec.symmetric), loss=mirrored(spec.loss, spec.symmetric))
 
 
 def pair_paths(regions: list[str | None], matrix: RegionMatrix | None) -> list[tuple[tuple[int, float, float, float], ...]]:

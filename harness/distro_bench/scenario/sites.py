@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from distro_bench.scenario.regions import disagreements, mirrored
 from distro_bench.scenario.units import (
     Duration,
     Percent,
@@ -104,14 +105,6 @@ class SiteLayout:
         return self.paths.get((src, dst), WanPath())
 
 
-def _pairs(tab: dict[str, dict], symmetric: bool) -> dict[tuple[str, str], object]:
-    out = {(a, b): v for a, row in tab.items() for b, v in row.items()}
-    if symmetric:
-        for (a, b), v in list(out.items()):
-            out.setdefault((b, a), v)
-    return out
-
-
 TABLES = (("delays", format_duration), ("rates", format_rate), ("loss", format_percent))
 
 
@@ -137,12 +130,7 @@ def sites_problems(spec: SitesSpec, used: dict[str, list[str]]) -> list[str]:
                 problems.append(f"sites.{what}.{a}.{a}: a WAN path joins two sites (within one site, nodes meet "
                                 "on its bridge)")
         if spec.symmetric:
-            for a, row in tab.items():
-                for b, v in row.items():
-                    back = tab.get(b, {}).get(a)
-                    if back is not None and back != v and a < b:
-                        problems.append(f"sites.{what}: {a} -> {b} is {fmt(v)} but {b} -> {a} is {fmt(back)}; set "
-                                        "sites.symmetric: false for asymmetric paths, or give one direction")
+            problems += disagreements(f"sites.{what}", tab, fmt, "sites.symmetric")
     return list(dict.fromkeys(problems))
 
 
@@ -153,9 +141,9 @@ def layout(spec: SitesSpec, node_sites: list[str | None]) -> SiteLayout:
                        delay_s=spec.uplinks[name].delay,
                        ranks=tuple(r for r, s in enumerate(node_sites) if s == name))
                   for k, name in enumerate(order))
-    delays, rates, loss = (_pairs(getattr(spec, t), spec.symmetric) for t, _ in TABLES)
-    paths = {(a.name, b.name): WanPath(delay_s=float(delays.get((a.name, b.name), 0.0)),  # type: ignore[arg-type]
-                                       loss=float(loss.get((a.name, b.name), 0.0)),  # type: ignore[arg-type]
+    delays, rates, loss = (mirrored(getattr(spec, t), spec.symmetric) for t, _ in TABLES)
+    paths = {(a.name, b.name): WanPath(delay_s=float(delays.get((a.name, b.name), 0.0)),
+                                       loss=float(loss.get((a.name, b.name), 0.0)),
                                        rate_bps=rates.get((a.name, b.name)))  # type: ignore[arg-type]
              for a in sites for b in sites if a is not b}
     return SiteLayout(sites=sites, paths=paths)
