@@ -8,7 +8,7 @@ import json
 import pytest
 
 from distro_bench.errors import HarnessError
-from distro_bench.multihost.failure import cause, without_cpp_frames
+from distro_bench.run.failure import cause, without_cpp_frames
 from tests.helpers import free_port, tiny_scenario_dict
 
 # What a worker of host 1 printed when host 0's worker was killed (torch 2.13, gloo; C++ frames as torch adds
@@ -167,3 +167,28 @@ def test_a_changing_link_is_refused_before_anything_changes(tmp_path, link):
     with pytest.raises(InputError, match=r"links wan: multi-host runs .* do not follow a schedule or trace"):
         agent.prepare()
     assert not (tmp_path / "out").exists()
+
+
+def test_a_single_host_failure_names_the_origin_first_with_each_ranks_error(tmp_path):
+    """Two workers exited: rank 0 because its peer's connection closed, rank 1 with its own error. The message
+    names rank 1 first (the origin), and says each rank's error without opening the logs."""
+    from types import SimpleNamespace
+
+    from distro_bench.run.failure import peer_gone
+    from distro_bench.run.runner import _exited_error
+
+    logs = {0: HOST1_LOG.replace("[rank1]", "[rank0]"),
+            1: "[rank1]: Traceback (most recent call last):\n[rank1]: MemoryError: cannot allocate 4096 bytes\n"}
+    handles = []
+    for rank, text in logs.items():
+        path = tmp_path / f"rank{rank}.log"
+        path.write_text(text)
+        handles.append(SimpleNamespace(rank=rank, log_path=path))
+    nodes = [SimpleNamespace(name=f"node{r}") for r in logs]
+    err = _exited_error("adamw", nodes, [(handles[0], 1), (handles[1], 1)])
+    assert err.rank == 1
+    assert str(err).startswith("adamw: worker rank 1 (node1) exited with code 1 (MemoryError: cannot allocate")
+    assert "; then worker rank 0 (node0) exited with code 1 (RuntimeError: Connection closed by peer" in str(err)
+    # a rank killed by a signal comes before either
+    assert _exited_error("adamw", nodes, [(handles[1], 1), (handles[0], -9)]).rank == 0
+    assert peer_gone("RuntimeError: Connection reset by peer [10.0.0.1]:5") and not peer_gone(None)

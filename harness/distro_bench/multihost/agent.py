@@ -33,7 +33,6 @@ from distro_bench.backends.base import choose_worker_user, signal_scope, worker_
 from distro_bench.errors import CapabilityError, HarnessError, InputError, WorkerFailed
 from distro_bench.multihost import iface as iface_mod
 from distro_bench.multihost import measure
-from distro_bench.multihost.failure import cause, without_cpp_frames
 from distro_bench.multihost.hostshaping import HostShaping, plan_host
 from distro_bench.multihost.store import LOST_AFTER_S, WATCH_S, AgentStore, PeerLost
 from distro_bench.multihost.stream import HostStream
@@ -42,6 +41,7 @@ from distro_bench.net.host import probe
 from distro_bench.net.ns import NetnsRef
 from distro_bench.results.rundir import atomic_write_text
 from distro_bench.run import environment
+from distro_bench.run.failure import cause, without_cpp_frames
 from distro_bench.run.launch import term_with_parent
 from distro_bench.run.lifecycle import (
     NoteProgress,

@@ -24,7 +24,7 @@ from distro_bench.net.netchange import ChangeScheduler
 from distro_bench.net.ns import NetnsRef
 from distro_bench.results.rundir import load_run
 from distro_bench.results.summary import Summary
-from distro_bench.run import environment, preflight, remote
+from distro_bench.run import environment, failure, preflight, remote
 from distro_bench.run.launch import log_tail
 from distro_bench.run.lifecycle import (
     ProgressSink,
@@ -92,6 +92,22 @@ def _dead_error(run_name: str, out: Path, nodes, handles, dead: Dead, then: str 
         msg += f"; then {then}"
     return WorkerFailed(msg + f"; log: {handles[dead.rank].log_path}", rank=dead.rank,
                         log_tail=log_tail(handles[dead.rank].log_path))
+
+
+def _exited_error(run_name: str, nodes, exited: list) -> WorkerFailed:
+    """Workers that exited non-zero, the likely origin first: one killed by a signal, then one whose error is
+    its own rather than a peer's connection closing under it (a consequence: the peer had gone); each with
+    the error its log ends on, so the console says why without opening the logs."""
+    causes = {h.rank: failure.cause(log_tail(h.log_path, 80)) for h, _ in exited}
+    ordered = sorted(exited, key=lambda e: (0 if e[1] < 0 else 1, 1 if failure.peer_gone(causes[e[0].rank]) else 0,
+                                            e[0].rank))
+
+    def one(h, rc) -> str:
+        said = f" ({causes[h.rank]})" if causes[h.rank] else ""
+        return f"worker rank {h.rank} ({nodes[h.rank].name}) exited with code {rc}{said}; log: {h.log_path}"
+    h, _ = ordered[0]
+    msg = f"{run_name}: " + "; then ".join(one(o, rc) for o, rc in ordered)
+    return WorkerFailed(msg, rank=h.rank, log_tail=log_tail(h.log_path))
 
 
 def _hang_report(out: Path, nodes, stall_s: float) -> tuple[int, str]:
@@ -170,19 +186,19 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
                         live.step(label, r)
             codes = [h.poll() for h in handles]
             running = [h.rank for h, rc in zip(handles, codes) if rc is None]
-            for h, rc in zip(handles, codes):
-                if rc not in (None, 0):
-                    # A peer's collective timed out because this one stopped: name the stopped rank first.
-                    peers = [r for r in running if r != h.rank]
-                    dead = judge.dead(peers)
-                    if dead is None and (stopped := judge.stopped_now(peers)) is not None:
-                        dead = Dead(rank=stopped, why="is stopped (its process is in state T, e.g. SIGSTOP)")
-                    if dead is not None:
-                        raise _dead_error(run_name, out, nodes, handles, dead,
-                                          then=f"rank {h.rank} ({nodes[h.rank].name}) exited with code {rc} "
-                                               f"(log: {h.log_path})")
-                    raise WorkerFailed(f"{run_name}: worker rank {h.rank} ({nodes[h.rank].name}) exited with code {rc}; "
-                                       f"log: {h.log_path}", rank=h.rank, log_tail=log_tail(h.log_path))
+            exited = [(h, rc) for h, rc in zip(handles, codes) if rc not in (None, 0)]
+            if exited:
+                h, rc = exited[0]
+                # A peer's collective timed out because this one stopped: name the stopped rank first.
+                peers = [r for r in running if r != h.rank]
+                dead = judge.dead(peers)
+                if dead is None and (stopped := judge.stopped_now(peers)) is not None:
+                    dead = Dead(rank=stopped, why="is stopped (its process is in state T, e.g. SIGSTOP)")
+                if dead is not None:
+                    raise _dead_error(run_name, out, nodes, handles, dead,
+                                      then=f"rank {h.rank} ({nodes[h.rank].name}) exited with code {rc} "
+                                           f"(log: {h.log_path})")
+                raise _exited_error(run_name, nodes, exited)
             if scheduler is not None:
                 for text in scheduler.take_notes():
                     sink.note(text)

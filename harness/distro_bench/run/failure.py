@@ -1,4 +1,4 @@
-"""One line for a failed torchrun: the cause its workers printed, without the C++ stack traces that torch
+"""One line for a failed worker or torchrun: the cause its workers printed, without the C++ stack traces that torch
 attaches to every c10d/gloo error (dozens of `frame #N:` lines per worker, two or more per failure)."""
 
 from __future__ import annotations
@@ -43,3 +43,12 @@ def cause(text: str) -> str | None:
         who = f"worker rank {rank}" if rank is not None else "a worker"
         return f"{who} exited with code {code.group(1)}" + (f" ({code.group(2)})" if code.group(2) else "")
     return None
+
+
+# What a worker says when a peer's end of a connection went away: the peer's failure, not its own.
+_PEER_GONE = re.compile(r"Connection (closed|reset) by peer|Socket closed|Broken pipe", re.IGNORECASE)
+
+
+def peer_gone(said: str | None) -> bool:
+    """Whether a cause (cause()'s line) is a peer's connection closing under this worker."""
+    return bool(said and _PEER_GONE.search(said))
