@@ -54,14 +54,21 @@ def namespace_pair():
             subprocess.run(["ip", "netns", "del", n], capture_output=True)
 
 
-def test_clean_removes_a_dead_runs_namespace_and_keeps_a_live_one(cli, namespace_pair):
+def test_clean_removes_a_dead_runs_namespace_and_keeps_a_live_one(cli, namespace_pair, monkeypatch):
+    from distro_bench.net import cleanup
+
     live, dead = namespace_pair
+    # Scoped to this test's two runs: `clean --force` ends every live run it sees, and CI runs other tests'
+    # runs beside this one (unscoped, it SIGKILLed a netns test's workers mid-run).
+    real = cleanup.list_namespaces
+    monkeypatch.setattr(cleanup, "list_namespaces",
+                        lambda run_id=None: [n for n in real(run_id) if naming.run_id_of(n) in (live, dead)])
     result = cli("clean")
     assert result.exit_code == 0, result.output
-    assert list_namespaces(dead) == []
-    assert list_namespaces(live) == [naming.node_ns(live, 0)]
+    assert real(dead) == []
+    assert real(live) == [naming.node_ns(live, 0)]
     result = cli("clean", "--force")
-    assert result.exit_code == 0 and list_namespaces(live) == []
+    assert result.exit_code == 0 and real(live) == []
 
 
 def test_clean_leaves_a_live_delay_line_lab_alone(cli, monkeypatch):
