@@ -43,6 +43,8 @@ EXTENDED = {
         "[local] (the heartbeat rule is the runner's)",
     "tests/integration/local/test_reliability.py::test_a_sigkilled_cli_takes_its_workers_along_and_clean_marks_the_run[netns]":
         "[local] in the fast tier; netns teardown by `clean` in test_netns.py's clean tests",
+    "tests/integration/local/test_liveness.py::test_three_workers_complete_with_every_core_busy[netns]":
+        "[local] (the liveness rule under load is the runner's; the backend only starts the processes)",
     "tests/integration/local/test_reliability.py::test_two_runs_at_once_do_not_collide[local]":
         "[netns] (names, ports and namespaces collide there, if anywhere)",
     "tests/integration/netns/test_multihost.py::test_four_hosts_records_shipped_to_node_zero":

@@ -7,6 +7,7 @@ and parameter count are in train/model_config.py, torch-free, so reports can siz
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -30,8 +31,10 @@ class RMSNorm(nn.Module):
 
 
 def rotary_tables(head_dim: int, seq_len: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
-    freqs = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
-    angles = torch.outer(torch.arange(seq_len, dtype=torch.float32), freqs)
+    # On the CPU even inside parameter_shapes' meta context: arange on meta runs torch's Python reference,
+    # which imports torch._dynamo (1 s); the tables are small and model.to(device) moves them.
+    freqs = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device="cpu") / head_dim)
+    angles = torch.outer(torch.arange(seq_len, dtype=torch.float32, device="cpu"), freqs)
     return angles.cos(), angles.sin()
 
 
@@ -129,8 +132,26 @@ def build_model(cfg: ModelConfig, seed: int, device: torch.device | str = "cpu")
     return model.to(device)
 
 
+# The initialisers our model and its torch modules call (nn.Linear, nn.Embedding, ours).
+_INITS = ("normal_", "uniform_", "kaiming_uniform_", "ones_", "zeros_")
+
+
+@contextlib.contextmanager
+def _no_init():
+    """Shapes only: torch's initialisers do nothing. The first one on a meta tensor imports torch._dynamo,
+    1-1.7 s of CPU in every worker's and every run's start (issue 38: hundreds of starts in CI)."""
+    saved = {name: getattr(nn.init, name) for name in _INITS}
+    try:
+        for name in _INITS:
+            setattr(nn.init, name, lambda tensor, *args, **kwargs: tensor)
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(nn.init, name, fn)
+
+
 def parameter_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Parameter names and shapes without allocating the weights (for projections at 1B+ scale)."""
-    with torch.device("meta"):
+    with torch.device("meta"), _no_init():
         model = Transformer(cfg)
     return {n: tuple(p.shape) for n, p in model.named_parameters()}

@@ -1,6 +1,7 @@
-"""16 workers on the netns backend (scenarios/scale-32.yaml resized): the bytes each worker counted per step
+"""8 workers on the netns backend (scenarios/scale-32.yaml resized): the bytes each worker counted per step
 against the projection's (harness/distro_bench/train/projection.py), through the same code as benchmarks/scale_workers.py, and
-no namespace left behind. The 32-worker case runs in the benchmark only (CI time).
+no namespace left behind. 16 and 32 workers run in the benchmark (`python benchmarks/scale_workers.py`): at 16
+this test took 108-146 s of CI's 15 minutes (issue 38), and every bound below is as tight at 8.
 
 Tolerances, from 4, 8 and 16 workers measured here (docs/projection.md, "Scale on one box"):
 - payload: exact. The comm wrapper counts what the optimizer handed to its collectives, the projection sizes
@@ -9,7 +10,7 @@ Tolerances, from 4, 8 and 16 workers measured here (docs/projection.md, "Scale o
   1448). Offloads stay on where no delay line runs and tbf passes segments up to its 62.5 kB burst whole, so
   eth0's counters see one set of headers per 1448 bytes at most and per ~62 kB at least: the framing factor
   lies between 1.0 and 1.0456 (1/1.0456 = 0.956); pure ACKs add under 2%. Measured 0.969-1.008 at 4-32
-  workers. At 16 workers an exchange that moves 2B each way (not a ring) reads 2 / (2*15/16) = +6.7%, past
+  workers. At 8 workers an exchange that moves 2B each way (not a ring) reads 2 / (2*7/8) = +14%, past
   the bound.
 - DisTrO wire: above the prediction, by less than one full frame each way per message. Its packet (about
   1.4 kB at the tiny model) is near one segment, so each message's control traffic (gloo's preamble and
@@ -30,7 +31,7 @@ from tests.helpers import load_script, netns_host, own_run_ids
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[3]
-WORKERS = 16
+WORKERS = 8
 
 
 def _bench():
@@ -43,7 +44,7 @@ def run_ids(monkeypatch):
     yield from own_run_ids(monkeypatch, "s")  # and asserts that none of this test's namespaces remain
 
 
-def test_16_workers_count_the_projected_bytes(tmp_path, run_ids):
+def test_8_workers_count_the_projected_bytes(tmp_path, run_ids):
     bench = _bench()
     s = bench.with_workers(with_overrides(load_scenario(REPO / "scenarios" / "scale-32.yaml"), steps=3), WORKERS)
     assert s.world_size == WORKERS and all(n.link.delay == 0 for n in s.nodes())  # tbf only, no delay line

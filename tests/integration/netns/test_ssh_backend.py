@@ -158,8 +158,10 @@ def test_a_run_over_ssh_on_two_hosts_shapes_each_reads_it_back_and_removes_it(ss
     out = tmp_path / "out"
     log = tmp_path / "launcher.log"
     t0 = time.monotonic()
-    code = wait(hosts.launcher(["run", str(scen), "--backend", "ssh", "--inventory", str(inventory), "--out", str(out)],
-                               log), 900)
+    # One method (DisTrO): what is proved here is the launcher (start, shape, stream, read back, remove), the same
+    # for every method; a second would add a start-up of every host's torchrun (~70 s of CI, issue 38).
+    code = wait(hosts.launcher(["run", str(scen), "--backend", "ssh", "--inventory", str(inventory), "--out", str(out),
+                                "--optimizer", "distro"], log), 900)
     took = time.monotonic() - t0
     text = log.read_text()
     assert code == 0, text
@@ -169,10 +171,10 @@ def test_a_run_over_ssh_on_two_hosts_shapes_each_reads_it_back_and_removes_it(ss
     assert "host 0: shaped eth0" in text and "host 1: shaped eth0" in text, text
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["run"]["state"] == "complete" and summary["run"]["backend"] == "multihost"
-    for name in ("adamw", "distro"):
-        o = summary["optimizers"][name]
-        assert o["steps"] == STEPS and o["replicas_identical"] is True, (name, o)
-        assert o["wire_tx_bytes_per_step"] is not None, (name, o)
+    assert set(summary["optimizers"]) == {"distro"}
+    o = summary["optimizers"]["distro"]
+    assert o["steps"] == STEPS and o["replicas_identical"] is True, o
+    assert o["wire_tx_bytes_per_step"] is not None, o
     env = json.loads((folder / "environment.json").read_text())
     for h in env["hosts"]:
         applied = h["shaping"]["applied"]
@@ -186,7 +188,7 @@ def test_a_run_over_ssh_on_two_hosts_shapes_each_reads_it_back_and_removes_it(ss
     assert not hosts.ours_running(0) and not hosts.ours_running(1)
     assert list(hosts.remote.iterdir()) == []
     assert cli("report", folder).exit_code == 0 and (folder / "report.md").exists()
-    print(f"ssh run of 2 hosts x {STEPS} steps x 2 optimizers: {took:.1f} s")
+    print(f"ssh run of 2 hosts x {STEPS} steps of distro: {took:.1f} s")
     assert "Fatal Python error" not in text, text  # the agents exit cleanly (ssh_exit 0 above says so too)
 
 
