@@ -45,6 +45,12 @@ EXTENDED = {
         "[local] in the fast tier; netns teardown by `clean` in test_netns.py's clean tests",
     "tests/integration/local/test_liveness.py::test_three_workers_complete_with_every_core_busy[netns]":
         "[local] (the liveness rule under load is the runner's; the backend only starts the processes)",
+    "tests/integration/local/test_local_run.py::test_ci_smoke_cli_end_to_end":
+        "the fresh machine's main job (`run` through the CLI, home-dsl) and the gate (ci-gate through the CLI: the "
+        "loss, replicas identical, on shaped links)",
+    "tests/integration/netns/test_ssh_backend.py::test_a_host_that_drops_mid_run_is_named_and_the_others_shaping_is_removed":
+        "test_multihost.py's [9-lost] (node 0 finds a silent host lost, the others stop and remove their shaping), "
+        "the ssh two-host run (the launcher) and the unit tests of the launcher's relay of a lost connection",
     "tests/integration/local/test_reliability.py::test_two_runs_at_once_do_not_collide[local]":
         "[netns] (names, ports and namespaces collide there, if anywhere)",
     "tests/integration/netns/test_multihost.py::test_four_hosts_records_shipped_to_node_zero":
