@@ -7,12 +7,12 @@ and parameter count are in train/model_config.py, torch-free, so reports can siz
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from distro_bench.train.model_config import ModelConfig
 from distro_bench.train.model_config import parameter_count as parameter_count  # re-exported for callers of this module
@@ -132,26 +132,24 @@ def build_model(cfg: ModelConfig, seed: int, device: torch.device | str = "cpu")
     return model.to(device)
 
 
-# The initialisers our model and its torch modules call (nn.Linear, nn.Embedding, ours).
-_INITS = ("normal_", "uniform_", "kaiming_uniform_", "ones_", "zeros_")
+class _ShapesOnly(TorchFunctionMode):
+    """Initialisers do nothing: on a meta tensor each runs torch's Python reference, and the first imports
+    torch._dynamo, 1-1.7 s of CPU in every worker's and every run's start (issue 38). A torch function mode
+    is this thread's alone, so a model built meanwhile in another thread is initialised as usual. nn.init's
+    functions reach a mode as themselves (they dispatch on torch functions), the tensors' methods as methods."""
 
+    _SKIPPED = frozenset({nn.init.normal_, nn.init.uniform_, nn.init.kaiming_uniform_, nn.init.ones_,
+                          nn.init.zeros_, torch.Tensor.normal_, torch.Tensor.uniform_, torch.Tensor.fill_,
+                          torch.Tensor.zero_})
 
-@contextlib.contextmanager
-def _no_init():
-    """Shapes only: torch's initialisers do nothing. The first one on a meta tensor imports torch._dynamo,
-    1-1.7 s of CPU in every worker's and every run's start (issue 38: hundreds of starts in CI)."""
-    saved = {name: getattr(nn.init, name) for name in _INITS}
-    try:
-        for name in _INITS:
-            setattr(nn.init, name, lambda tensor, *args, **kwargs: tensor)
-        yield
-    finally:
-        for name, fn in saved.items():
-            setattr(nn.init, name, fn)
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in self._SKIPPED:
+            return args[0] if args else (kwargs or {})["tensor"]
+        return func(*args, **(kwargs or {}))
 
 
 def parameter_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Parameter names and shapes without allocating the weights (for projections at 1B+ scale)."""
-    with torch.device("meta"), _no_init():
+    with torch.device("meta"), _ShapesOnly():
         model = Transformer(cfg)
     return {n: tuple(p.shape) for n, p in model.named_parameters()}
