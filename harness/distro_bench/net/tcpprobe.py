@@ -4,8 +4,12 @@ Sockets are made inside a namespace (harness/distro_bench/net/ns.py `entered`) a
 a listener in the switch's namespace and a client in a node's, and traffic between them crosses the
 emulated links (veths, tbf, delay line) like a worker's.
 
-- RTT is the time `connect()` takes: SYN out, SYN-ACK back. The kernel answers a SYN for a listening
-  socket, like an ICMP echo, so no userspace scheduling on the far side adds to the figure. A connect
+- RTT is one TCP handshake: SYN out, SYN-ACK back. The kernel answers a SYN for a listening socket, like
+  an ICMP echo, so no userspace scheduling on the far side adds to the figure; and the figure is the
+  kernel's own sample of it (tcp_info's rtt: the SYN's send stamp to the SYN-ACK's arrival, both taken in
+  the kernel), so neither does this side's. The time `connect()` took in this process also counts the
+  wake-up after the SYN-ACK, which on a busy host (every core taken by other work) is late every time,
+  so the median does not remove it (measured: 40 ms paths read 42-44 ms, 84 ms read 100 ms). A connect
   slower than the retransmission timeout (a lost SYN or SYN-ACK, with emulated loss) is counted as
   lost, not as a long round trip.
 - Goodput is one TCP stream's payload bytes per second seen by the receiver, after `omit_s` (slow
@@ -27,6 +31,9 @@ from distro_bench.net.ns import NetnsRef, entered
 
 # Linux's initial SYN retransmission timeout is 1 s: a connect that took longer lost a packet.
 SYN_RTO_S = 1.0
+# struct tcp_info (linux/tcp.h): eight u8 fields, then u32s of which tcpi_rtt (microseconds) is the 16th.
+_TCP_INFO = getattr(socket, "TCP_INFO", 11)
+_TCPI_RTT = struct.Struct("=68xI")
 CHUNK = 64 * 1024
 
 
@@ -92,14 +99,30 @@ class Listener:
             t.join(timeout=5)
 
 
+def _kernel_rtt(s: socket.socket) -> float | None:
+    """The kernel's RTT of a just-connected socket (its first sample: the handshake), or None where it
+    has none (no TCP_INFO, or no sample: a retransmitted SYN gives none, by Karn's rule)."""
+    try:
+        (rtt_us,) = _TCPI_RTT.unpack(s.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _TCPI_RTT.size))
+    except (OSError, struct.error):
+        return None
+    return rtt_us / 1e6 if rtt_us else None
+
+
 def connect_time(client: NetnsRef, addr: str, port: int, *, timeout_s: float = 3.0) -> float | None:
-    """Seconds one TCP handshake from `client` to addr:port took, or None when it did not complete."""
+    """Seconds one TCP handshake from `client` to addr:port took, or None when it did not complete:
+    the kernel's sample of it where there is one, else the time connect() took here. A handshake that
+    needed a retransmission returns its whole duration (at least SYN_RTO_S), so callers see it as lost."""
     s = _socket(client)
     s.settimeout(timeout_s)
     try:
         t0 = time.perf_counter()
         s.connect((addr, port))
-        return time.perf_counter() - t0
+        took = time.perf_counter() - t0
+        if took >= SYN_RTO_S:
+            return took
+        kernel = _kernel_rtt(s)
+        return kernel if kernel is not None else took
     except OSError:
         return None
     finally:
@@ -117,8 +140,9 @@ class RttResult:
 
     @property
     def median_s(self) -> float | None:
-        """The figure the harness reports: a busy host wakes the prober late now and then, which inflates single
-        samples (and so the mean) but not the median; a wrong delay moves every sample, and so the median."""
+        """The figure the harness reports: a busy host now and then wakes the delay line (or sends a frame)
+        late, which inflates single samples (and so the mean) but not the median; a wrong delay moves every
+        sample, and so the median."""
         return statistics.median(self.samples) if self.samples else None
 
     @property
