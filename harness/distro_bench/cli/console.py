@@ -18,7 +18,40 @@ from rich.markup import escape
 
 from distro_bench.errors import HarnessError, ScenarioError, WorkerFailed
 
-console = Console(highlight=False)
+
+class _Stdout:
+    """sys.stdout (looked up at each write, as Rich does, so redirections and test runners still work) that
+    outlives its reader: when `distro-bench run ... | head` closes the pipe, what is printed afterwards goes
+    to /dev/null and the command goes on to its end (a run completes and keeps its folder) instead of
+    failing on a BrokenPipeError. Python's documented way: point fd 1 at /dev/null."""
+
+    def __getattr__(self, name):  # isatty, fileno, encoding, ...: the real stream's
+        return getattr(sys.stdout, name)
+
+    def _dropped(self) -> None:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):  # no fd (a test runner's buffer): nothing to point elsewhere
+            pass
+
+    def write(self, text: str) -> int:
+        try:
+            return sys.stdout.write(text)
+        except BrokenPipeError:
+            self._dropped()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            self._dropped()
+
+
+stdout = _Stdout()
+console = Console(file=stdout, highlight=False)  # type: ignore[arg-type]  # a file-like object
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 # C0 and C1 control characters but newline and tab, DEL, and the bidirectional overrides that reorder what a
@@ -120,8 +153,8 @@ def table_records(table_columns: list[str], rows: list[list[str]], key: int = 0)
 
 def print_json(obj) -> None:
     """Machine output on stdout: plain JSON, numbers as numbers (no Rich markup or wrapping)."""
-    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
-    sys.stdout.flush()
+    stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+    stdout.flush()
 
 
 def unemulated_line(run_dir: Path) -> str | None:

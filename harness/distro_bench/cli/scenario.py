@@ -16,6 +16,7 @@ from distro_bench.cli.console import (
     markup_text,
     print_json,
     print_table,
+    stdout,
     table_records,
     terminal_text,
 )
@@ -199,4 +200,4 @@ def schema(
         out.write_text(text)
         err_console.print(terminal_text(f"wrote {out}"), markup=False)
     else:
-        typer.echo(text, nl=False)
+        stdout.write(text)
