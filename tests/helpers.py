@@ -290,16 +290,22 @@ def own_run_ids(monkeypatch, prefix: str):
     import time
 
     from distro_bench.net import naming
-    from distro_bench.net.cleanup import list_namespaces
 
     token = prefix + secrets.token_hex(3)  # 24 bits: two lanes of one CI run must not draw the same
     counter = itertools.count()
     monkeypatch.setattr(naming, "new_run_id", lambda: f"{token}{next(counter)}")
     yield token
     deadline = time.monotonic() + 5
-    while [n for n in list_namespaces() if n.startswith(f"dbench-{token}")] and time.monotonic() < deadline:
+    while namespaces_of(token) and time.monotonic() < deadline:
         time.sleep(0.2)  # namespace teardown is asynchronous in the kernel
-    assert not [n for n in list_namespaces() if n.startswith(f"dbench-{token}")], "namespaces left behind"
+    assert not namespaces_of(token), "namespaces left behind"
+
+
+def namespaces_of(token: str) -> list[str]:
+    """The network namespaces of the runs whose ids start with `token` (a test's own, from its run-id token)."""
+    from distro_bench.net.cleanup import list_namespaces
+
+    return [n for n in list_namespaces() if n.startswith(f"dbench-{token}")]
 
 
 def make_timed_run(root: Path, name: str = "timed", *, step_times: dict[str, list], seeds: int = 1,

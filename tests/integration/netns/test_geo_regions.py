@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 
 from distro_bench.backends.base import BackendOptions
-from distro_bench.net.cleanup import list_namespaces
 from distro_bench.net.ns import run_in
 from distro_bench.net.shaping import QdiscPlan, read_tree, tc_commands
 from distro_bench.net.tcclass import check_classes
 from distro_bench.scenario.loading import load_scenario, scenario_from_dict
 from distro_bench.scenario.model import region_matrix
-from tests.helpers import netns_host, own_run_ids
+from tests.helpers import namespaces_of, netns_host, own_run_ids
 
 pytestmark = pytest.mark.root
 REPO = Path(__file__).resolve().parents[3]
@@ -52,7 +51,7 @@ def nothing_left(backend, token: str) -> None:
     """Teardown reported no problem and left no namespace (every qdisc of the run lives on an interface in one of
     them) and no veth of the run in this namespace."""
     assert not backend.teardown_problems, backend.teardown_problems
-    assert not [n for n in list_namespaces() if n.startswith(f"dbench-{token}")], "namespaces left behind"
+    assert not namespaces_of(token), "namespaces left behind"
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
     assert token not in links, "an interface of the run is left in the root namespace"
 
@@ -86,7 +85,7 @@ def test_three_regions_each_pair_rtt_within_5_percent(tmp_path, run_ids):
     finally:
         backend.teardown()
     assert not backend.teardown_problems, backend.teardown_problems
-    assert not [n for n in list_namespaces() if n.startswith(f"dbench-{run_ids}")], "namespaces left behind"
+    assert not namespaces_of(run_ids), "namespaces left behind"
 
     # environment.json says each node's region and what its uplink's delay line applies per destination.
     assert [n["region"] for n in described] == ["us-east", "eu-west", "ap-southeast"]

@@ -12,10 +12,9 @@ import time
 import pytest
 
 from distro_bench.net import naming
-from distro_bench.net.cleanup import list_namespaces
 from distro_bench.net.link import Direction
 from distro_bench.scenario.loading import scenario_from_dict
-from tests.helpers import netns_host, processes_matching, tiny_scenario_dict
+from tests.helpers import namespaces_of, netns_host, processes_matching, tiny_scenario_dict
 
 pytestmark = pytest.mark.root
 
@@ -30,7 +29,7 @@ def nothing_left(monkeypatch):
     yield token
     deadline = time.monotonic() + 5
     while True:
-        left = [n for n in list_namespaces() if n.startswith(f"dbench-{token}")]
+        left = namespaces_of(token)
         lines = processes_matching(f"distro_bench.net.delayline.*dbench-{token}")  # pgrep -f, without procps
         if not (left or lines) or time.monotonic() > deadline:
             break

@@ -22,7 +22,7 @@ from distro_bench.net.ns import NetnsRef
 from distro_bench.net.shaping import QdiscPlan, ShapingError, apply_plan, read_qdiscs
 from distro_bench.net.topology import Star, StarSpec
 from distro_bench.scenario.loading import scenario_from_dict
-from tests.helpers import icmp_ping, missing_tools, netns_host, tiny_scenario_dict
+from tests.helpers import icmp_ping, missing_tools, namespaces_of, netns_host, tiny_scenario_dict
 
 pytestmark = pytest.mark.root
 
@@ -75,7 +75,7 @@ def nothing_left(monkeypatch):
     yield token
     deadline = time.monotonic() + 5
     while True:  # namespace teardown is asynchronous in the kernel; give it a moment
-        left = [n for n in list_namespaces() if n.startswith(f"dbench-{token}")]
+        left = namespaces_of(token)
         after = _root_state()
         new_links = {x for x in after["links"] - before["links"] if OUR_ROOT_LINK.search(x)}
         # Other tools (the Docker backend) shape their own host-side veths concurrently: judge only
@@ -120,7 +120,7 @@ def test_star_comes_up_bridges_traffic_and_goes_away(nothing_left):
         assert icmp_ping(spec.nodes[0].ns, spec.nodes[2].addr, 1, 0.2) != [None]
     finally:
         assert star.down() == []
-    assert not [n for n in list_namespaces() if n.startswith(f"dbench-{spec.run_id}")]
+    assert not namespaces_of(spec.run_id)
 
 
 def test_two_stars_coexist(nothing_left):

@@ -15,14 +15,13 @@ from contextlib import contextmanager
 import pytest
 
 from distro_bench.net import linktest, naming, tcpprobe
-from distro_bench.net.cleanup import list_namespaces
 from distro_bench.net.emulation import Emulation
 from distro_bench.net.engines import plan_links
 from distro_bench.net.ns import NetnsRef, iproute, run_in
 from distro_bench.net.topology import Star, StarSpec
 from distro_bench.scenario.loading import scenario_from_dict
 from distro_bench.scenario.model import site_layout
-from tests.helpers import netns_host, own_run_ids, tiny_scenario_dict
+from tests.helpers import namespaces_of, netns_host, own_run_ids, tiny_scenario_dict
 
 pytestmark = pytest.mark.root
 UPLINK_BPS = 40_000_000
@@ -80,7 +79,7 @@ def class_packets(ns: str, iface: str) -> dict[str, int]:
 
 
 def nothing_left(token: str) -> None:
-    assert not [n for n in list_namespaces() if n.startswith(f"dbench-{token}")], "namespaces left behind"
+    assert not namespaces_of(token), "namespaces left behind"
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
     assert token not in links, "an interface of the run is left in the root namespace"
 
