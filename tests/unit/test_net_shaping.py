@@ -146,3 +146,20 @@ def test_a_duplicate_only_direction_is_netem_alone():
     (cmd,) = tc_commands("p0", QdiscPlan(duplicate=0.02))
     assert cmd[5:9] == ["root", "handle", "10:", "netem"] and cmd[-2:] == ["duplicate", "2%"]
     assert "delay" not in cmd and "loss" not in cmd
+
+
+def test_a_rate_change_keeps_the_queue_only_where_no_queued_packet_can_outgrow_the_new_burst():
+    """A tbf whose burst shrinks under a queued packet larger than it never sends that packet again (a 20 ->
+    10 Mbit change mid-transfer stalled a run's all-reduce until its timeout): such a change rebuilds."""
+    from distro_bench.net.link import Direction
+    from distro_bench.net.shaping import changes_in_place
+
+    def rate(mbit: float) -> Direction:
+        return Direction(rate_bps=int(mbit * 1e6))
+
+    assert QdiscPlan.of(rate(10)).burst_bytes < QdiscPlan.of(rate(20)).burst_bytes
+    assert not changes_in_place(rate(20), rate(10))  # the burst would shrink: rebuilt
+    assert changes_in_place(rate(10), rate(20))  # it grows: in place, the queue kept
+    assert QdiscPlan.of(rate(2)).burst_bytes == QdiscPlan.of(rate(5)).burst_bytes  # both at the 4-frame floor
+    assert changes_in_place(rate(5), rate(2))
+    assert not changes_in_place(None, rate(10)) and not changes_in_place(Direction(), rate(10))  # a rate added

@@ -322,14 +322,29 @@ def _shape(plan: QdiscPlan) -> tuple[bool, bool, bool]:
     return bool(plan.rate_bps), bool(plan.netem), plan.per_destination
 
 
+def changes_in_place(old: Direction | None, new: Direction) -> bool:
+    """Whether `tc qdisc replace` may change the tree from `old` to `new` in place, keeping its queue.
+    Not when the shape differs (a rate added or removed), for a tree per destination (its classes are
+    not changed in place), nor when the tbf's burst would shrink: a queued packet larger than the new
+    burst (a GSO packet the old, larger burst let in whole) never gathers the tokens to leave, and the
+    link stalls for good (measured: a 20 -> 10 Mbit change mid-transfer left 22 packets of 6.7 kB
+    queued behind a 6250-byte burst; TCP's retransmissions waited behind them until the run's timeout)."""
+    if old is None:
+        return False
+    old, new = QdiscPlan.of(old), QdiscPlan.of(new)
+    if _shape(old) != _shape(new) or new.empty or new.per_destination:
+        return False
+    return not (new.rate_bps and new.burst_bytes < old.burst_bytes)
+
+
 def change_plan(ns: NetnsRef, iface: str, old: Direction | None, new: Direction) -> dict:
-    """Change one interface from `old` to `new` and read it back. When the tree keeps its shape (a tbf
-    whose rate changes, a netem whose loss changes), `tc qdisc replace` changes it in place and the
-    queue is kept, as a line whose speed changes keeps its buffer; otherwise (a rate added or removed,
-    coming back from an outage) the tree is rebuilt. Returns what apply_plans returns for it."""
+    """Change one interface from `old` to `new` and read it back. Where `changes_in_place` allows (a tbf
+    whose rate rises, a netem whose loss changes), `tc qdisc replace` changes it in place and the queue is
+    kept, as a line whose speed changes keeps its buffer; otherwise (a rate added, removed or lowered,
+    coming back from an outage) the tree is rebuilt and what was queued is dropped (TCP resends it).
+    Returns what apply_plans returns for it."""
     new = QdiscPlan.of(new)
-    # A tree per destination is rebuilt: its classes are not changed in place.
-    if old is None or _shape(QdiscPlan.of(old)) != _shape(new) or new.empty or new.per_destination:
+    if not changes_in_place(old, new):
         return apply_plan(ns, iface, new)
     cmds = tc_commands(iface, new)
     proc = run_in(ns, ["tc", "-batch", "-"], input="".join(" ".join(c[1:]) + "\n" for c in cmds), check=False)
