@@ -92,12 +92,15 @@ class Cell:
 def rung_cells(run_dir: Path, figure: str) -> dict[str, Cell]:
     """Each method's cell of one finished run: `figure` per seed (val_loss_at_equal_time for the equal-time
     run, final_val_loss for the equal-tokens one), the gap to the baseline paired by seed, Holm over the rest."""
-    from distro_bench.api import load_run
     from distro_bench.results.multiple import compare_family
+    from distro_bench.results.rundir import read_summary
     from distro_bench.results.stats import finite, t_interval
 
-    run = load_run(run_dir)
-    summ = run.summary.model_dump() if hasattr(run.summary, "model_dump") else dict(run.summary)
+    # The summary alone: the ladder's committed record (benchmarks/ladder/DATE/RUNG) keeps only summary.json
+    # and scenario.yaml of each run, and the table is rebuilt from it.
+    summ = read_summary(run_dir)
+    if summ is None:
+        raise InputError(f"{run_dir}: no summary.json (not a finished distro-bench run folder)")
     opts = {n: s for n, s in (summ.get("optimizers") or {}).items() if isinstance(s, dict)}
     values = {n: {k: float(v[figure]) for k, v in (s.get("per_seed") or {}).items() if finite(v.get(figure))}
               for n, s in opts.items()}

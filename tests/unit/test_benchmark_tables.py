@@ -247,6 +247,13 @@ def test_size_ladder_table_gaps_and_whether_the_order_holds(tmp_path):
     written = doc.read_text()
     assert "### At equal tokens" in written and "### At equal time" not in written
     assert "- small: diloco < adamw < distro" in written and "the order by mean holds" in written
+    # The committed record keeps a run's summary.json alone (benchmarks/ladder/DATE/RUNG): the same table.
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "summary.json").write_text((tokens / "summary.json").read_text())
+    assert sl.ladder_table({"equal tokens": {"tiny": kept}}) == sl.ladder_table({"equal tokens": {"tiny": tokens}})
+    with pytest.raises(sl.InputError, match=r"no summary\.json"):
+        sl.rung_cells(tmp_path / "empty", "final_val_loss")
 
 
 def test_tuning_widens_at_an_edge_on_each_methods_own_grid_and_budget(tmp_path, monkeypatch):
