@@ -96,9 +96,12 @@ def _sweep(doc: dict, name: str, lrs: list[float], budget: str, backend: str, ou
     one.pop("checks", None)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=out, delete=False) as f:
         yaml.safe_dump(one, f, sort_keys=False)
-    sweep_dir = _cli(["sweep", f.name, "--set", f"optimizers.{name}.lr={','.join(f'{x:g}' for x in lrs)}",
-                      budget_flag, budget, "--repeat", "1", "--allow-few-seeds", "--backend", backend,
-                      "--pick", "best", "--out", str(out / "sweeps")])
+    try:
+        sweep_dir = _cli(["sweep", f.name, "--set", f"optimizers.{name}.lr={','.join(f'{x:g}' for x in lrs)}",
+                          budget_flag, budget, "--repeat", "1", "--allow-few-seeds", "--backend", backend,
+                          "--pick", "best", "--out", str(out / "sweeps")])
+    finally:
+        Path(f.name).unlink(missing_ok=True)  # the sweep folder keeps its own copy (scenario.yaml)
     best = yaml.safe_load((sweep_dir / "best.yaml").read_text()) if (sweep_dir / "best.yaml").exists() else None
     lr = ((best or {}).get("optimizers", {}).get(name) or {}).get("lr", doc["optimizers"][name].get("lr"))
     return float(lr), sweep_dir

@@ -276,3 +276,26 @@ def test_tuning_widens_at_an_edge_on_each_methods_own_grid_and_budget(tmp_path, 
     assert calls[0] == ("adamw", [1e-3, 3e-3], "--tokens", "160k", "local", 0)
     assert calls[1][:2] == ("adamw", [pytest.approx(1e-3 / 3), 1e-3])  # widened once (max_widen 1), then stopped
     assert [c[0] for c in calls] == ["adamw", "adamw", "distro"]
+
+
+def test_a_tuning_sweep_leaves_no_scenario_file_behind(tmp_path, monkeypatch):
+    """The one-method scenario a tuning sweep hands the CLI is written beside the sweeps and removed once the sweep
+    ends, whether it ended well or not (the sweep folder keeps its own copy)."""
+    so = _load("methods_shootout")
+    doc = {"optimizers": {"adamw": {"type": "adamw", "lr": 1e-3}}, "train": {"steps": 2, "seeds": [1, 2]}}
+    seen = []
+
+    def cli(args):
+        scenario = Path(args[1])
+        seen.append((scenario, scenario.is_file()))
+        if len(seen) > 1:
+            raise SystemExit("harness sweep failed (2)")
+        return tmp_path / "no-such-sweep"
+
+    monkeypatch.setattr(so, "_cli", cli)
+    lr, _ = so._sweep(doc, "adamw", [1e-3, 3e-3], "20s", "local", tmp_path, 0)
+    assert lr == 1e-3  # no best.yaml: the scenario's own rate
+    with pytest.raises(SystemExit):
+        so._sweep(doc, "adamw", [1e-3], "20s", "local", tmp_path, 0)
+    assert [ok for _, ok in seen] == [True, True]
+    assert not list(tmp_path.glob("*.yaml")), list(tmp_path.glob("*.yaml"))
