@@ -73,9 +73,13 @@ SUMMARY_KEYS = [
     *GOODPUT_KEYS,
     # issue 34: the largest peak resident memory of any of its workers (results/build.py, from the end records)
     "max_rss_bytes",
+    # issue 47: the run's prediction of its payload (tx + rx per worker per step; null where the method does not
+    # predict its bytes) and whether the counted payload matches it: "matches", "differs", "not predicted"
+    # (results/build.py)
+    "payload_predicted_bytes_per_step", "bytes_vs_prediction",
 ]
 # Keys that are figures of one seed's run (averaged over seeds, with a 95% interval); the rest are labels.
-_NOT_AVERAGED = {"reduction_basis", "replicas_identical", "replicas_diverged_at_step", "param_checksum", "seeds",
+_NOT_AVERAGED = {"reduction_basis", "bytes_vs_prediction", "replicas_identical", "replicas_diverged_at_step", "param_checksum", "seeds",
                  "ranks", "target_reached", "time_to_target_exact"}
 # Figures that cannot be negative nor exceed the seed's training (time) or its run (steps, tokens): their
 # intervals are cut to what is possible (issue 35: no time interval outside [0, the run]).

@@ -23,7 +23,7 @@ from importlib import import_module, metadata
 from pathlib import Path
 from typing import Any
 
-from distro_bench.scenario.optimizers import StrategyConfig
+from distro_bench.scenario.optimizers import StrategyConfig, option_names
 
 GROUP = "distro_bench.optimizers"
 PROJECT = "distro-bench"
@@ -186,3 +186,70 @@ def canonical_type(kind: str, cls: type[StrategyConfig]) -> str:
         except MethodError:
             pass
     return kind
+
+
+def _escaped(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")  # pydantic formats a custom message with its context
+
+
+def _error(kind: str, message: str, loc: tuple, value: Any) -> Any:
+    from pydantic_core import InitErrorDetails, PydanticCustomError
+
+    return InitErrorDetails(type=PydanticCustomError(kind, _escaped(message)), loc=loc, input=value)
+
+
+def validate_entries(entries: dict, *, stored: bool = False) -> dict:
+    """`optimizers:` of a scenario, each entry validated by the options model its `type` names (default: the run
+    name, where that is a registered name). One ValidationError locating every problem (`optimizers.<run>...`).
+    `stored`: a run folder's recorded scenario, read where a method's code may be missing: an entry whose method
+    cannot be loaded here is kept as data (StoredOptions) instead of refused."""
+    from pydantic import ValidationError
+    from pydantic_core import InitErrorDetails
+
+    from distro_bench.scenario.optimizers import StoredOptions
+
+    out: dict[str, Any] = {}
+    errors: list[InitErrorDetails] = []
+    for name, entry in entries.items():
+        if isinstance(entry, StrategyConfig) or not isinstance(entry, dict):
+            out[name] = entry  # already validated (a copy), or a shape pydantic itself refuses
+            continue
+        kind = entry.get("type")
+        if kind is None:
+            if not isinstance(name, str) or name not in registrations():
+                errors.append(_error("optimizer_unnamed", f"unknown optimizer {name!r}; known: {known_text()}; a run "
+                                     "named otherwise names its type (type: distro)", (name,), entry))
+                continue
+            kind = name
+        if not isinstance(kind, str):
+            errors.append(_error("optimizer_type", f"type {kind!r} is not a name; known: {known_text()}",
+                                 (name,), kind))
+            continue
+        try:
+            cls = options_class(kind)
+        except MethodError as e:
+            if stored and not is_shipped(kind):
+                out[name] = StoredOptions.model_validate(entry)
+                continue
+            errors.append(_error("optimizer_type", str(e), (name,), kind))
+            continue
+        try:
+            out[name] = cls.model_validate({**entry, "type": canonical_type(kind, cls)})
+        except ValidationError as e:
+            if stored and not is_shipped(kind):
+                out[name] = StoredOptions.model_validate(entry)
+                continue
+            for d in e.errors(include_url=False):
+                loc = (name, *d["loc"])
+                if d["type"] == "extra_forbidden":
+                    errors.append(_error("unknown_option", f"unknown field {d['loc'][-1]!r} for optimizer {name!r} "
+                                         f"(type {kind}); valid: {', '.join(option_names(cls))}", loc, d["input"]))
+                else:
+                    errors.append(InitErrorDetails(type=d["type"], loc=loc, input=d["input"],  # type: ignore[typeddict-item]
+                                                   ctx=d.get("ctx", {})))
+        except (TypeError, RecursionError) as e:  # a plugin's validator that raised something else
+            errors.append(_error("optimizer_options", f"options of {kind!r} could not be validated "
+                                 f"({type(e).__name__}: {e})", (name,), entry))
+    if errors:
+        raise ValidationError.from_exception_data("optimizers", errors)
+    return out

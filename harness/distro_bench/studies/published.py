@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from distro_bench.errors import InputError
 from distro_bench.results.rundir import predicted_optimizers, read_scenario, read_summary
 from distro_bench.scenario.loading import load_scenario
-from distro_bench.train.optim import STRATEGIES
+from distro_bench.train.optim import get_strategy
 from distro_bench.train.projection import (
     DEFAULT_ROUND_OVERHEAD_S,
     analytic_shapes,
@@ -268,7 +268,7 @@ def evaluate(point: PublishedPoint, base: Path = POINTS_FILE.parent, replays: li
 
     cfgs = s.optimizer_configs()
     ctx = _Context(run(point.layout, point.round_overhead_s), {n: cfgs[n].type for n in names},
-                   {n: STRATEGIES[cfgs[n].type].predict_period(cfgs[n], shapes, len(nodes)).steps for n in names},
+                   {n: get_strategy(cfgs[n].type).predict_period(cfgs[n], shapes, len(nodes)).steps for n in names},
                    run("ring", DEFAULT_ROUND_OVERHEAD_S))
     own = OWN[point.own](ctx, point) if point.own else None
     return PointResult(point, MEASURES[point.measure](ctx, point), own=own, replayed=value, replay_note=note)

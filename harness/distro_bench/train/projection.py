@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 
 from distro_bench.scenario.model import LinkSpec, Node, Scenario
 from distro_bench.train.model import ModelConfig
-from distro_bench.train.optim import STRATEGIES, Collective, get_strategy
+from distro_bench.train.optim import Collective, get_strategy
 from distro_bench.train.optim.base import floor_tx_bits_of, payload_of, scaled
 
 MSS = 1448  # payload per TCP segment at MTU 1500 with timestamps
@@ -213,7 +213,7 @@ def resolve_options(cfg, nodes: list[Node], shapes: dict[str, tuple[int, ...]],
     The worker and the projection both resolve through here, so a run does what its prediction assumed."""
     if getattr(cfg, "exchange", None) != "auto":
         return cfg
-    strategy = STRATEGIES[cfg.type]
+    strategy = get_strategy(cfg.type)
     seconds = {}
     for how in ("ring", "direct"):
         option = cfg.model_copy(update={"exchange": how})
@@ -254,7 +254,7 @@ def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict 
         if optimizers and name not in optimizers:
             continue
         ocfg = resolve_options(ocfg, nodes, shapes, round_overhead_s)
-        strategy = STRATEGIES[ocfg.type]
+        strategy = get_strategy(ocfg.type)
         # A period is one step for per-step methods, H steps for DiLoCo-style ones: per-step figures are
         # the period's divided by its steps.
         period = strategy.predict_period(ocfg, shapes, n)
