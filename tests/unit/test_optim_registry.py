@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from distro_bench.errors import InputError, ScenarioError
-from distro_bench.scenario.loading import scenario_from_dict
 from distro_bench.scenario import methods
+from distro_bench.scenario.loading import scenario_from_dict
 from distro_bench.scenario.optimizers import StrategyConfig
 from distro_bench.train.optim import get_strategy
 from distro_bench.train.optim.base import Period, payload_of
@@ -48,7 +48,7 @@ def test_an_import_path_names_the_same_method_and_is_recorded_by_its_name():
 def test_a_bad_import_path_says_what_is_wrong(kind, problem):
     with pytest.raises(ScenarioError) as e:
         scenario_from_dict(tiny_scenario_dict(optimizers={"adamw": {"lr": 1e-3}, "mine": {"type": kind, "lr": 1e-3}}))
-    assert f"optimizers.mine.type: " in str(e.value) and problem in str(e.value), str(e.value)
+    assert "optimizers.mine.type: " in str(e.value) and problem in str(e.value), str(e.value)
 
 
 def test_a_stored_scenario_keeps_an_unloadable_method_as_data():

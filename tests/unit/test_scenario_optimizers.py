@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from distro_bench.errors import ScenarioError
-from distro_bench.scenario.loading import scenario_from_dict, with_overrides
 from distro_bench.scenario import methods
+from distro_bench.scenario.loading import scenario_from_dict, with_overrides
 from distro_bench.scenario.optimizers import AdamWConfig, DisTrOConfig
 from tests.helpers import tiny_scenario_dict
 

@@ -23,7 +23,10 @@ from importlib import import_module, metadata
 from pathlib import Path
 from typing import Any
 
-from distro_bench.scenario.optimizers import StrategyConfig, option_names
+from pydantic import ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from distro_bench.scenario.optimizers import StoredOptions, StrategyConfig, option_names
 
 GROUP = "distro_bench.optimizers"
 PROJECT = "distro-bench"
@@ -193,8 +196,6 @@ def _escaped(text: str) -> str:
 
 
 def _error(kind: str, message: str, loc: tuple, value: Any) -> Any:
-    from pydantic_core import InitErrorDetails, PydanticCustomError
-
     return InitErrorDetails(type=PydanticCustomError(kind, _escaped(message)), loc=loc, input=value)
 
 
@@ -203,11 +204,6 @@ def validate_entries(entries: dict, *, stored: bool = False) -> dict:
     name, where that is a registered name). One ValidationError locating every problem (`optimizers.<run>...`).
     `stored`: a run folder's recorded scenario, read where a method's code may be missing: an entry whose method
     cannot be loaded here is kept as data (StoredOptions) instead of refused."""
-    from pydantic import ValidationError
-    from pydantic_core import InitErrorDetails
-
-    from distro_bench.scenario.optimizers import StoredOptions
-
     out: dict[str, Any] = {}
     errors: list[InitErrorDetails] = []
     for name, entry in entries.items():
@@ -245,7 +241,7 @@ def validate_entries(entries: dict, *, stored: bool = False) -> dict:
                     errors.append(_error("unknown_option", f"unknown field {d['loc'][-1]!r} for optimizer {name!r} "
                                          f"(type {kind}); valid: {', '.join(option_names(cls))}", loc, d["input"]))
                 else:
-                    errors.append(InitErrorDetails(type=d["type"], loc=loc, input=d["input"],  # type: ignore[typeddict-item]
+                    errors.append(InitErrorDetails(type=d["type"], loc=loc, input=d["input"],
                                                    ctx=d.get("ctx", {})))
         except (TypeError, RecursionError) as e:  # a plugin's validator that raised something else
             errors.append(_error("optimizer_options", f"options of {kind!r} could not be validated "

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from distro_bench.scenario import hfcorpus, presets
+from distro_bench.scenario import hfcorpus, methods, presets
 from distro_bench.scenario.corpus import CorpusError, corpus_files
 from distro_bench.scenario.model import (
     BUILTIN_CORPORA,
@@ -27,7 +27,7 @@ from distro_bench.scenario.model import (
     resolve_model,
     show_value,
 )
-from distro_bench.scenario import methods
+from distro_bench.scenario.optimizers import NoLoCoConfig
 from distro_bench.scenario.regions import matrix_problems
 from distro_bench.scenario.replay import replay_problems
 from distro_bench.scenario.sites import sites_problems
@@ -115,7 +115,7 @@ def reference_problems(s: Scenario) -> list[str]:
     problems += _speed_problems(s)
     problems += _budget_problems(s)
     for name, cfg in s.optimizers.items():  # NoLoCo's gossip groups must tile the world
-        if cfg.type == "noloco" and s.world_size > 1 and s.world_size % cfg.group_size:
+        if isinstance(cfg, NoLoCoConfig) and s.world_size > 1 and s.world_size % cfg.group_size:
             problems.append(f"optimizers.{name}.group_size: {s.world_size} workers do not split into groups of "
                             f"{cfg.group_size}")
     if s.model.preset and s.model.preset not in presets.MODELS:

@@ -13,9 +13,8 @@ import re
 
 import yaml
 
-from distro_bench.scenario import presets
+from distro_bench.scenario import methods, presets
 from distro_bench.scenario.model import NAME_PATTERN, Scenario
-from distro_bench.scenario import methods
 from distro_bench.scenario.optimizers import StrategyConfig
 
 SCHEMA_ID = "https://distro-bench.dev/scenario.schema.json"
@@ -62,7 +61,7 @@ def scenario_schema() -> dict:
                        "method's own (docs/extending.md)",
         "properties": {**{k: v for k, v in base["properties"].items() if k != "type"},
                        "type": {"type": "string", "pattern": methods.IMPORT_PATH.pattern}}}
-    typed = [{"allOf": [ref], "required": ["type"]} for ref in refs.values()]
+    typed: list[dict] = [{"allOf": [ref], "required": ["type"]} for ref in refs.values()]
     typed.append({"$ref": "#/$defs/ImportedMethodOptions"})
     named = {name: {"if": {"type": "object", "required": ["type"]}, "then": {"oneOf": typed}, "else": ref}
              for name, ref in refs.items()}

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from distro_bench.scenario.model import LinkSpec, Node, Scenario
 from distro_bench.train.model import ModelConfig
@@ -254,7 +255,7 @@ def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict 
         if optimizers and name not in optimizers:
             continue
         ocfg = resolve_options(ocfg, nodes, shapes, round_overhead_s)
-        strategy = get_strategy(ocfg.type)
+        strategy: Any = get_strategy(ocfg.type)  # its figures are int or float by method: Projection says which
         # A period is one step for per-step methods, H steps for DiLoCo-style ones: per-step figures are
         # the period's divided by its steps.
         period = strategy.predict_period(ocfg, shapes, n)

@@ -95,7 +95,7 @@ def test_a_plugin_method_runs_on_netns_and_its_folder_reads_without_it(tmp_path)
         assert done.returncode in (0, 1), (args, done.stdout, done.stderr)
     report = (tmp_path / "report" / "report.md").read_text()
     assert PLUGIN in report and "by-path" in report
-    loaded = subprocess.run([sys.executable, "-S", "-c", "import sys; from distro_bench import api; "
-                             f"r = api.load_run({str(run_dir)!r}); print(r.scenario['optimizers']['by-path']['type'])"],
+    code = f"from distro_bench import api; print(api.load_run({str(run_dir)!r}).scenario['optimizers']['by-path']['type'])"
+    loaded = subprocess.run([sys.executable, "-S", "-c", code],
                             env=env, capture_output=True, text=True, timeout=120)
     assert loaded.returncode == 0 and loaded.stdout.strip() == "signvote.method:SignVote", loaded.stderr
