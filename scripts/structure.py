@@ -68,8 +68,6 @@ TERMINAL_ROOM = "distro_bench.cli"
 
 # module -> why it imports a distro_bench module inside a function (keep this tiny)
 LAZY_INTERNAL_ALLOWED: dict[str, str] = {
-    "distro_bench.train.optim": "the registry's front (get_strategy) imports the Strategy base, and with it torch, "
-                                "only when a strategy is asked for: the scenario layer imports the package torch-free",
     "distro_bench.report": "the package re-exports the two renderers; importing them eagerly would load "
                            "matplotlib and pandas for every distro_bench.report.* import (report.check, the CLI)",
 }

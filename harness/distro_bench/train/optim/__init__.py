@@ -24,14 +24,13 @@ if TYPE_CHECKING:
 def get_strategy(name: str) -> type[Strategy]:
     """The Strategy class a scenario's `type` names (a registered name or an import path); InputError saying what
     is missing or wrong otherwise."""
-    from distro_bench.train.optim.base import Strategy
-
+    strategy_base: Any = import_module("distro_bench.train.optim.base").Strategy  # torch: only once asked for one
     try:
-        obj = methods.strategy_target(name)
+        obj: Any = methods.strategy_target(name)
         config = methods.options_class(name)
     except methods.MethodError as e:
         raise InputError(str(e)) from None
-    if not (inspect.isclass(obj) and issubclass(obj, Strategy)):
+    if not (inspect.isclass(obj) and issubclass(obj, strategy_base)):
         raise InputError(f"optimizer {name!r}: {obj!r} is not a distro_bench.Strategy subclass")
     if not (inspect.isclass(obj.Config) and issubclass(config, obj.Config)):
         raise InputError(f"optimizer {name!r}: its options model {config.__name__} is not {obj.__name__}.Config")
