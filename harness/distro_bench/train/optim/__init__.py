@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from distro_bench.errors import InputError
 from distro_bench.scenario import methods
@@ -32,9 +32,10 @@ def get_strategy(name: str) -> type[Strategy]:
         raise InputError(str(e)) from None
     if not (inspect.isclass(obj) and issubclass(obj, strategy_base)):
         raise InputError(f"optimizer {name!r}: {obj!r} is not a distro_bench.Strategy subclass")
-    if not (inspect.isclass(obj.Config) and issubclass(config, obj.Config)):
+    own = getattr(obj, "Config", None)
+    if not (inspect.isclass(own) and issubclass(config, own)):
         raise InputError(f"optimizer {name!r}: its options model {config.__name__} is not {obj.__name__}.Config")
-    return obj
+    return cast("type[Strategy]", obj)
 
 
 def __getattr__(name: str) -> Any:
