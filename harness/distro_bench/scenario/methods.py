@@ -249,3 +249,29 @@ def validate_entries(entries: dict, *, stored: bool = False) -> dict:
     if errors:
         raise ValidationError.from_exception_data("optimizers", errors)
     return out
+
+
+def foreign_types(types: list[str]) -> list[str]:
+    """The `type`s among these that another distribution (or an import path) provides: what every host of a
+    multi-host run must be able to import as well as this one."""
+    return sorted({t for t in types if not is_shipped(t)})
+
+
+def loadable_problems(types: list[str]) -> list[str]:
+    """Each of these methods that cannot be loaded in this environment (options model and strategy), in words.
+    Imports the strategy modules, and with them torch: a host's check before it runs, not `validate`."""
+    problems = []
+    for kind in types:
+        try:
+            options_class(kind)
+            strategy_target(kind)
+        except MethodError as e:
+            problems.append(str(e))
+    return problems
+
+
+if __name__ == "__main__":  # `python -m distro_bench.scenario.methods TYPE...`: run on each host by the ssh backend
+    import sys
+
+    for line in loadable_problems(sys.argv[1:]):
+        print("method-missing: " + line.replace("\n", " "))
