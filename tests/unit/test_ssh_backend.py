@@ -159,8 +159,8 @@ def test_prepare_names_each_method_of_another_distribution_the_host_cannot_load(
                        input=_empty_tar(), capture_output=True, env=env, check=True)
     lines = r.stdout.decode().splitlines()
     assert lines[1] == __version__
-    assert lines[2:] == ["method-missing: optimizer 'gone.pkg:Method': module 'gone' cannot be imported here (is its "
-                         "package installed in this environment?)"]
+    assert lines[2:] == [("method-missing: optimizer 'gone.pkg:Method': module 'gone' cannot be imported here (is its "
+                         "package installed in this environment?)")]
 
 
 def _empty_tar() -> bytes:
