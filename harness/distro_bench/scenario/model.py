@@ -531,7 +531,8 @@ class Scenario(_Strict):
     def _every_option(self, v: dict[str, StrategyConfig], info: SerializationInfo) -> dict[str, Any]:
         # Every option, None included (the scenario's exclude_none must not turn AdamW's `max_grad_norm: null`,
         # no clipping, back into the default 1.0 when the dump is loaded again).
-        return {k: c.model_dump(mode=info.mode) for k, c in v.items()}
+        # A method whose code is missing here (StoredOptions): its options exactly as the run folder recorded them.
+        return {k: c.model_dump(mode=info.mode, exclude_unset=getattr(c, "code_missing", False)) for k, c in v.items()}
 
     @field_validator("optimizers")
     @classmethod
