@@ -90,8 +90,8 @@ def registrations() -> dict[str, list[Registration]]:
         origin = ep.dist.name if ep.dist is not None else "an unnamed distribution"
         if re.sub(r"[-_.]+", "-", origin).lower() == PROJECT:
             continue  # the shipped ones, read above from the tree that runs
-        if any(r.target == ep.value for r in out.get(ep.name, [])):
-            continue  # the same distribution seen twice on sys.path
+        if any(r.target == ep.value or r.origin == PROJECT for r in out.get(ep.name, [])):
+            continue  # the same distribution seen twice on sys.path, or a shipped name: that stays the project's
         out.setdefault(ep.name, []).append(Registration(ep.name, ep.value, origin))
     return out
 
