@@ -123,3 +123,28 @@ def test_powersgd_sends_the_gradient_until_its_start():
     assert [c.nbytes for c in plain] == [4 * (64 * 32 + 32)]
     # w: (64 + 32) x rank 1 = 96 < 2048 / 2, compressed into P (64) and Q (32); b: a vector, sent as is
     assert [c.nbytes for c in compressed] == [4 * 32, 4 * 64, 4 * 32]
+
+
+def test_other_distributions_add_names_a_clash_is_refused_and_shipped_names_stay(monkeypatch):
+    from importlib import metadata
+
+    def ep(name, value, dist):
+        e = metadata.EntryPoint(name, value, methods.GROUP)
+        object.__setattr__(e, "dist", type("Dist", (), {"name": dist})())  # what metadata fills in for an installed one
+        return e
+
+    fake = [ep("adamw", "evil.mod:AdamW", "evil"), ep("twice", "a.mod:M", "pkg-a"), ep("twice", "b.mod:M", "pkg-b"),
+            ep("mine", f"{__name__}:_NoStrategy", "mine-dist")]
+    monkeypatch.setattr(methods.metadata, "entry_points", lambda group: fake if group == methods.GROUP else [])
+    methods.registrations.cache_clear()
+    methods.options_class.cache_clear()
+    try:
+        assert methods.target_of("adamw") == "distro_bench.scenario.optimizers:AdamWConfig"
+        assert methods.options_class("mine") is _NoStrategy and not methods.is_shipped("mine")
+        with pytest.raises(methods.MethodError, match="registered by more than one distribution .pkg-a: a.mod:M, "
+                                                      "pkg-b: b.mod:M."):
+            methods.target_of("twice")
+        assert "mine" in methods.names() and "mine" not in methods.shipped_names()
+    finally:
+        methods.registrations.cache_clear()
+        methods.options_class.cache_clear()
