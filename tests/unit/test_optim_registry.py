@@ -141,9 +141,9 @@ def test_other_distributions_add_names_a_clash_is_refused_and_shipped_names_stay
     try:
         assert methods.target_of("adamw") == "distro_bench.scenario.optimizers:AdamWConfig"
         assert methods.options_class("mine") is _NoStrategy and not methods.is_shipped("mine")
-        with pytest.raises(methods.MethodError, match="registered by more than one distribution .pkg-a: a.mod:M, "
-                                                      "pkg-b: b.mod:M."):
+        with pytest.raises(methods.MethodError) as clash:
             methods.target_of("twice")
+        assert "registered by more than one distribution (pkg-a: a.mod:M, pkg-b: b.mod:M)" in str(clash.value)
         assert "mine" in methods.names() and "mine" not in methods.shipped_names()
     finally:
         methods.registrations.cache_clear()
