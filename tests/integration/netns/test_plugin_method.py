@@ -19,7 +19,7 @@ from distro_bench import api
 from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import netns_host
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.slow]  # about 65 s: four methods trained over shaped links
 
 REPO = Path(__file__).resolve().parents[3]
 PLUGIN = "signvote"
