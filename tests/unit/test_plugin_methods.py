@@ -122,3 +122,17 @@ def test_run_records_from_before_the_registry_still_read():
         scenario, summary = read_scenario(folder), read_summary(folder)
         assert scenario and summary and set(summary["optimizers"]) <= set(scenario["optimizers"]), folder
         assert all(o.get("bytes_vs_prediction") is None for o in summary["optimizers"].values())
+
+
+def test_validating_the_shipped_methods_imports_no_torch():
+    # The registry names the shipped options models (torch-free); only `run` imports a strategy.
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO
+
+    code = ("import sys; from distro_bench.scenario.loading import load_scenario; "
+            "s = load_scenario('scenarios/home-dsl.yaml'); print(sorted(s.optimizers), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
+                         env={"PYTHONPATH": str(REPO / "harness"), "PATH": "/usr/bin:/bin"})
+    assert out.stdout.strip().endswith("False"), (out.stdout, out.stderr)
