@@ -26,7 +26,7 @@ def _option_schemas() -> tuple[dict, dict]:
     left out: the committed schema is the project's, whatever else this environment holds; their entries
     validate against the open branch (any other name, or an import path)."""
     defs, refs = {}, {}
-    for name in methods.shipped_names():
+    for name in [n for n in methods.registrations() if methods.is_shipped(n)]:  # in pyproject.toml's order
         cls = methods.options_class(name)
         sch = cls.model_json_schema(ref_template="#/$defs/{model}")
         defs.update(sch.pop("$defs", {}))
