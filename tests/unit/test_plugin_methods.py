@@ -136,3 +136,19 @@ def test_validating_the_shipped_methods_imports_no_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
                          env={"PYTHONPATH": str(REPO / "harness"), "PATH": "/usr/bin:/bin"})
     assert out.stdout.strip().endswith("False"), (out.stdout, out.stderr)
+
+
+def test_the_unprivileged_worker_is_probed_for_a_plugins_module_too(tmp_path):
+    # A package the worker's uid cannot import (installed in a private home folder) must not become a worker
+    # traceback: the reach probe looks for it, and the worker then keeps the coordinator's uid, capability-free.
+    import subprocess
+    import sys
+
+    from distro_bench.backends.base import _REACH_PROBE, worker_modules
+    from distro_bench.scenario.loading import scenario_from_dict
+
+    s = scenario_from_dict(tiny_scenario_dict(optimizers={"adamw": {"lr": 1e-3}, "mine": {"type": HERE, "lr": 1e-3}}))
+    assert worker_modules(s) == ["module:tests"]
+    probe = subprocess.run([sys.executable, "-c", _REACH_PROBE, str(tmp_path), "module:nowhere_at_all"],
+                           capture_output=True, text=True)
+    assert probe.returncode == 1 and "module nowhere_at_all" in probe.stdout

@@ -257,6 +257,12 @@ def foreign_types(types: list[str]) -> list[str]:
     return sorted({t for t in types if not is_shipped(t)})
 
 
+def top_module(kind: str) -> str:
+    """The top-level module the method `kind` lives in (what a worker's environment must hold); MethodError for an
+    unknown name."""
+    return target_of(kind).partition(":")[0].split(".")[0]
+
+
 def loadable_problems(types: list[str]) -> list[str]:
     """Each of these methods that cannot be loaded in this environment (options model and strategy), in words.
     Imports the strategy modules, and with them torch: a host's check before it runs, not `validate`."""

@@ -172,7 +172,7 @@ def method_problems(status: ImageStatus, scenario) -> list[str]:
         if methods.is_shipped(cfg.type):
             continue
         try:
-            module = methods.target_of(cfg.type).partition(":")[0].split(".")[0]
+            module = methods.top_module(cfg.type)
         except methods.MethodError as e:
             problems.append(f"optimizers.{name}: {e}")
             continue
