@@ -73,10 +73,13 @@ SUMMARY_KEYS = [
     *GOODPUT_KEYS,
     # issue 34: the largest peak resident memory of any of its workers (results/build.py, from the end records)
     "max_rss_bytes",
+    # issue 48: in a byte replay, the fraction of the method's predicted bytes its messages carried (1: all of
+    # them); null for a training run
+    "replay_fraction",
 ]
 # Keys that are figures of one seed's run (averaged over seeds, with a 95% interval); the rest are labels.
 _NOT_AVERAGED = {"reduction_basis", "replicas_identical", "replicas_diverged_at_step", "param_checksum", "seeds",
-                 "ranks", "target_reached", "time_to_target_exact"}
+                 "ranks", "target_reached", "time_to_target_exact", "replay_fraction"}
 # Figures that cannot be negative nor exceed the seed's training (time) or its run (steps, tokens): their
 # intervals are cut to what is possible (issue 35: no time interval outside [0, the run]).
 _TO_TARGET = {"time_to_target_s": "train_time_s", "time_to_target_lo_s": "train_time_s",
