@@ -23,7 +23,7 @@ from distro_bench.studies.published import (
     sensitivity_table,
     table_rows,
 )
-from distro_bench.studies.time_model import load_time_model
+from distro_bench.studies.time_model import TIME_MODEL_FILE, load_time_model
 from distro_bench.train.model import ModelConfig, parameter_shapes
 from distro_bench.train.projection import analytic_shapes
 from tests.helpers import make_run
@@ -345,3 +345,19 @@ def test_points_ship_inside_the_package():
     model = load_time_model()
     assert (POINTS_FILE.parent / "time-model-2026-12-06.yaml").resolve() in shipped
     assert (POINTS_FILE.parent / model.optimizer_compute).resolve() in shipped
+
+
+# The time model and the measurement it names, as frozen on 2026-12-06: a changed value is a new dated file (and a
+# new line here), never an edit of one the rows were judged with.
+FROZEN = {"time-model-2026-12-06.yaml": "3c6f63161cc10586aa5edfe670e3e434a896998f476f5f82627889a900c107a2",
+          "optimizer-compute-cpu-2026-12-06.json": "31f0596c4eaf8077a0c7cb724c266b0012b97028fbaeab72e23c57c6b4b63969"}
+
+
+def test_a_dated_time_model_is_not_edited_after_it_is_judged():
+    import hashlib
+
+    model = load_time_model()
+    assert TIME_MODEL_FILE.name == f"time-model-{model.date}.yaml" and model.optimizer_compute in FROZEN
+    for name, digest in FROZEN.items():
+        assert hashlib.sha256((POINTS_FILE.parent / name).read_bytes()).hexdigest() == digest, (
+            f"{name} changed after its rows were judged: write a new dated file and point the time model at it")

@@ -17,9 +17,11 @@ Bytes come from the real parameter shapes and each strategy's own accounting of 
   round, timed as a direct gather to those peers only (the slowest pair's round trip + the bytes it sends).
 - Wire bytes = payload x the TCP/IPv4/Ethernet framing of full-size segments (1514 bytes on the wire
   per 1448 bytes of payload, MTU 1500 with TCP timestamps).
-- Compute = 6 x parameters x tokens per worker per step / (the profile's TFLOPS x MFU); a step is the
-  slowest worker's compute plus the communication, or the larger of the two for a strategy that overlaps
-  them (DisTrO's `overlap: true`: step t's exchange runs during step t+1's compute).
+- Compute = 6 x parameters x tokens per worker per step / (the profile's TFLOPS x MFU), plus, where the caller
+  gives it (`optimizer_compute_s`: the published time rows, studies/time_model.py), each optimizer's own
+  measured work (its compression, decoding and update); a step is the slowest worker's compute plus the
+  communication, or the larger of the two for a strategy that overlaps them (DisTrO's `overlap: true`: step
+  t's exchange runs during step t+1's compute).
 
 It leaves out TCP slow start after idle periods and congestion on lossy links, so it is a lower bound
 on communication time where loss is high or steps are long apart. Wire bytes leave out each message's
