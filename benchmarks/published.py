@@ -4,7 +4,7 @@ data, so an installed package finds it) the scenario beside it is projected anal
 and the table "published figure | source | published | projected | replayed | ratio | within band? | basis |
 why" is printed. The replayed column comes from replay runs (docs/replay.md): by default the ones kept in
 benchmarks/replays/ (each run folder's summary.json, scenario.yaml and prediction.json), or those given with
---replayed. Runs in a second on a laptop; needs no root or network.
+--replayed. Runs in a few seconds (each time row is projected again per setting moved); needs no root or network.
 
     python benchmarks/published.py [--points FILE] [--replayed RUN_DIR ...] [--write-docs]
 
