@@ -30,7 +30,7 @@ FAILed, 2 on bad arguments, else 0:
    depend on the links). PASS when the run is complete, replicas agree and each val loss is below the uniform
    model's ln 256. The dry mode trains the smallest rung, two workers, 3 steps.
 5. optimizer-compute (issue 48 item 3): benchmarks/optimizer_compute.py on the device at llama-1.2b's shapes
-   (layer 0's attention and MLP projections and norms, whole tensors: 67M parameters), 2, 8 and 32 workers:
+   (whole tensors in order within 67M parameters: the 32000 x 2048 embedding and the norms), 2, 8 and 32 workers:
    each method's own compress + apply seconds per parameter, fitted a + b (N - 1), written to
    results/optimizer-compute-cuda.json. Copied to harness/distro_bench/data/published/ and named in a new dated
    time model, it replaces the assumed CPU-to-H100 rule of the published time rows (docs/projection.md). PASS

@@ -14,8 +14,10 @@ does not inflate them as it does wall time; on CUDA wall time, synchronised), sp
 The collective is a loopback stand-in that hands back N copies of this worker's buffer, so the decode of N-1
 peers' packets is real work on real sizes; no network is involved and nothing is counted.
 
-The tensors are whole tensors of the model's own shapes (the first that fit in --sample-params: at llama-1.2b,
-layer 0's norms and attention projections, 2048 x 2048 each), so chunking and bucketing see real shapes;
+The tensors are whole tensors of the model's own shapes, taken in order while they fit in --sample-params (at
+llama-1.2b and the default 8.4M: one 2048 x 2048 attention projection and every norm vector, 4.3M parameters; the
+8192 x 2048 MLP and 32000 x 2048 embedding matrices are chunked alike, 64 x 64, but not timed themselves), so
+chunking and bucketing see real shapes;
 seconds are divided by the parameters sampled (per-parameter figures: a model's are these x its parameters).
 Per worker count, a line a + b (N - 1) per parameter is fitted (least squares), so the projection can take any N.
 
