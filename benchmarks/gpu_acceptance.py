@@ -30,7 +30,8 @@ FAILed, 2 on bad arguments, else 0:
    depend on the links). PASS when the run is complete, replicas agree and each val loss is below the uniform
    model's ln 256. The dry mode trains the smallest rung, two workers, 3 steps.
 5. optimizer-compute (issue 48 item 3): benchmarks/optimizer_compute.py on the device at llama-1.2b's shapes
-   (whole tensors in order within 67M parameters: the 32000 x 2048 embedding and the norms), 2, 8 and 32 workers:
+   (layer 0 whole: its four 2048 x 2048 attention and three 8192 x 2048 MLP matrices, 67M parameters), 2, 8 and
+   32 workers:
    each method's own compress + apply seconds per parameter, fitted a + b (N - 1), written to
    results/optimizer-compute-cuda.json. Copied to harness/distro_bench/data/published/ and named in a new dated
    time model, it replaces the assumed CPU-to-H100 rule of the published time rows (docs/projection.md). PASS
@@ -387,7 +388,7 @@ OPTIMIZER_COMPUTE = REPO / "benchmarks" / "optimizer_compute.py"
 
 
 def step_optimizer_compute(device: str, out: Path, dry: bool = False) -> Step:
-    """benchmarks/optimizer_compute.py on `device`: at llama-1.2b's shapes (one layer's tensors) and 2, 8, 32
+    """benchmarks/optimizer_compute.py on `device`: at llama-1.2b's shapes (layer 0's tensors) and 2, 8, 32
     workers; dry: the tiny model's tensors on the CPU, 2 workers, one repeat."""
     import math
 
@@ -399,7 +400,7 @@ def step_optimizer_compute(device: str, out: Path, dry: bool = False) -> Step:
     target = out.parent / ("optimizer-compute-dry.json" if dry else "optimizer-compute-cuda.json")
     argv = ["--device", device, "--out", str(target)]
     argv += (["--model", "tiny", "--worlds", "2", "--repeats", "1", "--sample-params", str(1 << 22)] if dry else
-             ["--model", "llama-1.2b", "--worlds", "2", "8", "32", "--repeats", "3", "--sample-params", str(1 << 26)])
+             ["--model", "llama-1.2b", "--worlds", "2", "8", "32", "--repeats", "3", "--layer", "0"])
     rc = mod.main(argv)
     if rc != 0 or not target.is_file():
         return Step("optimizer-compute", FAIL, f"benchmarks/optimizer_compute.py exited {rc}", {"out": str(target)})

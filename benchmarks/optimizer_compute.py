@@ -215,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="llama-1.2b", choices=sorted(MODELS))
     p.add_argument("--sample-params", type=int, default=1 << 23,
                    help="parameters sampled from the model's own tensors, whole tensors in order (default 8.4M)")
+    p.add_argument("--layer", type=int, default=None,
+                   help="time one transformer layer's tensors whole (its attention and MLP matrices and norms) "
+                        "in place of --sample-params's first tensors")
     p.add_argument("--worlds", type=int, nargs="+", default=[2, 8, 32])
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=sorted(METHODS))
     p.add_argument("--repeats", type=int, default=3)
@@ -229,7 +232,14 @@ def main(argv: list[str] | None = None) -> int:
     if device.type == "cuda" and not torch.cuda.is_available():
         print("--device cuda: no CUDA device here", file=sys.stderr)
         return 2
-    shapes = codec_sample(parameter_shapes(ModelConfig(**MODELS[args.model])), args.sample_params)
+    every = parameter_shapes(ModelConfig(**MODELS[args.model]))
+    if args.layer is not None:
+        shapes = {k: v for k, v in every.items() if k.startswith(f"layers.{args.layer}.")}
+        if not shapes:
+            print(f"--layer: {args.layer} is not a layer of {args.model}", file=sys.stderr)
+            return 2
+    else:
+        shapes = codec_sample(every, args.sample_params)
     bandwidth = copy_bandwidth(device)
     print(f"{args.device} ({_cpu_name() if device.type == 'cpu' else torch.cuda.get_device_name()}), "
           f"{torch.get_num_threads()} threads, load {os.getloadavg()[0]:.2f}; copy bandwidth {bandwidth / 1e9:.1f} GB/s; "
@@ -258,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                         "threads": torch.get_num_threads(), "load_average": os.getloadavg()[0],
                         "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None,
                         "git_commit": _git_commit()},
-        "model": args.model, "shapes": {k: list(v) for k, v in shapes.items()},
+        "model": args.model, "layer": args.layer, "shapes": {k: list(v) for k, v in shapes.items()},
         "copy_bandwidth_Bps": bandwidth,
         "methods": methods,
     }
