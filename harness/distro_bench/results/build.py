@@ -73,16 +73,18 @@ def against_prediction(figures: dict, predicted: float | None) -> dict:
 def memory_and_replay(name: str, events: list[dict], step_time_s: float | None) -> dict:
     """`max_rss_bytes`: the largest peak resident memory of any worker of this optimizer (its end records); in a
     replay (issue 34) also `replay`: the compute, codec and fraction its workers replayed (rank 0's start
-    record) and `utilisation`, the share of a step that was the profile's compute (INTELLECT-1's figure)."""
+    record) and `utilisation`, the share of a step that was the profile's compute (INTELLECT-1's figure);
+    `replay_fraction`: the fraction of the predicted bytes it replayed (None for a training run)."""
     rss = [int(e["max_rss_bytes"]) for e in events
            if e.get("type") == "end" and e.get("optimizer") == name and e.get("max_rss_bytes")]
-    out: dict = {"max_rss_bytes": max(rss) if rss else None}
+    out: dict = {"max_rss_bytes": max(rss) if rss else None, "replay_fraction": None}
     starts = [e for e in events if e.get("type") == "start" and e.get("optimizer") == name and e.get("replay")]
     if starts:
         replay = dict(min(starts, key=lambda e: int(e.get("rank") or 0))["replay"])
         compute = replay.get("compute_s")
         replay["utilisation"] = compute / step_time_s if compute is not None and step_time_s else None
         out["replay"] = replay
+        out["replay_fraction"] = replay.get("fraction", 1.0)
     return out
 
 

@@ -111,6 +111,7 @@ class OptimizerSummary(_Record):
     bytes_vs_prediction: str | None = None  # "matches" | "differs" | "not predicted"; null: not recorded
     # issue 34: in a replay, the compute, codec and fraction replayed, and the share of a step that was compute
     replay: dict[str, Any] | None = None
+    replay_fraction: float | None = None  # issue 48: a byte replay's fraction of the predicted bytes (else null)
     ci95: dict[str, list[float] | None] | None = None
     per_seed: dict[str, dict] | None = None
 

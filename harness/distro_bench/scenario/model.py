@@ -490,8 +490,9 @@ class Scenario(_Strict):
     sites: SitesSpec | None = None
     # Workers that leave and come back, by schedule or failure rate (harness/distro_bench/scenario/churn.py).
     churn: ChurnSpec | None = None
-    # Paper-scale replay (harness/distro_bench/scenario/replay.py): the workers train nothing and perform the
-    # methods' full-size communication over the links, with compute from the hardware profiles.
+    # Byte replay (harness/distro_bench/scenario/replay.py): the workers train nothing and send the methods'
+    # predicted messages over the links (synthetic contents, the codec timed apart), with compute from the
+    # hardware profiles.
     replay: ReplaySpec | None = None
 
     _base_dir: Path = PrivateAttr(default=Path("."))
