@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from distro_bench.report.verdict import _time_budget
 from distro_bench.results.multiple import Family, best_by_mean, compare_family
-from distro_bench.results.stats import finite, interval_censored, restricted_values, restriction_s
+from distro_bench.results.stats import before_first_evaluation, finite, restricted_bounds, restriction_s
 
 TIME, LOSS = "time_to_target_s", "val_loss_at_equal_time"
 
@@ -42,20 +42,21 @@ def seed_losses(summary: dict) -> dict[str, dict[str, float]]:
 
 
 def seed_times(summary: dict) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
-    """method -> {seed: min(T, tau)} (a miss counts tau, the run's horizon: results/stats.restriction_s), and the
-    methods that cannot take part, with why: a seed known only to lie in an interval (it crossed before its
-    first evaluation), or a miss with no training time to bound it."""
+    """method -> {seed: min(T, tau)} (a miss counts tau, the run's horizon: results/stats.restriction_s; a
+    crossing, interval-censored between two evaluations, counts its interpolated estimate), and the methods
+    that cannot take part, with why: a seed that crossed before its first evaluation (known only as (0, t]),
+    or a miss with no training time to bound it."""
     opts = _optimizers(summary)
     tau = restriction_s([s["per_seed"] for s in opts.values()], _time_budget(summary))
     out, left_out = {}, {}
     for name, s in opts.items():
-        vals = restricted_values(s["per_seed"], tau)
+        vals = restricted_bounds(s["per_seed"], tau)
         if vals is None:
             left_out[name] = "a seed missed the target and its training time is not recorded"
-        elif any(interval_censored(lo, hi) for lo, hi in vals.values()):
-            left_out[name] = "a seed reached the target before its first evaluation (its time is an interval)"
+        elif any(before_first_evaluation(lo, hi) for lo, _, hi in vals.values()):
+            left_out[name] = "a seed reached the target before its first evaluation (its time is an interval from 0)"
         else:
-            out[name] = {k: hi for k, (_, hi) in vals.items()}
+            out[name] = {k: est for k, (_, est, _) in vals.items()}
     return out, left_out
 
 
