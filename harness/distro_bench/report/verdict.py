@@ -524,8 +524,7 @@ def _bound_kind(v: Verdict, iv: Interval) -> str | None:
 
 
 def _missed_words(v: Verdict, side: str) -> str:
-    r, name, k = ((v.base_restricted, v.baseline, v.base_reached_seeds) if side == "base"
-                  else (v.restricted, v.optimizer, v.reached_seeds))
+    r, name = (v.base_restricted, v.baseline) if side == "base" else (v.restricted, v.optimizer)
     missed = r.missed if r is not None else 0
     n = r.n if r is not None else v.seeds
     return f"{name} not reached in {_num(v.tau or 0)} s on {missed} of {n} seeds"

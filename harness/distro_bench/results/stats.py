@@ -17,6 +17,7 @@ from typing import TypeGuard
 
 import numpy as np
 
+
 def _betacf(a: float, b: float, x: float) -> float:
     """The continued fraction of the regularised incomplete beta function (modified Lentz)."""
     tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
@@ -250,7 +251,7 @@ def restricted_bounds(per: Mapping, tau: float | None) -> dict[str, tuple[float,
             hi = float(hi_v) if finite(hi_v) else est
         else:
             lo = hi = est
-        lo, est, hi = min(lo, est), est, max(hi, est)
+        lo, hi = min(lo, est), max(hi, est)
         if tau is not None:
             lo, est, hi = min(lo, tau), min(est, tau), min(hi, tau)
         out[str(k)] = (max(0.0, lo), max(0.0, est), max(0.0, hi))
