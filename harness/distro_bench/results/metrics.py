@@ -62,9 +62,6 @@ SUMMARY_KEYS = [
     # issue 35: a crossing before the first evaluation on the shared time grid is interval-censored: exact false
     # (true only if every seed's crossing was interpolated), and the lower bound of its time (0 then)
     "time_to_target_exact", "time_to_target_lo_s",
-    # issue 49: read on each method's own evaluations, every crossing lies in (lo, hi]: the last evaluation
-    # above the target and the first at or below it (exact is now true only for an interval without width)
-    "time_to_target_hi_s",
     # issue 37: the payload's bits over their information floor (the encoding's; from the run's prediction,
     # results/build.py) and the wire's bytes over the payload's (framing, headers, protocol), both directions
     "floor_ratio", "framing_ratio",
@@ -76,6 +73,9 @@ SUMMARY_KEYS = [
     *GOODPUT_KEYS,
     # issue 34: the largest peak resident memory of any of its workers (results/build.py, from the end records)
     "max_rss_bytes",
+    # issue 49: read on each method's own evaluations, every crossing lies in (lo, hi]: the last evaluation
+    # above the target and the first at or below it (exact is now true only for an interval without width)
+    "time_to_target_hi_s",
 ]
 # Keys that are figures of one seed's run (averaged over seeds, with a 95% interval); the rest are labels.
 _NOT_AVERAGED = {"reduction_basis", "replicas_identical", "replicas_diverged_at_step", "param_checksum", "seeds",
