@@ -161,14 +161,15 @@ def test_shootout_table_holm_columns_and_the_set_tied_with_the_best(tmp_path):
     summary["target"] = {"val_loss": 3.0, "source": "scenario"}
     (run / "summary.json").write_text(json.dumps(summary))
     lines = so.table(run).splitlines()
-    assert lines[1].startswith("5 seeds; against adamw")
+    assert lines[1].startswith("5 seeds; paired by seed") and "ALL pairs" in lines[1]
     rows = {r.split("|")[2].strip(): [c.strip() for c in r.split("|")[1:-1]] for r in lines if r.startswith("| ")
             and r[2].isdigit()}
     assert rows["adamw"][4] == "(ref)" and rows["distro"][5] == "(ref)"  # time vs adamw, time vs best
     assert rows["distro"][4].endswith(" *") and rows["distro"][4].startswith("0.47x [0.45, 0.48] p<0.001")
     assert not rows["sparse"][5].endswith("*")
     tied = next(line for line in lines if line.startswith("by time to target"))
-    assert tied.endswith("distro, sparse") and "best by mean distro" in tied
+    assert "may be the best: distro, sparse" in tied and "best by mean distro" in tied
+    assert "no method is lower than every other" in tied  # sparse is within noise of distro
 
 
 def test_size_ladder_rungs_are_valid_scenarios_of_the_named_size(tmp_path):
@@ -235,7 +236,8 @@ def test_size_ladder_table_gaps_and_whether_the_order_holds(tmp_path):
     assert "- tiny: distro < diloco < adamw" in text and "- small: diloco < adamw < distro" in text
     assert "does not hold" in text
     tiny_row = next(line for line in text.splitlines() if line.startswith("| tiny |"))
-    assert "(baseline)" in tiny_row and "-0.200 [-0.200, -0.200] p<0.001 *" in tiny_row
+    # every seed 0.2 lower: no spread to test against (issue 49: paired_p gave 0 here), so no test and no star
+    assert "(baseline)" in tiny_row and "-0.200 [-0.200, -0.200] p n/a" in tiny_row
     same = sl.ladder_table({"equal time": {"tiny": tiny, "tiny-again": tiny}})
     assert "the order by mean holds" in same
     # Equal-tokens runs alone (--budget none): their final val losses, re-printed and written from the folders.
