@@ -357,6 +357,8 @@ def verdicts(summary: dict) -> list[Verdict]:
             v.notes.append("time to target not recorded (run folder from before issue 16)")
         if not v.loss_equal_time.known and "val_loss_at_equal_time" not in s:
             v.notes.append("loss at equal time not recorded")
+        if v.target_how and "seed overlap, labelled" in v.target_how:  # issue 49: said wherever the verdict is
+            v.notes.append("target: " + v.target_how)
         if v.post_hoc and v.target is not None:
             v.notes.append(f"post-hoc, descriptive: the target val loss {v.target:.4g} is the worst best loss, chosen "
                            "after seeing the data, so times to it describe this run and no speed-up interval is "
