@@ -43,7 +43,7 @@ class Estimate:
     mean: float | None
     half: float | None = None
     bounds: tuple[float, float] | None = None  # an interval cut to what is possible (0 s .. the budget)
-    prefix: str = ""  # "<=" for an interval-censored time (reached before the first evaluation on the grid)
+    prefix: str = ""  # a sign before the figure (no longer used for times: their interval carries the censoring)
 
     @property
     def known(self) -> bool:
@@ -97,7 +97,7 @@ class Verdict:
     paired_step_speedup: Interval | None = None
     paired_target_speedup: Interval | None = None
     # Times to target are restricted means to `tau` (harness/distro_bench/results/stats.py RestrictedTime): a seed that
-    # missed counts exactly tau; a crossing before the first evaluation is interval-censored (only bounds).
+    # missed counts exactly tau; every crossing is interval-censored between two of the method's evaluations.
     tau: float | None = None
     restricted: RestrictedTime | None = None
     base_restricted: RestrictedTime | None = None

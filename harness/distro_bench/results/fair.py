@@ -1,5 +1,6 @@
 """The comparison's figures from stored per-step metrics: time/tokens/steps to a target loss (read on each
-method's own evaluations, interval-censored between the two that bracket the crossing), validation loss at equal wall-clock and at equal steps, and 95% intervals over seeds.
+method's own evaluations, interval-censored between the two that bracket the crossing), validation loss at
+equal wall-clock and at equal steps, and 95% intervals over seeds.
 
 Every function here is pure (frames in, numbers out), so a test can redo each figure by hand from
 metrics.parquet. docs/fair-comparison.md explains the choices.

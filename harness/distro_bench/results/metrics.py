@@ -59,8 +59,8 @@ SUMMARY_KEYS = [
     # issue 29: churn (scenario `churn:`): leave events, worker-steps computed but lost with a leaver, the share
     # of worker-steps trained, tokens that reached the model per training second, state handed to returners
     *CHURN_KEYS,
-    # issue 35: a crossing before the first evaluation on the shared time grid is interval-censored: exact false
-    # (true only if every seed's crossing was interpolated), and the lower bound of its time (0 then)
+    # issue 35: whether a crossing is known as a point (exact; since issue 49 only an interval without width), and
+    # the lower bound of its time: the last evaluation above the target (0 before the first evaluation)
     "time_to_target_exact", "time_to_target_lo_s",
     # issue 37: the payload's bits over their information floor (the encoding's; from the run's prediction,
     # results/build.py) and the wire's bytes over the payload's (framing, headers, protocol), both directions
