@@ -379,7 +379,8 @@ def verdicts(summary: dict) -> list[Verdict]:
             v.notes.append(words[v.capped] + " (the bound is the paired 95% interval's end)")
         if v.speedup_why and not v.post_hoc:
             v.notes.append(f"time-to-target speed-up not estimable: {v.speedup_why}")
-        if v.restricted is not None and v.base_restricted is not None and not v.post_hoc:
+        if v.restricted is not None and v.base_restricted is not None and not v.post_hoc \
+                and (v.restricted.censored or v.base_restricted.censored):
             v.notes.append("times to target are read on each method's own evaluations: a crossing lies between the "
                            "last evaluation above the target and the first at or below it (interval-censored), "
                            "estimated by linear interpolation between them; each interval spans the lower bounds' "
