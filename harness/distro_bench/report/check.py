@@ -2,14 +2,18 @@
 
 Over repeats (several seeds) each figure is taken seed by seed, the candidate against the baseline's same
 seed (the same initial weights and data order: harness/distro_bench/results/stats.py pairs them), and a check passes only when
-the paired 95% Student-t interval lies wholly on the good side of its threshold, so more noise can only make
-a check fail, never pass:
+the paired 95% Student-t interval lies wholly on the good side of its threshold, so more noise makes a check
+fail more often and pass wrongly at most 2.5% of the time:
 
 - reduction: the interval's lower end >= `min_reduction`;
 - loss gap: a non-inferiority test on the validation loss at equal training time (candidate - baseline),
   the interval's upper end <= the margin `max_loss_gap` (0 asks the candidate to be shown better); it needs
   at least MIN_SEEDS seeds (fewer fail, unless `allow_few_seeds`, which then compares what there is), and
   any seed whose loss is missing or not finite (a diverged run) fails it.
+
+With a reference run (`against_checks`, `check --against`), the candidate's reduction and loss gap are also
+compared with the reference's, seed by seed, on the paired mean against a tolerance set from measured noise
+(docs/ci-gate.md gives the error rates).
 
 Every result reports its margin (how far the relevant end of the interval is from the threshold, positive
 = room to spare). A check whose premise does not hold on the run is NOT APPLICABLE (N/A) with the reason,
