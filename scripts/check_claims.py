@@ -101,6 +101,7 @@ GAP_TABLES: list[GapTable] = [
              {"tiny": LADDER["tiny"], "small": LADDER["small"], "medium": LADDER["medium"]}),
     GapTable("docs/size-ladder.md", "## Val loss at equal time", EQUAL_TIME,
              {"tiny": LADDER["time-tiny"], "small": LADDER["time-small"]}),
+    GapTable("docs/size-ladder.md", "## Tuning per rung matters", FINAL, {"small": LADDER["small-tiny-rates"]}),
 ]
 
 PAIR_TABLES: list[PairTable] = [
