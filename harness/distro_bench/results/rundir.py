@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import yaml
 from pydantic import ValidationError
@@ -320,15 +321,55 @@ def read_parquet(run_dir: Path, name: str) -> pd.DataFrame | None:
         return None
     try:
         f = pq.ParquetFile(pa.BufferReader(data))
-        if f.metadata.num_rows > runfiles.MAX_PARQUET_ROWS:
-            raise runfiles.RunFileError(f"{p}: {f.metadata.num_rows} rows, above the cap of "
-                                        f"{runfiles.MAX_PARQUET_ROWS}; refused")
-        df: pd.DataFrame = f.read().to_pandas()
+        _check_parquet_size(f, p)
+        # text columns decoded as dictionaries first: what they expand to is counted before it is made
+        text = [c.name for c in f.schema_arrow if pa.types.is_string(c.type) or pa.types.is_large_string(c.type)
+                or pa.types.is_binary(c.type) or pa.types.is_large_binary(c.type)]
+        table = pq.ParquetFile(pa.BufferReader(data), read_dictionary=text).read()
+        _check_text_size(table, p)
+        df: pd.DataFrame = table.cast(f.schema_arrow).to_pandas()  # plain text columns again, as a plain read
     except runfiles.RunFileError:
         raise
     except (OSError, ValueError, TypeError, KeyError, IndexError, pa.ArrowException) as e:
         raise runfiles.RunFileError(f"{p}: not a readable parquet table ({type(e).__name__})") from None
     return df
+
+
+def _check_parquet_size(f: pq.ParquetFile, p: Path) -> None:
+    """Refuse, from its metadata and before decoding anything, a parquet table with more rows or columns than
+    runfiles allows, columns that are not flat values (lists, maps, structs: ours hold none), or column chunks
+    that decode to more than MAX_PARQUET_BYTES (a parquet file is compressed: its size bounds nothing)."""
+    meta = f.metadata
+    if meta.num_rows > runfiles.MAX_PARQUET_ROWS:
+        raise runfiles.RunFileError(f"{p}: {meta.num_rows} rows, above the limit of {runfiles.MAX_PARQUET_ROWS}; refused")
+    if meta.num_columns > runfiles.MAX_PARQUET_COLUMNS:
+        raise runfiles.RunFileError(f"{p}: {meta.num_columns} columns, above the limit of "
+                                    f"{runfiles.MAX_PARQUET_COLUMNS}; refused")
+    nested = [c.name for c in f.schema_arrow if pa.types.is_nested(c.type)]
+    if nested:
+        raise runfiles.RunFileError(f"{p}: column {ascii(nested[0])[:80]} holds lists or records; distro-bench writes "
+                                    "flat columns only; refused")
+    size = sum(max(meta.row_group(g).column(c).total_uncompressed_size, 0)
+               for g in range(meta.num_row_groups) for c in range(meta.num_columns))
+    if size > runfiles.MAX_PARQUET_BYTES:
+        raise runfiles.RunFileError(f"{p}: {size} bytes once decompressed, above the limit of "
+                                    f"{runfiles.MAX_PARQUET_BYTES} bytes; refused")
+
+
+def _check_text_size(table: pa.Table, p: Path) -> None:
+    """Bytes the table's text columns take once every row holds its own copy (pandas makes one per row):
+    counted from the dictionaries (values' lengths, taken by each row's index), refused above the limit."""
+    total = 0
+    for col in table.columns:
+        for chunk in col.chunks:
+            if isinstance(chunk, pa.DictionaryArray):
+                lengths = pc.binary_length(chunk.dictionary)
+                total += pc.sum(pc.take(lengths, chunk.indices)).as_py() or 0
+            else:
+                total += chunk.nbytes
+            if total > runfiles.MAX_PARQUET_BYTES:
+                raise runfiles.RunFileError(f"{p}: more than {runfiles.MAX_PARQUET_BYTES} bytes once decoded, the limit "
+                                            "for a parquet table of a run folder; refused")
 
 
 def check_metrics(df: pd.DataFrame, path: Path) -> pd.DataFrame:
