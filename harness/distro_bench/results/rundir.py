@@ -85,6 +85,7 @@ def write_status(run_dir: Path, state: str, reason: str | None) -> None:
 def new_run_dir(out: Path, scenario_name: str) -> Path:
     """results/<scenario>-<YYYYmmdd-HHMMSS>, never an existing folder (a suffix is added instead)."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    runfiles.safe_name(scenario_name, "scenario name")  # validated already; a folder name from data all the same
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:

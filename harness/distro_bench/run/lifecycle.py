@@ -45,6 +45,7 @@ from distro_bench.results.rundir import (
     new_run_dir,
     write_status,
 )
+from distro_bench.results.runfiles import safe_join
 from distro_bench.scenario.loading import dump_for_run, load_resolved
 from distro_bench.scenario.model import Scenario
 from distro_bench.train.model import ModelConfig, parameter_count, parameter_shapes
@@ -138,7 +139,7 @@ def choose_dist_backend(scenario: Scenario) -> str:
 
 def worker_dir(run_dir: Path, run_name: str, seed: int, repeats: int) -> Path:
     """workers/<optimizer>/ for one seed (the layout before repeats), workers/<optimizer>/seed<S>/ for several."""
-    base = run_dir / "workers" / run_name
+    base = safe_join(run_dir / "workers", run_name, what="optimizer")  # a name from the scenario: one component
     return base / f"seed{seed}" if repeats > 1 else base
 
 

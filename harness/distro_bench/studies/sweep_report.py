@@ -17,6 +17,7 @@ from distro_bench.report.describe import fmt, fmt_reduction
 from distro_bench.report.document import Banner, Bullets, Document, Figure, Para, Section, Table
 from distro_bench.report.style import new_figure, note_on_axes, save, series_style
 from distro_bench.results.rundir import atomic_write_json, atomic_write_text
+from distro_bench.results.runfiles import safe_join
 from distro_bench.scenario.units import parse_rate
 from distro_bench.studies.sweep_grid import Point, SweepResult, point_scenario
 from distro_bench.train.projection import project
@@ -109,7 +110,7 @@ def axis_plot(res: SweepResult, axis: Axis, out: Path, index: int) -> Figure:
         ax.legend(title="optimizer")
     else:
         note_on_axes(ax, "no finished point")
-    path = out / f"sweep_{index}_{axis.path.replace('.', '_')}.png"
+    path = safe_join(out, f"sweep_{index}_{axis.path.replace('.', '_')}.png", what="swept setting")
     save(fig, path)
     return Figure(path, f"Final validation loss against {axis.path}",
                   f"Validation loss at the end of the budget for each value of {axis.path}"
