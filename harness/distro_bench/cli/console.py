@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from contextlib import contextmanager
 from io import StringIO
@@ -16,7 +15,7 @@ from rich.box import Box
 from rich.console import Console
 from rich.markup import escape
 
-from distro_bench.errors import HarnessError, ScenarioError, WorkerFailed
+from distro_bench.errors import HarnessError, ScenarioError, WorkerFailed, terminal_text
 
 
 class _Stdout:
@@ -54,20 +53,10 @@ stdout = _Stdout()
 console = Console(file=stdout, highlight=False)  # type: ignore[arg-type]  # a file-like object
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
-# C0 and C1 control characters but newline and tab, DEL, and the bidirectional overrides that reorder what a
-# terminal shows: a name or a message carrying `\x1b]0;...` or `\x1b[2J` must not drive the user's terminal.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def terminal_text(text: object) -> str:
-    """`text` made safe to print: control characters shown as \\xNN (or \\uNNNN), nothing else changed."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
-                        str(text))
-
-
-def markup_text(text: object) -> str:
-    """`text` for a Rich string with markup: control characters escaped, and `[` read as itself."""
-    return escape(terminal_text(text))
+def markup_text(text: object, *, oneline: bool = False) -> str:
+    """`text` for a Rich string with markup: control characters escaped (errors.terminal_text, the one escape
+    for the terminal), and `[` read as itself."""
+    return escape(terminal_text(text, oneline=oneline))
 
 
 @contextmanager
