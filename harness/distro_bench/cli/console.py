@@ -14,6 +14,7 @@ import typer
 from rich.box import Box
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from distro_bench.errors import HarnessError, ScenarioError, WorkerFailed, terminal_text
 
@@ -49,9 +50,32 @@ class _Stdout:
             self._dropped()
 
 
+class SafeConsole(Console):
+    """A Rich console that shows every control character of what it is given visibly (errors.terminal_text):
+    strings, and a table's title, headers and cells. Strings from a run folder, a scenario or another host
+    reach the terminal through here, so an ESC sequence or U+202E in them cannot drive or reorder it, even
+    where a caller forgot. Rich markup is the caller's to escape (markup_text) where the string is markup."""
+
+    def print(self, *objects, **kwargs) -> None:  # type: ignore[override]
+        super().print(*(_shown(o) for o in objects), **kwargs)
+
+
+def _shown(obj):
+    if isinstance(obj, str):
+        return terminal_text(obj)
+    if isinstance(obj, Table):
+        if isinstance(obj.title, str):
+            obj.title = terminal_text(obj.title)
+        for col in obj.columns:
+            if isinstance(col.header, str):
+                col.header = terminal_text(col.header)
+            col._cells = [terminal_text(c) if isinstance(c, str) else c for c in col._cells]
+    return obj
+
+
 stdout = _Stdout()
-console = Console(file=stdout, highlight=False)  # type: ignore[arg-type]  # a file-like object
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+console = SafeConsole(file=stdout, highlight=False)  # type: ignore[arg-type]  # a file-like object
+err_console = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 def markup_text(text: object, *, oneline: bool = False) -> str:
     """`text` for a Rich string with markup: control characters escaped (errors.terminal_text, the one escape
