@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -188,12 +189,48 @@ METRICS_FILE = "metrics.parquet"
 
 def predicted_optimizers(run_dir: Path) -> dict:
     """prediction.json's per-optimizer figures; {} where the run has none (a strategy without a byte model)."""
-    try:
-        pred = runfiles.read_json(run_dir, "prediction.json")
-    except FileNotFoundError:
-        return {}
-    optimizers = pred.get("optimizers") if isinstance(pred, dict) else None
-    return optimizers if isinstance(optimizers, dict) else {}
+    pred = read_prediction(run_dir)
+    return pred["optimizers"] if pred is not None else {}
+
+
+# prediction.json's figures per optimizer (train/projection.py Projection.as_dict): those every prediction holds,
+# and those that may be null (no TFLOPS figure, a dense buffer's floor)
+_PREDICTED = ("payload_tx_bytes", "payload_rx_bytes", "wire_tx_bytes", "wire_rx_bytes", "rounds", "latency_s",
+              "transfer_s", "comm_s")
+_PREDICTED_OR_NULL = ("workers", "params", "collectives", "overhead_s", "compute_s", "step_s", "floor_tx_bits",
+                      "floor_ratio")
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) <= MAX_MEASURED
+
+
+def read_prediction(run_dir: Path) -> dict | None:
+    """prediction.json with the shape `run` writes it in (None when absent): a mapping whose `optimizers` maps
+    each name to its figures, numbers where numbers belong. Anything else is a RunFileError naming the file
+    and the field, so a forged file cannot reach the report's arithmetic as a string or a list."""
+    p = run_dir / "prediction.json"
+    pred = read_mapping(run_dir, "prediction.json")
+    if pred is None:
+        return None
+    for key in ("world_size", "max_hop_delay_s", "unshaped_bps"):
+        if pred.get(key) is not None and not _is_number(pred[key]):
+            raise runfiles.RunFileError(f"{p}: {key}: not a number")
+    if not isinstance(pred.get("network_emulated", False), (bool, type(None))):
+        raise runfiles.RunFileError(f"{p}: network_emulated: not true or false")
+    optimizers = pred.setdefault("optimizers", {})
+    if not isinstance(optimizers, dict):
+        raise runfiles.RunFileError(f"{p}: optimizers: not a mapping of optimizer names")
+    for name, figures in optimizers.items():
+        where = f"{p}: optimizers.{ascii(name)[:80]}"
+        if not isinstance(figures, dict):
+            raise runfiles.RunFileError(f"{where}: not a mapping of figures")
+        bad = next((k for k in _PREDICTED if not _is_number(figures.get(k))), None)
+        bad = bad or next((k for k in _PREDICTED_OR_NULL if figures.get(k) is not None
+                           and not _is_number(figures[k])), None)
+        if bad is not None:
+            raise runfiles.RunFileError(f"{where}.{bad}: missing or not a number")
+    return pred
 
 
 class IncompleteRunFolder(InputError):
