@@ -16,7 +16,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from distro_bench.errors import HarnessError, ScenarioError, WorkerFailed, terminal_text
+from distro_bench.errors import HarnessError, InputError, ScenarioError, WorkerFailed, terminal_text
+from distro_bench.results.runfiles import read_json
 
 
 class _Stdout:
@@ -56,7 +57,7 @@ class SafeConsole(Console):
     reach the terminal through here, so an ESC sequence or U+202E in them cannot drive or reorder it, even
     where a caller forgot. Rich markup is the caller's to escape (markup_text) where the string is markup."""
 
-    def print(self, *objects, **kwargs) -> None:  # type: ignore[override]
+    def print(self, *objects, **kwargs) -> None:
         super().print(*(_shown(o) for o in objects), **kwargs)
 
 
@@ -173,9 +174,9 @@ def print_json(obj) -> None:
 def unemulated_line(run_dir: Path) -> str | None:
     """The line `run` prints above its verdict where the scenario's links were shaped but the network was not
     emulated (the local backend's loopback): the verdict's times are this host's, not the scenario's links'."""
-    try:
-        env = json.loads((Path(run_dir) / "environment.json").read_text())
-    except (OSError, ValueError):
+    try:  # read as every run-folder file is (results/runfiles.py)
+        env = read_json(Path(run_dir), "environment.json")
+    except (OSError, InputError):
         return None
     net = env.get("network") if isinstance(env, dict) else None
     if not isinstance(net, dict) or net.get("network_emulated") is not False or not net.get("not_emulated"):

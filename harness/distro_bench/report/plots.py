@@ -356,7 +356,8 @@ def _summary_targets(run: LoadedRun) -> tuple[dict, str] | None:
         out[n] = None if t is None else (float(t), (ci[1] - ci[0]) / 2 if ci else None, s.get("steps_to_target"))
     target = run.data.summary.get("target")
     target = target if isinstance(target, dict) else {}
-    how = target.get("how") if isinstance(target.get("how"), str) and target.get("how") else "the run's target"
+    given = target.get("how")
+    how: str = given if isinstance(given, str) and given else "the run's target"
     val = target.get("val_loss")
     expl = (f"target val loss {val:.4f}: {how}" if isinstance(val, (int, float)) else how)
     return out, expl + "; interpolated between evaluations"

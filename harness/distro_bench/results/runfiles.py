@@ -48,6 +48,7 @@ CAPS: dict[str, int] = {
     "rank.log": 1024 * MiB,
     "rank.hb": 4096,
     "owner.json": 64 * 1024,
+    "sweep.json": 16 * MiB,
 }
 # Rows of a parquet table (a parquet file is compressed: its size does not bound the memory it takes)
 MAX_PARQUET_ROWS = 20_000_000
