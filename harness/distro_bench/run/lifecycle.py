@@ -16,7 +16,6 @@ finishes. The derived limits both launchers give their workers (collective timeo
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -32,7 +31,7 @@ from distro_bench.net import owner
 from distro_bench.net.host import gpus as host_gpus
 from distro_bench.net.naming import new_run_id
 from distro_bench.report import write_run_report
-from distro_bench.results import metrics
+from distro_bench.results import metrics, runfiles
 from distro_bench.results.bottleneck import site_link_loads
 from distro_bench.results.build import build_summary
 from distro_bench.results.cost import link_class_of
@@ -418,9 +417,9 @@ def _write_results(run_dir: Path, scenario: Scenario, backend_name: str, state: 
 
 def _read_json(path: Path) -> dict:
     """A JSON object from the run folder, or {} where it is absent or unreadable (prediction.json is optional)."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+    try:  # read as every run-folder file is (results/runfiles.py)
+        data = runfiles.read_json(path.parent, path.name)
+    except (OSError, runfiles.RunFileError):
         return {}
     return data if isinstance(data, dict) else {}
 
