@@ -51,7 +51,9 @@ def clean(
 
     Also delay lines' /tmp/dbench-delayline-* folders. A run's liveness is judged from the owner recorded on
     what it made (host, boot id, pid and its start time); what cannot be proven dead (another host's, an
-    older harness's) is kept and named, exit 1. A run that --force ends says so in its status."""
+    older harness's) is kept and named, exit 1. A run that --force ends says so in its status. Nothing scanned
+    in /tmp is trusted: an owner file that is a link, a FIFO, a device or too large is not read; its folder is
+    skipped and named (escaped), exit 1."""
     from distro_bench import api
 
     with cli_errors():
