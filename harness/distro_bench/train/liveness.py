@@ -11,6 +11,7 @@ runnable and consuming CPU is slow, not dead: a busy host is not a dead worker."
 from __future__ import annotations
 
 import ctypes
+import json
 import math
 import os
 import signal
@@ -51,9 +52,10 @@ class RecordTail:
                                         "for a line of rank.jsonl; refused")
         records = []
         for line in lines:
-            try:  # a line that is not a record is skipped, as the stored folder's reader skips it (results/metrics.py)
-                rec = runfiles.parse_json(line, self.path) if line.strip() else None
-            except runfiles.RunFileError:
+            try:  # parsed, and a line that is not a record skipped, as the stored folder's reader does
+                # (results/metrics.py: a diverged step's NaN loss is a record)
+                rec = json.loads(line) if line.strip() else None
+            except (ValueError, RecursionError):
                 continue
             if isinstance(rec, dict):
                 records.append(rec)
