@@ -185,7 +185,7 @@ def run_sweep(scenario: Scenario, axes: list[Axis], *, out: Path = Path("results
                     if scen.baseline not in todo:  # the run had no baseline: reduction against the reused one
                         _reductions(pr.optimizers, scen.baseline)
                 if pr.run_dir is not None and pr.run_dir.parent == sweep_dir:
-                    target = sweep_dir / point.folder_name
+                    target = runfiles.safe_join(sweep_dir, point.folder_name, what="sweep point")
                     pr.run_dir.rename(target)
                     pr.run_dir = target
             results.append(pr)
