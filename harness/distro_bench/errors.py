@@ -2,6 +2,24 @@
 
 from __future__ import annotations
 
+import re
+
+# C0 and C1 control characters, DEL, the bidirectional marks, embeddings, overrides and isolates that reorder
+# what a terminal shows (U+202E turns `txt.exe` into `exe.txt`), and the Unicode line separators: a name or a
+# message carrying `\x1b]0;...` or `\x1b[2J` must not drive the user's terminal. Newline and tab are kept
+# unless `oneline`.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_CONTROL_ONELINE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_text(text: object, *, oneline: bool = False) -> str:
+    """`text` made safe to print: each control character shown as \\xNN (or \\uNNNN), nothing else changed.
+    The one escape for the terminal: every string from a run folder, a scenario or another host goes through
+    it before it is printed (the CLI's markup_text adds Rich's markup escape on top). `oneline`: newline and
+    tab shown too (a field that is one line, so a forged one cannot print a line of its own)."""
+    return (_CONTROL_ONELINE if oneline else _CONTROL).sub(
+        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", str(text))
+
 
 class HarnessError(Exception):
     """Base class: a problem a user can act on. `exit_code` follows the CLI contract."""

@@ -75,3 +75,38 @@ def test_tensorboard_export_reads_back(run_dir, tmp_path):
 def test_unknown_tracker_is_a_choice_error(run_dir, cli):
     result = cli("export", run_dir, "--to", "wandb")
     assert result.exit_code == 2 and "wandb" in result.output
+
+
+def _tree(root) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("where", ["metrics", "summary"])
+@pytest.mark.parametrize("forged", ["ABS", "../../../../../../../../ESCAPE/x", "..", "a/b", "a\x1b]0;pwned\x07b",
+                                    "\u202etxt.exe", ""])
+def test_export_on_forged_optimizer_names_writes_nothing_outside_its_destination(tmp_path, forged, where, cli):
+    # Issue 51 item 3: optimizer names from a forged metrics.parquet or summary.json became folder names:
+    # event files went to an absolute path and to RUN/tensorboard/../../../../../tmp/...
+    pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed")
+    import pandas as pd
+
+    runs = tmp_path / "runs"
+    run_dir = make_run(runs, steps=4)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    name = (str(outside / "abs") if forged == "ABS"
+            else forged.replace("ESCAPE", str(outside.relative_to("/"))))  # `..` enough to reach / and back down
+    if where == "metrics":
+        df = pd.read_parquet(run_dir / "metrics.parquet")
+        df["optimizer"] = df["optimizer"].replace("distro", name)
+        df.to_parquet(run_dir / "metrics.parquet", index=False)
+    else:
+        summary = json.loads((run_dir / "summary.json").read_text())
+        summary["optimizers"] = {(name if k == "distro" else k): v for k, v in summary["optimizers"].items()}
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+    before = _tree(tmp_path)
+    result = cli("export", run_dir, "--to", "tensorboard")
+    assert result.exit_code == 2, result.output
+    assert "not usable as a file or folder name" in result.output and "\x1b" not in result.output
+    assert _tree(outside) == set()
+    assert _tree(tmp_path) - before <= {str((run_dir / "tensorboard").relative_to(tmp_path))}  # made, left empty

@@ -29,17 +29,26 @@ from distro_bench import api
 from distro_bench.errors import HarnessError
 from distro_bench.export import trackers
 from distro_bench.report.document import Figure
+from distro_bench.results import runfiles
 from distro_bench.results.rundir import atomic_write_bytes, atomic_write_json
+from distro_bench.run.launch import log_tail, worker_heartbeat
+from distro_bench.train.liveness import RecordTail, heartbeat_age, read_heartbeat
 from tests.unit.runfolders import make_run
 
 CASES = int(os.environ.get("DISTRO_BENCH_FORGED_CASES", "250"))
 CASE_LIMIT_S = 60.0
+# Every Nth case draws the real plots (seconds a case; the rest use a stand-in)
+REAL_PLOTS_EVERY = int(os.environ.get("DISTRO_BENCH_FORGED_REAL_PLOTS_EVERY", "10"))
 SEED = 39
 SECRET = b"rootpw-s3cr3t-line\n"
 
 FILES = ["summary.json", "scenario.yaml", "status.json", "environment.json", "metrics.parquet", "summary.csv",
          "report.md", "report.html", "plots/loss_vs_step.png", "workers/adamw/rank0.jsonl",
-         "workers/distro/rank1.jsonl", "events.parquet", "prediction.json"]
+         "workers/distro/rank1.jsonl", "events.parquet", "prediction.json",
+         # a live run's files (issue 51): what the coordinator reads while the workers train
+         "workers/adamw/rank0.log", "workers/adamw/rank0.hb", "workers/distro/rank1.hb"]
+LIVE = ["workers/adamw/rank0.jsonl", "workers/distro/rank1.jsonl", "workers/adamw/rank0.log", "workers/adamw/rank0.hb",
+        "workers/distro/rank1.hb"]
 FOLDERS = ["plots", "workers", "workers/adamw", "mlruns", "null"]
 JSON_FILES = ["summary.json", "status.json", "environment.json", "prediction.json"]
 
@@ -208,7 +217,7 @@ def _m_json(rng, run, outside):
     p = run / rel
     try:
         doc = json.loads(p.read_text()) if _plain(p) else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         doc = {}
     how = rng.choice(["values", "values", "nan", "top", "deep"])
     if how == "values":
@@ -228,7 +237,7 @@ def _m_yaml(rng, run, outside):
     p = run / "scenario.yaml"
     try:
         doc = yaml.safe_load(p.read_text()) if _plain(p) else {}
-    except (OSError, yaml.YAMLError, ValueError):
+    except (OSError, yaml.YAMLError, ValueError, RecursionError):
         doc = {}
     how = rng.choice(["values", "values", "count", "aliases", "recursive", "raw"])
     if how == "values":
@@ -295,6 +304,87 @@ def _m_jsonl(rng, run, outside):
     return f"jsonl {rel}"
 
 
+def _m_prediction(rng, run, outside):
+    """prediction.json of the wrong shape (13 internal errors in `report` before issue 51)."""
+    p = run / "prediction.json"
+    if _linked_parent(run, "prediction.json"):
+        return "skipped prediction.json"
+    figures = {"payload_tx_bytes": 10, "payload_rx_bytes": 10, "wire_tx_bytes": 11.0, "wire_rx_bytes": 11.0,
+               "rounds": 2, "latency_s": 0.01, "transfer_s": 0.02, "comm_s": 0.03, "step_s": 0.1, "floor_ratio": None}
+    doc = {"network_emulated": False, "world_size": 2, "max_hop_delay_s": 0.0,
+           "optimizers": {"adamw": dict(figures), "distro": dict(figures)}}
+    how = rng.choice(["figure", "figures", "optimizers", "top", "missing"])
+    if how == "figure":
+        doc["optimizers"]["distro"][rng.choice(list(figures))] = _weird(rng)
+    elif how == "figures":
+        doc["optimizers"]["adamw"] = _weird(rng)
+    elif how == "optimizers":
+        doc["optimizers"] = _weird(rng)
+    elif how == "top":
+        doc[rng.choice(["world_size", "max_hop_delay_s", "network_emulated"])] = _weird(rng)
+    else:
+        del doc["optimizers"]["distro"][rng.choice(list(figures))]
+    _writable(p).write_text(json.dumps(doc))
+    return f"prediction {how}"
+
+
+def _m_target(rng, run, outside):
+    """summary.json's target of the wrong shape (`{"val_loss": "x", "how": [1]}` was an internal error)."""
+    p = run / "summary.json"
+    if _linked_parent(run, "summary.json") or not _plain(p):
+        return "skipped target"
+    try:
+        doc = json.loads(p.read_text())
+    except (ValueError, RecursionError):
+        return "target (summary unreadable already)"
+    if not isinstance(doc, dict):
+        return "target (summary not a mapping)"
+    doc["target"] = rng.choice([{"val_loss": _weird(rng), "how": _weird(rng)}, {"val_loss": "x", "how": [1]},
+                                _weird(rng)])
+    p.write_text(json.dumps(doc))
+    return "target"
+
+
+def _m_live(rng, run, outside):
+    """A worker's live files forged as a worker could (its folder is its own while it trains): a heartbeat or
+    log as a link, a FIFO, a device link, garbage, a huge sparse file; records with an endless line."""
+    rel = rng.choice(LIVE)
+    if (p := _cleared(run, rel)) is None:
+        return f"skipped {rel}"
+    how = rng.choice(["link", "fifo", "zero", "garbage", "sparse", "endless", "beat"])
+    if how == "link":
+        p.symlink_to(_target(rng, outside, p))
+    elif how == "fifo":
+        os.mkfifo(p)
+    elif how == "zero":
+        p.symlink_to("/dev/zero")
+    elif how == "garbage":
+        p.write_bytes(rng.randbytes(rng.randint(0, 8192)))
+    elif how == "beat":
+        p.write_text(rng.choice(["1 x", "1 2 3 4", "nan inf -inf", "9" * 5000 + " a 1", ESC_TEXT, "-1 [b] 1e999"]))
+    else:
+        with open(p, "wb") as f:  # 1,000 MiB of NULs (under the 1 GiB cap), or one line past the line limit
+            f.truncate(1000 * 2**20 if how == "sparse" else 2**20 + 10)
+    return f"live {how} {rel}"
+
+
+def _m_expand(rng, run, outside):
+    """A parquet table that is small on disk and huge decoded: one 2 MiB string named by every row (a 94 KB
+    metrics.parquet of 2,000 rows took ~4 GiB), or thousands of columns."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rel = rng.choice(["metrics.parquet", "events.parquet"])
+    if (p := _cleared(run, rel)) is None:
+        return f"skipped {rel}"
+    if rng.random() < 0.7:
+        big = pa.DictionaryArray.from_arrays(pa.array([0] * 2000, pa.int32()), pa.array(["x" * 2 * 2**20]))
+        pq.write_table(pa.table({"optimizer": big, "step": pa.array(range(2000))}), p, compression="zstd")
+        return f"expand strings {rel}"
+    pq.write_table(pa.table({f"c{i}": [1] for i in range(rng.choice([300, 3000]))}), p)
+    return f"expand columns {rel}"
+
+
 def _m_deep_folders(rng, run, outside):
     if _linked_parent(run, "workers/adamw/x"):
         return "skipped deep folders"
@@ -309,7 +399,9 @@ def _m_deep_folders(rng, run, outside):
 
 
 MUTATIONS = [_m_link, _m_link, _m_fifo, _m_bytes, _m_bytes, _m_delete, _m_to_dir, _m_json, _m_json, _m_json,
-             _m_yaml, _m_yaml, _m_parquet, _m_parquet, _m_jsonl, _m_deep_folders]
+             _m_yaml, _m_yaml, _m_parquet, _m_parquet, _m_jsonl, _m_deep_folders, _m_prediction, _m_target,
+             _m_live, _m_live, _m_expand]
+ESC_TEXT = "\x1b]0;pwned\x07\x1b[2J\u202e"
 
 
 # ---- what runs on each folder -------------------------------------------------------------------------------
@@ -339,9 +431,31 @@ def _stand_in_plot(run, out):
     return Figure(path, "loss", "loss")
 
 
+def _live(run_dir: Path) -> None:
+    """What the coordinator reads of its workers while they train (issue 51), on the forged folder: each
+    rank's records tailed twice, its heartbeat and its log's end. A refusal is ours; a hang or a crash is not."""
+    for folder in (run_dir / "workers" / "adamw", run_dir / "workers" / "distro"):
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        for rank in (0, 1):
+            read_heartbeat(folder / f"rank{rank}.hb")
+            heartbeat_age(folder / f"rank{rank}.hb")
+            worker_heartbeat(folder, rank)
+            log_tail(folder / f"rank{rank}.log")
+            tail = RecordTail(folder / f"rank{rank}.jsonl")
+            for _ in range(2):
+                try:
+                    tail.new_records()
+                except runfiles.RunFileError:
+                    break
+
+
 def _commands(run_dir: Path, tracker: str) -> list[str]:
-    """load, check, report and export one folder; the steps that succeeded (an error of ours ends the case)."""
+    """the live readers, then load, check, report and export one folder; the steps that succeeded (an error of
+    ours ends the case)."""
     done = []
+    _live(run_dir)
+    done.append("live")
     run = api.load_run(run_dir)
     done.append("load")
     api.check(run, allow_few_seeds=True)
@@ -409,11 +523,13 @@ def forge(tmp_path, monkeypatch):
     return base, outside, make
 
 
-def _fuzz(forge, n: int, tracker: str, plots: bool, monkeypatch) -> None:
+def _fuzz(forge, n: int, tracker: str, plots: bool, monkeypatch, real_every: int = 0) -> None:
+    """`plots`: the real plots on every case; else a stand-in, and the real ones on every `real_every`th case
+    (the plots read what a forged folder holds too: a table without compute_s, a target of the wrong shape)."""
     from distro_bench.report import plots as plots_mod
 
-    if not plots:
-        monkeypatch.setattr(plots_mod, "PLOTS", [_stand_in_plot])
+    real_plots = list(plots_mod.PLOTS)
+    monkeypatch.setattr(plots_mod, "PLOTS", list(real_plots))
     # Durability is not what is tested here, and on a loaded disk each fsync costs tens of milliseconds.
     monkeypatch.setattr(os, "fsync", lambda fd: None)
     _, outside, make = forge
@@ -422,6 +538,7 @@ def _fuzz(forge, n: int, tracker: str, plots: bool, monkeypatch) -> None:
     bugs, hangs, slowest = [], [], (0.0, None)
     t_all = time.monotonic()
     for i in range(n):
+        plots_mod.PLOTS[:] = real_plots if plots or (real_every and i % real_every == 0) else [_stand_in_plot]
         run, what = make(i)
         kind, detail, took = _run_case(run, tracker)
         outcomes[kind] = outcomes.get(kind, 0) + 1
@@ -437,7 +554,8 @@ def _fuzz(forge, n: int, tracker: str, plots: bool, monkeypatch) -> None:
             assert _snapshot(outside) == before, f"case {i} ({'; '.join(what)}) changed a file outside the run folder"
         shutil.rmtree(run.parent, ignore_errors=True)
     elapsed = time.monotonic() - t_all
-    print(f"{n} forged folders in {elapsed:.1f} s: {outcomes}; slowest case {slowest[1]} {slowest[0]:.1f} s")
+    print(f"{n} forged folders in {elapsed:.1f} s: {outcomes}; internal errors {len(bugs)}, hangs {len(hangs)}; "
+          f"slowest case {slowest[1]} {slowest[0]:.1f} s")
     assert not hangs, f"hung past {CASE_LIMIT_S} s: {hangs}"
     assert not bugs, f"{len(bugs)} internal error(s); first:\n" + "\n\n".join(bugs[:3])
     assert _snapshot(outside) == before, "a file outside the run folders changed"
@@ -447,7 +565,7 @@ def _fuzz(forge, n: int, tracker: str, plots: bool, monkeypatch) -> None:
 @pytest.mark.slow  # 13 s on the 2-core host; DISTRO_BENCH_FORGED_CASES=5000 for a longer search
 def test_forged_run_folders_fail_cleanly(forge, monkeypatch):
     """CASES (250) forged folders: success or our error, each within CASE_LIMIT_S, nothing outside touched."""
-    _fuzz(forge, CASES, "null", plots=False, monkeypatch=monkeypatch)
+    _fuzz(forge, CASES, "null", plots=False, monkeypatch=monkeypatch, real_every=REAL_PLOTS_EVERY)
 
 
 @pytest.mark.slow

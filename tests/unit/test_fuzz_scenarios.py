@@ -97,9 +97,30 @@ BENIGN = {
 }
 
 
+# YAML text no dump of a Python value writes (issue 51: a base-60 float of 200 fields was an OverflowError, exit 1)
+RAW_VALUES = [":".join(["59"] * 199) + ":59.5", ":".join(["1"] * 3000), "1:" * 50 + "1", "0x" + "f" * 5000,
+              "0o" + "7" * 5000, "0b" + "1" * 5000, "1_000_000", ".inf", "-.inf", ".nan", "~", "!!binary AAAA",
+              "!!timestamp 2001-12-14", "2001-12-14t21:59:43.10-05:00", "!!set {a, b}", "!!float 1e400",
+              "!!int 99999999999999999999999999", "!!python/name:os.system", "&a [*a]", "*nope", "!!str", "? [a]",
+              "1e" + "9" * 400, "-" + "9" * 5000 + ".5"]
+RAW_MARK = "RAW-VALUE-PLACEHOLDER"
+
+
+class RawText(str):
+    """A document given as YAML text, written as it is (any other document is dumped)."""
+
+
 @st.composite
-def documents(draw) -> dict | list | str:
-    kind = draw(st.sampled_from(["mutated"] * 14 + ["benign"] * 4 + ["base", "deep", "not-a-mapping"]))
+def documents(draw) -> dict | list | str | RawText:
+    kind = draw(st.sampled_from(["mutated"] * 14 + ["benign"] * 4 + ["raw"] * 2 + ["base", "deep", "not-a-mapping"]))
+    if kind == "raw":  # a field written as raw YAML text: the placeholder's dumped form is replaced by it
+        doc = _base()
+        path = draw(st.sampled_from([p for p in PATHS if len(p) > 1]))
+        node = doc
+        for key in path[:-1]:
+            node = node.setdefault(key, {}) if isinstance(node, dict) else node[key]
+        node[path[-1]] = RAW_MARK
+        return RawText(yaml.safe_dump(doc).replace(RAW_MARK, draw(st.sampled_from(RAW_VALUES))))
     if kind in ("base", "benign"):
         doc = _base()
         for _ in range(draw(st.integers(0 if kind == "base" else 1, 0 if kind == "base" else 3))):
@@ -168,7 +189,7 @@ def test_generated_scenarios_validate_or_are_refused_cleanly(runner, folder, doc
     from distro_bench.cli import app
 
     path = folder / "scenario.yaml"
-    path.write_text(yaml.safe_dump(doc, allow_unicode=False))
+    path.write_text(doc if isinstance(doc, RawText) else yaml.safe_dump(doc, allow_unicode=False))
     t0 = time.monotonic()
     plain = runner.invoke(app, ["validate", str(path)])
     as_json = runner.invoke(app, ["validate", str(path), "--json"])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 from distro_bench.backends.base import Backend, BackendOptions, WorkerHandle
@@ -12,6 +11,7 @@ from distro_bench.backends.netns import NetnsBackend
 from distro_bench.backends.ssh import SshBackend
 from distro_bench.errors import InputError
 from distro_bench.net import owner
+from distro_bench.results import runfiles
 from distro_bench.results.rundir import write_status
 from distro_bench.scenario.model import Scenario
 
@@ -83,9 +83,9 @@ def mark_abandoned_runs() -> tuple[list[str], list[str]]:
     failed with the reason, and the dead claim dropped. (fixed, problems), as clean_leftovers."""
     fixed, problems = [], []
     for run_id, pid, run_dir in owner.abandoned_runs():
-        try:
-            status = json.loads((run_dir / "status.json").read_text())
-        except (OSError, ValueError):
+        try:  # a run folder's file: not followed, not waited on, capped (results/runfiles.py)
+            status = runfiles.read_json(run_dir, "status.json")
+        except (OSError, runfiles.RunFileError):
             status = None
         try:
             if isinstance(status, dict) and status.get("state") == "running":

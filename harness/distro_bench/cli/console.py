@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from contextlib import contextmanager
 from io import StringIO
@@ -15,8 +14,10 @@ import typer
 from rich.box import Box
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
-from distro_bench.errors import HarnessError, ScenarioError, WorkerFailed
+from distro_bench.errors import HarnessError, InputError, ScenarioError, WorkerFailed, terminal_text
+from distro_bench.results.runfiles import read_json
 
 
 class _Stdout:
@@ -50,24 +51,37 @@ class _Stdout:
             self._dropped()
 
 
+class SafeConsole(Console):
+    """A Rich console that shows every control character of what it is given visibly (errors.terminal_text):
+    strings, and a table's title, headers and cells. Strings from a run folder, a scenario or another host
+    reach the terminal through here, so an ESC sequence or U+202E in them cannot drive or reorder it, even
+    where a caller forgot. Rich markup is the caller's to escape (markup_text) where the string is markup."""
+
+    def print(self, *objects, **kwargs) -> None:
+        super().print(*(_shown(o) for o in objects), **kwargs)
+
+
+def _shown(obj):
+    if isinstance(obj, str):
+        return terminal_text(obj)
+    if isinstance(obj, Table):
+        if isinstance(obj.title, str):
+            obj.title = terminal_text(obj.title)
+        for col in obj.columns:
+            if isinstance(col.header, str):
+                col.header = terminal_text(col.header)
+            col._cells = [terminal_text(c) if isinstance(c, str) else c for c in col._cells]
+    return obj
+
+
 stdout = _Stdout()
-console = Console(file=stdout, highlight=False)  # type: ignore[arg-type]  # a file-like object
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+console = SafeConsole(file=stdout, highlight=False)  # type: ignore[arg-type]  # a file-like object
+err_console = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 
-# C0 and C1 control characters but newline and tab, DEL, and the bidirectional overrides that reorder what a
-# terminal shows: a name or a message carrying `\x1b]0;...` or `\x1b[2J` must not drive the user's terminal.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def terminal_text(text: object) -> str:
-    """`text` made safe to print: control characters shown as \\xNN (or \\uNNNN), nothing else changed."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
-                        str(text))
-
-
-def markup_text(text: object) -> str:
-    """`text` for a Rich string with markup: control characters escaped, and `[` read as itself."""
-    return escape(terminal_text(text))
+def markup_text(text: object, *, oneline: bool = False) -> str:
+    """`text` for a Rich string with markup: control characters escaped (errors.terminal_text, the one escape
+    for the terminal), and `[` read as itself."""
+    return escape(terminal_text(text, oneline=oneline))
 
 
 @contextmanager
@@ -160,9 +174,9 @@ def print_json(obj) -> None:
 def unemulated_line(run_dir: Path) -> str | None:
     """The line `run` prints above its verdict where the scenario's links were shaped but the network was not
     emulated (the local backend's loopback): the verdict's times are this host's, not the scenario's links'."""
-    try:
-        env = json.loads((Path(run_dir) / "environment.json").read_text())
-    except (OSError, ValueError):
+    try:  # read as every run-folder file is (results/runfiles.py)
+        env = read_json(Path(run_dir), "environment.json")
+    except (OSError, InputError):
         return None
     net = env.get("network") if isinstance(env, dict) else None
     if not isinstance(net, dict) or net.get("network_emulated") is not False or not net.get("not_emulated"):

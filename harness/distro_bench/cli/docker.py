@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import typer
-from rich.markup import escape
 
-from distro_bench.cli.console import cli_errors, console
+from distro_bench.cli.console import cli_errors, console, markup_text
 
 image_app = typer.Typer(help="The worker image the docker backend runs (and the node image of `export k8s`).",
                         no_args_is_help=True)
@@ -33,13 +32,13 @@ def image_build(
     with cli_errors(), console.status("preparing", spinner="dots") as status:
         def progress(line: str) -> None:
             if not line.startswith("  "):
-                console.print(escape(line))
+                console.print(markup_text(line))
             elif line.lstrip().startswith("Step "):
                 step = " ".join(line.split())  # one line per step: RUN commands span many
                 width = max(40, console.width - 1)
-                console.print(f"[dim]{escape(step if len(step) <= width else step[:width - 3] + '...')}[/]")
+                console.print(f"[dim]{markup_text(step if len(step) <= width else step[:width - 3] + '...')}[/]")
             else:
-                status.update(escape(line.strip()[:100]))
+                status.update(markup_text(line.strip()[:100]))
 
         r = api.build_image(offline=offline, base=base, tag=tag, node=node, force=force, no_cache=no_cache,
                             progress=progress, with_packages=list(with_packages or []))
@@ -55,7 +54,9 @@ def clean(
 
     Also delay lines' /tmp/dbench-delayline-* folders. A run's liveness is judged from the owner recorded on
     what it made (host, boot id, pid and its start time); what cannot be proven dead (another host's, an
-    older harness's) is kept and named, exit 1. A run that --force ends says so in its status."""
+    older harness's) is kept and named, exit 1. A run that --force ends says so in its status. Nothing scanned
+    in /tmp is trusted: an owner file that is a link, a FIFO, a device or too large is not read; its folder is
+    skipped and named (escaped), exit 1."""
     from distro_bench import api
 
     with cli_errors():
@@ -63,11 +64,11 @@ def clean(
     failed = False
     for backend, removed in result.removed.items():
         for r in removed:
-            console.print(f"removed {escape(r)} [dim]({backend})[/]")
+            console.print(f"removed {markup_text(r)} [dim]({markup_text(backend)})[/]")
     for backend, problems in result.problems.items():
         for p in problems:
             failed = True
-            console.print(f"[red]could not remove[/] {escape(p)} [dim]({backend})[/]")
+            console.print(f"[red]could not remove[/] {markup_text(p)} [dim]({markup_text(backend)})[/]")
     if not any(result.removed.values()) and not failed:
         console.print("nothing to clean")
     if failed:

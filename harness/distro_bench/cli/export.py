@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from distro_bench.cli.console import cli_errors, console, print_json
+from distro_bench.cli.console import cli_errors, console, print_json, terminal_text
 from distro_bench.cli.options import JSON_OPTION
 
 RECIPES = ("slurm", "k8s")
@@ -73,6 +73,6 @@ def export(
         print_json(result.to_dict())
         return
     for name, ref in result.runs.items():
-        console.print(f"{name}: {ref}", markup=False, soft_wrap=True)
+        console.print(terminal_text(f"{name}: {ref}", oneline=True), markup=False, soft_wrap=True)
     console.print(str(result.dest), markup=False, soft_wrap=True)
 

@@ -6,9 +6,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.markup import escape
 
-from distro_bench.cli.console import TABLE_STYLE, cli_errors, console, err_console, print_json, print_table
+from distro_bench.cli.console import (
+    TABLE_STYLE,
+    cli_errors,
+    console,
+    err_console,
+    markup_text,
+    print_json,
+    print_table,
+    terminal_text,
+)
 from distro_bench.cli.options import JSON_OPTION, out_path
 from distro_bench.scenario.gates import GATES
 
@@ -18,7 +26,7 @@ if TYPE_CHECKING:
 
 def _notes(run: Run) -> None:
     for note in filter(None, [run.state_note(), *run.notes]):
-        err_console.print(f"[yellow]note:[/] {escape(note)}")
+        err_console.print(f"[yellow]note:[/] {markup_text(note, oneline=True)}")
 
 
 def report(
@@ -86,22 +94,24 @@ def check(
         print_json(api.check_to_dict(result))
     else:
         for note in filter(None, [run.state_note(), *result.notes]):  # the run's notes, then the check's own
-            err_console.print(f"[yellow]note:[/] {escape(note)}")
-        rows = [[r.check, r.optimizer or "-", measured_text(r), r.threshold, r.status] for r in result.results]
-        t = Table(title=f"check {escape(run.path.name)} (baseline {escape(str(result.baseline))})", **TABLE_STYLE)
+            err_console.print(f"[yellow]note:[/] {markup_text(note, oneline=True)}")
+        # one line per cell: a forged state or name with a newline cannot print a line of its own
+        rows = [[terminal_text(c, oneline=True) for c in (r.check, r.optimizer or "-", measured_text(r), r.threshold)]
+                + [r.status] for r in result.results]
+        t = Table(title=f"check {markup_text(run.path.name)} (baseline {markup_text(str(result.baseline))})", **TABLE_STYLE)
         for col in CHECK_COLUMNS:
             t.add_column(col, justify="right" if col == "measured" else "left", no_wrap=True)
         colour = {"PASS": "green", FAIL: "bold red", NA: "yellow"}
         for r in rows:
-            t.add_row(*[escape(c) for c in r[:4]], f"[{colour.get(r[4], 'dim')}]{r[4]}[/]")
+            t.add_row(*[markup_text(c) for c in r[:4]], f"[{colour.get(r[4], 'dim')}]{r[4]}[/]")
         print_table(t, [(f"{r[4]} {r[0]}" + (f" ({r[1]})" if r[1] != "-" else ""),
                          list(zip(CHECK_COLUMNS[2:4], r[2:4]))) for r in rows])
         # Notes below the table: a long sentence in a cell would push the table past 80 columns.
         for c in result.results:
             if c.note:
                 # Wrapped (not soft-wrapped) so a margin and interval still fit 80 columns in a log.
-                console.print(f"  {c.status} {c.check}" + (f" ({c.optimizer})" if c.optimizer else "") + f": {c.note}",
-                              markup=False)
+                line = f"  {c.status} {c.check}" + (f" ({c.optimizer})" if c.optimizer else "") + f": {c.note}"
+                console.print(terminal_text(line, oneline=True), markup=False)
         failed = sum(c.status == FAIL or (strict and c.status == NA) for c in result.results)
         na = sum(c.status == NA for c in result.results)
         na_words = f" ({na} not applicable{', failing with --strict' if strict else ''})" if na else ""

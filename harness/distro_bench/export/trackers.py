@@ -179,13 +179,19 @@ def to_tensorboard(run: Run, dest: Path | str) -> ExportResult:
     except ImportError:
         raise _missing("tensorboard", "tensorboard") from None
 
+    # Optimizer names come from the run folder (metrics.parquet, summary.json), which anyone may forge: each
+    # becomes one folder below `dest` only through runfiles.safe_join (no separator, `..`, absolute path or
+    # control character), all of them checked before anything is written.
+    logdirs = {opt: runfiles.safe_join(dest, opt, what="optimizer") for opt in run.optimizers}
     result = ExportResult("tensorboard", dest)
     files = dict(attachments(run))
     report = files.get(PurePath("report.md"))
     plots = [(rel, data) for rel, data in files.items() if rel.parent == PurePath("plots")]
     for opt in run.optimizers:
         rows = run.metrics[run.metrics["optimizer"] == opt]
-        logdir = dest / opt
+        logdir = logdirs[opt]
+        dest.mkdir(parents=True, exist_ok=True)  # the folder the user named (or the run folder's, made no-follow)
+        os.close(runfiles.open_dir(dest, opt, create=True))  # made here, refused if a link (results/runfiles.py)
         with SummaryWriter(log_dir=str(logdir)) as w:
             for k, series in step_metrics(rows).items():
                 for step, v in series:

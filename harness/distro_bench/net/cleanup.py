@@ -12,8 +12,10 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from distro_bench.errors import terminal_text as escaped
 from distro_bench.net import naming, owner
 from distro_bench.net.ns import delete_netns, list_netns, netns_pids
+from distro_bench.results.runfiles import RunFileError
 
 
 def list_namespaces(run_id: str | None = None) -> list[str]:
@@ -74,15 +76,22 @@ def _referenced(folder: Path) -> bool:
     return False
 
 
-def stale_delayline_dirs(base: Path | None = None) -> list[Path]:
+def stale_delayline_dirs(base: Path | None = None, skipped: list[str] | None = None) -> list[Path]:
     """Delay-line temporary folders whose coordinator is gone: its owner (owner.json) proven dead, or, for a
-    folder with none, no process naming it for UNOWNED_GRACE_S."""
+    folder with none, no process naming it for UNOWNED_GRACE_S. /tmp is anyone's: a link, a FIFO, a device or
+    a huge file where owner.json should be is not followed, waited on nor read past its cap
+    (results/runfiles.py); that folder is left alone and named in `skipped` (its name escaped)."""
     base = Path(base or tempfile.gettempdir())
     out = []
     for d in sorted(base.glob(DELAYLINE_PREFIX + "*")):
         if d.is_symlink() or not d.is_dir():
             continue
-        rec = owner.folder_owner(d)
+        try:
+            rec = owner.folder_owner(d)
+        except RunFileError as e:
+            if skipped is not None:
+                skipped.append(f"delay-line folder {escaped(d)}: skipped, not ours ({escaped(e)})")
+            continue
         if rec:
             alive, _ = owner.judge(rec)
             if alive is False:
@@ -99,11 +108,12 @@ def stale_delayline_dirs(base: Path | None = None) -> list[Path]:
 
 def remove_delayline_dirs(base: Path | None = None) -> tuple[list[str], list[str]]:
     """`clean`: remove stale_delayline_dirs(); (removed, problems)."""
-    removed, problems = [], []
-    for d in stale_delayline_dirs(base):
+    removed: list[str] = []
+    problems: list[str] = []
+    for d in stale_delayline_dirs(base, skipped=problems):
         try:
-            shutil.rmtree(d)
-            removed.append(f"delay-line folder {d}")
+            shutil.rmtree(d)  # removes links inside, never what they point to
+            removed.append(f"delay-line folder {escaped(d)}")
         except OSError as e:
-            problems.append(f"delay-line folder {d}: {e.strerror or e}")
+            problems.append(f"delay-line folder {escaped(d)}: {e.strerror or e}")
     return removed, problems

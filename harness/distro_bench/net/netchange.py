@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from distro_bench.net.engines import directions
+from distro_bench.results import runfiles
 from distro_bench.scenario.impairments import BY_KEY as IMPAIRMENTS_BY_KEY
 from distro_bench.scenario.timeline import FIELD_DIRECTIONS, Change, Timeline, TraceFollow
 from distro_bench.scenario.trace import load_trace
@@ -53,10 +54,10 @@ def read_back(field: str, direction: str, result: dict) -> str:
 def _read_heartbeat(path: Path) -> tuple[int, str, float] | None:
     """distro_bench.train.worker.read_heartbeat's format (`step phase time`), read without importing the worker
     (torch: seconds to import on a busy host, which would delay the first changes)."""
-    try:
-        step, phase, t = path.read_text().split()
+    try:  # as every run-folder file is read (results/runfiles.py): no link, no FIFO, 4 KiB at most
+        step, phase, t = runfiles.read_bytes(path.parent, path.name, "rank.hb").decode().split()
         return int(step), phase, float(t)
-    except (OSError, ValueError):
+    except (OSError, ValueError, runfiles.RunFileError):
         return None
 
 
@@ -134,12 +135,11 @@ class ChangeScheduler:
     def _first_step_start(self) -> float | None:
         import json
 
-        try:
-            with open(self.jsonl_path) as f:
-                for line in f:
-                    if '"type": "step"' in line and line.endswith("\n"):
-                        return float(json.loads(line)["t_start"])
-        except (OSError, ValueError, KeyError):
+        try:  # the worker's records, read as the runner reads them (results/runfiles.py: no link, no FIFO, capped)
+            for line in runfiles.iter_lines(self.jsonl_path.parent, self.jsonl_path.name, "rank.jsonl"):
+                if '"type": "step"' in line and line.endswith("\n"):
+                    return float(json.loads(line)["t_start"])
+        except (OSError, ValueError, KeyError, TypeError, runfiles.RunFileError):
             return None
         return None
 

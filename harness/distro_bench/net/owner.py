@@ -20,6 +20,8 @@ import socket
 import tempfile
 from pathlib import Path
 
+from distro_bench.results import runfiles
+
 # What record() holds; Docker labels carry them as distro-bench.owner.<key>.
 OWNER_KEYS = ("host", "boot", "pidns", "pid", "start")
 
@@ -43,6 +45,15 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
+def _read_claim(path: Path) -> str:
+    """A claim file, read as a run folder's files are (results/runfiles.py): a link, a FIFO or a device in the
+    runtime folder (/tmp/distro-bench for a user without /run) is an OSError, not followed or waited on."""
+    try:
+        return runfiles.read_bytes(path.parent, path.name, "owner.json").decode("utf-8", "replace")
+    except runfiles.RunFileError as e:
+        raise OSError(str(e)) from None
+
+
 def claim(run_id: str, run_dir: Path | None = None) -> None:
     """`run_dir` (a second line) lets `clean` mark the folder of a run whose process was killed."""
     text = f"{os.getpid()} {_start_time(os.getpid())}\n" + (f"{Path(run_dir).resolve()}\n" if run_dir else "")
@@ -56,7 +67,7 @@ def release(run_id: str) -> None:
 def owner_alive(run_id: str) -> bool:
     """True while the process that claimed `run_id` is still running."""
     try:
-        pid, start = (runtime_dir() / f"{run_id}.owner").read_text().splitlines()[0].split()
+        pid, start = _read_claim(runtime_dir() / f"{run_id}.owner").splitlines()[0].split()
     except (OSError, ValueError, IndexError):
         return False
     return _start_time(int(pid)) == start
@@ -68,7 +79,7 @@ def abandoned_runs() -> list[tuple[str, int, Path]]:
     out = []
     for f in sorted(runtime_dir().glob("*.owner")):
         try:
-            lines = f.read_text().splitlines()
+            lines = _read_claim(f).splitlines()
             pid = int(lines[0].split()[0])
         except (OSError, ValueError, IndexError):
             continue
@@ -133,11 +144,20 @@ def stamp(folder: Path) -> None:
 
 
 def folder_owner(folder: Path) -> dict[str, str]:
+    """The owner stamped on `folder` ({} when none or unreadable as one). The folder is in /tmp, anyone's:
+    owner.json is read as a run folder's files are (results/runfiles.py: not followed, not waited on, 64 KiB
+    at most); a link, a FIFO, a device or a file above the cap is a RunFileError naming it."""
     try:
-        data = json.loads((Path(folder) / OWNER_FILE).read_text())
-    except (OSError, ValueError):
+        data = runfiles.parse_json(runfiles.read_bytes(Path(folder), OWNER_FILE), Path(folder) / OWNER_FILE)
+    except FileNotFoundError:
         return {}
-    return {k: str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    except runfiles.RunFileError as e:
+        if "not valid JSON" in str(e):  # half-written by a line just starting: no owner yet
+            return {}
+        raise
+    except OSError:
+        return {}
+    return {str(k)[:64]: str(v)[:256] for k, v in data.items()} if isinstance(data, dict) else {}
 
 
 # ---- runs that `clean --force` ended ------------------------------------------------------------------
@@ -170,7 +190,7 @@ def ended_by_clean(pid: int | None = None) -> str | None:
 def claim_record(run_id: str) -> dict[str, str]:
     """The owner of a claim on this host (pid and start time), as record() names them; {} if none."""
     try:
-        pid, start = (runtime_dir() / f"{run_id}.owner").read_text().splitlines()[0].split()
+        pid, start = _read_claim(runtime_dir() / f"{run_id}.owner").splitlines()[0].split()
     except (OSError, ValueError, IndexError):
         return {}
     return {"pid": pid, "start": start}

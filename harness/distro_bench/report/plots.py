@@ -308,7 +308,7 @@ def per_rank(run: LoadedRun, out: Path) -> Figure:
         _stacked(ax, np.arange(len(t)), {s: list(t[s]) for s in segs}, 0.6)
         ax.set_xticks(np.arange(len(t)), [f"{r}\n{names_by_rank.get(r, '')}".strip() for r in t["rank"]])
         ax.set(title=name, xlabel="rank")
-        if len(t) > 1:
+        if len(t) > 1 and t["compute"].notna().any():  # a folder without compute_s has no straggler to mark
             # The straggler computes longest and waits least; everyone else waits for it.
             slow = int(t["compute"].idxmax())
             rest = t["compute"].drop(index=slow).median()
@@ -354,8 +354,10 @@ def _summary_targets(run: LoadedRun) -> tuple[dict, str] | None:
         t = s.get("time_to_target_s")
         ci = (s.get("ci95") or {}).get("time_to_target_s")
         out[n] = None if t is None else (float(t), (ci[1] - ci[0]) / 2 if ci else None, s.get("steps_to_target"))
-    target = run.data.summary.get("target") or {}
-    how = target.get("how") or "the run's target"
+    target = run.data.summary.get("target")
+    target = target if isinstance(target, dict) else {}
+    given = target.get("how")
+    how: str = given if isinstance(given, str) and given else "the run's target"
     val = target.get("val_loss")
     expl = (f"target val loss {val:.4f}: {how}" if isinstance(val, (int, float)) else how)
     return out, expl + "; interpolated between evaluations"

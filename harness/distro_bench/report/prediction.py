@@ -7,7 +7,7 @@ from distro_bench.report import analysis
 from distro_bench.report.describe import fmt
 from distro_bench.report.document import Para, Section, Table
 from distro_bench.report.load import LoadedRun
-from distro_bench.results import runfiles
+from distro_bench.results.rundir import read_prediction
 
 
 def measured_comm_s(df, how: str = "mean") -> float:
@@ -29,12 +29,9 @@ def calibrated_round_overhead(run: LoadedRun, pred: dict) -> float | None:
 
 
 def prediction_rows(run: LoadedRun) -> list[dict]:
-    try:
-        pred = runfiles.read_json(run.data.path, "prediction.json")
-    except FileNotFoundError:
+    pred = read_prediction(run.data.path)  # its shape checked: numbers where numbers belong
+    if pred is None:
         return []
-    if not isinstance(pred, dict):
-        raise runfiles.RunFileError(f"{run.data.path / 'prediction.json'}: not a JSON mapping")
     overhead = calibrated_round_overhead(run, pred)
     rows = []
     for name, p in pred.get("optimizers", {}).items():

@@ -4,15 +4,18 @@ not colour alone, and the palette's greys are distinct too."""
 from __future__ import annotations
 
 import io
+import warnings
 from pathlib import Path
 
 import matplotlib
 
+from distro_bench.errors import terminal_text
 from distro_bench.results.rundir import atomic_write_bytes
 
 matplotlib.use("Agg")  # reports are written headless, in workers' CI and over ssh
 
 import matplotlib.pyplot as plt
+import matplotlib.text
 
 # Dark to light: distinct when printed in grey.
 COLORS = ["#1b1b1b", "#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9"]
@@ -54,9 +57,18 @@ def new_figure(width: float = 7.5, height: float = 4.2, ncols: int = 1, sharey: 
 def save(fig, path, root=None) -> None:
     """The figure as a file, drawn in memory and written without following a link at `path` or in a folder
     below `root` (default: the file's folder): savefig would write through one (results/runfiles.py)."""
-    fig.tight_layout()
+    # Names on a plot come from the run folder: a control character is drawn as \\xNN, not passed to the font,
+    # whose "Glyph 27 missing" warning would carry the raw ESC to the terminal (tick labels, made while the
+    # figure is drawn, are not there to change yet: their warning is silenced).
+    for text in fig.findobj(matplotlib.text.Text):
+        shown = terminal_text(text.get_text())
+        if shown != text.get_text():
+            text.set_text(shown)
     buf = io.BytesIO()
-    fig.savefig(buf, format=Path(path).suffix.lstrip(".") or "png", dpi=DPI, metadata={"Software": None})
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        fig.tight_layout()
+        fig.savefig(buf, format=Path(path).suffix.lstrip(".") or "png", dpi=DPI, metadata={"Software": None})
     plt.close(fig)
     atomic_write_bytes(Path(path), buf.getvalue(), root=root)
 

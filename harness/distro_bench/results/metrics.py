@@ -103,10 +103,12 @@ def read_worker_records(folder: Path) -> tuple[pd.DataFrame, list[dict]]:
     events: list[dict] = []
     root, name = Path(folder).parent, Path(folder).name  # read without following links (results/runfiles.py)
     for path in runfiles.iter_files(root, name, "rank*.jsonl"):
-        for line in runfiles.read_text(root, path, "rank.jsonl").splitlines():
+        # a line at a time, each line and the count of lines capped (a sparse 1,000 MiB file of NULs is refused
+        # naming its limit, not read into memory)
+        for line in runfiles.iter_lines(root, path, "rank.jsonl"):
             try:
                 rec = json.loads(line)
-            except (json.JSONDecodeError, RecursionError):
+            except (json.JSONDecodeError, RecursionError, ValueError):
                 continue
             if not isinstance(rec, dict):
                 continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import yaml
 from pydantic import ValidationError
@@ -84,6 +86,7 @@ def write_status(run_dir: Path, state: str, reason: str | None) -> None:
 def new_run_dir(out: Path, scenario_name: str) -> Path:
     """results/<scenario>-<YYYYmmdd-HHMMSS>, never an existing folder (a suffix is added instead)."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    runfiles.safe_name(scenario_name, "scenario name")  # validated already; a folder name from data all the same
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -186,12 +189,48 @@ METRICS_FILE = "metrics.parquet"
 
 def predicted_optimizers(run_dir: Path) -> dict:
     """prediction.json's per-optimizer figures; {} where the run has none (a strategy without a byte model)."""
-    try:
-        pred = runfiles.read_json(run_dir, "prediction.json")
-    except FileNotFoundError:
-        return {}
-    optimizers = pred.get("optimizers") if isinstance(pred, dict) else None
-    return optimizers if isinstance(optimizers, dict) else {}
+    pred = read_prediction(run_dir)
+    return pred["optimizers"] if pred is not None else {}
+
+
+# prediction.json's figures per optimizer (train/projection.py Projection.as_dict): those every prediction holds,
+# and those that may be null (no TFLOPS figure, a dense buffer's floor)
+_PREDICTED = ("payload_tx_bytes", "payload_rx_bytes", "wire_tx_bytes", "wire_rx_bytes", "rounds", "latency_s",
+              "transfer_s", "comm_s")
+_PREDICTED_OR_NULL = ("workers", "params", "collectives", "overhead_s", "compute_s", "step_s", "floor_tx_bits",
+                      "floor_ratio")
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) <= MAX_MEASURED
+
+
+def read_prediction(run_dir: Path) -> dict | None:
+    """prediction.json with the shape `run` writes it in (None when absent): a mapping whose `optimizers` maps
+    each name to its figures, numbers where numbers belong. Anything else is a RunFileError naming the file
+    and the field, so a forged file cannot reach the report's arithmetic as a string or a list."""
+    p = run_dir / "prediction.json"
+    pred = read_mapping(run_dir, "prediction.json")
+    if pred is None:
+        return None
+    for key in ("world_size", "max_hop_delay_s", "unshaped_bps"):
+        if pred.get(key) is not None and not _is_number(pred[key]):
+            raise runfiles.RunFileError(f"{p}: {key}: not a number")
+    if not isinstance(pred.get("network_emulated", False), (bool, type(None))):
+        raise runfiles.RunFileError(f"{p}: network_emulated: not true or false")
+    optimizers = pred.setdefault("optimizers", {})
+    if not isinstance(optimizers, dict):
+        raise runfiles.RunFileError(f"{p}: optimizers: not a mapping of optimizer names")
+    for name, figures in optimizers.items():
+        where = f"{p}: optimizers.{ascii(name)[:80]}"
+        if not isinstance(figures, dict):
+            raise runfiles.RunFileError(f"{where}: not a mapping of figures")
+        bad = next((k for k in _PREDICTED if not _is_number(figures.get(k))), None)
+        bad = bad or next((k for k in _PREDICTED_OR_NULL if figures.get(k) is not None
+                           and not _is_number(figures[k])), None)
+        if bad is not None:
+            raise runfiles.RunFileError(f"{where}.{bad}: missing or not a number")
+    return pred
 
 
 class IncompleteRunFolder(InputError):
@@ -321,15 +360,55 @@ def read_parquet(run_dir: Path, name: str) -> pd.DataFrame | None:
         return None
     try:
         f = pq.ParquetFile(pa.BufferReader(data))
-        if f.metadata.num_rows > runfiles.MAX_PARQUET_ROWS:
-            raise runfiles.RunFileError(f"{p}: {f.metadata.num_rows} rows, above the cap of "
-                                        f"{runfiles.MAX_PARQUET_ROWS}; refused")
-        df: pd.DataFrame = f.read().to_pandas()
+        _check_parquet_size(f, p)
+        # text columns decoded as dictionaries first: what they expand to is counted before it is made
+        text = [c.name for c in f.schema_arrow if pa.types.is_string(c.type) or pa.types.is_large_string(c.type)
+                or pa.types.is_binary(c.type) or pa.types.is_large_binary(c.type)]
+        table = pq.ParquetFile(pa.BufferReader(data), read_dictionary=text).read()
+        _check_text_size(table, p)
+        df: pd.DataFrame = table.cast(f.schema_arrow).to_pandas()  # plain text columns again, as a plain read
     except runfiles.RunFileError:
         raise
     except (OSError, ValueError, TypeError, KeyError, IndexError, pa.ArrowException) as e:
         raise runfiles.RunFileError(f"{p}: not a readable parquet table ({type(e).__name__})") from None
     return df
+
+
+def _check_parquet_size(f: pq.ParquetFile, p: Path) -> None:
+    """Refuse, from its metadata and before decoding anything, a parquet table with more rows or columns than
+    runfiles allows, columns that are not flat values (lists, maps, structs: ours hold none), or column chunks
+    that decode to more than MAX_PARQUET_BYTES (a parquet file is compressed: its size bounds nothing)."""
+    meta = f.metadata
+    if meta.num_rows > runfiles.MAX_PARQUET_ROWS:
+        raise runfiles.RunFileError(f"{p}: {meta.num_rows} rows, above the limit of {runfiles.MAX_PARQUET_ROWS}; refused")
+    if meta.num_columns > runfiles.MAX_PARQUET_COLUMNS:
+        raise runfiles.RunFileError(f"{p}: {meta.num_columns} columns, above the limit of "
+                                    f"{runfiles.MAX_PARQUET_COLUMNS}; refused")
+    nested = [c.name for c in f.schema_arrow if pa.types.is_nested(c.type)]
+    if nested:
+        raise runfiles.RunFileError(f"{p}: column {ascii(nested[0])[:80]} holds lists or records; distro-bench writes "
+                                    "flat columns only; refused")
+    size = sum(max(meta.row_group(g).column(c).total_uncompressed_size, 0)
+               for g in range(meta.num_row_groups) for c in range(meta.num_columns))
+    if size > runfiles.MAX_PARQUET_BYTES:
+        raise runfiles.RunFileError(f"{p}: {size} bytes once decompressed, above the limit of "
+                                    f"{runfiles.MAX_PARQUET_BYTES} bytes; refused")
+
+
+def _check_text_size(table: pa.Table, p: Path) -> None:
+    """Bytes the table's text columns take once every row holds its own copy (pandas makes one per row):
+    counted from the dictionaries (values' lengths, taken by each row's index), refused above the limit."""
+    total = 0
+    for col in table.columns:
+        for chunk in col.chunks:
+            if isinstance(chunk, pa.DictionaryArray):
+                lengths = pc.binary_length(chunk.dictionary)
+                total += pc.sum(pc.take(lengths, chunk.indices)).as_py() or 0
+            else:
+                total += chunk.nbytes
+            if total > runfiles.MAX_PARQUET_BYTES:
+                raise runfiles.RunFileError(f"{p}: more than {runfiles.MAX_PARQUET_BYTES} bytes once decoded, the limit "
+                                            "for a parquet table of a run folder; refused")
 
 
 def check_metrics(df: pd.DataFrame, path: Path) -> pd.DataFrame:

@@ -20,6 +20,7 @@ import fnmatch
 import json
 import math
 import os
+import re
 import secrets
 import stat
 from collections.abc import Iterator
@@ -44,9 +45,23 @@ CAPS: dict[str, int] = {
     "report.md": 64 * MiB,
     "report.html": 256 * MiB,
     "summary.csv": 16 * MiB,
+    "rank.log": 1024 * MiB,
+    "rank.hb": 4096,
+    "owner.json": 64 * 1024,
+    "sweep.json": 16 * MiB,
 }
 # Rows of a parquet table (a parquet file is compressed: its size does not bound the memory it takes)
 MAX_PARQUET_ROWS = 20_000_000
+# Columns of a parquet table, and the bytes its columns take once decoded (the metadata's uncompressed sizes,
+# and text columns counted row by row from their dictionary: 2,000 rows naming one 2 MiB string are 4 GiB).
+# Ours: ~45 columns; 1e6 steps of them ~400 MiB.
+MAX_PARQUET_COLUMNS = 256
+MAX_PARQUET_BYTES = 1024 * MiB
+# Lines of one JSON-lines file and bytes of one line (a step record is ~600 bytes; 1e6 steps of 8 ranks)
+MAX_JSONL_LINES = 10_000_000
+MAX_LINE_BYTES = 1 * MiB
+# Files of one pattern read from one folder (iter_files): ours hold one per rank and seed
+MAX_FILES = 10_000
 # Folders deeper than this below a run folder are not looked into (ours go four deep: workers/<opt>/seed<S>/)
 MAX_DEPTH = 16
 # Entries looked at when a run folder is searched for links; past this the search stops (reads and writes
@@ -63,6 +78,36 @@ class RunFileError(InputError):
 def link_error(path: Path | str) -> RunFileError:
     return RunFileError(f"{path}: a symbolic link inside the run folder; distro-bench never makes one there and "
                         "neither reads nor writes through it (remove the link)")
+
+
+# What a name from data may not hold to become one component of a path: a separator, a control character
+# (C0, C1, DEL) or a bidirectional override (it would show another name than the one written).
+_NOT_IN_NAME = re.compile("[/\\\\\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+MAX_NAME_BYTES = 255  # NAME_MAX on Linux
+
+
+def safe_name(name: object, what: str) -> str:
+    """`name` (an optimizer, a scenario, a sweep value: anything from a run folder or a scenario) as one path
+    component, or RunFileError naming `what` and why: empty, `.` or `..`, a separator, a control character
+    or a bidirectional override, or longer than NAME_MAX. Every name from data that becomes a path goes
+    through here (safe_join), so no such name can point outside the folder it is joined to."""
+    text = name if isinstance(name, str) else None
+    why = ("not text" if text is None else "empty" if text == "" else "`.` or `..`" if text in (".", "..")
+           else "holds a path separator, a control character or a bidirectional override" if _NOT_IN_NAME.search(text)
+           else f"longer than {MAX_NAME_BYTES} bytes" if len(text.encode("utf-8", "replace")) > MAX_NAME_BYTES
+           else None)
+    if why is not None:
+        raise RunFileError(f"{what} {ascii(name)[:120]}: not usable as a file or folder name ({why}); refused")
+    assert text is not None
+    return text
+
+
+def safe_join(root: Path | str, *names: object, what: str = "a name") -> Path:
+    """root/name/...: each name one safe component (safe_name), so the result lies below `root`."""
+    path = Path(root)
+    for n in names:
+        path = path / safe_name(n, what)
+    return path
 
 
 def _kind_of(mode: int) -> str:
@@ -138,12 +183,12 @@ def is_file(root: Path, rel: str | PurePath) -> bool:
     return st is not None and stat.S_ISREG(st.st_mode)
 
 
-def read_bytes(root: Path, rel: str | PurePath, kind: str | None = None, *, head: int | None = None) -> bytes:
-    """The bytes of root/rel, a regular file within the cap of its kind (CAPS; default the file's name), or
-    only its first `head` bytes. FileNotFoundError when absent; RunFileError for anything else refused."""
+def _open_regular(root: Path, rel: str | PurePath, cap: int, kind: str, *, whole: bool) -> tuple[int, os.stat_result]:
+    """A descriptor of root/rel opened as every run-folder file is: each folder and the file itself with
+    O_NOFOLLOW, the file O_NONBLOCK (a FIFO opens at once instead of waiting for a writer), judged by fstat:
+    a regular file, and when `whole` (it is read whole) at most `cap` bytes. The caller closes it."""
     *folders, name = _parts(rel)
     path = Path(root, rel)
-    cap = CAPS[kind or name]
     try:
         dir_fd = open_dir(root, PurePath(*folders) if folders else "")
         try:
@@ -162,18 +207,66 @@ def read_bytes(root: Path, rel: str | PurePath, kind: str | None = None, *, head
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise RunFileError(f"{path}: {_kind_of(st.st_mode)}, not a regular file; refused")
+    if whole and st.st_size > cap:
+        os.close(fd)
+        raise RunFileError(f"{path}: {st.st_size} bytes, above the cap of {cap} bytes ({_size(cap)}) for {kind}; "
+                           "refused")
+    return fd, st
+
+
+def _size(n: int) -> str:
+    return f"{n // MiB} MiB" if n >= MiB else f"{n} bytes"
+
+
+def read_bytes(root: Path, rel: str | PurePath, kind: str | None = None, *, head: int | None = None,
+               offset: int = 0, tail: int | None = None, capped: bool | None = None) -> bytes:
+    """The bytes of root/rel, a regular file within the cap of its kind (CAPS; default the file's name); or
+    only `head` bytes from `offset` (a file still being written: the whole file is held to its cap too when
+    `capped`), or its last `tail` bytes (a log's end). FileNotFoundError when absent; RunFileError
+    for anything else refused. The same reader serves a stored run folder and a live one (the coordinator
+    reading its workers' records, logs and heartbeats while they run): a worker's files are as untrusted."""
+    kind = kind or _parts(rel)[-1]
+    path = Path(root, rel)
+    cap = CAPS[kind]
+    whole = (head is None and tail is None) if capped is None else capped
+    fd, st = _open_regular(root, rel, cap, kind, whole=whole)
     with os.fdopen(fd, "rb") as f:
-        if head is None and st.st_size > cap:
-            raise RunFileError(f"{path}: {st.st_size} bytes, above the cap of {cap} bytes ({cap // MiB} MiB) "
-                               f"for {kind or name}; refused")
-        want = min(head, cap) if head is not None else cap
+        want = cap if head is None and tail is None else min(head if head is not None else tail or 0, cap)
         try:
-            data = f.read(want + (0 if head is not None else 1))
+            if tail is not None:
+                f.seek(max(0, st.st_size - want))
+            elif offset:
+                f.seek(offset)
+            data = f.read(want + (1 if head is None and tail is None else 0))
         except OSError as e:
             raise RunFileError(f"{path}: cannot be read ({(e.strerror or type(e).__name__).lower()})") from None
-    if head is None and len(data) > cap:
-        raise RunFileError(f"{path}: above the cap of {cap} bytes for {kind or name} (it grew while read); refused")
+    if head is None and tail is None and len(data) > cap:
+        raise RunFileError(f"{path}: above the cap of {cap} bytes for {kind} (it grew while read); refused")
     return data
+
+
+def iter_lines(root: Path, rel: str | PurePath, kind: str, *, max_lines: int = MAX_JSONL_LINES,
+               max_line: int = MAX_LINE_BYTES) -> Iterator[str]:
+    """The lines of root/rel (opened as read_bytes opens it, held to its cap), read a line at a time so memory
+    stays at one line: a line longer than `max_line` bytes or more than `max_lines` lines is a RunFileError
+    naming the file and the limit (a sparse 1,000 MiB file of NULs is one line far too long). Bytes that are
+    not UTF-8 are replaced (the line then fails as JSON, as a cut line does)."""
+    path = Path(root, rel)
+    fd, _ = _open_regular(root, rel, CAPS[kind], kind, whole=True)
+    with os.fdopen(fd, "rb") as f:
+        for count in range(max_lines + 1):
+            try:
+                line = f.readline(max_line + 1)
+            except OSError as e:
+                raise RunFileError(f"{path}: cannot be read ({(e.strerror or type(e).__name__).lower()})") from None
+            if not line:
+                return
+            if count == max_lines:
+                raise RunFileError(f"{path}: more than {max_lines} lines, the limit for {kind}; refused")
+            if len(line) > max_line:
+                raise RunFileError(f"{path}: line {count + 1} is longer than {max_line} bytes, the limit for a line "
+                                   f"of {kind}; refused")
+            yield line.decode("utf-8", "replace")
 
 
 def read_text(root: Path, rel: str | PurePath, kind: str | None = None) -> str:
@@ -245,8 +338,14 @@ def _walk(root: Path, rel: str | PurePath = "", only: tuple[str, ...] | None = N
 def iter_files(root: Path, rel: str | PurePath, pattern: str) -> Iterator[PurePath]:
     """The regular files below root/rel (any depth up to MAX_DEPTH) whose name matches `pattern`, as paths
     relative to `root`, sorted; links are refused (RunFileError), FIFOs and the like passed over."""
-    yield from sorted(folder / name for folder, name, st in _walk(root, rel)
-                      if stat.S_ISREG(st.st_mode) and fnmatch.fnmatchcase(name, pattern))
+    found: list[PurePath] = []
+    for folder, name, st in _walk(root, rel):
+        if stat.S_ISREG(st.st_mode) and fnmatch.fnmatchcase(name, pattern):
+            found.append(folder / name)
+            if len(found) > MAX_FILES:
+                raise RunFileError(f"{Path(root, rel)}: more than {MAX_FILES} files named {pattern}, the limit read "
+                                   "from one folder; refused")
+    yield from sorted(found)
 
 
 def refuse_links(root: Path, only: tuple[str, ...] | None = None) -> None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from distro_bench.results import runfiles
 from distro_bench.train.liveness import heartbeat_age, read_heartbeat
 
 EVENTS = ("start", "record", "heartbeat", "finish", "note", "end")
@@ -39,11 +40,14 @@ def term_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
-def log_tail(path: Path, lines: int = 15) -> str:
+def log_tail(path: Path, lines: int = 15, max_bytes: int = 64 * 1024) -> str:
+    """The last `lines` lines of a worker's log (its last `max_bytes` bytes at most), read as every run-folder
+    file is (results/runfiles.py: a link, a FIFO or a device in its place is not read); "" when there is none."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
+        data = runfiles.read_bytes(Path(path).parent, Path(path).name, "rank.log", tail=max_bytes)
+    except (OSError, runfiles.RunFileError):
         return ""
+    return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
 
 
 def encode(event: str, node_rank: int, **fields: Any) -> str:

@@ -16,7 +16,6 @@ finishes. The derived limits both launchers give their workers (collective timeo
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -32,7 +31,7 @@ from distro_bench.net import owner
 from distro_bench.net.host import gpus as host_gpus
 from distro_bench.net.naming import new_run_id
 from distro_bench.report import write_run_report
-from distro_bench.results import metrics
+from distro_bench.results import metrics, runfiles
 from distro_bench.results.bottleneck import site_link_loads
 from distro_bench.results.build import build_summary
 from distro_bench.results.cost import link_class_of
@@ -45,6 +44,7 @@ from distro_bench.results.rundir import (
     new_run_dir,
     write_status,
 )
+from distro_bench.results.runfiles import safe_join
 from distro_bench.scenario.loading import dump_for_run, load_resolved
 from distro_bench.scenario.model import Scenario
 from distro_bench.train.model import ModelConfig, parameter_count, parameter_shapes
@@ -138,7 +138,7 @@ def choose_dist_backend(scenario: Scenario) -> str:
 
 def worker_dir(run_dir: Path, run_name: str, seed: int, repeats: int) -> Path:
     """workers/<optimizer>/ for one seed (the layout before repeats), workers/<optimizer>/seed<S>/ for several."""
-    base = run_dir / "workers" / run_name
+    base = safe_join(run_dir / "workers", run_name, what="optimizer")  # a name from the scenario: one component
     return base / f"seed{seed}" if repeats > 1 else base
 
 
@@ -427,9 +427,9 @@ def _write_results(run_dir: Path, scenario: Scenario, backend_name: str, state: 
 
 def _read_json(path: Path) -> dict:
     """A JSON object from the run folder, or {} where it is absent or unreadable (prediction.json is optional)."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+    try:  # read as every run-folder file is (results/runfiles.py)
+        data = runfiles.read_json(path.parent, path.name)
+    except (OSError, runfiles.RunFileError):
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -17,7 +17,6 @@ here; ssh gets SIGTERM if this process dies, and the connection closes) makes th
 from __future__ import annotations
 
 import io
-import json
 import queue
 import re
 import shutil
@@ -47,6 +46,7 @@ from distro_bench.backends.ssh import (
     ssh_argv,
 )
 from distro_bench.errors import HarnessError, InputError, Interrupted, WorkerFailed
+from distro_bench.results import runfiles
 from distro_bench.results.rundir import atomic_write_json
 from distro_bench.run.launch import Event, decode, term_with_parent
 from distro_bench.run.lifecycle import ProgressSink, sigterm_as_interrupt
@@ -426,9 +426,11 @@ def _outcome(inv: Inventory, agents: list[RemoteAgent], settings: RunSettings, i
                            f"run: {why}" + (f"; what it recorded stays in {a0.workdir}/results" if a0.end is None else ""))
     local = fetch_run_folder(a0, remote_dir, settings.out)
     _record_launch(local, inv, agents)
-    try:
-        status = json.loads((local / "status.json").read_text())
-    except (OSError, ValueError):
+    try:  # a folder another host wrote: read as run folders are (results/runfiles.py)
+        status = runfiles.read_json(local, "status.json")
+    except (OSError, runfiles.RunFileError):
+        status = None
+    if not isinstance(status, dict):
         status = {"state": end.get("state"), "reason": end.get("reason")}
     state, reason = str(status.get("state")), status.get("reason")
     sink.note(f"ssh: node 0's run folder copied to {local}")
@@ -492,9 +494,11 @@ def fetch_run_folder(a0: RemoteAgent, remote_dir: str, out: Path) -> Path:
 def _record_launch(local: Path, inv: Inventory, agents: list[RemoteAgent]) -> None:
     """environment.json says how the run was launched: from where, to which hosts, how each agent ended."""
     path = local / "environment.json"
-    try:
-        env = json.loads(path.read_text())
-    except (OSError, ValueError):
+    try:  # another host's file: read as run folders are (results/runfiles.py)
+        env = runfiles.read_json(local, "environment.json")
+    except (OSError, runfiles.RunFileError):
+        return
+    if not isinstance(env, dict):
         return
     env["launcher"] = {
         "backend": "ssh", "from": socket.gethostname(), "rdzv_port": inv.rdzv_port,

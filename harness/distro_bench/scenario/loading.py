@@ -169,8 +169,10 @@ def load_scenario(path: str | Path, *, confine: bool = True) -> Scenario:
         raise ScenarioError(source, [f"{where}: not valid YAML ({getattr(e, 'problem', e)})"]) from None
     except RecursionError:
         raise ScenarioError(source, [f"nested too deeply for a scenario; at most {MAX_DEPTH} levels"]) from None
-    except ValueError as e:  # a value Python's own conversions refuse (e.g. a base-60 int past its digit limit)
-        raise ScenarioError(source, [f"YAML: a value cannot be read ({e})"]) from None
+    except (ValueError, OverflowError) as e:  # a value Python's own conversions refuse (a base-60 int past its
+        # digit limit; a base-60 float of 200 fields, past the float range)
+        problem = f"YAML: a value cannot be read ({e}); a number is written in decimal, e.g. 3e-4"
+        raise ScenarioError(source, [problem]) from None
     return scenario_from_dict(data, source=source, base_dir=path.parent, confine=confine)
 
 
@@ -184,6 +186,8 @@ def load_resolved(path: str | Path) -> Scenario:
         data = yaml.safe_load(read_scenario_text(path))
     except yaml.YAMLError as e:
         raise ScenarioError(source, [f"not valid YAML ({e})"]) from None
+    except (ValueError, OverflowError, RecursionError) as e:  # as load_scenario: a value that cannot be read
+        raise ScenarioError(source, [f"YAML: a value cannot be read ({type(e).__name__})"]) from None
     try:
         s = Scenario.model_validate(data)
     except ValidationError as e:

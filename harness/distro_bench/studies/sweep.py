@@ -26,8 +26,9 @@ import yaml
 from distro_bench.errors import CapabilityError, InputError, Interrupted
 from distro_bench.report import analysis
 from distro_bench.report.verdict import total_bytes
+from distro_bench.results import runfiles
 from distro_bench.results.metrics import CHURN_KEYS
-from distro_bench.results.rundir import atomic_write_json, atomic_write_text, new_run_dir
+from distro_bench.results.rundir import atomic_write_json, atomic_write_text, new_run_dir, read_parquet
 from distro_bench.run.lifecycle import ProgressSink
 from distro_bench.run.overrides import Overrides, RunSettings
 from distro_bench.run.runner import run_scenario
@@ -184,7 +185,7 @@ def run_sweep(scenario: Scenario, axes: list[Axis], *, out: Path = Path("results
                     if scen.baseline not in todo:  # the run had no baseline: reduction against the reused one
                         _reductions(pr.optimizers, scen.baseline)
                 if pr.run_dir is not None and pr.run_dir.parent == sweep_dir:
-                    target = sweep_dir / point.folder_name
+                    target = runfiles.safe_join(sweep_dir, point.folder_name, what="sweep point")
                     pr.run_dir.rename(target)
                     pr.run_dir = target
             results.append(pr)
@@ -213,11 +214,12 @@ def run_sweep(scenario: Scenario, axes: list[Axis], *, out: Path = Path("results
 
 def _seed_curves(run_dir: Path, name: str) -> list:
     """Per seed of one optimizer in a run folder: its per-step frame (step, val_loss, elapsed_s)."""
-    import pandas as pd
 
-    try:
-        df = pd.read_parquet(run_dir / "metrics.parquet")
-    except Exception:  # a point that failed before writing metrics
+    try:  # read as run folders are (results/runfiles.py): capped, no link, its size checked before decoding
+        df = read_parquet(run_dir, "metrics.parquet")
+    except (OSError, InputError):  # a point that failed before writing metrics
+        return []
+    if df is None or "optimizer" not in df.columns:
         return []
     df = df[df["optimizer"] == name]
     if not len(df):
@@ -284,23 +286,32 @@ def _reductions(figs: dict[str, dict], baseline: str) -> None:
 def load_sweep(path: Path | str) -> tuple[SweepResult, Scenario]:
     """A sweep folder as run_sweep left it (InputError when it is not one)."""
     path = Path(path)
+    try:  # a folder anyone may have written: read as run folders are (results/runfiles.py)
+        data = runfiles.read_json(path, "sweep.json")
+    except (OSError, runfiles.RunFileError) as e:
+        raise InputError(f"{path}: not a sweep folder ({e})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path / 'sweep.json'}: not a sweep distro-bench wrote (not a mapping)")
     try:
-        data = json.loads((path / "sweep.json").read_text())
-    except (OSError, ValueError) as e:
-        raise InputError(f"{path}: not a sweep folder ({type(e).__name__}: {e})") from None
-    axes = [Axis(a["path"], tuple(a["texts"]), tuple(a["values"])) for a in data["axes"]]
-    points = [PointResult(Point(p["index"], p["values"], p["texts"]), p["state"],
-                          path / p["run_dir"] if p.get("run_dir") else None, p["optimizers"], p.get("reason"))
-              for p in data["points"]]
-    res = SweepResult(path, data["scenario"], axes, points, data["state"], best=data.get("best"),
-                      target=data.get("common_target"))
+        axes = [Axis(a["path"], tuple(a["texts"]), tuple(a["values"])) for a in data["axes"]]
+        # each point's run folder is one folder of the sweep's (safe_join): a forged `../..` or `/etc` is refused
+        points = [PointResult(Point(p["index"], p["values"], p["texts"]), p["state"],
+                              runfiles.safe_join(path, p["run_dir"], what="run_dir") if p.get("run_dir") else None,
+                              p["optimizers"], p.get("reason"))
+                  for p in data["points"]]
+        res = SweepResult(path, data["scenario"], axes, points, data["state"], best=data.get("best"),
+                          target=data.get("common_target"))
+    except (KeyError, TypeError, AttributeError, IndexError) as e:
+        raise InputError(f"{path / 'sweep.json'}: not a sweep distro-bench wrote ({type(e).__name__} "
+                         f"{ascii(str(e))[:80]})") from None
     return res, load_scenario(path / "scenario.yaml", confine=False)  # resolved: the corpus was confined at the sweep
 
 
 def rewrite(path: Path | str) -> SweepResult:
     """Recompute the common target and rewrite sweep.json/csv and the report of a sweep folder."""
     res, scenario = load_sweep(path)
-    data = json.loads((res.sweep_dir / "sweep.json").read_text())
+    data = runfiles.read_json(res.sweep_dir, "sweep.json")
+    assert isinstance(data, dict)  # load_sweep read it as one
     meta = {k: data[k] for k in ("scenario", "started", "axes") if k in data}
     meta["common_target"] = res.target = common_target(res.points)
     _write_index(res.sweep_dir, meta, res.points, res.state, res.best)

@@ -4,19 +4,20 @@ against rate with the measured crossing beside the projection model's."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from distro_bench.errors import InputError
 from distro_bench.report import html as html_render
 from distro_bench.report import markdown
 from distro_bench.report.describe import fmt, fmt_reduction
 from distro_bench.report.document import Banner, Bullets, Document, Figure, Para, Section, Table
 from distro_bench.report.style import new_figure, note_on_axes, save, series_style
 from distro_bench.results.rundir import atomic_write_json, atomic_write_text
+from distro_bench.results.runfiles import read_json, safe_join
 from distro_bench.scenario.units import parse_rate
 from distro_bench.studies.sweep_grid import Point, SweepResult, point_scenario
 from distro_bench.train.projection import project
@@ -109,7 +110,7 @@ def axis_plot(res: SweepResult, axis: Axis, out: Path, index: int) -> Figure:
         ax.legend(title="optimizer")
     else:
         note_on_axes(ax, "no finished point")
-    path = out / f"sweep_{index}_{axis.path.replace('.', '_')}.png"
+    path = safe_join(out, f"sweep_{index}_{axis.path.replace('.', '_')}.png", what="swept setting")
     save(fig, path)
     return Figure(path, f"Final validation loss against {axis.path}",
                   f"Validation loss at the end of the budget for each value of {axis.path}"
@@ -176,10 +177,11 @@ def _predicted(res: SweepResult, axis: Axis, scenario: Scenario, rates: np.ndarr
 def _emulated(res: SweepResult) -> bool | None:
     for r in res.points:
         if r.run_dir and (r.run_dir / "environment.json").is_file():
-            try:
-                net = json.loads((r.run_dir / "environment.json").read_text()).get("network") or {}
-                return net.get("network_emulated")
-            except (OSError, ValueError):
+            try:  # read as every run-folder file is (results/runfiles.py)
+                env = read_json(r.run_dir, "environment.json")
+                net = (env.get("network") if isinstance(env, dict) else None) or {}
+                return net.get("network_emulated") if isinstance(net, dict) else None
+            except (OSError, InputError):
                 continue
     return None
 

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import signal
+import stat
 import sys
 import threading
 import time
@@ -23,27 +24,42 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from distro_bench.errors import InputError
+from distro_bench.results import runfiles
 
 
 class RecordTail:
     """Reads new complete lines of a worker's JSONL records as the file grows (a line still being written waits
-    for its newline)."""
+    for its newline). A worker's file is as untrusted as a stored run folder's and is read by the same reader
+    (results/runfiles.py): not followed if a link, opened non-blocking (a FIFO put in its place is refused at
+    once instead of holding the coordinator in open()), regular files only, held to the cap of rank.jsonl,
+    at most CHUNK bytes a call and lines of at most MAX_LINE_BYTES (RunFileError naming the file and limit)."""
+
+    CHUNK = 4 * runfiles.MiB
 
     def __init__(self, path: Path):
-        self.path, self.pos, self.buf = path, 0, ""
+        self.path, self.pos, self.buf = Path(path), 0, b""
 
     def new_records(self) -> list[dict]:
         try:
-            with open(self.path) as f:
-                f.seek(self.pos)
-                chunk = f.read()
-                self.pos = f.tell()
+            chunk = runfiles.read_bytes(self.path.parent, self.path.name, "rank.jsonl", offset=self.pos,
+                                        head=self.CHUNK, capped=True)
         except FileNotFoundError:
             return []
-        self.buf += chunk
-        lines = self.buf.split("\n")
-        self.buf = lines.pop()
-        return [json.loads(line) for line in lines if line.strip()]
+        self.pos += len(chunk)
+        *lines, self.buf = (self.buf + chunk).split(b"\n")
+        if len(self.buf) > runfiles.MAX_LINE_BYTES or any(len(line) > runfiles.MAX_LINE_BYTES for line in lines):
+            raise runfiles.RunFileError(f"{self.path}: a line longer than {runfiles.MAX_LINE_BYTES} bytes, the limit "
+                                        "for a line of rank.jsonl; refused")
+        records = []
+        for line in lines:
+            try:  # parsed, and a line that is not a record skipped, as the stored folder's reader does
+                # (results/metrics.py: a diverged step's NaN loss is a record)
+                rec = json.loads(line) if line.strip() else None
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(rec, dict):
+                records.append(rec)
+        return records
 
 
 class WireCounter:
@@ -105,18 +121,23 @@ class Heartbeat:
 
 
 def heartbeat_age(path: Path) -> float | None:
-    """Seconds since the rank's heartbeat file was last written (its liveness), None without one."""
+    """Seconds since the rank's heartbeat file was last written (its liveness), None without one (nor for a
+    link or anything but a regular file where it should be: the worker's folder is the worker's to forge)."""
     try:
-        return max(0.0, time.time() - path.stat().st_mtime)
+        st = os.lstat(path)
     except OSError:
         return None
+    return max(0.0, time.time() - st.st_mtime) if stat.S_ISREG(st.st_mode) else None
 
 
 def read_heartbeat(path: Path) -> tuple[int, str, float] | None:
+    """(step, phase, time) of a heartbeat file (`step phase time`), read as every run-folder file is read
+    (results/runfiles.py: no link followed, non-blocking, regular files only, 4 KiB at most); None when
+    absent, refused or not in that form."""
     try:
-        step, phase, t = path.read_text().split()
+        step, phase, t = runfiles.read_bytes(Path(path).parent, Path(path).name, "rank.hb").decode().split()
         return int(step), phase, float(t)
-    except (OSError, ValueError):
+    except (OSError, ValueError, runfiles.RunFileError):
         return None
 
 
