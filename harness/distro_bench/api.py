@@ -79,8 +79,14 @@ def _out_dir(out: str | Path | None, what: str) -> Path | None:
 # ---- scenarios ------------------------------------------------------------------------------------
 
 def validate(scenario: str | Path) -> Scenario:
-    """Load and check a scenario file; ScenarioError lists every problem found, with its location."""
-    return _scenario(scenario)
+    """Load and check a scenario file; ScenarioError lists every problem found, with its location. A model from
+    outside is built and fed a tiny batch where torch is installed, and an `hf:` hub dataset looked for in the
+    caches and on the hub (harness/distro_bench/train/inputs.py)."""
+    from distro_bench.train.inputs import check_inputs
+
+    s = _scenario(scenario)
+    check_inputs(s, str(scenario))
+    return s
 
 
 def schema() -> dict[str, Any]:

@@ -12,7 +12,6 @@ from distro_bench.results import runfiles
 from distro_bench.scenario.impairments import IMPAIRMENTS, ImpairmentRow
 from distro_bench.scenario.model import LinkSpec
 from distro_bench.scenario.units import format_rate
-from distro_bench.train.model_config import ModelConfig, parameter_count
 
 
 def fmt(v, spec: str = ".3g", none: str = "n/a") -> str:
@@ -51,8 +50,9 @@ def _hardware_words(name: str, spec: dict | None) -> str:
 
 def _param_count(model: dict) -> int | None:
     try:
-        keys = ("dim", "n_layers", "n_heads", "ffn_dim", "vocab_size", "max_seq_len")
-        return parameter_count(ModelConfig(**{k: model[k] for k in keys if k in model}))
+        from distro_bench.train.models import parameter_count  # torch: only where a report names the size
+
+        return parameter_count(model)
     except Exception:
         return None
 

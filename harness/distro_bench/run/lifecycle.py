@@ -47,7 +47,7 @@ from distro_bench.results.rundir import (
 )
 from distro_bench.scenario.loading import dump_for_run, load_resolved
 from distro_bench.scenario.model import Scenario
-from distro_bench.train.model import ModelConfig, parameter_count, parameter_shapes
+from distro_bench.train.models import model_shapes, parameter_count
 from distro_bench.train.projection import UNSHAPED_BPS, max_hop_delay, project, resolve_options
 from distro_bench.train.replay import resolve_codecs
 
@@ -114,7 +114,7 @@ def sigterm_as_interrupt(life: RunLifecycle | None = None) -> Iterator[None]:
 
 def collective_timeout_s(scenario: Scenario) -> float:
     """Long enough for the baseline's full fp32 gradient exchange over the slowest link, four times over."""
-    params = parameter_count(ModelConfig(**scenario.resolved_model()))  # arithmetic: no model built to size it
+    params = parameter_count(scenario.resolved_model())  # on the meta device: no weights
     rates = [r for n in scenario.nodes() if n.link for r in (n.link.up, n.link.down) if r]
     delay = max((n.link.delay + n.link.jitter for n in scenario.nodes() if n.link), default=0.0)
     transfer = 2 * params * 4 * 8 / min(rates) if rates else 0.0
@@ -147,7 +147,7 @@ def with_choices_made(scenario: Scenario) -> Scenario:
     resolve_options), made once when the run is opened: the run folder's scenario.yaml records the choice, and
     the workers (one per rank, optimizer and seed) and the prediction read it instead of projecting again."""
     nodes = scenario.nodes()
-    shapes = parameter_shapes(ModelConfig(**scenario.resolved_model()))  # the worker's own shapes (no weights)
+    shapes = model_shapes(scenario.resolved_model())  # the worker's own shapes (no weights)
     chosen = {name: resolve_options(cfg, nodes, shapes) for name, cfg in scenario.optimizers.items()}
     if chosen == dict(scenario.optimizers):
         return scenario
