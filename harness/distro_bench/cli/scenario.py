@@ -73,6 +73,11 @@ def validate(
                                 f"baseline: {s.baseline}"), markup=False)
     console.print(terminal_text(f"data: {s.data.tokens or s.data.corpus}; losses in {s.loss_unit()}"), markup=False,
                   soft_wrap=True)
+    from distro_bench.scenario.problems import vocab_mismatch
+
+    if s.replay is None and (mismatch := vocab_mismatch(s)):
+        console.print(terminal_text(f"note: {mismatch} (valid to project; `run` refuses it)"), markup=False,
+                      soft_wrap=True)
     for line in _timeline_lines(s):
         console.print(terminal_text(line), markup=False, soft_wrap=True)
     for line in _region_lines(s) + _site_lines(s):

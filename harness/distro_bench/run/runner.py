@@ -283,7 +283,7 @@ def run_scenario(scenario: Scenario, options: RunSettings, sink: ProgressSink | 
     if scenario.replay is not None:
         sink.note("replay: nothing is trained; each step waits out the profile's compute and performs the method's "
                   "full-size collectives over the links (docs/replay.md)")
-    check_inputs(scenario, scenario.name)  # the model's factory and output, an hf: dataset's cache: exit 2 now
+    check_inputs(scenario, scenario.name, training=True)  # the model's factory and output, an hf: dataset's cache: exit 2 now
     plan = backend_cls.preflight(scenario, backend_options)  # a capability error stops us before the run folder
     life = RunLifecycle(scenario, backend_cls.name, sink)
     run_dir = life.open(options.out)

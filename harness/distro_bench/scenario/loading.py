@@ -16,6 +16,8 @@ from pydantic import ValidationError
 
 from distro_bench.errors import ScenarioError
 from distro_bench.scenario import hfcorpus
+from distro_bench.scenario.corpus import read_corpus
+from distro_bench.scenario.datafiles import MAX_TOKENIZER_BYTES, token_bytes
 from distro_bench.scenario.model import BUILTIN_CORPORA, NAME_RULE, Scenario, show_value, valid_name
 from distro_bench.scenario.problems import (
     CONFINE,
@@ -252,9 +254,6 @@ def _copy_data_files(s: Scenario, d: dict, run_dir: Path) -> bool:
     them in `d` relative to the run folder: no worker opens a path from the scenario's folder. Token files are
     copied as the flat array the workers read (a parquet file's or a dataset folder's `input_ids` joined). Mode
     0644 where the source is readable by everyone, else 0600, as for traces."""
-    from distro_bench.scenario.corpus import read_corpus
-    from distro_bench.scenario.datafiles import MAX_TOKENIZER_BYTES, token_bytes
-
     copies: list[tuple[str, bytes, int]] = []
     for field, name in DATA_COPIES.items():
         key = field.split(".")[1]

@@ -29,6 +29,7 @@ from pydantic import (
 from distro_bench.scenario import hfcorpus, presets
 from distro_bench.scenario.budget import Budget, format_count, parse_count, resolve_budget, resolve_target_cap
 from distro_bench.scenario.churn import ChurnSpec
+from distro_bench.scenario.datafiles import MAX_CONFIG_BYTES, MAX_TOKENIZER_BYTES, hf_config, read_file, tokenizer_vocab
 from distro_bench.scenario.gates import GATES
 from distro_bench.scenario.impairments import IMPAIRMENTS, describe_parts, link_fields
 from distro_bench.scenario.optimizers import OPTIONS, OptimizerConfig
@@ -664,8 +665,6 @@ class Scenario(_Strict):
 
     def file_bytes(self, field: str, cap: int, what: str) -> bytes:
         """The bytes of the file a field names, read once (scenario/datafiles.py read_file) and kept."""
-        from distro_bench.scenario.datafiles import read_file
-
         if field not in self._files:
             path = self.file_path(field)
             assert path is not None, field
@@ -674,8 +673,6 @@ class Scenario(_Strict):
 
     def hf_config(self) -> dict[str, Any]:
         """model.hf_config's content (DataFileError where it cannot be read)."""
-        from distro_bench.scenario.datafiles import MAX_CONFIG_BYTES, hf_config
-
         if isinstance(self.model.hf_config, dict):
             return hf_config(json.dumps(self.model.hf_config).encode(), "model.hf_config")
         return hf_config(self.file_bytes("model.hf_config", MAX_CONFIG_BYTES, "config.json"), "model.hf_config")
@@ -685,8 +682,6 @@ class Scenario(_Strict):
         if self.data.vocab_size is not None:
             return self.data.vocab_size
         if self.data.tokenizer is not None:
-            from distro_bench.scenario.datafiles import MAX_TOKENIZER_BYTES, tokenizer_vocab
-
             return tokenizer_vocab(self.file_bytes("data.tokenizer", MAX_TOKENIZER_BYTES, "tokenizer"), "data.tokenizer")
         return BYTE_VOCAB
 
@@ -767,7 +762,7 @@ def valid_name(name: object) -> bool:
 
 def resolve_model(m: ModelSpec, data_vocab: int = BYTE_VOCAB) -> dict[str, Any]:
     """The built-in model's fields (a preset's under the explicit ones) or a factory's `{factory, args,
-    vocab_size}`; the vocabulary is the data's unless the spec says one (a mismatch is a problem: problems.py)."""
+    vocab_size}`; the vocabulary is the data's unless the spec or its preset says one (problems.py compares)."""
     if m.factory:
         return {"factory": m.factory, "args": dict(m.args), "vocab_size": m.vocab_size or data_vocab}
     base: dict[str, Any] = dict(presets.MODELS[m.preset]) if m.preset else {}
@@ -775,8 +770,7 @@ def resolve_model(m: ModelSpec, data_vocab: int = BYTE_VOCAB) -> dict[str, Any]:
         v = getattr(m, k)
         if v is not None:
             base[k] = v
-    if m.vocab_size is None:
-        base["vocab_size"] = data_vocab
+    base.setdefault("vocab_size", data_vocab)  # a preset's (a published model's) is its own
     base.setdefault("max_seq_len", 512)
     return base
 

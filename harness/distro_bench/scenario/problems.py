@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from distro_bench.scenario import datafiles as df
 from distro_bench.scenario import hfcorpus, presets
 from distro_bench.scenario.corpus import CorpusError, read_corpus
 from distro_bench.scenario.model import (
@@ -257,8 +258,6 @@ def _data_file_problems(s: Scenario) -> list[str]:
     regular files within their caps (scenario/datafiles.py), read once here; the bytes are kept in `s._files` and
     the run folder's copies are these bytes (scenario/loading.py dump_for_run). Token ids must lie below the
     data's vocabulary."""
-    from distro_bench.scenario import datafiles as df
-
     fields: list[tuple[str, int, str]] = [("data.tokenizer", df.MAX_TOKENIZER_BYTES, "tokenizer"),
                                           ("data.tokens", df.MAX_TOKEN_BYTES, "token file"),
                                           ("data.val_tokens", df.MAX_TOKEN_BYTES, "token file")]
@@ -322,23 +321,47 @@ def _data_words(s: Scenario) -> str:
     return f"data.corpus {show_value(d.corpus)} without a tokenizer: bytes, vocabulary 256"
 
 
-def _vocab_problems(s: Scenario) -> list[str]:
-    """The model's vocabulary must be the data's: an id past the model's is an error at the first step, and unused
-    rows are parameters (and bytes) that train nothing."""
-    from distro_bench.scenario.datafiles import DataFileError
-
+def vocab_mismatch(s: Scenario) -> str | None:
+    """The line saying that the model's vocabulary is not the data's, naming both; None where they agree. An id past
+    the model's vocabulary fails the first step; rows past the data's are parameters (and bytes) that train nothing."""
     try:
         data_vocab = s.data_vocab()
-        model = s.resolved_model()
-    except (DataFileError, KeyError):  # reported by _data_file_problems
-        return []
-    model_vocab = model["vocab_size"]
+        model_vocab = s.resolved_model()["vocab_size"]
+    except (df.DataFileError, KeyError):  # reported by _data_file_problems
+        return None
     if model_vocab == data_vocab:
-        return []
+        return None
     where = "model.hf_config" if s.model.source == "hf_config" else "model.vocab_size"
-    return [f"{where}: the model's vocabulary is {model_vocab}, the data's {data_vocab} ({_data_words(s)}); they "
-            "must be the same: " + ("leave model.vocab_size out (the data's is used) or " if where == "model.vocab_size"
-                                   else "") + "name data of that vocabulary"]
+    return (f"{where}: the model's vocabulary is {model_vocab}, the data's {data_vocab} ({_data_words(s)}); they must "
+            "be the same: " + ("leave model.vocab_size out (the data's is used) or " if where == "model.vocab_size"
+                               else "") + "name data of that vocabulary")
+
+
+def input_problems(s: Scenario, *, training: bool = False) -> list[str]:
+    """What `validate` and a run's preflight check beyond the fields, without torch: an `hf:` hub dataset is in a
+    cache or on a reachable hub (hfcorpus.reachability_problem); with `training`, the model's vocabulary is the
+    data's, also for the built-in model's published shapes (valid to project, not to train on other data)."""
+    problems = []
+    if training and s.replay is None and (mismatch := vocab_mismatch(s)):
+        problems.append(mismatch)
+    if s.data.tokens is None and hfcorpus.is_hf(s.data.corpus):
+        problem = hfcorpus.reachability_problem(s.data.corpus)
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def _vocab_problems(s: Scenario) -> list[str]:
+    """A model from outside must take the data's vocabulary, and no model may take a smaller one. The built-in
+    model with a larger one (a published shape: llama-1.2b's 32000, a published point's 128256) is valid for
+    `project` and replays; a training run refuses it (train/inputs.py), and `validate` says so."""
+    problem = vocab_mismatch(s)
+    if problem is None or s.replay is not None:  # a replay feeds the model no data
+        return []
+    model_vocab, data_vocab = s.resolved_model()["vocab_size"], s.data_vocab()
+    if s.model.source == "builtin" and model_vocab > data_vocab:
+        return []
+    return [problem]
 
 
 def _outside(s: Scenario, path: Path, env: str, where: str, flag: str) -> str | None:

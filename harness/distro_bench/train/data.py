@@ -18,6 +18,7 @@ import torch
 from distro_bench.errors import InputError
 from distro_bench.scenario import hfcorpus
 from distro_bench.scenario.corpus import CorpusError, read_corpus
+from distro_bench.scenario.datafiles import MAX_TOKENIZER_BYTES, DataFileError, token_bytes
 from distro_bench.scenario.model import Scenario
 
 
@@ -94,8 +95,6 @@ def load_tokens(scenario: Scenario) -> Tokens:
         return Tokens(encode(text), None, text, unit, 1.0)
     from tokenizers import Tokenizer
 
-    from distro_bench.scenario.datafiles import MAX_TOKENIZER_BYTES
-
     tok = Tokenizer.from_str(scenario.file_bytes("data.tokenizer", MAX_TOKENIZER_BYTES, "tokenizer").decode("utf-8"))
     ids = torch.tensor(tok.encode(text.decode("utf-8", errors="replace"), add_special_tokens=False).ids,
                        dtype=torch.long)
@@ -105,8 +104,6 @@ def load_tokens(scenario: Scenario) -> Tokens:
 
 
 def _token_file(scenario: Scenario, field: str) -> bytes:
-    from distro_bench.scenario.datafiles import DataFileError, token_bytes
-
     path = scenario.file_path(field)
     assert path is not None, field
     try:

@@ -1,36 +1,35 @@
-"""The checks of a scenario's model and data that need torch or the network, run by `validate` (where torch is
-present) and by every run before its folder is opened: the model factory imported, built and fed a tiny batch
-(train/models.py check), and an `hf:` hub dataset found in a cache or on a reachable hub. A problem is a
-ScenarioError line naming the field and what was expected, never a worker's traceback a minute later."""
+"""The checks of a scenario's model and data beyond its fields, run by `validate` and by every run before its
+folder is opened: the model factory imported, built and fed a tiny batch (train/models.py check), the
+vocabularies of model and data, and an `hf:` hub dataset found in a cache or on a reachable hub
+(scenario/problems.py input_problems). A problem is a ScenarioError line naming the field and what was expected,
+never a worker's traceback a minute later."""
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 from distro_bench.errors import InputError, ScenarioError
-from distro_bench.scenario import hfcorpus
 from distro_bench.scenario.model import Scenario
+from distro_bench.scenario.problems import input_problems
+from distro_bench.train import models
 
 
-def check_inputs(scenario: Scenario, source: str, *, builtin: bool = False) -> dict[str, Any]:
-    """{"parameters", "flops_per_token", "flops_basis"} of a model from outside (and of the built-in one with
-    `builtin`; {} otherwise: the built-in model is the suite's to test, and torch stays unloaded for `validate`);
-    ScenarioError listing every problem. Without torch installed, the model is left to the run's preflight."""
-    problems = []
+def model_problems(scenario: Scenario, facts: dict[str, Any] | None = None) -> list[str]:
+    """The model built and fed a tiny batch (its parameters and FLOPs into `facts`); [] when it keeps the protocol."""
+    try:
+        found = models.check(scenario.resolved_model(), scenario.data.seq_len)
+    except InputError as e:
+        return [str(e)]
+    if facts is not None:
+        facts.update(found)
+    return []
+
+
+def check_inputs(scenario: Scenario, source: str, *, training: bool = False) -> dict[str, Any]:
+    """{"parameters", "flops_per_token", "flops_basis"} of the model; ScenarioError listing every problem.
+    `training` (a run): the model's vocabulary must be the data's, also for the built-in model."""
     facts: dict[str, Any] = {}
-    if (builtin or scenario.model.source != "builtin") and importlib.util.find_spec("torch") is not None:
-        from distro_bench.train import models
-
-        try:
-            facts = models.check(scenario.resolved_model(), scenario.data.seq_len)
-        except InputError as e:
-            problems.append(str(e))
-    corpus = scenario.data.corpus
-    if scenario.data.tokens is None and hfcorpus.is_hf(corpus):
-        problem = hfcorpus.reachability_problem(corpus)
-        if problem:
-            problems.append(problem)
+    problems = input_problems(scenario, training=training) + model_problems(scenario, facts)
     if problems:
         raise ScenarioError(source, problems)
     return facts

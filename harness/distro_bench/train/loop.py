@@ -241,12 +241,14 @@ class TrainLoop:
                    "profile_tflops": self.node.hardware.tflops,  # the profile's peak (goodput's share of it)
                    # builtin:pydoc comes from this Python's stdlib: a container's Python may ship another text
                    "corpus_bytes": len(corpus), "corpus_sha256": hashlib.sha256(corpus).hexdigest()[:16],
-                   # the loss's unit, and text bytes per token where the text is known (summary.json `loss`)
-                   "loss_unit": self.data.unit, "val_bytes_per_token": self.data.bytes_per_token,
-                   **self.model_facts,
                    "probe_allgather_s": sum(probe) / len(probe) if probe else None, "probe_calls_s": probe,
                    "seed": self.seed, "budget": self.budget.as_dict(), "max_grad_norm": cfg.max_grad_norm,
-                   "clipped_by": None if cfg.max_grad_norm is None else ("strategy" if self.clip is None else "worker")})
+                   "clipped_by": None if cfg.max_grad_norm is None else ("strategy" if self.clip is None else "worker"),
+                   # issue 47: the loss's unit, text bytes per token where the text is known, the model's FLOPs
+                   # per token and how they are known (summary.json `loss` and `model`)
+                   "loss_unit": self.data.unit, "val_bytes_per_token": self.data.bytes_per_token,
+                   "flops_per_token": self.model_facts.get("flops_per_token"),
+                   "flops_basis": self.model_facts.get("flops_basis")})
         self.comm.take()
         if self.wire:
             self.wire.delta()

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from distro_bench.errors import InputError
+from distro_bench.train.model import ShapesOnly
 
 # Named factories: the shipped models register here, as a user's would by import path.
 REGISTRY: dict[str, str] = {
@@ -111,8 +112,6 @@ def build(model: dict[str, Any], seed: int, device: torch.device | str = "cpu") 
 
 
 def _on_meta(recipe: ModelRecipe) -> nn.Module:
-    from distro_bench.train.model import ShapesOnly
-
     with torch.device("meta"), ShapesOnly():
         return _call(recipe)
 
