@@ -294,7 +294,10 @@ def with_overrides(s: Scenario, *, steps: int | None = None, seed: int | None = 
     not change and which were checked on load). A budget given here replaces the scenario's
     (`--target-val-loss` keeps the scenario's steps or time budget as its cap unless one is given too)."""
     data = s.model_dump(mode="json", exclude_none=True)
-    data["data"]["corpus"] = s.corpus_path()
+    if s.data.tokens is None:
+        data["data"]["corpus"] = s.corpus_path()
+    else:
+        data["data"].pop("corpus", None)
     train = data["train"]
     if steps is not None or time_budget is not None or tokens is not None:
         for k in ("steps", "time_budget", "tokens"):

@@ -730,7 +730,10 @@ class Scenario(_Strict):
         d["links"] = {n.link_name: n.link.model_dump(mode="json", exclude_none=True)
                       for n in self.nodes() if n.link is not None and n.link_name}
         d["hardware"] = {n.hardware_name: n.hardware.model_dump(mode="json", exclude_none=True) for n in self.nodes()}
-        d["data"]["corpus"] = self.corpus_path()
+        if self.data.tokens is None:
+            d["data"]["corpus"] = self.corpus_path()
+        else:  # token files are the data: no corpus beside them
+            d["data"].pop("corpus", None)
         matrix = region_matrix(self)
         if matrix is not None and self.regions is not None:  # the preset expanded: every pair's one-way delay
             d["regions"] = {"intra": format_duration(matrix.intra_s), "symmetric": self.regions.symmetric, "delays": {
