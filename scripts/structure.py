@@ -59,8 +59,8 @@ LAZY_HEAVY_ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     "distro_bench.scenario.hfcorpus": (frozenset({"datasets", "huggingface_hub"}),
                                        "Hugging Face datasets is optional (hf: corpora)"),
     "distro_bench.scenario.datafiles": (frozenset({"numpy", "pyarrow", "datasets", "tokenizers"}),
-                                        "token files and tokenizers load their libraries only where a scenario names "
-                                        "one; `validate` of every other scenario stays light (the hf extra is optional)"),
+                                        ("token files and tokenizers load their libraries only where a scenario "
+                                         "names one; `validate` of every other scenario stays light")),
     "distro_bench.train.data": (frozenset({"tokenizers"}), "tokenizers is optional (the hf extra): a tokenizer.json corpus"),
     "distro_bench.train.hfmodel": (frozenset({"transformers"}), "transformers is optional (the hf extra): hf_config models"),
     "distro_bench.studies.sweep": (frozenset({"pandas"}), ("the sweep table is built after the runs; "

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from pydoc_data.topics import topics
 
 import numpy as np
-from pydoc_data.topics import topics
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 VOCAB = 1024

@@ -121,8 +121,8 @@ def token_bytes(path: Path, dtype: str, within: Path | None = None) -> bytes:
 
 
 def _parquet_rows(path: Path, within: Path | None) -> list:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     data = read_file(path, MAX_TOKEN_BYTES, "token file", within)  # read once, no-follow; parsed from memory
 

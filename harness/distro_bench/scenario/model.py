@@ -773,7 +773,8 @@ def resolve_model(m: ModelSpec, data_vocab: int = BYTE_VOCAB) -> dict[str, Any]:
         v = getattr(m, k)
         if v is not None:
             base[k] = v
-    base.setdefault("vocab_size", data_vocab)  # a preset's (a published model's) is its own
+    if m.vocab_size is None and base.get("vocab_size", BYTE_VOCAB) == BYTE_VOCAB:
+        base["vocab_size"] = data_vocab  # a byte-level preset takes the data's; a published model's is its own
     base.setdefault("max_seq_len", 512)
     return base
 
