@@ -417,3 +417,27 @@ def test_the_summary_says_the_loss_unit_and_bits_per_byte():
     assert out["loss"]["unit"].startswith("nats per token")
     assert out["loss"]["final_val_bits_per_byte"] == {"adamw": pytest.approx(3.0 / math.log(2) / 3.0), "distro": None}
     assert model_and_loss([{"type": "start"}], {}) == {}  # records from before: no block rather than a guess
+
+
+# ---- a run, end to end -------------------------------------------------------------------------------------
+
+@pytest.mark.slow  # two workers train a few steps (~15 s on 2 cores)
+def test_a_factory_model_from_a_third_party_package_trains_and_its_folder_describes_it(plugin, tmp_path):
+    from distro_bench import api
+    from distro_bench.report.load import load_run
+
+    s = scenario_from_dict(tiny_scenario_dict(model={"factory": "byomodels:bigram"},
+                                              train={"steps": 12, "eval_every": 6, "seed": 0},
+                                              optimizers={"adamw": {"lr": 3e-2}}))
+    result = api.run(s, backend="local", out=tmp_path / "out")
+    summary = json.loads((result.run_dir / "summary.json").read_text())
+    adamw = summary["optimizers"]["adamw"]
+    assert adamw["final_val_loss"] < adamw["first_val_loss"] - 0.1 and adamw["replicas_identical"]
+    assert summary["model"] == {"parameters": 256 * 256, "flops_per_token": 6.0 * 256 * 256,
+                                "flops_basis": "6 x parameters (estimate)"}
+    assert summary["loss"]["unit"] == "nats per byte" and summary["loss"]["bytes_per_token"] == 1.0
+    assert summary["loss"]["final_val_bits_per_byte"]["adamw"] == pytest.approx(adamw["final_val_loss"] / math.log(2))
+    sys.modules.pop("byomodels", None)  # the report reads the folder alone
+    text = (result.run_dir / "report.md").read_text()
+    assert "Model: factory byomodels:bigram" in text and "Losses in nats per byte" in text
+    assert load_run(result.run_dir).scenario["model"]["factory"] == "byomodels:bigram"
