@@ -118,7 +118,7 @@ def test_grouped_query_attention_shapes_come_from_the_model():
     ("nopkg_xyz.models:build", "cannot import module 'nopkg_xyz.models'"),
     ("byomodels:missing", "module 'byomodels' has no 'missing'"),
     ("byomodels:not_a_module", "returned str, not a torch.nn.Module"),
-    ("byomodels:wrong_shape", "maps token ids [2, 8] to shape [2, 8, 8]; expected logits [2, 8, 256]"),
+    ("byomodels:wrong_shape", "maps token ids [2, 32] to shape [2, 32, 8]; expected logits [2, 32, 256]"),
     ("byomodels:needs_width", "refused its arguments"),
 ])
 def test_a_bad_factory_is_exit_2_at_validate_naming_what_was_expected(cli, write_scenario, plugin, factory, expected):
@@ -441,3 +441,11 @@ def test_a_factory_model_from_a_third_party_package_trains_and_its_folder_descri
     text = (result.run_dir / "report.md").read_text()
     assert "Model: factory byomodels:bigram" in text and "Losses in nats per byte" in text
     assert load_run(result.run_dir).scenario["model"]["factory"] == "byomodels:bigram"
+
+
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="the optional transformers library is not installed")
+def test_a_config_with_fewer_positions_than_the_sequence_is_exit_2(cli, write_scenario, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({**GPT2, "n_positions": 16}))
+    r = _validate(cli, write_scenario, model={"hf_config": "config.json"})  # seq_len 32
+    said = " ".join(r.output.split())
+    assert r.exit_code == 2 and "model.hf_config: the transformers model of this config failed on token ids of shape [2, 32]" in said

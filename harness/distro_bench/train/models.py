@@ -36,6 +36,7 @@ REGISTRY: dict[str, str] = {
 }
 BUILTIN_FIELDS = ("dim", "n_layers", "n_heads", "ffn_dim", "max_seq_len", "rope_theta", "norm_eps", "n_kv_heads")
 PROBE_BATCH = 2
+PROBE_MAX_LEN = 4096
 PROBE_MAX_PARAMS = 50_000_000  # a real forward on the CPU up to here (under a second); the meta device above
 
 
@@ -49,7 +50,8 @@ class ModelRecipe:
     where: str = "model.factory"  # the scenario field a problem names
 
     def describe(self) -> str:
-        return self.factory if ":" in self.factory else f"the built-in {self.factory}"
+        return {"hf": "the transformers model of this config", "llama": "the built-in model"}.get(self.factory,
+                                                                                                  self.factory)
 
 
 def recipe_of(model: dict[str, Any]) -> ModelRecipe:
@@ -151,7 +153,7 @@ def check(model: dict[str, Any], seq_len: int) -> dict[str, Any]:
     params = sum(p.numel() for p in meta.parameters())
     if params == 0:
         raise InputError(f"{recipe.where}: {recipe.describe()} returned a module without parameters; nothing to train")
-    t = max(1, min(8, seq_len))
+    t = max(1, min(PROBE_MAX_LEN, seq_len))  # the run's own length: a position table shorter than it fails here
     out = None
     if recipe.factory != "llama":  # the built-in model is tested in the project's own suite
         out = _probe(recipe, model, meta, params, t)
