@@ -294,7 +294,7 @@ def _data_file_problems(s: Scenario) -> list[str]:
             problems.append(f"{field}: {e} (relative paths are read from {s._base_dir})")
             continue
         s._files[field] = data
-    if not problems and isinstance(s.model.hf_config, str):
+    if not problems and s.model.hf_config is not None:  # a path read above, or a config written inline
         try:
             s.hf_config()
         except df.DataFileError as e:
