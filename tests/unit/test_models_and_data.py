@@ -449,3 +449,19 @@ def test_a_config_with_fewer_positions_than_the_sequence_is_exit_2(cli, write_sc
     r = _validate(cli, write_scenario, model={"hf_config": "config.json"})  # seq_len 32
     said = " ".join(r.output.split())
     assert r.exit_code == 2 and "model.hf_config: the transformers model of this config failed on token ids of shape [2, 32]" in said
+
+
+def test_another_hosts_local_copy_of_the_run_folder_gets_the_data_files(tmp_path):
+    """A multi-host run's other hosts read node 0's scenario.yaml (which names data/) from a local folder: joining
+    writes data/ there from that host's own validated scenario, and leaves a shared folder's alone."""
+    from distro_bench.run.lifecycle import RunLifecycle
+
+    _bin(tmp_path / "t.bin", list(range(1000)))
+    s = load_scenario(_token_scenario(tmp_path, tokens="t.bin", vocab_size=1000))
+    local = tmp_path / "host1-run"
+    local.mkdir()
+    RunLifecycle(s, "local").join(local)
+    assert np.fromfile(local / "data" / "tokens.bin", dtype=np.uint16).tolist() == list(range(1000))
+    (local / "data" / "tokens.bin").write_bytes(b"node 0's")
+    RunLifecycle(s, "local").join(local)  # a folder with data/ (shared, or joined before) is not written again
+    assert (local / "data" / "tokens.bin").read_bytes() == b"node 0's"

@@ -45,7 +45,7 @@ from distro_bench.results.rundir import (
     new_run_dir,
     write_status,
 )
-from distro_bench.scenario.loading import dump_for_run, load_resolved
+from distro_bench.scenario.loading import dump_for_run, load_resolved, write_data_copies
 from distro_bench.scenario.model import Scenario
 from distro_bench.train.models import model_shapes, parameter_count
 from distro_bench.train.projection import UNSHAPED_BPS, max_hop_delay, project, resolve_options
@@ -200,8 +200,11 @@ class RunLifecycle:
         return run_dir
 
     def join(self, run_dir: Path) -> None:
-        """Train into a folder another process opened and finishes (node-rank 0's, for the other hosts)."""
+        """Train into a folder another process opened and finishes (node-rank 0's, for the other hosts). Its data
+        files (data/: node 0's scenario.yaml names them) are written from this host's own validated scenario where
+        the folder is a local copy without them."""
         self.run_dir = run_dir
+        write_data_copies(self.scenario, run_dir)
 
     def _claim(self) -> None:
         self.claim_id = new_run_id()

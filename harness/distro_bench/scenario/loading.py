@@ -248,6 +248,13 @@ DATA_COPIES = {"data.corpus": "corpus.txt", "data.tokenizer": "tokenizer.json", 
                "data.val_tokens": "val_tokens.bin"}
 
 
+def write_data_copies(s: Scenario, run_dir: Path) -> None:
+    """RUN/data/ from this host's own validated scenario, where the run folder lacks it: a multi-host run's other
+    hosts write into a local copy of node 0's folder, whose scenario.yaml names data/ (run/lifecycle.py join)."""
+    if not (run_dir / "data").exists():
+        _copy_data_files(s, s.resolved_dict(), run_dir)
+
+
 def _copy_data_files(s: Scenario, d: dict, run_dir: Path) -> bool:
     """Copy the corpus file or folder (joined, as the workers read it), the tokenizer and the token files into
     RUN/data/, as validation read them (Scenario._files; read now, under the same rules, where it did not), and name
