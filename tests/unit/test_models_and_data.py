@@ -465,3 +465,27 @@ def test_another_hosts_local_copy_of_the_run_folder_gets_the_data_files(tmp_path
     (local / "data" / "tokens.bin").write_bytes(b"node 0's")
     RunLifecycle(s, "local").join(local)  # a folder with data/ (shared, or joined before) is not written again
     assert (local / "data" / "tokens.bin").read_bytes() == b"node 0's"
+
+
+def test_rows_that_are_not_token_ids_are_named(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"input_ids": [["a", "b"], ["c"]]}), tmp_path / "t.parquet")
+    with pytest.raises(ScenarioError, match=re.escape("`input_ids` rows are not lists of integers")):
+        load_scenario(_token_scenario(tmp_path, tokens="t.parquet", vocab_size=10))
+
+
+def test_an_hf_field_of_token_ids_points_at_data_tokens(tmp_path, monkeypatch):
+    pytest.importorskip("datasets")
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from distro_bench.train.data import load_corpus
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("DISTRO_BENCH_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "ds" / "data").mkdir(parents=True)
+    pq.write_table(pa.table({"input_ids": [[1, 2, 3]] * 20}), tmp_path / "ds" / "data" / "train-00000-of-00001.parquet")
+    with pytest.raises(InputError, match=re.escape("holds token ids, not text; give them as data.tokens")):
+        load_corpus(f"hf:{tmp_path / 'ds'}:train:input_ids")

@@ -104,28 +104,31 @@ def token_bytes(path: Path, dtype: str, within: Path | None = None) -> bytes:
                                 "tokens; say the dtype it was written with (data.dtype: uint16 or uint32)")
         return data
     import numpy as np
+    import pyarrow as pa  # type: ignore[import-untyped]
 
-    rows = _parquet_rows(path, within) if fmt == "parquet" else _dataset_rows(path)
-    try:
-        flat = np.concatenate([np.asarray(r, dtype=np.int64) for r in rows]) if rows else np.zeros(0, np.int64)
-    except (TypeError, ValueError) as e:
+    column = _parquet_column(path, within) if fmt == "parquet" else _dataset_column(path)
+    try:  # the rows joined in Arrow, never as Python lists (a 256 MiB file would be gigabytes of int objects)
+        values = pa.chunked_array(column).combine_chunks().flatten() if len(column) else pa.array([], pa.int64())
+        if not pa.types.is_integer(values.type):
+            raise TypeError(f"values of type {values.type}")
+        flat = values.to_numpy(zero_copy_only=False).astype(np.int64)
+    except (TypeError, ValueError, AttributeError, pa.ArrowException) as e:
         raise DataFileError(f"token file {str(path)!r}: `{TOKENS_FIELD}` rows are not lists of integers ({e})") from None
     limit = 2 ** (8 * TOKEN_DTYPES[dtype])
     if len(flat) and (flat.min() < 0 or flat.max() >= limit):
         raise DataFileError(f"token file {str(path)!r}: ids from {flat.min()} to {flat.max()} do not fit {dtype}; "
                             "data.dtype: uint32 holds ids below 2^32")
-    out = flat.astype(np.uint16 if dtype == "uint16" else np.uint32).astype("<" + ("u2" if dtype == "uint16" else "u4"))
+    out = flat.astype("<u2" if dtype == "uint16" else "<u4")
     if out.nbytes > MAX_TOKEN_BYTES:
         raise DataFileError(f"token file {str(path)!r}: {len(out):,} tokens are more than {MAX_TOKEN_BYTES:,} bytes")
     return out.tobytes()
 
 
-def _parquet_rows(path: Path, within: Path | None) -> list:
-    import pyarrow as pa  # type: ignore[import-untyped]
+def _parquet_column(path: Path, within: Path | None) -> Any:
+    import pyarrow as pa
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     data = read_file(path, MAX_TOKEN_BYTES, "token file", within)  # read once, no-follow; parsed from memory
-
     try:
         table = pq.read_table(pa.BufferReader(data))
     except Exception as e:
@@ -133,10 +136,10 @@ def _parquet_rows(path: Path, within: Path | None) -> list:
     if TOKENS_FIELD not in table.column_names:
         raise DataFileError(f"token file {str(path)!r} has no `{TOKENS_FIELD}` column (columns: "
                             f"{', '.join(table.column_names)})")
-    return table.column(TOKENS_FIELD).to_pylist()
+    return table.column(TOKENS_FIELD)
 
 
-def _dataset_rows(path: Path) -> list:
+def _dataset_column(path: Path) -> Any:
     try:
         import datasets
     except ImportError:
@@ -155,7 +158,7 @@ def _dataset_rows(path: Path) -> list:
     if TOKENS_FIELD not in ds.column_names:
         raise DataFileError(f"token folder {str(path)!r} has no `{TOKENS_FIELD}` column (columns: "
                             f"{', '.join(ds.column_names)})")
-    return list(ds[TOKENS_FIELD])
+    return ds.data.column(TOKENS_FIELD)  # its Arrow table's column: no rows decoded
 
 
 def max_token_id(data: bytes, dtype: str) -> int:
