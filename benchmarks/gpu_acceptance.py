@@ -29,6 +29,14 @@ FAILed, 2 on bad arguments, else 0:
    the device, 100 steps each, unshaped (the ladder's equal-tokens setting: synchronous methods' losses do not
    depend on the links). PASS when the run is complete, replicas agree and each val loss is below the uniform
    model's ln 256. The dry mode trains the smallest rung, two workers, 3 steps.
+5. optimizer-compute (issue 48 item 3): benchmarks/optimizer_compute.py on the device at llama-1.2b's shapes
+   (layer 0 whole: its four 2048 x 2048 attention and three 8192 x 2048 MLP matrices, 67M parameters), 2, 8 and
+   32 workers:
+   each method's own compress + apply seconds per parameter, fitted a + b (N - 1), written to
+   results/optimizer-compute-cuda.json. Copied to harness/distro_bench/data/published/ and named in a new dated
+   time model, it replaces the assumed CPU-to-H100 rule of the published time rows (docs/projection.md). PASS
+   when every method was timed; the figure is DisTrO's and AdamW's nanoseconds a parameter at 32 workers and the
+   1.2B step's optimizer compute they imply. The dry mode times the `tiny` model's tensors on the CPU, 2 workers.
 
 The figures go to a JSON file (--out; default results/gpu-acceptance.json, results/gpu-acceptance-dry.json in the
 dry mode, so CI never overwrites a GPU run's figures), for recording in docs.
@@ -60,7 +68,7 @@ for _p in (REPO, REPO / "harness"):  # tests.* and distro_bench, also when run w
 
 SCHEMA_VERSION = 1
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
-STEPS = ("environment", "fidelity", "run", "ladder")
+STEPS = ("environment", "fidelity", "run", "ladder", "optimizer-compute")
 # What `distro-bench run` imports (pyproject's dependencies less torch), and what the netns and docker backends add.
 NEEDED = ("pydantic", "yaml", "typer", "rich", "pandas", "pyarrow", "matplotlib")
 OPTIONAL = {"pyroute2": "the netns backend (shaped links)", "docker": "the docker backend (not used here)"}
@@ -374,6 +382,43 @@ def ladder_rung(preset: str | None, device: str, out: Path, dry: bool = False) -
                 {"preset": preset, **figures})
 
 
+# ---- 5. each method's own optimizer compute ------------------------------------------------------------------
+
+OPTIMIZER_COMPUTE = REPO / "benchmarks" / "optimizer_compute.py"
+
+
+def step_optimizer_compute(device: str, out: Path, dry: bool = False) -> Step:
+    """benchmarks/optimizer_compute.py on `device`: at llama-1.2b's shapes (layer 0's tensors) and 2, 8, 32
+    workers; dry: the tiny model's tensors on the CPU, 2 workers, one repeat."""
+    import math
+
+    from distro_bench.scenario.presets import MODELS
+    from distro_bench.train.model import ModelConfig, parameter_shapes
+
+    params_1_2b = sum(math.prod(s) for s in parameter_shapes(ModelConfig(**MODELS["llama-1.2b"])).values())
+    mod = _load(OPTIMIZER_COMPUTE, "optimizer_compute")
+    target = out.parent / ("optimizer-compute-dry.json" if dry else "optimizer-compute-cuda.json")
+    argv = ["--device", device, "--out", str(target)]
+    argv += (["--model", "tiny", "--worlds", "2", "--repeats", "1", "--sample-params", str(1 << 22)] if dry else
+             ["--model", "llama-1.2b", "--worlds", "2", "8", "32", "--repeats", "3", "--layer", "0"])
+    rc = mod.main(argv)
+    if rc != 0 or not target.is_file():
+        return Step("optimizer-compute", FAIL, f"benchmarks/optimizer_compute.py exited {rc}", {"out": str(target)})
+    result = json.loads(target.read_text())
+    methods = result["methods"]
+    world = max(result["methods"]["distro"]["per_world"], key=lambda r: r["world"])["world"]
+
+    def ns(name: str) -> float:
+        row = next(r for r in methods[name]["per_world"] if r["world"] == world)
+        return row["step_s_per_param"] * 1e9
+
+    figure = (f"{world} workers: DisTrO {ns('distro'):.2f} ns a parameter, AdamW {ns('adamw'):.2f}; at 1.2B: "
+              f"{ns('distro') * params_1_2b * 1e-9:.3f} s and {ns('adamw') * params_1_2b * 1e-9:.3f} s a step")
+    return Step("optimizer-compute", PASS if all(m["per_world"] for m in methods.values()) else FAIL, figure,
+                {"out": str(target), "device": result["device"], "copy_bandwidth_Bps": result["copy_bandwidth_Bps"],
+                 "ns_per_param": {name: ns(name) for name in methods}})
+
+
 # ---- the script ---------------------------------------------------------------------------------------------
 
 def _timed(name: str, fn: Callable[[], Step]) -> Step:
@@ -435,6 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         "fidelity": lambda: step_fidelity(device, large=not args.dry),
         "run": lambda: step_run(device, args.dry, args.backend, runs, steps, timeout_s),
         "ladder": lambda: ladder_rung(args.ladder_preset, device, runs, dry=args.dry),
+        "optimizer-compute": lambda: step_optimizer_compute(device, out, dry=args.dry),
     }
     started = time.monotonic()
     done = [_timed(name, plan[name]) for name in STEPS if name in wanted]

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU acceptance (issue 34 item 6): a thin wrapper over benchmarks/gpu_acceptance.py, which says what it proves.
+# GPU acceptance (issue 34 item 6; issue 48: step optimizer-compute, each method's own compute on CUDA at the 1.2B
+# shapes): a thin wrapper over benchmarks/gpu_acceptance.py, which says what it proves.
 #   benchmarks/gpu_acceptance.sh [--dry] [--out FILE] [--backend auto|netns|local] [--only STEP]...
 # PYTHON: the interpreter (default: the repo's .venv, else python3). WHEELS=DIR: first install every wheel in DIR
 # (pydantic and the others a GPU image lacks; docs/testing.md says how to fetch them) into WHEELS_TARGET

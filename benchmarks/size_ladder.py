@@ -1,12 +1,24 @@
 """The model-size ladder: does a method's gap to AdamW, and the methods' ranking, hold as the model grows?
 
-    python benchmarks/size_ladder.py [--scenario scenarios/home-dsl.yaml] [--sizes tiny,small,base]
+    python benchmarks/size_ladder.py [--scenario scenarios/home-dsl.yaml] [--sizes tiny,small,medium]
         [--methods adamw,distro,diloco,sparseloco] [--rates scenarios/methods-home-dsl.yaml]
-        [--corpus builtin:stdlib] [--seeds 3] [--first-seed 1] [--budget 60s|none] [--tokens 400k]
-        [--tune --lrs 1e-3,3e-3,1e-2 | --lr-factors 0.333,1] [--sweep-budget 20s] [--tune-seed 0] [--max-widen 2]
-        [--backend netns] [--tokens-backend local] [--out results/ladder]
+        [--corpus builtin:stdlib] [--seeds 3] [--first-seed 1] [--budget none|60s]
+        [--tokens-per-param 20 | --tokens 400k] [--min-syncs 20]
+        [--no-tune | --lr-factors 0.333,1,3 | --lrs 1e-3,3e-3,1e-2] [--tune-seed 0] [--max-widen 2]
+        [--backend netns] [--tokens-backend local] [--out results/ladder] [--plan]
         [--write-docs docs/size-ladder.md]
+    python benchmarks/size_ladder.py --sizes 35m,150m,350m --plan     # the GPU rungs: budgets and hours, no run
     python benchmarks/size_ladder.py [--table tiny=RUN_DIR ...] [--tokens-run tiny=RUN_DIR ...] [--write-docs F]
+
+Defaults are compute-matched (issue 48): every rung trains `--tokens-per-param` tokens a parameter (default 20,
+Chinchilla's), so size is not confounded with undertraining; a rung whose budget gives a periodic method fewer
+than `--min-syncs` outer syncs (20) is refused, naming the method and the steps it needs; each method's rate is
+tuned at each rung on a seed the ladder does not report, over a grid of its `--rates` rate x 0.333, 1, 3 that is
+widened at an edge (`--max-widen`), so the pick is bracketed or the run says it is not. `--plan` prints each
+rung's parameters, tokens, steps, syncs and the compute it needs (FLOPs, and hours on one H100 at an assumed MFU
+of 0.3) without running anything. Rungs are model presets (tiny 0.49M, small 3.5M, medium 11.7M, base 27.5M) or
+the GPU rungs below (35M, 150M, 350M, byte-level), which overlap the published sizes: DiLoCo scaling laws' 35M,
+the DisTrO report's 50M and 300M (tried, footnote 7), DeMo's 300M and 1B.
 
 For each size (a model preset) the scenario's network and workers are kept; the model, the corpus and the
 optimizers change: `--methods`, each with its configuration and rate from `--rates` (the shoot-out's tuned
@@ -50,7 +62,21 @@ from distro_bench.errors import InputError  # after the path insert: runs from a
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-RUNGS = ("tiny", "small", "base")  # model presets, smallest first
+RUNGS = ("tiny", "small", "base")  # model presets, smallest first (the GPU acceptance hook's)
+# Rungs only a GPU can run at 20 tokens a parameter: byte-level Llama-style shapes (ffn 3x dim) near the published
+# sizes; `model` dicts the scenario takes in place of a preset.
+GPU_RUNGS: dict[str, dict] = {
+    "35m": {"preset": None, "dim": 640, "n_layers": 7, "n_heads": 10, "ffn_dim": 1920, "vocab_size": 256,
+            "max_seq_len": 1024},
+    "150m": {"preset": None, "dim": 1024, "n_layers": 11, "n_heads": 16, "ffn_dim": 3072, "vocab_size": 256,
+             "max_seq_len": 1024},
+    "350m": {"preset": None, "dim": 1280, "n_layers": 16, "n_heads": 20, "ffn_dim": 3840, "vocab_size": 256,
+             "max_seq_len": 1024},
+}
+TOKENS_PER_PARAM = 20.0  # Chinchilla's compute-optimal ratio, about 20 tokens a parameter
+MIN_SYNCS = 20
+PLAN_MFU = 0.3  # assumed for --plan's hours: a small model on one H100 (989 TFLOPS dense bf16)
+H100_TFLOPS = 989.0
 # A byte-level model that predicts uniformly scores ln 256 nats a byte: a rung that trained at all is below it.
 UNIFORM_LOSS = math.log(256)
 
@@ -73,11 +99,71 @@ def rung_scenario(base: dict, rates: dict, size: str, methods: list[str], corpus
                          f"({', '.join(rates.get('optimizers') or {})})")
     doc = {k: v for k, v in base.items() if k not in ("optimizers", "checks", "baseline")}
     doc["name"] = f"{base.get('name', 'ladder')}-{size}"
-    doc["model"] = {"preset": size}
+    doc["model"] = dict(GPU_RUNGS[size]) if size in GPU_RUNGS else {"preset": size}
     doc["data"] = {**(base.get("data") or {}), "corpus": corpus}
     doc["optimizers"] = {m: dict(rates["optimizers"][m]) for m in methods}
     doc["baseline"] = "adamw" if "adamw" in methods else methods[0]
     return doc
+
+
+def rung_params(doc: dict) -> int:
+    """The rung's parameter count, from the model's own shapes (no model is built)."""
+    from distro_bench.scenario.loading import scenario_from_dict
+    from distro_bench.train.model import ModelConfig, parameter_shapes
+
+    shapes = parameter_shapes(ModelConfig(**scenario_from_dict(doc).resolved_model()))
+    return sum(math.prod(s) for s in shapes.values())
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A rung's compute-matched budget: tokens = tokens_per_param x parameters, rounded up to whole steps."""
+
+    params: int
+    tokens_per_step: int
+    steps: int
+    syncs: dict[str, int]  # periodic methods' outer syncs in those steps
+
+    @property
+    def tokens(self) -> int:
+        return self.steps * self.tokens_per_step
+
+    @property
+    def tokens_per_param(self) -> float:
+        return self.tokens / self.params
+
+
+def rung_budget(doc: dict, tokens_per_param: float, min_syncs: int = MIN_SYNCS) -> Budget:
+    """The rung's steps at `tokens_per_param`; InputError where a periodic method would make fewer than
+    `min_syncs` outer syncs (its inner_steps H: steps / H syncs), naming the method and the steps it needs."""
+    from distro_bench.scenario.loading import scenario_from_dict
+
+    s = scenario_from_dict(doc)
+    params = rung_params(doc)
+    per_step = s.data.seq_len * s.data.batch_size * s.world_size
+    steps = max(1, math.ceil(tokens_per_param * params / per_step))
+    syncs = {name: steps // cfg.inner_steps for name, cfg in s.optimizers.items()
+             if getattr(cfg, "inner_steps", 1) > 1}
+    short = {n: k for n, k in syncs.items() if k < min_syncs}
+    if short:
+        name = next(iter(short))
+        need = min_syncs * s.optimizers[name].inner_steps  # type: ignore[union-attr]
+        raise InputError(f"--tokens-per-param {tokens_per_param:g}: {doc.get('name')}'s {steps} steps give {name} "
+                         f"{short[name]} outer syncs (H = {s.optimizers[name].inner_steps}), fewer than --min-syncs "  # type: ignore[union-attr]
+                         f"{min_syncs}; it needs {need} steps: raise --tokens-per-param or lower its inner_steps")
+    return Budget(params, per_step, steps, syncs)
+
+
+def plan_line(size: str, budget: Budget, methods: list[str], seeds: int, grid: int) -> str:
+    """One rung's plan: its budget and the compute the ladder's runs need (seeds x methods, plus the tuning's
+    `grid` rates a method on one seed), in FLOPs and hours on one H100 at PLAN_MFU (assumed)."""
+    runs = len(methods) * (seeds + grid)
+    flops = 6 * budget.params * budget.tokens * runs
+    hours = flops / (H100_TFLOPS * 1e12 * PLAN_MFU) / 3600
+    syncs = ", ".join(f"{n} {k}" for n, k in budget.syncs.items()) or "none periodic"
+    return (f"{size}: {budget.params / 1e6:.2f}M parameters, {budget.tokens:,} tokens ({budget.tokens_per_param:.1f} a "
+            f"parameter), {budget.steps:,} steps; outer syncs: {syncs}; {runs} runs ({len(methods)} methods x "
+            f"({seeds} seeds + {grid} tuning rates)): {flops:.3g} FLOPs, {hours:.3g} h on one H100 at MFU {PLAN_MFU}")
 
 
 @dataclass(frozen=True)
@@ -118,6 +204,41 @@ def rung_cells(run_dir: Path, figure: str) -> dict[str, Cell]:
     return out
 
 
+def pair_rows(run_dir: Path, figure: str) -> list[list[str]]:
+    """Every pair of methods of one finished run, paired by seed: the difference a - b [95% interval], its p and
+    Holm's adjustment over all the pairs (the family: every pair at this rung and budget), and the order it
+    supports at 0.05 ('a < b' lower loss first) or 'not distinct'."""
+    import itertools
+
+    from distro_bench.results.multiple import ALPHA, holm, paired_p
+    from distro_bench.results.rundir import read_summary
+    from distro_bench.results.stats import finite, paired_difference
+
+    summ = read_summary(run_dir)
+    if summ is None:
+        raise InputError(f"{run_dir}: no summary.json (not a finished distro-bench run folder)")
+    values = {n: {k: float(v[figure]) for k, v in (s.get("per_seed") or {}).items() if finite(v.get(figure))}
+              for n, s in (summ.get("optimizers") or {}).items() if isinstance(s, dict)}
+    pairs, ps, ivs = [], {}, {}
+    for a, b in itertools.combinations(sorted(values), 2):
+        common = sorted(set(values[a]) & set(values[b]))
+        if len(common) < 2:
+            continue
+        key = f"{a} vs {b}"
+        pairs.append((key, a, b))
+        ps[key] = paired_p([values[a][k] - values[b][k] for k in common])
+        ivs[key] = paired_difference({k: values[a][k] for k in common}, {k: values[b][k] for k in common})
+    adjusted = holm(ps)
+    rows = []
+    for key, a, b in pairs:
+        iv = ivs[key]
+        order = ("not distinct" if adjusted[key] >= ALPHA or iv is None else
+                 f"{a} < {b}" if iv.mean < 0 else f"{b} < {a}")
+        ci = "n/a" if iv is None else f"{iv.mean:+.3f} [{iv.lo:+.3f}, {iv.hi:+.3f}]"
+        rows.append([key, ci, f"{ps[key]:.3f}", f"{adjusted[key]:.3f}", order])
+    return rows
+
+
 def order(cells: dict[str, Cell]) -> list[str]:
     """Methods by mean loss, lowest first (those without one last)."""
     return sorted(cells, key=lambda n: (cells[n].mean is None, cells[n].mean if cells[n].mean is not None else 0.0))
@@ -136,11 +257,12 @@ def ladder_table(runs: dict[str, dict[str, Path]]) -> str:
         for size, c in cells.items():
             lines.append(f"| {size} | " + " | ".join(f"{c[m].loss} | {c[m].gap}" if m in c else "- | -"
                                                       for m in methods) + " |")
-        orders = {size: order(c) for size, c in cells.items()}
-        lines += [""] + [f"- {size}: {' < '.join(o)}" for size, o in orders.items()]
-        same = len({tuple(o) for o in orders.values()}) == 1
-        lines += [(f"- the order by mean {'holds' if same else 'does not hold'} across sizes"
-                   " (an order by means, not a test: see the gaps' intervals)"), ""]
+        # Only tested orders: every pair paired by seed, Holm over all the pairs of the rung (no order by means).
+        lines += ["", f"Every pair at {label}, paired by seed (a - b, val loss), Holm over all the pairs of each rung:",
+                  "", "| size | pair | a - b [95% interval] | p | Holm p | order at 0.05 |", "|---|---|---|---|---|---|"]
+        for size, run in by_size.items():
+            lines += [f"| {size} | " + " | ".join(row) + " |" for row in pair_rows(run, figure)]
+        lines += [""]
     return "\n".join(lines)
 
 
@@ -233,24 +355,33 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--scenario", default="scenarios/home-dsl.yaml")
     p.add_argument("--rates", default="scenarios/methods-home-dsl.yaml")
-    p.add_argument("--sizes", default="tiny,small,base")
+    p.add_argument("--sizes", default="tiny,small,medium",
+                   help=f"model presets or GPU rungs ({', '.join(GPU_RUNGS)}), smallest first")
     p.add_argument("--methods", default="adamw,distro,diloco,sparseloco")
     p.add_argument("--corpus", default="builtin:stdlib")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--first-seed", type=int, default=1)
-    p.add_argument("--budget", default="60s", help="the equal-time run's seconds per method; none: no such run")
-    p.add_argument("--tokens", default=None, help="also an equal-tokens run per size (e.g. 400k); none if unset")
-    p.add_argument("--tune", action="store_true", help="sweep each method's rate at each size first")
-    p.add_argument("--lrs", default="1e-3,3e-3,1e-2")
+    p.add_argument("--budget", default="none", help="also an equal-time run of these seconds per method (e.g. 60s)")
+    p.add_argument("--tokens-per-param", type=float, default=TOKENS_PER_PARAM,
+                   help="the equal-tokens run's budget at every rung, tokens a parameter (default 20: compute-matched)")
+    p.add_argument("--tokens", default=None,
+                   help="instead: the same tokens at every rung (e.g. 160k; tokens per parameter then fall up the ladder)")
+    p.add_argument("--min-syncs", type=int, default=MIN_SYNCS,
+                   help="refuse a rung whose budget gives a periodic method fewer outer syncs (default 20)")
+    p.add_argument("--no-tune", dest="tune", action="store_false",
+                   help="take --rates's rates as they are (default: tune each method's rate at each rung)")
+    p.add_argument("--lrs", default="1e-3,3e-3,1e-2", help="with --lr-factors none: one grid for every method")
     p.add_argument("--sweep-budget", default="20s", help="the tuning runs' time budget (equal time)")
-    p.add_argument("--lr-factors", default=None,
-                   help="with --tune: each method's grid is its --rates rate times these (e.g. 0.333,1), not --lrs")
-    p.add_argument("--max-widen", type=int, default=2, help="with --tune: at most this many widenings at an edge")
+    p.add_argument("--lr-factors", default="0.333,1,3",
+                   help="each method's grid is its --rates rate times these (default brackets it: 0.333,1,3); "
+                        "none: --lrs")
+    p.add_argument("--max-widen", type=int, default=2, help="at most this many widenings at a grid's edge")
     p.add_argument("--tune-seed", type=int, default=0)
     p.add_argument("--backend", default="netns")
     p.add_argument("--tokens-backend", default="local",
                    help="the equal-tokens run's backend (synchronous methods: the links change its time, not its losses)")
     p.add_argument("--out", type=Path, default=Path("results/ladder"))
+    p.add_argument("--plan", action="store_true", help="print each rung's budget and the compute it needs; run nothing")
     p.add_argument("--write-docs", type=Path, default=None)
     p.add_argument("--table", nargs="*", default=None, help="SIZE=RUN_DIR of finished equal-time runs: print only "
                    "(with --tokens-run, the equal-tokens ones too; either alone)")
@@ -266,29 +397,38 @@ def main(argv: list[str] | None = None) -> int:
             args.write_docs.write_text(f"# Model-size ladder\n\n{text}\n")
         return 0
     equal_time = args.budget.lower() != "none"
-    if not equal_time and not args.tokens:
-        raise InputError("--budget none: no equal-time run and no --tokens; give one of them")
+    if args.tokens is None and not args.tokens_per_param > 0:
+        raise InputError(f"--tokens-per-param: {args.tokens_per_param:g}; give a positive number (20: compute-matched)")
     if args.seeds < 3:
         raise InputError(f"--seeds: {args.seeds}; a ladder's gaps need 3 or more paired seeds")
     if args.first_seed <= args.tune_seed < args.first_seed + args.seeds:
         raise InputError(f"--tune-seed: {args.tune_seed} is one of the reported seeds; tune on a fresh seed")
-    so = _shootout()
     base, rates = (yaml.safe_load(Path(f).read_text()) for f in (args.scenario, args.rates))
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    factors = ([float(x) for x in args.lr_factors.split(",")] if args.lr_factors.lower() != "none" else None)
+    grid = len(factors) if factors else len(args.lrs.split(","))
+    sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
+    budgets = {}
+    for size in sizes:  # every rung's budget first: a rung that cannot make its syncs stops the ladder before it runs
+        doc = rung_scenario(base, rates, size, methods, args.corpus)
+        budgets[size] = None if args.tokens else rung_budget(doc, args.tokens_per_param, args.min_syncs)
+        if budgets[size] is not None:
+            print(plan_line(size, budgets[size], methods, args.seeds, grid if args.tune else 0), flush=True)
+    if args.plan:
+        return 0
+    so = _shootout()
     args.out.mkdir(parents=True, exist_ok=True)
     runs: dict[str, dict[str, Path]] = {"equal time": {}} if equal_time else {}
-    if args.tokens:
-        runs["equal tokens"] = {}
-    for size in [s.strip() for s in args.sizes.split(",") if s.strip()]:
+    runs["equal tokens"] = {}
+    for size in sizes:
         doc = rung_scenario(base, rates, size, methods, args.corpus)
+        budget = budgets[size]
+        tokens = args.tokens or str(budget.tokens)  # type: ignore[union-attr]
         if args.tune:
-            factors = [float(x) for x in args.lr_factors.split(",")] if args.lr_factors else None
             grids = {m: [float(doc["optimizers"][m]["lr"]) * f for f in factors] for m in methods} if factors else None
-            # Tuned as the rung is run: at equal time over --backend, or (--budget none) at equal tokens.
-            how = (["--time-budget", args.sweep_budget, args.backend] if equal_time
-                   else ["--tokens", args.tokens, args.tokens_backend])
-            for name, lr in so.tune(doc, args.lrs, how[1], how[2], args.out, methods, args.tune_seed,
-                                    max_widen=args.max_widen, grids=grids, budget_flag=how[0]).items():
+            # Tuned as the rung is run: at its equal-tokens budget (or, with --budget alone, at equal time).
+            for name, lr in so.tune(doc, args.lrs, tokens, args.tokens_backend, args.out, methods, args.tune_seed,
+                                    max_widen=args.max_widen, grids=grids, budget_flag="--tokens").items():
                 print(f"{size}: {name} lr {lr:g} (was {doc['optimizers'][name]['lr']})", flush=True)
                 doc["optimizers"][name]["lr"] = lr
         path = args.out / f"ladder-{size}.yaml"
@@ -298,10 +438,9 @@ def main(argv: list[str] | None = None) -> int:
             runs["equal time"][size] = so._cli(["run", str(path), "--backend", args.backend, "--time-budget",
                                                 args.budget, *seeds, "--out", str(args.out)])
             print(f"{size}, equal time: {runs['equal time'][size]}", flush=True)
-        if args.tokens:
-            runs["equal tokens"][size] = so._cli(["run", str(path), "--backend", args.tokens_backend, "--tokens", args.tokens,
-                                                  *seeds, "--out", str(args.out)])
-            print(f"{size}, equal tokens: {runs['equal tokens'][size]}", flush=True)
+        runs["equal tokens"][size] = so._cli(["run", str(path), "--backend", args.tokens_backend, "--tokens", tokens,
+                                              *seeds, "--out", str(args.out)])
+        print(f"{size}, equal tokens: {runs['equal tokens'][size]}", flush=True)
     text = ladder_table(runs)
     print(text)
     if args.write_docs:

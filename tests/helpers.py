@@ -14,7 +14,7 @@ import yaml
 
 from distro_bench.results import metrics
 from distro_bench.results.rundir import atomic_write_json, atomic_write_parquet
-from distro_bench.scenario.optimizers import OPTIONS
+from distro_bench.scenario.methods import registrations
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -249,7 +249,7 @@ def make_run(root: Path, name: str = "synth", *, scenario: str = "synth", optimi
             "data": {"corpus": "builtin:pydoc", "seq_len": 64, "batch_size": 8},
             "train": {"steps": steps, "eval_every": 5, "seed": 0},
             # a made-up name (demo-bf16) is a DisTrO run: report and check validate scenario.yaml (issue 39)
-            "optimizers": {k: {"type": k if k in OPTIONS else "distro", "lr": 1e-3} for k in optimizers},
+            "optimizers": {k: {"type": k if k in registrations() else "distro", "lr": 1e-3} for k in optimizers},
             "baseline": baseline,
             "checks": checks if checks is not None else {"min_reduction": 100, "max_loss_gap": 0.3}}
     (run / "scenario.yaml").write_text(yaml.safe_dump(scen, sort_keys=False))

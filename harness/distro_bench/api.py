@@ -522,19 +522,28 @@ def links_schedule(scenario: str | Path | Scenario, *, node: int = 0, direction:
 # ---- containers and housekeeping ------------------------------------------------------------------
 
 def build_image(*, offline: bool = False, base: str | None = None, tag: str | None = None, node: bool = False,
-                force: bool = False, no_cache: bool = False, progress: Callable[[str], None] | None = None) -> BuildResult:
+                force: bool = False, no_cache: bool = False, progress: Callable[[str], None] | None = None,
+                with_packages: list[str | Path] | None = None) -> BuildResult:
     """Build the docker backend's worker image (a wheelhouse, then `docker build`), or find it up to date by
     its build key; with `node`, also the node image of `export k8s` on top of it (the distro-bench command, tc,
-    the CLI's deps). `offline`: the debootstrap base and a host-side wheelhouse, no network during the build;
+    the CLI's deps). `with_packages`: your own distributions (a method: docs/extending.md), package folders or
+    wheels, installed into the worker image. `offline`: the debootstrap base and a host-side wheelhouse, no network during the build;
     `force` builds even when up to date; `no_cache` rebuilds every layer. `progress` hears each output line
     (steps unindented, the build's own lines indented)."""
     from distro_bench.backends.docker.image import build_image as build_worker
     from distro_bench.backends.docker.node_image import build_node_image
 
-    build = build_node_image if node else build_worker
+    extra = [Path(p) for p in with_packages or []]
+    if node:
+        if extra:
+            raise InputError("--with and --node: build the worker image with --with first, then --node on it")
+        if progress is None:
+            return build_node_image(offline=offline, base=base, tag=tag, force=force, no_cache=no_cache)
+        return build_node_image(offline=offline, base=base, tag=tag, force=force, no_cache=no_cache, progress=progress)
     if progress is None:
-        return build(offline=offline, base=base, tag=tag, force=force, no_cache=no_cache)
-    return build(offline=offline, base=base, tag=tag, force=force, no_cache=no_cache, progress=progress)
+        return build_worker(offline=offline, base=base, tag=tag, force=force, no_cache=no_cache, with_packages=extra)
+    return build_worker(offline=offline, base=base, tag=tag, force=force, no_cache=no_cache, progress=progress,
+                        with_packages=extra)
 
 
 @dataclass

@@ -10,7 +10,7 @@ import pytest
 import distro_bench
 from distro_bench import paths
 from distro_bench.backends.docker import DockerBackend, Placement, device_requests, image, place
-from distro_bench.errors import CapabilityError
+from distro_bench.errors import CapabilityError, InputError
 from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import REPO, tiny_scenario_dict
 
@@ -299,3 +299,42 @@ def test_containers_and_network_carry_their_owner():
     rec = {k: labels[LABEL_OWNER_PREFIX + k] for k in owner.OWNER_KEYS}
     assert rec == owner.record() and rec["pid"] == str(__import__("os").getpid())
     assert DROPPED_CAPS == ["ALL"]
+
+
+def test_the_image_carries_the_methods_registry_and_with_packages(tmp_path):
+    # Issue 47: pyproject.toml (the entry-point group the shipped methods register in) goes beside the package,
+    # where scenario/methods.py reads it inside the image; `--with` wheels go to deps/extra/.
+    extra = tmp_path / "mine-1-py3-none-any.whl"
+    extra.write_bytes(b"zip")
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    image._prepare_context(ctx, ["numpy==1"], None, [extra])
+    assert (ctx / "src" / "pyproject.toml").read_bytes() == (REPO / "pyproject.toml").read_bytes()
+    assert (ctx / "deps" / "extra" / extra.name).exists()
+    text = (REPO / "containers" / "Dockerfile").read_text()
+    assert "/tmp/deps/extra/*.whl" in text and 'distro-bench.plugin-modules="$DB_PLUGIN_MODULES"' in text
+
+
+def test_a_with_package_becomes_a_wheel_whose_modules_and_methods_are_labelled(tmp_path):
+    wheels = image.build_extra_wheels([REPO / "examples" / "signvote"], tmp_path / "w")
+    assert len(wheels) == 1 and wheels[0].suffix == ".whl"
+    assert image.wheel_plugins(wheels) == {"distributions": ["distro_bench_signvote"], "modules": ["signvote"],
+                                           "methods": ["signvote"]}
+    with pytest.raises(InputError, match="not a wheel"):
+        image.build_extra_wheels([tmp_path], tmp_path / "w2")
+
+
+def test_a_method_the_image_lacks_is_refused_with_the_line_that_builds_it_in():
+    s = scenario_from_dict(tiny_scenario_dict(optimizers={
+        "adamw": {"lr": 1e-3}, "mine": {"type": "distro_bench.train.optim.distro:DisTrO", "lr": 1e-3}}))
+    bare = image.ImageStatus(tag=image.default_tag(), exists=True)
+    assert image.method_problems(bare, s) == []  # an import path to a shipped method is shipped
+
+    class Plugin:
+        type = "signvote.method:SignVote"
+
+    s2 = s.model_copy(update={"optimizers": {**s.optimizers, "sv": Plugin()}})
+    [problem] = image.method_problems(bare, s2)
+    assert "optimizers.sv" in problem and "'signvote'" in problem and "image build --offline --with" in problem
+    built = image.ImageStatus(tag=image.default_tag(), exists=True, plugins={"modules": ["signvote"], "methods": []})
+    assert image.method_problems(built, s2) == []

@@ -15,7 +15,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "gpu_acceptance.sh"
-STEPS = ["environment", "fidelity", "run", "ladder"]
+STEPS = ["environment", "fidelity", "run", "ladder", "optimizer-compute"]
 
 
 def _module():
@@ -40,13 +40,13 @@ def test_dry_mode_passes_every_step_and_writes_its_figures(tmp_path):
     lines = proc.stdout.splitlines()
     for name in STEPS:
         assert any(ln.split()[:2] == ["PASS", name] for ln in lines), (name, proc.stdout)
-    assert lines[-1].startswith("PASS: 4 passed, 0 failed, 0 skipped")
+    assert lines[-1].startswith("PASS: 5 passed, 0 failed, 0 skipped")
 
     rec = json.loads(out.read_text())
     assert rec["schema_version"] == 1 and rec["mode"] == "dry" and rec["device"] == "cpu" and rec["ok"] is True
     assert set(rec) >= {"finished", "git_commit", "wall_s", "steps"}
     assert list(rec["steps"]) == STEPS
-    assert [rec["steps"][s]["status"] for s in STEPS] == ["PASS"] * 4
+    assert [rec["steps"][s]["status"] for s in STEPS] == ["PASS"] * 5
     # Step 4 trained the ladder's smallest rung on the CPU: both methods, replicas agreeing, below ln 256.
     ladder = rec["steps"]["ladder"]["figures"]
     assert ladder["preset"] == "tiny" and ladder["device"] == "cpu" and ladder["steps"] == 3
@@ -130,3 +130,18 @@ def test_ladder_hook_skips_without_the_ladder_then_runs_the_largest_rung(tmp_pat
     # The dry mode (CI) trains the smallest rung, small and short.
     assert ga.ladder_rung(None, "cpu", tmp_path, dry=True).figures == {"preset": "tiny", "val_loss_gap": 0.1,
                                                                          "steps": 3, "workers": 2}
+
+
+def test_the_optimizer_compute_step_times_every_method_and_writes_its_file(tmp_path):
+    """Step 5 in its dry form (the tiny model's tensors on the CPU, 2 workers): the same script the GPU box runs
+    at the 1.2B shapes, whose file replaces the projection's assumed CPU-to-H100 rule."""
+    mod = _module()
+    step = mod.step_optimizer_compute("cpu", tmp_path / "acceptance.json", dry=True)
+    assert step.status == "PASS", step.figure
+    result = json.loads((tmp_path / "optimizer-compute-dry.json").read_text())
+    assert result["device"] == "cpu" and result["model"] == "tiny" and result["copy_bandwidth_Bps"] > 0
+    assert set(result["methods"]) >= {"adamw", "distro", "diloco", "sparseloco", "demo-reference"}
+    for m in result["methods"].values():
+        assert [r["world"] for r in m["per_world"]] == [2] and m["per_world"][0]["step_s_per_param"] > 0
+    assert result["methods"]["diloco"]["per_world"][0]["sync_s_per_param"] >= 0  # a periodic method's sync apart
+    assert step.figures["ns_per_param"]["distro"] > 0 and "DisTrO" in step.figure

@@ -489,3 +489,13 @@ def test_an_hf_field_of_token_ids_points_at_data_tokens(tmp_path, monkeypatch):
     pq.write_table(pa.table({"input_ids": [[1, 2, 3]] * 20}), tmp_path / "ds" / "data" / "train-00000-of-00001.parquet")
     with pytest.raises(InputError, match=re.escape("holds token ids, not text; give them as data.tokens")):
         load_corpus(f"hf:{tmp_path / 'ds'}:train:input_ids")
+
+
+def test_an_unprivileged_worker_must_reach_the_models_package_and_the_data_copies(plugin, tmp_path):
+    from distro_bench.backends.base import worker_modules, worker_reads
+
+    s = scenario_from_dict(tiny_scenario_dict(model={"factory": "byomodels.sub:build"}))
+    assert worker_modules(s) == ["module:byomodels"]
+    _bin(tmp_path / "t.bin", list(range(500)))
+    t = load_scenario(_token_scenario(tmp_path, tokens="t.bin", vocab_size=1000))
+    assert worker_reads(t, []) == [str(tmp_path / "t.bin")]

@@ -134,6 +134,8 @@ def test_the_summary_marks_a_replay_and_its_figures():
     figures = memory_and_replay("adamw", _events(), step_time_s=2.0)
     assert figures["max_rss_bytes"] == 1001
     assert figures["replay"]["utilisation"] == pytest.approx(0.25) and figures["replay"]["fraction"] == 0.5
+    assert figures["replay_fraction"] == 0.5  # issue 48: a top-level key, so summary.csv has its column
+    assert memory_and_replay("adamw", [], step_time_s=2.0)["replay_fraction"] is None  # a training run
     import pandas as pd
 
     summary = build_summary(pd.DataFrame(), _events(), schema_version=1, run={"scenario": "x"}, baseline="adamw")
@@ -146,11 +148,13 @@ def test_the_replay_table_says_a_fraction_and_compares_with_the_prediction():
         "step_time_s_mean": 2.0, "comm_s_mean": 1.4, "payload_tx_bytes_per_step": 1e6, "payload_rx_bytes_per_step": 1e6,
         "wire_tx_bytes_per_step": 1.05e6, "max_rss_bytes": 2e9,
         "replay": {"compute_s": 0.5, "codec_s": 0.1, "fraction": 0.5, "utilisation": 0.25}}}}
-    row = replay_rows(summary, {"adamw": {"wire_tx_bytes": 1.0e6}})[0]
+    row = replay_rows(summary, {"adamw": {"wire_tx_bytes": 1.0e6, "comm_s": 0.7}})[0]
     assert row[6] == "1.05 MB" and row[7] == "1 MB" and row[8] == "1.1x" and row[9] == "25%"
     assert row[10] == "0.5 of the bytes" and row[11] == "2 GB"
+    assert row[12] == "700 ms" and row[13] == "2.0x"  # replayed communication beside the predicted, and their ratio
     lines = replay_lines(summary, {})
-    assert lines[0].startswith("replay (nothing trained)")
+    assert lines[0].startswith("byte replay (predicted messages, synthetic contents, codec timed apart")
+    assert "fraction of predicted bytes replayed: adamw 0.5 of the bytes" in lines[0]
     assert any("adamw replayed 0.5 of the bytes" in line for line in lines)
 
 
@@ -183,3 +187,11 @@ def test_buffers_that_do_not_fit_are_refused_with_a_fraction_that_does():
                            optimizers={name: _replay().optimizers[name].model_dump()})
     assert memory_problem(scenario_from_dict(d), available=10**6) is None  # the fraction it names fits
     assert memory_problem(scenario_from_dict(tiny_scenario_dict()), available=1) is None  # training: not asked
+
+
+def test_the_line_a_replay_opens_with_says_what_it_is_and_how_much_ran():
+    from distro_bench.scenario.replay import banner
+
+    line = banner({"adamw": 0.015625, "distro": 1.0})
+    assert line.startswith("byte replay (predicted messages, synthetic contents, the codec timed apart)")
+    assert "fraction of predicted bytes replayed: adamw 0.0156, distro 1" in line and "full-size" not in line

@@ -151,6 +151,25 @@ def test_prepare_unpacks_into_a_private_folder_and_says_the_version_fetch_and_re
     assert not Path(workdir).exists()
 
 
+def test_prepare_names_each_method_of_another_distribution_the_host_cannot_load(tmp_path):
+    # Issue 47: a method from outside the project must be importable on every host; the host says which is not.
+    env = {**os.environ, "PYTHONPATH": str(REPO / "harness")}
+    r = subprocess.run(shlex.split(shell_script(PREPARE, str(tmp_path), sys.executable, "gone.pkg:Method",
+                                                "distro_bench.train.optim.distro:DisTrO")),
+                       input=_empty_tar(), capture_output=True, env=env, check=True)
+    lines = r.stdout.decode().splitlines()
+    assert lines[1] == __version__
+    assert lines[2:] == [("method-missing: optimizer 'gone.pkg:Method': module 'gone' cannot be imported here (is its "
+                         "package installed in this environment?)")]
+
+
+def _empty_tar() -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w"):
+        pass
+    return buf.getvalue()
+
+
 def test_prepare_fails_with_the_folder_named_when_the_python_has_no_distro_bench(tmp_path):
     r = subprocess.run(shlex.split(shell_script(PREPARE, str(tmp_path), "/nonexistent/python")), input=b"",
                        capture_output=True)

@@ -20,7 +20,7 @@ from distro_bench.net import owner
 from distro_bench.net.enter import signal_scope_missing
 from distro_bench.net.naming import new_run_id
 from distro_bench.net.ns import NetnsRef
-from distro_bench.scenario import hfcorpus
+from distro_bench.scenario import hfcorpus, methods
 from distro_bench.scenario.model import Scenario
 from distro_bench.train.liveness import RecordTail
 
@@ -104,9 +104,11 @@ WORKER_UID = WORKER_GID = 65534
 _REACH_PROBE = """
 import importlib.util, os, sys
 out, *reads = sys.argv[1:]
+modules = ["distro_bench", "torch"] + [r[len("module:"):] for r in reads if r.startswith("module:")]
+reads = [r for r in reads if not r.startswith("module:")]
 bad = [p for p in reads if not os.access(p, os.R_OK)]
 bad += [] if os.access(out, os.W_OK | os.X_OK) else [out]
-for m in ("distro_bench", "torch"):
+for m in modules:
     try:
         if importlib.util.find_spec(m) is None:
             bad.append("module " + m)
@@ -139,9 +141,34 @@ def worker_reads(scenario: Scenario, argv: list[str]) -> list[str]:
     corpus = scenario.data.corpus
     if hfcorpus.is_hf(corpus):
         out.append(str(hfcorpus.cache_dir()))
-    elif not corpus.startswith("builtin:"):
+    elif not corpus.startswith("builtin:") and scenario.data.tokens is None:
         out.append(scenario.corpus_path())
+    for name in ("data.tokens", "data.val_tokens", "data.tokenizer"):  # the run folder's copies (models-and-data.md)
+        path = scenario.file_path(name)
+        if path is not None:
+            out.append(str(path))
     return out
+
+
+def worker_modules(scenario: Scenario) -> list[str]:
+    """`module:NAME` for each top-level module of the scenario's methods and model factory from other distributions
+    (or import paths), and the optional libraries its model and data need: what a worker imports beyond distro_bench
+    and torch, which the unprivileged uid must find too (a
+    package installed in a private home folder is not importable by it)."""
+    found = set()
+    if scenario.model.factory:  # a model from another distribution (docs/models-and-data.md)
+        found.add(scenario.model.factory.partition(":")[0].split(".")[0])
+    if scenario.model.hf_config is not None:
+        found.add("transformers")
+    if scenario.data.tokenizer is not None:
+        found.add("tokenizers")
+    for cfg in scenario.optimizers.values():
+        if not methods.is_shipped(cfg.type):
+            try:
+                found.add(methods.top_module(cfg.type))
+            except methods.MethodError:
+                continue  # validation said so already
+    return [f"module:{m}" for m in sorted(found)]
 
 
 def choose_worker_user(out_dir: Path, reads: list[str], python: str, env: dict[str, str]) -> WorkerUser:
@@ -261,7 +288,8 @@ class Backend(ABC):
     def worker_user(self, out_dir: Path, argv: list[str], env: dict[str, str]) -> WorkerUser:
         """Who the workers writing to `out_dir` run as (choose_worker_user), decided once per folder."""
         if out_dir not in self._worker_users:
-            self._worker_users[out_dir] = choose_worker_user(out_dir, worker_reads(self.scenario, argv), argv[0], env)
+            self._worker_users[out_dir] = choose_worker_user(
+                out_dir, worker_reads(self.scenario, argv) + worker_modules(self.scenario), argv[0], env)
         return self._worker_users[out_dir]
 
     def start_unprivileged(self, rank: int, argv: list[str], env: dict[str, str], log_path: Path,

@@ -38,10 +38,12 @@ REMOTE_TMP = "/tmp"
 
 # Run on each host before its agent, with the scenario's files as a tar archive on stdin: a private folder
 # of this run in $1 (its path printed first, so a failure later leaves nothing unknown behind), the files unpacked
-# in it, then the version of distro-bench that the inventory's python ($2) imports. Values come in as $1, $2,
-# never pasted into the script.
+# in it, then the version of distro-bench that the inventory's python ($2) imports, then a line
+# `method-missing: ...` for each method of another distribution ($3...) it cannot load (docs/extending.md).
+# Values come in as $1, $2, ..., never pasted into the script.
 PREPARE = ('set -e; umask 077; mkdir -p "$1"; d=$(mktemp -d "$1/dbench-ssh.XXXXXXXX"); printf "%s\\n" "$d"; '
-           'tar -x -f - -C "$d"; exec "$2" -c "import distro_bench; print(distro_bench.__version__)"')
+           'tar -x -f - -C "$d"; py=$2; shift 2; "$py" -c "import distro_bench; print(distro_bench.__version__)"; '
+           'if [ "$#" -gt 0 ]; then exec "$py" -m distro_bench.scenario.methods "$@"; fi')
 # The run folder node 0 wrote ($2, a name in $1), as a tar archive on stdout.
 FETCH = 'set -e; cd "$1"; exec tar -c -f - -- "$2"'
 # Our folder of this run ($1), removed: only a folder PREPARE made (its name says so).

@@ -23,6 +23,9 @@ def image_build(
                                                     "the distro-bench command, tc, the CLI's deps"),
     force: bool = typer.Option(False, help="build even when an image with the same build key exists"),
     no_cache: bool = typer.Option(False, "--no-cache", help="rebuild every layer (implies --force)"),
+    with_packages: list[str] = typer.Option(None, "--with", help="a distribution of your own to install into the "
+                                            "worker image (a method: docs/extending.md): its folder (with "
+                                            "pyproject.toml) or a wheel; repeatable"),
 ) -> None:
     """Build the worker image (wheelhouse, then `docker build`, with progress); skipped when up to date."""
     from distro_bench import api
@@ -39,7 +42,7 @@ def image_build(
                 status.update(escape(line.strip()[:100]))
 
         r = api.build_image(offline=offline, base=base, tag=tag, node=node, force=force, no_cache=no_cache,
-                            progress=progress)
+                            progress=progress, with_packages=list(with_packages or []))
     what = "up to date" if r.cached else "built"
     console.print(f"[green]{r.tag}[/] {what}: {r.id[7:19]}, {r.size_bytes / 1e6:.0f} MB, base {r.base}, {r.seconds:.1f}s")
 

@@ -89,7 +89,7 @@ def _published(as_json: bool, replayed: list[Path]) -> None:
     from rich.table import Table
 
     from distro_bench import api
-    from distro_bench.studies.published import COLUMNS, as_records, table_rows
+    from distro_bench.studies.published import COLUMNS, as_records, counts_line, table_rows
 
     with cli_errors():
         results = api.published(replayed)
@@ -103,3 +103,4 @@ def _published(as_json: bool, replayed: list[Path]) -> None:
     for r in rows:
         t.add_row(*r)
     print_table(t, table_records(COLUMNS, rows))
+    console.print(counts_line(results), markup=False, soft_wrap=True)

@@ -18,7 +18,7 @@ def _figures(summary: dict, scenario: dict) -> dict | None:
     if found or not isinstance(scenario, dict) or not scenario.get("sites"):
         return found or None
     try:
-        loads = site_link_loads(scenario_from_dict(scenario))
+        loads = site_link_loads(scenario_from_dict(scenario, stored=True))
     except Exception:  # a folder whose scenario no longer validates: no section rather than a failed report
         return None
     return bottlenecks(summary.get("optimizers") or {}, loads) if loads else None

@@ -151,7 +151,7 @@ def _summary_inputs(scenario: dict, path: Path) -> tuple[dict, dict]:
     run block's budget and seeds, as finalize records them: from the validated scenario where scenario.yaml
     still validates, else what the raw mapping says (no budget nor seeds then)."""
     try:
-        s = scenario_from_dict(scenario, str(path / "scenario.yaml"), path)
+        s = scenario_from_dict(scenario, str(path / "scenario.yaml"), path, stored=True)
     except (InputError, ValueError, TypeError):
         checks = scenario.get("checks") or {}
         explicit = checks.get("target_val_loss") or (scenario.get("train") or {}).get("target_val_loss")

@@ -66,10 +66,28 @@ def prediction_rows(run: LoadedRun) -> list[dict]:
     return rows
 
 
+def byte_model_notes(run: LoadedRun) -> list[str]:
+    """Issue 47: a method that does not predict its bytes ("counted, not predicted"), and one whose counted payload
+    differs from its prediction (flagged), from summary.json's `bytes_vs_prediction`."""
+    notes = []
+    for name, s in (run.data.summary.get("optimizers") or {}).items():
+        verdict = s.get("bytes_vs_prediction") if isinstance(s, dict) else None
+        if verdict == "not predicted":
+            notes.append(f"{name}: bytes counted, not predicted (the method has no byte model: "
+                         "predict_collectives or predict_period).")
+        elif verdict == "differs":
+            counted = (s.get("payload_tx_bytes_per_step") or 0) + (s.get("payload_rx_bytes_per_step") or 0)
+            notes.append(f"{name}: FLAGGED, counted payload {fmt(counted)} B/step differs from its prediction "
+                         f"{fmt(s.get('payload_predicted_bytes_per_step'))} B/step: the method's byte model and "
+                         "what it sent disagree.")
+    return notes
+
+
 def prediction_section(run: LoadedRun) -> Section | None:
     rows = prediction_rows(run)
+    notes = byte_model_notes(run)
     if not rows:
-        return None
+        return Section("Prediction vs measurement", [Para(n) for n in notes]) if notes else None
     table = Table(
         ["optimizer", "payload B/step predicted", "measured", "wire B/step each way predicted", "measured",
          "ring rounds", "comm s/step predicted", "measured (mean)", "measured / predicted", "median / predicted",
@@ -97,6 +115,7 @@ def prediction_section(run: LoadedRun) -> Section | None:
     if not rows[0]["emulated"]:
         blocks.append(Para("The network was not emulated, so the prediction assumes unshaped 10 Gbit/s paths; "
                            "only the byte columns are comparable with a real network."))
+    blocks += [Para(n) for n in notes]
     churn = run.data.scenario.get("churn") or {}
     if churn.get("events") or churn.get("failures_per_minute"):
         blocks.append(Para("Workers left and came back during this run (see Churn): the prediction is for every "

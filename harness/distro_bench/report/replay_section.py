@@ -1,7 +1,9 @@
-"""What a replay (issue 34, train/replay.py) measured, for the console and the report: per optimizer the step as
-replayed (the profile's compute, the codec, the communication over the links), the bytes counted against the
-prediction, the share of the step that was compute, and each worker's peak memory. A replay trains nothing, so
-it has no loss and no verdict on training quality: only what the communication costs at that size."""
+"""What a byte replay (issue 34, train/replay.py) measured, for the console and the report: per optimizer the step
+as replayed (the profile's compute, the codec timed apart, the communication over the links) with the projection's
+communication time beside it and their ratio, the bytes counted against the prediction, the share of the step that
+was compute, the fraction of the predicted bytes replayed, and each worker's peak resident memory (the message
+buffers and the runtime: no model or optimizer state). A replay trains nothing, so it has no loss and no verdict
+on training quality: only what the predicted messages cost over the links."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from distro_bench.report.document import Para, Section, Table
 from distro_bench.results.format import fmt_bytes, fmt_seconds, fmt_times
 
 COLUMNS = ["optimizer", "step", "compute (profile)", "codec", "comm", "payload/step", "wire sent/step",
-           "predicted sent", "wire / predicted", "compute share", "replayed", "peak memory/worker"]
+           "predicted sent", "wire / predicted", "compute share", "fraction of bytes replayed",
+           "peak RSS/worker (buffers, no model)", "comm predicted", "comm / predicted"]
 
 
 def is_replay(summary: dict) -> bool:
@@ -28,6 +31,7 @@ def replay_rows(summary: dict, prediction: dict) -> list[list[str]]:
         wire = s.get("wire_tx_bytes_per_step")
         predicted = (prediction.get(name) or {}).get("wire_tx_bytes")
         fraction = r.get("fraction")
+        comm, comm_predicted = s.get("comm_s_mean"), (prediction.get(name) or {}).get("comm_s")
         rows.append([
             name, fmt_seconds(s.get("step_time_s_mean")), fmt_seconds(r.get("compute_s")),
             fmt_seconds(r.get("codec_s")), fmt_seconds(s.get("comm_s_mean")),
@@ -37,6 +41,8 @@ def replay_rows(summary: dict, prediction: dict) -> list[list[str]]:
             _share(r.get("utilisation")),
             "all" if fraction in (None, 1, 1.0) else f"{fraction:g} of the bytes",
             fmt_bytes(s.get("max_rss_bytes")),
+            fmt_seconds(comm_predicted),
+            fmt_times(comm / comm_predicted) if comm is not None and comm_predicted else "n/a",
         ])
     return rows
 
@@ -45,15 +51,19 @@ def _sum(a: float | None, b: float | None) -> float | None:
     return None if a is None and b is None else (a or 0) + (b or 0)
 
 
-EXPLAINED = ("A replay: the workers trained nothing. Each step every worker waited out the compute its hardware "
-             "profile gives (6 x parameters x tokens / (TFLOPS x mfu)) and its method's codec seconds, then performed "
-             "exactly the collectives its method issues at that step for the full-size model, with synthetic contents, "
-             "over the emulated links. Step and communication times are measured; compute is the profile's, codec "
-             "as the scenario's replay section gives it (measured on this CPU at the run's start, scaled, or stated). "
-             "Wire bytes are the interface counters; predicted is the projection's framed bytes for the same "
-             "collectives. Where a method replayed a fraction of its bytes, every byte and time figure is for that "
-             "fraction. There is no loss: a replay says what the communication costs at this size, not how well "
-             "the method trains.")
+EXPLAINED = ("A byte replay: the workers trained nothing. Each step every worker waited out the compute its hardware "
+             "profile gives (6 x parameters x tokens / (TFLOPS x mfu)) and its method's codec seconds (the codec is "
+             "not run on these messages: it was timed apart, on this CPU at the run's start and scaled, or stated), "
+             "then sent the messages the byte model predicts for its method at that step (Strategy.predict_step), "
+             "with synthetic contents, over the emulated links. Payload therefore equals the prediction by "
+             "construction; what is measured is the links, the framing and the collectives' timing. Comm is the "
+             "measured communication, beside the projection's for the same messages and links (comm predicted) "
+             "and their ratio. Wire bytes are the interface counters; predicted sent is the projection's framed "
+             "bytes. Where a method replayed a fraction of its bytes, every byte and time figure is for that "
+             "fraction. Peak RSS counts the replay's buffers and the runtime, not a model: a training worker also "
+             "holds its weights, gradients and optimizer state (16 bytes a parameter in fp32 with AdamW). There is "
+             "no loss: a replay says what the predicted messages cost over these links, not how well the method "
+             "trains.")
 
 
 def replay_lines(summary: dict, prediction: dict) -> list[str]:
@@ -61,12 +71,15 @@ def replay_lines(summary: dict, prediction: dict) -> list[str]:
     rows = replay_rows(summary, prediction)
     if not rows:
         return []
-    cols = ["optimizer", "step", "compute", "codec", "comm", "wire sent", "predicted", "ratio", "compute share",
-            "memory"]
-    pick = [0, 1, 2, 3, 4, 6, 7, 8, 9, 11]
+    cols = ["optimizer", "step", "compute", "codec", "comm", "comm predicted", "comm ratio", "wire sent",
+            "predicted", "ratio", "compute share", "fraction", "peak RSS (buffers)"]
+    pick = [0, 1, 2, 3, 4, 12, 13, 6, 7, 8, 9, 10, 11]
     table = [cols] + [[r[i] for i in pick] for r in rows]
     w = [max(len(r[i]) for r in table) for i in range(len(cols))]
-    lines = ["replay (nothing trained): per worker per step, compute from the profile, communication measured"]
+    fractions = ", ".join(f"{r[0]} {r[10]}" for r in rows)
+    lines = [(f"byte replay (predicted messages, synthetic contents, codec timed apart; nothing trained), fraction "
+              f"of predicted bytes replayed: {fractions}: per worker per step, compute from the profile, "
+              "communication measured")]
     lines += ["  " + "  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(row)) for row in table]
     for r in rows:
         if r[10] != "all":

@@ -16,6 +16,7 @@ from distro_bench.report.prediction import prediction_section
 from distro_bench.report.replay_section import is_replay, replay_section
 from distro_bench.results.rundir import atomic_write_text, ensure_report_dir, predicted_optimizers
 from distro_bench.scenario.presets import HARDWARE
+from distro_bench.scenario.replay import WHAT, fraction_words
 
 
 def _banners(run: LoadedRun) -> list[Banner]:
@@ -30,8 +31,11 @@ def _banners(run: LoadedRun) -> list[Banner]:
             out.append(Banner("error", f"{name}: the workers ended with different parameters (replicas diverged); "
                                        "its results are not those of one model."))
     if is_replay(run.data.summary):  # a replay's compute is the profile's by design: no hardware stood in for it
-        out.append(Banner("info", "A replay: nothing was trained. The workers performed each method's full-size "
-                                  "communication over the links, with compute from the hardware profiles (see Replay)."))
+        fractions = {n: float(s.get("replay_fraction") or (s.get("replay") or {}).get("fraction") or 1.0)
+                     for n, s in run.data.summary.get("optimizers", {}).items()}
+        out.append(Banner("info", f"A {WHAT}: nothing was trained. The workers sent the messages the byte model "
+                                  f"predicts for each method over the links, with compute from the hardware profiles; "
+                                  f"{fraction_words(fractions)} (see Replay)."))
     else:
         out += _hardware_banners(run)
     net = run.data.environment.get("network")

@@ -73,10 +73,17 @@ SUMMARY_KEYS = [
     *GOODPUT_KEYS,
     # issue 34: the largest peak resident memory of any of its workers (results/build.py, from the end records)
     "max_rss_bytes",
+    # issue 47: the run's prediction of its payload (tx + rx per worker per step; null where the method does not
+    # predict its bytes) and whether the counted payload matches it: "matches", "differs", "not predicted"
+    # (results/build.py)
+    "payload_predicted_bytes_per_step", "bytes_vs_prediction",
+    # issue 48: in a byte replay, the fraction of the method's predicted bytes its messages carried (1: all of
+    # them); null for a training run
+    "replay_fraction",
 ]
 # Keys that are figures of one seed's run (averaged over seeds, with a 95% interval); the rest are labels.
-_NOT_AVERAGED = {"reduction_basis", "replicas_identical", "replicas_diverged_at_step", "param_checksum", "seeds",
-                 "ranks", "target_reached", "time_to_target_exact"}
+_NOT_AVERAGED = {"reduction_basis", "bytes_vs_prediction", "replicas_identical", "replicas_diverged_at_step",
+                 "param_checksum", "seeds", "ranks", "target_reached", "time_to_target_exact", "replay_fraction"}
 # Figures that cannot be negative nor exceed the seed's training (time) or its run (steps, tokens): their
 # intervals are cut to what is possible (issue 35: no time interval outside [0, the run]).
 _TO_TARGET = {"time_to_target_s": "train_time_s", "time_to_target_lo_s": "train_time_s",
@@ -272,7 +279,7 @@ def _aggregate(per_seed: list[dict]) -> dict:
             out[k] = n
         elif k in ("replicas_identical", "time_to_target_exact"):
             known = [v for v in vals if v is not None]
-            out[k] = (False if False in known else True) if known else None
+            out[k] = (False not in known) if known else None
         elif k == "replicas_diverged_at_step":
             known = [v for v in vals if v is not None]
             out[k] = min(known) if known else None

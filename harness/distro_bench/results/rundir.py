@@ -265,7 +265,8 @@ def read_scenario(run_dir: Path) -> dict | None:
         raise runfiles.RunFileError(f"{p}: more than {MAX_SCENARIO_NODES} values once its aliases are expanded; "
                                     "not a scenario distro-bench writes")
     try:
-        s = Scenario.model_validate(data)
+        # stored: a method whose code is not installed here is read as data (only `run` needs the code)
+        s = Scenario.model_validate(data, context={"stored": True})
     except ValidationError as e:
         raise runfiles.RunFileError(f"not a valid scenario: {_problem(e, p)}") from None
     except (RecursionError, ValueError, TypeError) as e:

@@ -106,8 +106,12 @@ class OptimizerSummary(_Record):
     goodput_model_flops_per_s_per_worker: float | None = None
     goodput_of_peak: float | None = None  # of the profiles' peak, where every worker ran on such a GPU
     max_rss_bytes: int | None = None  # the largest peak resident memory of any of its workers
+    # issue 47: the prediction's payload (tx + rx) and whether the counted one matches it (results/build.py)
+    payload_predicted_bytes_per_step: float | None = None
+    bytes_vs_prediction: str | None = None  # "matches" | "differs" | "not predicted"; null: not recorded
     # issue 34: in a replay, the compute, codec and fraction replayed, and the share of a step that was compute
     replay: dict[str, Any] | None = None
+    replay_fraction: float | None = None  # issue 48: a byte replay's fraction of the predicted bytes (else null)
     ci95: dict[str, list[float] | None] | None = None
     per_seed: dict[str, dict] | None = None
 

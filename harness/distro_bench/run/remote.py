@@ -52,7 +52,7 @@ from distro_bench.run.launch import Event, decode, term_with_parent
 from distro_bench.run.lifecycle import ProgressSink, sigterm_as_interrupt
 from distro_bench.run.overrides import RunSettings
 from distro_bench.run.progress import AcrossRanks
-from distro_bench.scenario import hfcorpus
+from distro_bench.scenario import hfcorpus, methods
 from distro_bench.scenario.loading import dump_scenario
 from distro_bench.scenario.model import BUILTIN_CORPORA, Scenario
 from distro_bench.scenario.placement import from_scenario
@@ -98,7 +98,8 @@ def run_over_ssh(scenario: Scenario, settings: RunSettings, sink: ProgressSink,
     workdirs: dict[int, str] = {}
     keep = False  # leave the hosts' folders where node 0's could not be copied here
     try:
-        _prepare_all(inv, hosts, archive, workdirs)
+        _prepare_all(inv, hosts, archive, workdirs,
+                     methods.foreign_types([c.type for c in scenario.optimizers.values()]))
         agents = [RemoteAgent(h, inv, workdirs[h.node_rank]) for h in hosts]
         relay = Relay(sink, scenario, len(hosts))
         interrupted = False
@@ -183,12 +184,15 @@ def _said(r: subprocess.CompletedProcess[bytes]) -> str:
     return lines[-1].strip() if lines else f"exit {r.returncode}"
 
 
-def _prepare_all(inv: Inventory, hosts: list[ResolvedHost], archive: bytes, workdirs: dict[int, str]) -> None:
-    """Every host's private folder with the files unpacked, and its distro-bench version checked, in parallel;
-    HarnessError naming each host that failed (the folders made are in `workdirs`, for removal)."""
+def _prepare_all(inv: Inventory, hosts: list[ResolvedHost], archive: bytes, workdirs: dict[int, str],
+                 foreign: list[str] | None = None) -> None:
+    """Every host's private folder with the files unpacked, its distro-bench version checked, and the scenario's
+    methods from other distributions (`foreign`) loaded there, in parallel; HarnessError naming each host that
+    failed (the folders made are in `workdirs`, for removal)."""
     def prepare(h: ResolvedHost) -> str | None:
         try:
-            r = _ssh(h, inv, shell_script(PREPARE, inv.workdir or REMOTE_TMP, h.python, sudo=h.sudo),
+            r = _ssh(h, inv, shell_script(PREPARE, inv.workdir or REMOTE_TMP, h.python, *(foreign or []),
+                                          sudo=h.sudo),
                      timeout=inv.connect_timeout_s + 120, data=archive)
         except subprocess.TimeoutExpired:
             return f"{h.label()}: no answer in {inv.connect_timeout_s + 120:.0f}s"
@@ -203,6 +207,11 @@ def _prepare_all(inv: Inventory, hosts: list[ResolvedHost], archive: bytes, work
         if out[1] != __version__:
             return (f"{h.label()}: runs distro-bench {out[1]}, this machine {__version__}: install the same "
                     "version on every host")
+        missing = [line.removeprefix("method-missing: ") for line in r.stdout.decode(errors="replace").splitlines()
+                   if line.startswith("method-missing: ")]
+        if missing:
+            return (f"{h.label()}: " + "; ".join(missing) + f"; install the method's package for {h.python!r} "
+                    "there (pip install PATH-OR-NAME), as on this machine")
         return None
 
     with ThreadPoolExecutor(max_workers=min(16, len(hosts))) as pool:

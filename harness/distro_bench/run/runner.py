@@ -37,6 +37,7 @@ from distro_bench.run.lifecycle import (
 from distro_bench.run.overrides import Overrides, RunSettings
 from distro_bench.run.progress import AcrossRanks
 from distro_bench.scenario.model import Scenario
+from distro_bench.scenario.replay import banner as replay_banner
 from distro_bench.scenario.timeline import compile_timeline
 from distro_bench.scenario.units import format_duration
 from distro_bench.train.inputs import check_inputs
@@ -275,14 +276,13 @@ def run_scenario(scenario: Scenario, options: RunSettings, sink: ProgressSink | 
         return RunResult(run_dir=done.run_dir, state=done.state,
                          summary=Summary.model_validate(load_run(done.run_dir).summary))
     backend_options = options.backend_options(scenario)
+    if scenario.replay is not None:  # the first line a replay prints says what it is, and how much of it
+        sink.note(replay_banner({name: scenario.replay.fraction_of(name) for name in scenario.optimizers}))
     # Every missing piece (binaries, modules, kernel, root) in one error, before anything is created.
     backend_cls, why = preflight.select_and_check(options.backend, scenario, backend_options)
     sink.note(f"backend: {why}")
     if problem := replay_memory_problem(scenario):  # before any namespace or folder: nothing to undo
         raise CapabilityError(problem)
-    if scenario.replay is not None:
-        sink.note("replay: nothing is trained; each step waits out the profile's compute and performs the method's "
-                  "full-size collectives over the links (docs/replay.md)")
     check_inputs(scenario, scenario.name, training=True)  # the model's factory and output, an hf: dataset's cache: exit 2 now
     plan = backend_cls.preflight(scenario, backend_options)  # a capability error stops us before the run folder
     life = RunLifecycle(scenario, backend_cls.name, sink)

@@ -31,15 +31,16 @@ from distro_bench.scenario.trace import TraceFile, open_trace, parse_trace
 
 
 def scenario_from_dict(data: Any, source: str = "<scenario>", base_dir: Path | None = None, *,
-                       confine: bool = False) -> Scenario:
+                       confine: bool = False, stored: bool = False) -> Scenario:
     """Validate a parsed document; raise ScenarioError listing every located problem. `confine`: the corpus must
-    lie in `base_dir` too (a scenario file a user names: load_scenario), like trace files always must."""
+    lie in `base_dir` too (a scenario file a user names: load_scenario), like trace files always must. `stored`:
+    a run folder's record, read by report and check: a method whose code is not installed here is kept as data."""
     shape = _shape_problem(data)
     if shape:
         raise ScenarioError(source, [shape])
     token = CONFINE.set(confine)
     try:
-        return _from_dict(data, source, base_dir)
+        return _from_dict(data, source, base_dir, stored)
     except RecursionError:  # a shape check above makes this unlikely; never a traceback though
         raise ScenarioError(source, [f"(top level): nested too deeply; at most {MAX_DEPTH} levels"]) from None
     finally:
@@ -73,7 +74,7 @@ def _shape_problem(data: Any) -> str | None:
     return None
 
 
-def _from_dict(data: Any, source: str, base_dir: Path | None) -> Scenario:
+def _from_dict(data: Any, source: str, base_dir: Path | None, stored: bool = False) -> Scenario:
     if not isinstance(data, dict):
         raise ScenarioError(source, [f"(top level): expected a mapping of fields, got {type(data).__name__}"])
     if isinstance(data.get("optimizers"), dict):
@@ -82,7 +83,7 @@ def _from_dict(data: Any, source: str, base_dir: Path | None) -> Scenario:
             raise ScenarioError(source, [f"optimizers.{k}: expected a mapping of options" for k in bad])
         data = {**data, "optimizers": {k: (v or {}) for k, v in data["optimizers"].items()}}
     try:
-        s = Scenario.model_validate(data)
+        s = Scenario.model_validate(data, context={"stored": stored})
     except ValidationError as e:
         # One pass: also report the reference problems of every part that did validate, so a
         # user does not fix the first round only to meet a second.

@@ -32,7 +32,8 @@ from distro_bench.scenario.churn import ChurnSpec
 from distro_bench.scenario.datafiles import MAX_CONFIG_BYTES, MAX_TOKENIZER_BYTES, hf_config, read_file, tokenizer_vocab
 from distro_bench.scenario.gates import GATES
 from distro_bench.scenario.impairments import IMPAIRMENTS, describe_parts, link_fields
-from distro_bench.scenario.optimizers import OPTIONS, OptimizerConfig
+from distro_bench.scenario.methods import validate_entries
+from distro_bench.scenario.optimizers import StrategyConfig
 from distro_bench.scenario.regions import REGION_PATTERN, RegionMatrix, RegionsSpec
 from distro_bench.scenario.regions import resolve as resolve_regions
 from distro_bench.scenario.replay import ReplaySpec
@@ -553,7 +554,7 @@ class Scenario(_Strict):
     network: NetworkSpec = Field(default_factory=NetworkSpec)
     # Run name -> its optimizer's options, the model `type` names (default: the run name, so `adamw: {lr: 3e-3}`
     # is an AdamW and `distro-2bit: {type: distro, ...}` a second DisTrO run).
-    optimizers: dict[str, OptimizerConfig] = Field(min_length=1)
+    optimizers: dict[str, StrategyConfig] = Field(min_length=1)
     baseline: str = "adamw"
     checks: ChecksSpec = Field(default_factory=ChecksSpec)
     costs: CostsSpec = Field(default_factory=CostsSpec)
@@ -563,8 +564,9 @@ class Scenario(_Strict):
     sites: SitesSpec | None = None
     # Workers that leave and come back, by schedule or failure rate (harness/distro_bench/scenario/churn.py).
     churn: ChurnSpec | None = None
-    # Paper-scale replay (harness/distro_bench/scenario/replay.py): the workers train nothing and perform the
-    # methods' full-size communication over the links, with compute from the hardware profiles.
+    # Byte replay (harness/distro_bench/scenario/replay.py): the workers train nothing and send the methods'
+    # predicted messages over the links (synthetic contents, the codec timed apart), with compute from the
+    # hardware profiles.
     replay: ReplaySpec | None = None
 
     _base_dir: Path = PrivateAttr(default=Path("."))
@@ -594,19 +596,21 @@ class Scenario(_Strict):
 
     @field_validator("optimizers", mode="before")
     @classmethod
-    def _type_defaults_to_name(cls, v: Any) -> Any:
-        # Only a name that is a type stands in for `type`: any other name without one is reported as an
-        # unknown optimizer (the discriminator finds no tag) rather than as an unknown type.
+    def _options_by_type(cls, v: Any, info: ValidationInfo) -> Any:
+        # Each entry by the options model its `type` names in the one registry (scenario/methods.py), the run
+        # name standing in for a `type` left out. Validation context {"stored": True}: a run folder's record, read
+        # where a method's code may be missing (its options are kept as data).
         if not isinstance(v, dict):
             return v
-        return {k: ({**(e or {}), "type": k} if (e is None or isinstance(e, dict)) and "type" not in (e or {})
-                    and k in OPTIONS else e) for k, e in v.items()}
+        return validate_entries({k: (e if e is not None else {}) for k, e in v.items()},
+                                stored=bool((info.context or {}).get("stored")))
 
     @field_serializer("optimizers")
-    def _every_option(self, v: dict[str, OptimizerConfig], info: SerializationInfo) -> dict[str, Any]:
+    def _every_option(self, v: dict[str, StrategyConfig], info: SerializationInfo) -> dict[str, Any]:
         # Every option, None included (the scenario's exclude_none must not turn AdamW's `max_grad_norm: null`,
         # no clipping, back into the default 1.0 when the dump is loaded again).
-        return {k: c.model_dump(mode=info.mode) for k, c in v.items()}
+        # A method whose code is missing here (StoredOptions): its options exactly as the run folder recorded them.
+        return {k: c.model_dump(mode=info.mode, exclude_unset=getattr(c, "code_missing", False)) for k, c in v.items()}
 
     @field_validator("optimizers")
     @classmethod
@@ -627,7 +631,7 @@ class Scenario(_Strict):
         """`replay` (the workers perform the communication only) or `train`."""
         return "train" if self.replay is None else "replay"
 
-    def optimizer_configs(self) -> dict[str, OptimizerConfig]:
+    def optimizer_configs(self) -> dict[str, StrategyConfig]:
         """Run name -> the options of its strategy (a copy of `optimizers`, for callers that predate it)."""
         return dict(self.optimizers)
 

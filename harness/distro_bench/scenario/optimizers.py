@@ -1,13 +1,15 @@
-"""Option models of every optimizer strategy, one class per method, and the registry of their names.
+"""Option models of the shipped optimizer strategies, one class per method, and their base `StrategyConfig`.
 
 This module imports no torch: the scenario schema, `validate`, the JSON Schema and the CLI read it, and
-start in well under a second. Each strategy (harness/distro_bench/train/optim/<name>.py) takes its options from here.
+start in well under a second. Each strategy (harness/distro_bench/train/optim/<name>.py) takes its options from here;
+each model names its strategy in `strategy`. The names are registered in pyproject.toml's entry-point group
+`distro_bench.optimizers`, the one registry (harness/distro_bench/scenario/methods.py), as a plugin's are.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -24,7 +26,8 @@ MIN_BUCKET_MB, MAX_BUCKET_MB = 0.001, 100_000.0  # 1 KB .. 100 GB
 
 
 class StrategyConfig(BaseModel):
-    """Options shared by all strategies; `type` names the strategy in the registry."""
+    """Options shared by all strategies; `type` names the strategy in the registry (a registered name or an import
+    path). A method's own options model subclasses this (docs/extending.md)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # `1e400` is not a setting
     # `topk: true` is not 1: a bool is refused wherever an option does not take one.
@@ -48,6 +51,10 @@ class StrategyConfig(BaseModel):
     # Whether the method trains on over whichever workers are present when some leave (scenario `churn:`):
     # every collective over the present ones, the replicated state handed to a worker that comes back.
     follows_membership: ClassVar[bool] = False
+    # The Strategy these options are for, as an import path ("pkg.module:Class"), where the registry names this
+    # model rather than the Strategy (the shipped methods: so `validate` imports no torch). None: the Strategy
+    # itself was registered (or named by import path), and this model is its `Config`.
+    strategy: ClassVar[str | None] = None
 
     def churn_problem(self) -> str | None:
         """Why this configuration cannot run with workers leaving and joining (None: it can)."""
@@ -107,6 +114,7 @@ class InnerAdamWOptions(StrategyConfig):
 
 class AdamWConfig(InnerAdamWOptions):
     type: Literal["adamw"] = "adamw"
+    strategy: ClassVar[str | None] = "distro_bench.train.optim.adamw:AdamW"
     grad_dtype: Literal["fp32", "bf16"] = "fp32"
     bucket_mb: float = Field(default=25.0, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB)  # DDP's default bucket_cap_mb
     follows_membership: ClassVar[bool] = True
@@ -122,6 +130,7 @@ class DisTrOConfig(StrategyConfig):
         return "overlap must be false with churn (an exchange in flight would span a change)" if self.overlap else None
 
     type: Literal["distro"] = "distro"
+    strategy: ClassVar[str | None] = "distro_bench.train.optim.distro:DisTrO"
     topk: int = Field(default=32, ge=1)  # coefficients sent per chunk
     chunk: int = Field(default=64, ge=1, le=1024)  # target chunk length per dimension
     decay: float = Field(default=0.999, ge=0, lt=1)  # momentum decay (stateful only)
@@ -161,6 +170,7 @@ class DiLoCoConfig(InnerAdamWOptions):
     follows_membership: ClassVar[bool] = True
 
     type: Literal["diloco"] = "diloco"
+    strategy: ClassVar[str | None] = "distro_bench.train.optim.diloco:DiLoCo"
     inner_steps: int = Field(default=100, ge=1, le=MAX_STEPS)  # H: local steps between syncs
     outer_lr: float = Field(default=0.7, gt=0, le=10)
     outer_momentum: float = Field(default=0.9, ge=0, lt=1)
@@ -180,6 +190,7 @@ class SparseLoCoConfig(InnerAdamWOptions):
     follows_membership: ClassVar[bool] = True
 
     type: Literal["sparseloco"] = "sparseloco"
+    strategy: ClassVar[str | None] = "distro_bench.train.optim.sparseloco:SparseLoCo"
     inner_steps: int = Field(default=15, ge=1, le=MAX_STEPS)  # H
     outer_lr: float = Field(default=1.0, gt=0, le=10)
     error_decay: float = Field(default=0.95, ge=0, le=1)  # beta of the error-feedback accumulator
@@ -203,6 +214,7 @@ class PowerSGDConfig(InnerAdamWOptions):
     until `start_step` (default: `start_fraction` of the run). The averaged gradient then feeds AdamW."""
 
     type: Literal["powersgd"] = "powersgd"
+    strategy: ClassVar[str | None] = "distro_bench.train.optim.powersgd:PowerSGD"
     rank: int = Field(default=2, ge=1, le=64)  # matrix_approximation_rank; published 1-4
     start_fraction: float = Field(default=0.1, ge=0, le=1)
     start_step: int | None = Field(default=None, ge=2)  # overrides start_fraction; torch needs >= 2
@@ -227,6 +239,7 @@ class MuLoCoConfig(DiLoCoConfig):
     DiLoCo's (the paper: compatible with quantised pseudo-gradients and long H)."""
 
     type: Literal["muloco"] = "muloco"  # type: ignore[assignment]  # the discriminator names this subclass
+    strategy: ClassVar[str | None] = "distro_bench.train.optim.muloco:MuLoCo"
     muon_lr: float | None = Field(default=None, gt=0, le=10)  # None: `lr` (with match_rms_adamw scaling)
     muon_momentum: float = Field(default=0.95, ge=0, lt=1)
     muon_nesterov: bool = True
@@ -247,6 +260,7 @@ class SPARTAConfig(InnerAdamWOptions):
     follows_membership: ClassVar[bool] = True
 
     type: Literal["sparta"] = "sparta"
+    strategy: ClassVar[str | None] = "distro_bench.train.optim.sparta:SPARTA"
     fraction: float = Field(default=0.001, gt=0, le=1)  # p: share of all parameters averaged per step
     seed: int = Field(default=0, ge=0, le=MAX_SEED)  # of the index generator, the same on every rank
     bucket_mb: float = Field(default=25.0, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB)  # the final full average's all-reduce buckets
@@ -262,6 +276,7 @@ class DESLOCConfig(InnerAdamWOptions):
     `variance_period` (Kv), each on its own clock. Published: Ku = 3 Kx, Kv = 6 Kx (the defaults when null)."""
 
     type: Literal["desloc"] = "desloc"
+    strategy: ClassVar[str | None] = "distro_bench.train.optim.desloc:DESLOC"
     param_period: int = Field(default=32, ge=1, le=MAX_STEPS)  # Kx
     momentum_period: int | None = Field(default=None, ge=1, le=MAX_STEPS)  # Ku; null: 3 Kx
     variance_period: int | None = Field(default=None, ge=1, le=MAX_STEPS)  # Kv; null: 6 Kx
@@ -283,6 +298,7 @@ class StreamingDiLoCoConfig(DiLoCoConfig):
     follows_membership: ClassVar[bool] = False  # fragments in flight across a change: not yet
 
     type: Literal["streaming-diloco"] = "streaming-diloco"  # type: ignore[assignment]  # as MuLoCo's
+    strategy: ClassVar[str | None] = "distro_bench.train.optim.streaming_diloco:StreamingDiLoCo"
     fragments: int = Field(default=2, ge=1, le=1024)  # P
 
     @model_validator(mode="after")
@@ -304,6 +320,7 @@ class NoLoCoConfig(InnerAdamWOptions):
     (github.com/jkolehm/noloco, configs noloco_mean_*: H 50, pairs, outer lr 0.7, momentum 0.5)."""
 
     type: Literal["noloco"] = "noloco"
+    strategy: ClassVar[str | None] = "distro_bench.train.optim.noloco:NoLoCo"
     inner_steps: int = Field(default=50, ge=1, le=MAX_STEPS)  # H: local steps between gossip rounds
     outer_lr: float = Field(default=0.7, gt=0, le=10)  # beta: on the group's mean outer gradient
     outer_momentum: float = Field(default=0.5, ge=0, lt=1)  # alpha
@@ -320,29 +337,20 @@ class NoLoCoConfig(InnerAdamWOptions):
         return 1 if self.gamma is None else 2
 
 
-# One scenario entry under `optimizers:`: the option model its `type` names (the scenario loader defaults
-# `type` to the entry's name, so `adamw: {lr: 3e-3}` needs none; harness/distro_bench/scenario/model.py).
-OptimizerConfig = Annotated[
-    AdamWConfig | DisTrOConfig | DiLoCoConfig | SparseLoCoConfig | PowerSGDConfig | MuLoCoConfig | SPARTAConfig
-    | DESLOCConfig | StreamingDiLoCoConfig | NoLoCoConfig,
-    Field(discriminator="type"),
-]
+class StoredOptions(StrategyConfig):
+    """A method's options as a run folder recorded them, read where the method's code is not installed: the
+    readers (report, check, compare, export, load_run) show them as data; only `run` needs the code."""
 
-# type -> option model; the same classes as OptimizerConfig's union (a unit test keeps them equal).
-OPTIONS: dict[str, type[StrategyConfig]] = {
-    "adamw": AdamWConfig,
-    "distro": DisTrOConfig,
-    "diloco": DiLoCoConfig,
-    "sparseloco": SparseLoCoConfig,
-    "powersgd": PowerSGDConfig,
-    "muloco": MuLoCoConfig,
-    "sparta": SPARTAConfig,
-    "desloc": DESLOCConfig,
-    "streaming-diloco": StreamingDiLoCoConfig,
-    "noloco": NoLoCoConfig,
-}
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
+    code_missing: ClassVar[bool] = True
+    lr: float | None = None  # type: ignore[assignment]  # as recorded; never a reason a reader refuses a run
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bools(cls, data: Any) -> Any:
+        return data  # recorded values are shown as they were written
 
 
-def option_names(kind: str) -> list[str]:
-    """The options an optimizer of type `kind` takes (its fields but `type`), for error messages."""
-    return sorted(n for n in OPTIONS[kind].model_fields if n != "type")
+def option_names(cls: type[StrategyConfig]) -> list[str]:
+    """The options a method takes (its fields but `type`), for error messages."""
+    return sorted(n for n in cls.model_fields if n != "type")

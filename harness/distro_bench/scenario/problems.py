@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from distro_bench.scenario import datafiles as df
-from distro_bench.scenario import hfcorpus, presets
+from distro_bench.scenario import hfcorpus, methods, presets
 from distro_bench.scenario.corpus import CorpusError, read_corpus
 from distro_bench.scenario.model import (
     BUILTIN_CORPORA,
@@ -28,7 +28,7 @@ from distro_bench.scenario.model import (
     resolve_model,
     show_value,
 )
-from distro_bench.scenario.optimizers import OPTIONS, option_names
+from distro_bench.scenario.optimizers import NoLoCoConfig
 from distro_bench.scenario.regions import matrix_problems
 from distro_bench.scenario.replay import replay_problems
 from distro_bench.scenario.sites import sites_problems
@@ -51,24 +51,13 @@ def _known(names) -> str:
 
 
 def _optimizer_problem(e: dict[str, Any]) -> tuple[tuple[Any, ...], str | None]:
-    """(location, message or None) of an error inside `optimizers.<name>`: the union's tag (the type) is left
-    out of the location, and an unknown type or field says what is valid."""
+    """(location, message or None) of an error inside `optimizers.<name>` (scenario/methods.py validate_entries
+    words them): a run named after no method points at its name, an unknown method at its `type`."""
     loc = e["loc"]
-    if len(loc) < 2:
-        return loc, None
-    name = loc[1]
-    if e["type"] == "union_tag_not_found":  # no `type`, and the name is none
-        return (*loc[:2], "(name)"), (f"unknown optimizer {name!r}; known: {_known(OPTIONS)}; a run named "
-                                      "otherwise names its type (type: distro)")
-    if e["type"] == "union_tag_invalid":
-        return (*loc[:2], "type"), f"unknown optimizer {e['ctx']['tag']!r}; known: {_known(OPTIONS)}"
-    kind = loc[2] if len(loc) > 2 and loc[2] in OPTIONS else None
-    if kind is None:
-        return loc, None
-    loc = (*loc[:2], *loc[3:])
-    if e["type"] == "extra_forbidden":
-        return loc, (f"unknown field {loc[-1]!r} for optimizer {name!r} (type {kind}); valid: "
-                     + ", ".join(option_names(str(kind))))
+    if len(loc) == 2 and e["type"] == "optimizer_unnamed":
+        return (*loc, "(name)"), None
+    if len(loc) == 2 and e["type"] == "optimizer_type":
+        return (*loc, "type"), None
     return loc, None
 
 
@@ -127,7 +116,7 @@ def reference_problems(s: Scenario) -> list[str]:
     problems += _speed_problems(s)
     problems += _budget_problems(s)
     for name, cfg in s.optimizers.items():  # NoLoCo's gossip groups must tile the world
-        if cfg.type == "noloco" and s.world_size > 1 and s.world_size % cfg.group_size:
+        if isinstance(cfg, NoLoCoConfig) and s.world_size > 1 and s.world_size % cfg.group_size:
             problems.append(f"optimizers.{name}.group_size: {s.world_size} workers do not split into groups of "
                             f"{cfg.group_size}")
     files_checked = FILES_CHECKED.get()  # and the vocabularies with them
@@ -384,12 +373,19 @@ def _churn_problems(s: Scenario) -> list[str]:
     if s.churn is None or not s.churn.active:
         return []
     problems = s.churn.problems(s.world_size)
-    able = sorted(n for n, c in OPTIONS.items() if c.follows_membership)
+    able = [n for n in methods.names() if _follows_membership(n)]
     for name, cfg in s.optimizers.items():
         why = cfg.churn_problem()
         if why:
             problems.append(f"optimizers.{name}: {why}; with churn: set, use one of {', '.join(able)}")
     return problems
+
+
+def _follows_membership(name: str) -> bool:
+    try:
+        return methods.options_class(name).follows_membership
+    except methods.MethodError:
+        return False
 
 
 def _region_problems(s: Scenario) -> list[str]:

@@ -1,5 +1,8 @@
-"""Paper-scale replay (issue 34): a run in which the workers train nothing but perform, step by step, exactly the
-communication of the scenario's model and methods at full size, over the scenario's real (emulated) links.
+"""Byte replay (issue 34, named so in issue 48): a run in which the workers train nothing but send, step by step,
+the messages the byte model predicts for the scenario's model and methods (`Strategy.predict_step`), with
+synthetic contents, over the scenario's real (emulated) links; the codec is not run on them but timed apart
+(on this CPU at run open, or stated) and waited out. "payload = prediction" therefore holds by construction:
+what a replay measures is the links, the framing and the collectives' timing, not the method's bytes.
 
     replay:
       mfu: 0.4                      # compute a step = 6 x parameters x tokens / (profile tflops x mfu)
@@ -67,6 +70,19 @@ class ReplaySpec(BaseModel):
 
     def codec_of(self, run_name: str) -> float | str:
         return self.codec.get(run_name, MEASURE)
+
+
+WHAT = "byte replay (predicted messages, synthetic contents, the codec timed apart)"
+
+
+def fraction_words(fractions: dict[str, float]) -> str:
+    """'fraction of predicted bytes replayed: adamw 0.0156, distro 1' (each method's, in order)."""
+    return "fraction of predicted bytes replayed: " + ", ".join(f"{n} {f:.3g}" for n, f in fractions.items())
+
+
+def banner(fractions: dict[str, float]) -> str:
+    """The line a replay opens with (console) and its report's banner: what it is and how much of it ran."""
+    return f"{WHAT}: nothing is trained; {fraction_words(fractions)} (docs/replay.md)"
 
 
 def replay_problems(spec: ReplaySpec, optimizers: dict[str, str], budget_kind: str, churn: bool,

@@ -6,10 +6,22 @@ point's `basis`, what the figure measures, why ours differs where it does), ship
 scenarios it names, because the scenario schema forbids unknown keys. Each scenario's settings carry a comment
 citing their source. A figure we could not find in any source we could read is recorded with `confirmed: false`;
 one whose inputs are unpublished has no `measure`, and the table says why instead of showing a number.
+
+Every point quotes its source verbatim (`quote`), says where (`place`: table, page, section) and in which
+document (`document`: URL and version or commit), and names a stored short excerpt of the source's text
+(data/published/excerpts/); loading fails where a quote is not in its excerpt (whitespace aside). A point without
+an excerpt (its source could not be read here) is `unverified` and counted apart (`counts`).
+
+Time rows take their settings from the dated time model (studies/time_model.py); a row that uses a setting
+chosen after its figure was seen is `calibrated`, not `independent`, and every time row shows its figure with
+each of its settings moved -25% and +25% (`sensitivity`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -22,7 +34,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from distro_bench.errors import InputError
 from distro_bench.results.rundir import predicted_optimizers, read_scenario, read_summary
 from distro_bench.scenario.loading import load_scenario
-from distro_bench.train.optim import STRATEGIES
+from distro_bench.scenario.model import LinkSpec
+from distro_bench.studies.time_model import (
+    TIME_MODEL_FILE,
+    OptimizerCompute,
+    Setting,
+    TimeModel,
+    load_optimizer_compute,
+    load_time_model,
+    perturbed,
+)
+from distro_bench.train.optim import get_strategy
 from distro_bench.train.projection import (
     DEFAULT_ROUND_OVERHEAD_S,
     analytic_shapes,
@@ -33,6 +55,7 @@ from distro_bench.train.projection import (
 
 # Package data, so `pip install .` (not only an editable install) finds it.
 POINTS_FILE = Path(str(resources.files("distro_bench") / "data" / "published" / "points.yaml"))
+EXCERPTS = "excerpts"  # folder beside points.yaml: short excerpts of the sources' own text
 TOLERANCE = 0.15  # bytes and ratios: ours within 15% of the published figure
 TIME_BAND = (0.75, 1.33)  # times and fractions: issue 34's band, ours / published
 REPLAYED_NOT_RUN = "not run"  # the replay column where no replay run of the point was given
@@ -43,11 +66,18 @@ class PublishedPoint(BaseModel):
     id: str
     figure: str  # what the source states, in words
     published: float | None  # None where no figure could be confirmed
-    unit: Literal["bytes", "ratio", "seconds", "fraction"]
+    unit: Literal["bytes", "ratio", "seconds", "fraction", "loss"]
     source: str  # paper, section / table
-    quote: str = ""  # the source's words for the figure
+    # the source's words for the figure, verbatim (several where the figure is derived from more than one place)
+    quote: str | list[str] = ""
+    place: str = ""  # where in the document: table, page, section
+    document: str = ""  # which document: URL, and version or commit
+    # file(s) in excerpts/ holding the source's text the quotes are checked against
+    excerpt: str | list[str] | None = None
+    derivation: str = ""  # how `published` follows from the quoted words, where it is not one of them
     # definitional: reproduced by construction (`own` gives our own accounting beside it); input: taken from the
-    # source, not projected; independent: ours comes from the model, not from the figure
+    # source, not projected; independent: ours comes from the model, not from the figure (shown `calibrated`
+    # where the time model says one of its settings was chosen after the figure was seen)
     basis: Literal["definitional", "input", "independent"]
     own: str | None = None  # a name in OWN: our own accounting of the same quantity, shown beside the figure
     confirmed: bool = True  # False: the figure was not found in the sources we could read
@@ -70,6 +100,48 @@ class PublishedPoint(BaseModel):
         """The (low, high) of ours / published that counts as reproduced."""
         return TIME_BAND if self.unit in ("seconds", "fraction") else (1 - TOLERANCE, 1 + TOLERANCE)
 
+    @property
+    def quotes(self) -> list[str]:
+        return [q for q in ([self.quote] if isinstance(self.quote, str) else self.quote) if q]
+
+    @property
+    def excerpts(self) -> list[str]:
+        return [self.excerpt] if isinstance(self.excerpt, str) else list(self.excerpt or [])
+
+    @property
+    def quote_check(self) -> Literal["verified", "unverified"]:
+        """verified: every quote was found in the stored excerpt (load_points refuses one that is not);
+        unverified: no excerpt of the source could be stored (its text could not be read here)."""
+        return "verified" if self.excerpt and self.quotes else "unverified"
+
+
+def _words(text: str) -> str:
+    """Text with every run of white space made one space: a PDF's table columns and a line break inside a
+    sentence are not part of the quoted words."""
+    return " ".join(text.split())
+
+
+def excerpt_text(path: Path) -> str:
+    """An excerpt file's text without its header (lines starting with #: which document, where, how read)."""
+    return "\n".join(line for line in path.read_text(encoding="utf-8").splitlines() if not line.startswith("#"))
+
+
+def quote_problem(point: PublishedPoint, base: Path) -> str | None:
+    """Why the point's quotes are not all found verbatim in its excerpt (None: they are, or it names none)."""
+    if not point.excerpts:
+        return None
+    texts = []
+    for name in point.excerpts:
+        path = base / EXCERPTS / name
+        try:
+            texts.append(_words(excerpt_text(path)))
+        except OSError as e:
+            return f"excerpt: cannot read {path}: {e}"
+    if not point.quotes:
+        return f"excerpt: {', '.join(point.excerpts)} named but the point quotes nothing"
+    missing = [q for q in point.quotes if not any(_words(q) in text for text in texts)]
+    return f"quote: {missing[0]!r} is not in excerpts/{', '.join(point.excerpts)}" if missing else None
+
 
 @dataclass(frozen=True)
 class PointResult:
@@ -78,6 +150,15 @@ class PointResult:
     own: float | None = None  # our own accounting of the same quantity (definitional rows)
     replayed: float | None = None  # replay mode's measurement (None: not run, or not comparable: see replay_note)
     replay_note: str = ""  # where and how it was replayed (workers, links, the model's figure for them)
+    calibrated_by: tuple[str, ...] = ()  # time-model settings chosen after this row's figure was seen
+    settings: tuple[tuple[str, object], ...] = ()  # the time model's settings this row used (name, value)
+    optimizer_compute_s: tuple[tuple[str, float], ...] = ()  # measured optimizer compute in the step (name, s)
+    sensitivity: tuple[dict, ...] = ()  # the row's figure with each setting moved (evaluate_all)
+
+    @property
+    def basis(self) -> str:
+        """The point's basis, `calibrated` where an independent row used a setting chosen after its figure."""
+        return "calibrated" if self.calibrated_by and self.point.basis == "independent" else self.point.basis
 
     @property
     def ratio(self) -> float | None:
@@ -88,9 +169,11 @@ class PointResult:
     @property
     def within(self) -> bool | None:
         r = self.ratio
-        if r is None:
+        if r is None or self.ours is None or self.point.published is None:
             return None
         lo, hi = self.point.band
+        if self.point.measure in ORDERED and (self.ours - 1) * (self.point.published - 1) <= 0:
+            return False  # a faster/slower ratio on the wrong side of 1 says the wrong method wins
         return lo <= r <= hi
 
 
@@ -102,6 +185,10 @@ class _Context:
     kinds: dict[str, str]  # run name -> strategy type
     period_steps: dict[str, int]  # run name -> steps per synchronisation
     ours: dict  # run name -> projection.Projection as this harness runs it (our layout), for OWN
+
+
+# Ratios whose side of 1 is the claim (which method is faster): on the wrong side they are outside the band.
+ORDERED = {"step_ratio"}
 
 
 def _named(name: str | None) -> str:
@@ -248,34 +335,144 @@ def load_points(path: Path = POINTS_FILE) -> list[PublishedPoint]:
             raise InputError(f"{path}: points[{i}].measure: {point.measure!r} is not one of {', '.join(MEASURES)}")
         if point.own is not None and point.own not in OWN:
             raise InputError(f"{path}: points[{i}].own: {point.own!r} is not one of {', '.join(OWN)}")
+        problem = quote_problem(point, Path(path).parent)
+        if problem:
+            raise InputError(f"{path}: points[{i}] ({point.id}).{problem}")
         out.append(point)
     return out
 
 
-def evaluate(point: PublishedPoint, base: Path = POINTS_FILE.parent, replays: list[ReplayRun] | None = None) -> PointResult:
-    """Our figure for one published point (None where the point has no measure), and a replay's where given."""
+@functools.cache
+def _time_model(base: Path) -> TimeModel | None:
+    """The dated time model beside the points file (None where a points file elsewhere has none)."""
+    path = base / TIME_MODEL_FILE.name
+    return load_time_model(path) if path.is_file() else None
+
+
+_MEASURED: dict[tuple[Path, str], OptimizerCompute] = {}
+
+
+def _optimizer_compute(base: Path, model: TimeModel) -> OptimizerCompute:
+    key = (base, model.optimizer_compute)
+    if key not in _MEASURED:
+        _MEASURED[key] = load_optimizer_compute(model, base)
+    return _MEASURED[key]
+
+
+def _with_options(scenario, used: dict[str, Setting], values: dict[str, object]):
+    """The scenario with every `option` setting put on each of its optimizers that has that option."""
+    opts = {used[n].option: values[n] for n in used if used[n].kind == "option" and used[n].option}
+    if not opts:
+        return scenario
+    optimizers = {name: cfg.model_copy(update={k: v for k, v in opts.items() if k in type(cfg).model_fields})
+                  for name, cfg in scenario.optimizers.items()}
+    return scenario.model_copy(update={"optimizers": optimizers})
+
+
+def _with_links(nodes: list, used: dict[str, Setting], values: dict[str, object]) -> list:
+    """The nodes with every link setting's rate (both ways, up or down) in place of the scenario's."""
+    rates: dict[str, int] = {}
+    for name, st in used.items():
+        if st.kind in ("link", "link_up"):
+            rates["up"] = int(float(values[name]))  # type: ignore[arg-type]
+        if st.kind in ("link", "link_down"):
+            rates["down"] = int(float(values[name]))  # type: ignore[arg-type]
+    if not rates:
+        return nodes
+    return [n.model_copy(update={"link": (n.link or LinkSpec()).model_copy(update=rates)}) for n in nodes]
+
+
+def evaluate(point: PublishedPoint, base: Path = POINTS_FILE.parent, replays: list[ReplayRun] | None = None,
+             model: TimeModel | None = None, overrides: dict[str, object] | None = None) -> PointResult:
+    """Our figure for one published point (None where the point has no measure), and a replay's where given.
+    A time row takes its settings from the time model (`model`, default: the dated file beside the points),
+    `overrides` replacing some of their values (its sensitivity)."""
     value, note = replayed(point, replays or [])
     if point.measure is None:
         return PointResult(point, None, replayed=value, replay_note=note)
-    s = load_scenario(base / _named(point.scenario))
+    model = model if model is not None else _time_model(Path(base))
+    used = model.for_row(point.id) if model else {}
+    values: dict[str, object] = {name: st.value for name, st in used.items()} | (overrides or {})
+    s = _with_options(load_scenario(base / _named(point.scenario)), used, values)
     shapes = analytic_shapes(s.resolved_model(), n_kv_heads=point.n_kv_heads)
-    nodes = nodes_like(s, point.workers or s.world_size)
+    nodes = _with_links(nodes_like(s, point.workers or s.world_size), used, values)
+    args: dict[str, object] = {"mfu": point.mfu, "round_overhead_s": point.round_overhead_s}
+    args |= {used[n].option or n: values[n] for n in used if used[n].kind == "project"}
     names = [n for n in (point.optimizer, point.baseline) if n]
-
-    def run(layout: str, overhead: float) -> dict:
-        return {p.optimizer: p for p in project(s, nodes=nodes, shapes=shapes, mfu=point.mfu, optimizers=names,
-                                                 layout=layout, round_overhead_s=overhead)}
-
     cfgs = s.optimizer_configs()
-    ctx = _Context(run(point.layout, point.round_overhead_s), {n: cfgs[n].type for n in names},
-                   {n: STRATEGIES[cfgs[n].type].predict_period(cfgs[n], shapes, len(nodes)).steps for n in names},
-                   run("ring", DEFAULT_ROUND_OVERHEAD_S))
+    periods = {n: get_strategy(cfgs[n].type).predict_period(cfgs[n], shapes, len(nodes)).steps for n in names}
+    compute: dict[str, float] = {}
+    if model and point.id in model.optimizer_compute_rows:
+        device = [n for n in used if used[n].kind == "device_bandwidth"]
+        if not device:
+            raise InputError(f"time model: row {point.id!r} includes optimizer compute but no device_bandwidth "
+                             f"setting applies to it")
+        measured = _optimizer_compute(Path(base), model)
+        params = sum(math.prod(x) for x in shapes.values())
+        codec = {used[n].option: str(values[n]) for n in used if used[n].kind == "codec"}
+        for n in names:
+            seconds = measured.seconds_per_step(codec.get(cfgs[n].type, cfgs[n].type), params, len(nodes), periods[n],
+                                                float(values[device[0]]))  # type: ignore[arg-type]
+            if seconds is not None:
+                compute[n] = seconds
+
+    def run(layout: str, overhead: float, extra: dict[str, float] | None) -> dict:
+        return {p.optimizer: p for p in project(s, nodes=nodes, shapes=shapes, mfu=float(args["mfu"]),  # type: ignore[arg-type]
+                                                 optimizers=names, layout=layout, round_overhead_s=overhead,
+                                                 optimizer_compute_s=extra)}
+
+    ctx = _Context(run(point.layout, float(args["round_overhead_s"]), compute),  # type: ignore[arg-type]
+                   {n: cfgs[n].type for n in names}, periods, run("ring", DEFAULT_ROUND_OVERHEAD_S, None))
     own = OWN[point.own](ctx, point) if point.own else None
-    return PointResult(point, MEASURES[point.measure](ctx, point), own=own, replayed=value, replay_note=note)
+    return PointResult(point, MEASURES[point.measure](ctx, point), own=own, replayed=value, replay_note=note,
+                       calibrated_by=tuple(model.calibrated(point.id)) if model else (),
+                       settings=tuple((n, values[n]) for n in used),
+                       optimizer_compute_s=tuple(sorted(compute.items())))
+
+
+def sensitivity(result: PointResult, base: Path = POINTS_FILE.parent) -> tuple[dict, ...]:
+    """The row's figure and its ratio to the published one with each of its time-model settings moved (-25%
+    and +25% of a number; the alternative of a choice), one at a time."""
+    model = _time_model(Path(base))
+    if model is None or result.ours is None:
+        return ()
+    out = []
+    for name, setting in model.for_row(result.point.id).items():
+        for label, v in perturbed(setting):
+            moved = evaluate(result.point, base, model=model, overrides={name: v})
+            out.append({"setting": name, "assumed": setting.assumed, "at": label, "value": v, "ours": moved.ours,
+                        "ratio": moved.ratio, "within_band": moved.within})
+    return tuple(out)
 
 
 def evaluate_all(path: Path = POINTS_FILE, replays: list[ReplayRun] | None = None) -> list[PointResult]:
-    return [evaluate(p, Path(path).parent, replays) for p in load_points(path)]
+    out = []
+    for p in load_points(path):
+        r = evaluate(p, Path(path).parent, replays)
+        out.append(dataclasses.replace(r, sensitivity=sensitivity(r, Path(path).parent)))
+    return out
+
+
+def counts(results: list[PointResult]) -> dict[str, int]:
+    """Quotes checked against their excerpt apart from those that could not be; and rows within their band by
+    basis, independent apart from calibrated."""
+    out = {"points": len(results),
+           "quotes_verified": sum(r.point.quote_check == "verified" for r in results),
+           "quotes_unverified": sum(r.point.quote_check == "unverified" for r in results)}
+    for basis in ("independent", "calibrated", "definitional"):
+        rows = [r for r in results if r.basis == basis and r.within is not None]
+        out[f"{basis}_rows"] = len(rows)
+        out[f"{basis}_within_band"] = sum(bool(r.within) for r in rows)
+    return out
+
+
+def counts_line(results: list[PointResult]) -> str:
+    c = counts(results)
+    return (f"{c['points']} points: quotes verified against the source's stored text {c['quotes_verified']}, "
+            f"unverified {c['quotes_unverified']}; within band: independent {c['independent_within_band']} of "
+            f"{c['independent_rows']}, calibrated {c['calibrated_within_band']} of {c['calibrated_rows']} "
+            f"(settings chosen after the figure was seen: not evidence), definitional "
+            f"{c['definitional_within_band']} of {c['definitional_rows']} (by construction)")
 
 
 def _fmt(value: float | None, unit: str) -> str:
@@ -284,19 +481,21 @@ def _fmt(value: float | None, unit: str) -> str:
     if unit == "bytes":
         return f"{value / 1e9:.1f} GB" if value >= 1e9 else f"{value / 1e6:.1f} MB"
     if unit == "ratio":
-        return f"{value:.2f}x" if value < 10 else f"{value:.0f}x"
+        return f"{value:.3g}x" if value < 10 else f"{value:.0f}x"
     if unit == "fraction":
         return f"{value:.1%}"
+    if unit == "loss":
+        return f"{value:.3f}"
     return f"{value:.2f} s" if value < 10 else f"{value:.0f} s"
 
 
-COLUMNS = ["published figure", "source", "published", "projected", "replayed", "ratio", "within band?", "basis",
-           "why"]
+COLUMNS = ["published figure", "source", "quote", "published", "projected", "replayed", "ratio", "within band?",
+           "basis", "why"]
 
 
 def table_rows(results: list[PointResult]) -> list[list[str]]:
     """The published-points table, one row per point, as strings (COLUMNS). A definitional row shows our own
-    accounting of the same quantity beside the projected figure."""
+    accounting of the same quantity beside the projected figure; a row with measured optimizer compute says it."""
     rows = []
     for r in results:
         p = r.point
@@ -305,11 +504,15 @@ def table_rows(results: list[PointResult]) -> list[list[str]]:
         projected = _fmt(r.ours, p.unit)
         if r.own is not None:
             projected += f" (ours, {OWN_WORDS[p.own or '']}: {_fmt(r.own, p.unit)})"
+        if r.optimizer_compute_s:
+            projected += " (incl. optimizer compute " + ", ".join(f"{n} {s:.3f} s" for n, s in r.optimizer_compute_s) + ")"
         band = "15%" if p.band[0] == 1 - TOLERANCE else f"[{p.band[0]:g}, {p.band[1]:g}]"
-        rows.append([figure, p.source, _fmt(p.published, p.unit), projected,
+        basis = r.basis + (f" ({', '.join(r.calibrated_by)})" if r.basis == "calibrated" else "")
+        rows.append([figure, f"{p.source}, {p.place}" if p.place else p.source, p.quote_check,
+                     _fmt(p.published, p.unit), projected,
                      _replayed_cell(r),
                      "-" if r.ratio is None else f"{r.ratio:.2f}",
-                     within if r.within is None else f"{within} ({band})", p.basis,
+                     within if r.within is None else f"{within} ({band})", basis,
                      "" if r.within else p.why])
     return rows
 
@@ -324,6 +527,10 @@ OWN_WORDS = {"payload_tx_rx": "sent + received", "payload_ratio": "sent + receiv
              "txrx_reduction": "wire sent + received"}
 
 
+def _plain(v: object) -> object:
+    return v if isinstance(v, bool | str) or v is None else float(v)  # type: ignore[arg-type]
+
+
 def as_records(results: list[PointResult]) -> list[dict]:
     """`project --published --json`: one record per point (numbers as numbers)."""
     out = []
@@ -331,14 +538,61 @@ def as_records(results: list[PointResult]) -> list[dict]:
         p = r.point
         lo, hi = p.band
         out.append({"id": p.id, "figure": p.figure, "published": p.published, "unit": p.unit, "source": p.source,
-                    "quote": p.quote, "confirmed": p.confirmed, "basis": p.basis, "projected": r.ours,
+                    "quote": p.quote, "place": p.place, "document": p.document, "excerpt": p.excerpt,
+                    "quote_check": p.quote_check, "derivation": p.derivation,
+                    "confirmed": p.confirmed, "basis": r.basis, "declared_basis": p.basis,
+                    "calibrated_by": list(r.calibrated_by), "projected": r.ours,
                     "ours": r.ours, "own": r.own, "own_accounting": p.own, "replayed": r.replayed, "replay_note": r.replay_note,
                     "ratio": r.ratio, "band": [lo, hi], "within_band": r.within,
-                    "within_15pct": None if r.ratio is None else abs(r.ratio - 1) <= TOLERANCE, "why": p.why})
+                    "within_15pct": None if r.ratio is None else abs(r.ratio - 1) <= TOLERANCE,
+                    "settings": {n: _plain(v) for n, v in r.settings},
+                    "optimizer_compute_s": dict(r.optimizer_compute_s),
+                    "sensitivity": [{**s, "value": _plain(s["value"])} for s in r.sensitivity], "why": p.why})
     return out
 
 
 def markdown_table(results: list[PointResult]) -> str:
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in table_rows(results)]
-    return "\n".join(lines)
+    return "\n".join([*lines, "", counts_line(results)])
+
+
+SENSITIVITY_COLUMNS = ["row", "setting", "value", "assumed?", "ratio at -25%", "ratio at +25% (or the alternative)"]
+
+
+def sensitivity_rows(results: list[PointResult]) -> list[list[str]]:
+    """One line per time row and setting: ours / published with the setting at -25% and +25% (a choice: at its
+    alternative), beside the row's own ratio."""
+    rows = []
+    for r in results:
+        by: dict[str, dict[str, dict]] = {}
+        for s in r.sensitivity:
+            by.setdefault(s["setting"], {})[s["at"]] = s
+        for name, value in r.settings:
+            at = by.get(name, {})
+            rows.append([f"{r.point.id} ({r.ratio:.2f})" if r.ratio is not None else r.point.id, name,
+                         _setting_fmt(value), "yes" if _setting_assumed(name) else "no",
+                         _moved(at.get("-25%")), _moved(at.get("+25%") or at.get("alternative"))])
+    return rows
+
+
+def _moved(s: dict | None) -> str:
+    return "-" if s is None or s["ratio"] is None else f"{s['ratio']:.2f} (at {_setting_fmt(s['value'])})"
+
+
+def _setting_assumed(name: str) -> bool:
+    model = _time_model(POINTS_FILE.parent)
+    return bool(model and name in model.settings and model.settings[name].assumed)
+
+
+def _setting_fmt(v: object) -> str:
+    if isinstance(v, bool | str):
+        return str(v).lower() if isinstance(v, bool) else v
+    x = float(v)  # type: ignore[arg-type]
+    return f"{x:.3g}"
+
+
+def sensitivity_table(results: list[PointResult]) -> str:
+    rows = sensitivity_rows(results)
+    lines = ["| " + " | ".join(SENSITIVITY_COLUMNS) + " |", "|" + "---|" * len(SENSITIVITY_COLUMNS)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])

@@ -17,9 +17,11 @@ Bytes come from the real parameter shapes and each strategy's own accounting of 
   round, timed as a direct gather to those peers only (the slowest pair's round trip + the bytes it sends).
 - Wire bytes = payload x the TCP/IPv4/Ethernet framing of full-size segments (1514 bytes on the wire
   per 1448 bytes of payload, MTU 1500 with TCP timestamps).
-- Compute = 6 x parameters x tokens per worker per step / (the profile's TFLOPS x MFU); a step is the
-  slowest worker's compute plus the communication, or the larger of the two for a strategy that overlaps
-  them (DisTrO's `overlap: true`: step t's exchange runs during step t+1's compute).
+- Compute = 6 x parameters x tokens per worker per step / (the profile's TFLOPS x MFU), plus, where the caller
+  gives it (`optimizer_compute_s`: the published time rows, studies/time_model.py), each optimizer's own
+  measured work (its compression, decoding and update); a step is the slowest worker's compute plus the
+  communication, or the larger of the two for a strategy that overlaps them (DisTrO's `overlap: true`: step
+  t's exchange runs during step t+1's compute).
 
 It leaves out TCP slow start after idle periods and congestion on lossy links, so it is a lower bound
 on communication time where loss is high or steps are long apart. Wire bytes leave out each message's
@@ -32,11 +34,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from distro_bench.scenario.model import LinkSpec, Node, Scenario
 from distro_bench.train.model import ModelConfig
 from distro_bench.train.models import model_shapes
-from distro_bench.train.optim import STRATEGIES, Collective, get_strategy
+from distro_bench.train.optim import Collective, get_strategy
 from distro_bench.train.optim.base import floor_tx_bits_of, payload_of, scaled
 
 MSS = 1448  # payload per TCP segment at MTU 1500 with timestamps
@@ -206,7 +209,7 @@ def resolve_options(cfg, nodes: list[Node], shapes: dict[str, tuple[int, ...]],
     The worker and the projection both resolve through here, so a run does what its prediction assumed."""
     if getattr(cfg, "exchange", None) != "auto":
         return cfg
-    strategy = STRATEGIES[cfg.type]
+    strategy = get_strategy(cfg.type)
     seconds = {}
     for how in ("ring", "direct"):
         option = cfg.model_copy(update={"exchange": how})
@@ -231,10 +234,13 @@ def max_hop_delay(nodes: list[Node]) -> float:
 def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict | None = None,
             optimizers: list[str] | None = None, mfu: float = DEFAULT_MFU,
             round_overhead_s: float = DEFAULT_ROUND_OVERHEAD_S,
-            shapes: dict[str, tuple[int, ...]] | None = None, layout: str = "ring") -> list[Projection]:
+            shapes: dict[str, tuple[int, ...]] | None = None, layout: str = "ring",
+            optimizer_compute_s: dict[str, float] | None = None) -> list[Projection]:
     """One projection per optimizer for the scenario (or the given nodes / model preset values / parameter
     shapes: published models the scenario schema cannot describe, such as grouped-query attention; `layout`:
-    a published system's own layout of the gathers, LAYOUTS)."""
+    a published system's own layout of the gathers, LAYOUTS). `optimizer_compute_s`: seconds a step of each
+    optimizer's own work (its compression, decoding and update: studies/time_model.py carries a measurement to
+    the device), added to the step's compute; without it the optimizer's own work counts as nothing."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout: {layout!r} is not one of {', '.join(LAYOUTS)}")
     nodes = nodes or scenario.nodes()
@@ -247,7 +253,7 @@ def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict 
         if optimizers and name not in optimizers:
             continue
         ocfg = resolve_options(ocfg, nodes, shapes, round_overhead_s)
-        strategy = STRATEGIES[ocfg.type]
+        strategy: Any = get_strategy(ocfg.type)  # its figures are int or float by method: Projection says which
         # A period is one step for per-step methods, H steps for DiLoCo-style ones: per-step figures are
         # the period's divided by its steps.
         period = strategy.predict_period(ocfg, shapes, n)
@@ -268,6 +274,8 @@ def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict 
         codec = scenario.replay.codec_of(name) if scenario.replay else None
         if compute is not None and isinstance(codec, float | int):  # a replay's stated encode and decode seconds
             compute += codec
+        if compute is not None and optimizer_compute_s and name in optimizer_compute_s:
+            compute += optimizer_compute_s[name]
         overhead = rounds * round_overhead_s
         comm = latency + transfer + overhead
         out.append(Projection(

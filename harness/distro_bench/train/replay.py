@@ -1,5 +1,6 @@
 """Replay (issue 34, harness/distro_bench/scenario/replay.py): a worker that trains nothing and performs, step by
-step, exactly the collectives its method issues for the full-size model, over the real links.
+step, the messages the byte model predicts for its method (a byte replay: synthetic contents, the codec timed
+apart), over the real links.
 
 Each step: the compute its hardware profile gives (6 x parameters x tokens / (tflops x mfu); slept unless
 `wait_compute: false`), then the method's codec seconds (measured on this CPU when the run opened, or stated),

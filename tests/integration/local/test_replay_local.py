@@ -54,3 +54,9 @@ def test_a_replay_states_its_compute_codec_fraction_and_memory(replay_run):
         assert opt[name]["step_time_s_mean"] >= compute + codec  # each step waited its compute and codec
     report = (result.run_dir / "report.md").read_text()
     assert "## Replay" in report and "## Verdict" not in report and "0.25 of the bytes" in report
+    # issue 48: it says what it is and how much of it ran, in the banner, summary.json and summary.csv
+    assert "byte replay (predicted messages, synthetic contents, the codec timed apart)" in report
+    assert "fraction of predicted bytes replayed: adamw 0.25, diloco 1" in report
+    assert opt["adamw"]["replay_fraction"] == 0.25 and opt["diloco"]["replay_fraction"] == 1.0
+    csv = pd.read_csv(result.run_dir / "summary.csv").set_index("optimizer")
+    assert csv.loc["adamw", "replay_fraction"] == 0.25 and csv.loc["diloco", "replay_fraction"] == 1.0

@@ -163,6 +163,9 @@ class DockerBackend(Backend):
             self.plan = self.preflight(self.scenario, self.options)
         self.client = image.client(timeout=self.timeouts.docker_api_s)
         self.image = image.require_image(self.client, self.options.image)
+        missing = image.method_problems(self.image, self.scenario)  # a method of another distribution
+        if missing:
+            raise CapabilityError("; ".join(missing))
         n_gpus = host_gpu_count()
         self.placements = [place(n, n_gpus) for n in self.scenario.nodes()]
         atexit.register(self.teardown)

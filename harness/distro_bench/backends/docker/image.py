@@ -6,11 +6,15 @@ and otherwise streams `docker build` with progress. Offline builds install only 
 downloaded on the host (containers cannot reach PyPI here) and run with `--network none`.
 
 Labels on the image say what it holds; the docker backend refuses an image whose harness version or
-source differs from the installed one, and says how to rebuild it.
+source differs from the installed one, and says how to rebuild it. A method from another distribution
+(docs/extending.md) goes in with `--with PATH` (the package's folder or a wheel): built into a wheel here,
+installed into the image, and listed in its `distro-bench.plugins` label, which the backend checks a scenario's
+methods against before it starts a container.
 """
 
 from __future__ import annotations
 
+import configparser
 import hashlib
 import os
 import shutil
@@ -18,14 +22,16 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
 import distro_bench
 from distro_bench import paths
 from distro_bench.errors import CapabilityError, HarnessError, InputError
+from distro_bench.scenario import methods
 
 IMAGE_REPO = "distro-bench-worker"
 OFFLINE_BASE = "distro-bench-base:bookworm"
@@ -39,6 +45,10 @@ LABEL_SOURCE = "distro-bench.source-hash"
 LABEL_KEY = "distro-bench.build-key"
 LABEL_BASE = "distro-bench.base"
 LABEL_PYTHON = "distro-bench.python"
+# What `--with` put in, comma-separated (a Dockerfile LABEL strips quotes, so no JSON): the top-level modules
+# and the names registered in the entry-point group distro_bench.optimizers
+LABEL_PLUGIN_MODULES = "distro-bench.plugin-modules"
+LABEL_PLUGIN_METHODS = "distro-bench.plugin-methods"
 
 # What `python -m distro_bench.train.worker` imports, by distribution name. Offline builds pin the host's
 # versions (the wheelhouse then holds exactly what runs here); online builds use the project's floors.
@@ -72,12 +82,23 @@ def _package_files() -> list[Path]:
                   if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo"))
 
 
+def _project_file() -> Path | None:
+    """pyproject.toml of the tree this harness runs from: the image carries it, since the one registry of
+    methods (its entry-point group, harness/distro_bench/scenario/methods.py) is read from it there."""
+    tree = paths.source_tree()
+    return tree / "pyproject.toml" if tree is not None else None
+
+
 def source_hash() -> str:
-    """A digest of the harness package as installed here: an image built from other source differs."""
+    """A digest of the harness package as installed here (and of pyproject.toml, its methods' registry): an
+    image built from other source differs."""
     root = paths.PACKAGE_DIR
     h = hashlib.sha256()
     for p in _package_files():
         h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+    project = _project_file()
+    if project is not None:
+        h.update(b"pyproject.toml\0" + project.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -111,6 +132,7 @@ class ImageStatus:
     version: str | None = None
     source: str | None = None
     python: str = IMAGE_PYTHON
+    plugins: dict = field(default_factory=dict)  # {"modules": [...], "methods": [...]}: what `--with` put in
 
     @property
     def problem(self) -> str | None:
@@ -134,8 +156,31 @@ def image_status(docker_client, tag: str | None = None) -> ImageStatus:
     except docker.errors.ImageNotFound:
         return ImageStatus(tag=tag, exists=False)
     labels = img.labels or {}
+    plugins = {key: [x for x in (labels.get(label) or "").split(",") if x]
+               for key, label in (("modules", LABEL_PLUGIN_MODULES), ("methods", LABEL_PLUGIN_METHODS))}
     return ImageStatus(tag=tag, exists=True, id=img.id, version=labels.get(LABEL_VERSION),
-                       source=labels.get(LABEL_SOURCE), python=labels.get(LABEL_PYTHON, IMAGE_PYTHON))
+                       source=labels.get(LABEL_SOURCE), python=labels.get(LABEL_PYTHON, IMAGE_PYTHON),
+                       plugins=plugins)
+
+
+def method_problems(status: ImageStatus, scenario) -> list[str]:
+    """The scenario's methods from other distributions (or import paths) whose module the image lacks, each with
+    the line that builds it in. The shipped methods are always there."""
+    have = set(status.plugins.get("modules") or [])
+    problems = []
+    for name, cfg in scenario.optimizers.items():
+        if methods.is_shipped(cfg.type):
+            continue
+        try:
+            module = methods.top_module(cfg.type)
+        except methods.MethodError as e:
+            problems.append(f"optimizers.{name}: {e}")
+            continue
+        if module not in have:
+            problems.append(f"optimizers.{name} (type {cfg.type}) needs the module {module!r}, which worker image "
+                            f"{status.tag} does not hold; build it in: distro-bench image build --offline --with "
+                            "PATH (the folder with the package's pyproject.toml, or its wheel; repeat --with for more)")
+    return problems
 
 
 def matching_images(docker_client) -> list[ImageStatus]:
@@ -284,7 +329,50 @@ def _link_or_copy(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def _prepare_context(ctx: Path, reqs: list[str], wheelhouse: Path | None) -> None:
+def build_extra_wheels(sources: list[Path], dest: Path, progress: Progress = _quiet) -> list[Path]:
+    """`--with` packages as wheels in `dest`: a wheel as is, a package folder built with this host's pip (`pip
+    wheel --no-deps`: its dependencies must be in the image already). InputError naming a source that is neither."""
+    dest.mkdir(parents=True, exist_ok=True)
+    out = []
+    for src in sources:
+        src = Path(src).resolve()
+        if src.is_file() and src.suffix == ".whl":
+            shutil.copy2(src, dest / src.name)
+            out.append(dest / src.name)
+            continue
+        if not (src.is_dir() and ((src / "pyproject.toml").is_file() or (src / "setup.py").is_file())):
+            raise InputError(f"--with {src}: not a wheel (.whl) nor a package folder (with pyproject.toml)")
+        before = set(dest.glob("*.whl"))
+        progress(f"--with {src}: pip wheel --no-deps")
+        proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check",
+                               "--quiet", "-w", str(dest), str(src)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-4:])
+            raise InputError(f"--with {src}: building its wheel failed (pip wheel exit {proc.returncode}): {tail}")
+        out += sorted(set(dest.glob("*.whl")) - before)
+    return out
+
+
+def wheel_plugins(wheels: list[Path]) -> dict:
+    """LABEL_PLUGINS of these wheels: their distributions, top-level modules and `distro_bench.optimizers` names."""
+    dists, modules, names = [], set(), set()
+    for whl in wheels:
+        with zipfile.ZipFile(whl) as z:
+            files = z.namelist()
+            info = next((f.split("/")[0] for f in files if f.endswith(".dist-info/METADATA")), None)
+            dists.append(whl.name.split("-")[0])
+            modules |= {f.split("/")[0].removesuffix(".py") for f in files
+                        if not f.split("/")[0].endswith((".dist-info", ".data"))}
+            if info and f"{info}/entry_points.txt" in files:
+                parser = configparser.ConfigParser(delimiters=("=",))
+                parser.optionxform = str  # type: ignore[assignment,method-assign]  # names keep their case
+                parser.read_string(z.read(f"{info}/entry_points.txt").decode())
+                if parser.has_section(methods.GROUP):
+                    names |= set(parser.options(methods.GROUP))
+    return {"distributions": sorted(dists), "modules": sorted(modules), "methods": sorted(names)}
+
+
+def _prepare_context(ctx: Path, reqs: list[str], wheelhouse: Path | None, extra: list[Path] | None = None) -> None:
     cdir = containers_dir()
     shutil.copy2(cdir / "Dockerfile", ctx / "Dockerfile")
     (ctx / "deps").mkdir()
@@ -297,10 +385,19 @@ def _prepare_context(ctx: Path, reqs: list[str], wheelhouse: Path | None) -> Non
         dst = ctx / "src" / "distro_bench" / p.relative_to(src_root)
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(p, dst)
+    project = _project_file()
+    if project is not None:  # the methods' registry (scenario/methods.py finds it beside the package)
+        shutil.copy2(project, ctx / "src" / "pyproject.toml")
+    (ctx / "deps" / "extra").mkdir()
+    for whl in extra or []:
+        _link_or_copy(whl, ctx / "deps" / "extra" / whl.name)
 
 
-def build_key(base_id: str, reqs: list[str], wheelhouse: Path | None, offline: bool) -> str:
+def build_key(base_id: str, reqs: list[str], wheelhouse: Path | None, offline: bool,
+              extra: list[Path] | None = None) -> str:
     h = hashlib.sha256()
+    for whl in sorted(extra or []):  # the `--with` wheels, by content: a changed plugin is a new image
+        h.update(whl.name.encode() + b"\0" + hashlib.sha256(whl.read_bytes()).digest())
     h.update((containers_dir() / "Dockerfile").read_bytes())
     h.update(f"{base_id}\n{offline}\n{chr(10).join(reqs)}\n{source_hash()}\n".encode())
     if wheelhouse is not None:
@@ -309,10 +406,12 @@ def build_key(base_id: str, reqs: list[str], wheelhouse: Path | None, offline: b
 
 
 def build_image(*, offline: bool = False, base: str | None = None, tag: str | None = None, force: bool = False,
-                no_cache: bool = False, progress: Progress = _quiet, docker_client=None) -> BuildResult:
+                no_cache: bool = False, progress: Progress = _quiet, docker_client=None,
+                with_packages: list[Path] | None = None) -> BuildResult:
     """Build (or find up to date) the worker image. `offline`: the debootstrap base by default, every
     package from a host-side wheelhouse, and no network during the build. `force` builds even when the
-    image is up to date (layers still come from the cache unless `no_cache`)."""
+    image is up to date (layers still come from the cache unless `no_cache`). `with_packages`: distributions
+    of the user's own (methods: docs/extending.md), package folders or wheels, installed into the image."""
     t0 = time.monotonic()
     dc = docker_client or client()
     tag = tag or default_tag()
@@ -324,17 +423,28 @@ def build_image(*, offline: bool = False, base: str | None = None, tag: str | No
     progress(f"base {base}: python {info.python_version}, " + (f"torch {info.torch} (kept)" if info.torch else "no torch"))
     reqs = requirements(offline, with_torch=info.torch is None)
     wheelhouse = build_wheelhouse(reqs, info.python_version, progress) if offline else None
-    key = build_key(info.id, reqs, wheelhouse, offline)
+    extra_dir = Path(tempfile.mkdtemp(prefix="distro-bench-with."))
+    try:
+        return _build(dc, tag, base, info, reqs, wheelhouse, offline, force, no_cache, progress, t0,
+                      build_extra_wheels(list(with_packages or []), extra_dir, progress))
+    finally:
+        shutil.rmtree(extra_dir, ignore_errors=True)
+
+
+def _build(dc, tag: str, base: str, info: BaseInfo, reqs: list[str], wheelhouse: Path | None, offline: bool,
+           force: bool, no_cache: bool, progress: Progress, t0: float, extra: list[Path]) -> BuildResult:
+    key = build_key(info.id, reqs, wheelhouse, offline, extra)
     current = image_status(dc, tag)
     if not (force or no_cache) and current.exists and (dc.images.get(tag).labels or {}).get(LABEL_KEY) == key:
         progress(f"{tag} is up to date (build key {key})")
         img = dc.images.get(tag)
         return BuildResult(tag, img.id, base, True, time.monotonic() - t0, wheelhouse, img.attrs.get("Size", 0))
     buildargs = {"BASE_IMAGE": base, "PIP_ARGS": "--no-index --find-links /tmp/deps" if offline else "",
-                 "DB_VERSION": distro_bench.__version__, "DB_SOURCE": source_hash(), "DB_KEY": key, "DB_BASE": base}
+                 "DB_VERSION": distro_bench.__version__, "DB_SOURCE": source_hash(), "DB_KEY": key, "DB_BASE": base,
+                 **{f"DB_PLUGIN_{k.upper()}": ",".join(v) for k, v in wheel_plugins(extra).items() if k != "distributions"}}
     with tempfile.TemporaryDirectory(prefix="distro-bench-image.") as tmp:
         ctx = Path(tmp)
-        _prepare_context(ctx, reqs, wheelhouse)
+        _prepare_context(ctx, reqs, wheelhouse, extra)
         progress(f"docker build -t {tag} (base {base}{', offline: --network none' if offline else ''})")
         image_id = _stream_build(dc, ctx, tag, buildargs, "none" if offline else None, no_cache, progress)
     img = dc.images.get(image_id)

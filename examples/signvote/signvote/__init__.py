@@ -1,0 +1,1 @@
+"""An example distro-bench plugin: signSGD with majority vote (signvote.method)."""
