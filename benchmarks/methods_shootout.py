@@ -157,16 +157,21 @@ def _versus(fams, figure: str, name: str, which: str) -> str:
     fc = fams.get(figure)
     if fc is None:
         return "-"
-    fam = fc.vs_baseline if which == "baseline" else fc.vs_best
-    if name == fam.reference:
-        return "(ref)"
-    c = fam.comparisons.get(name)
+    if which == "baseline":
+        fam = fc.vs_baseline
+        if name == fam.reference:
+            return "(ref)"
+        c, log = fam.comparisons.get(name), fam.log
+    else:  # the pair (name, best by mean) of the all-pairs family, Holm over every pair
+        if name == fc.best:
+            return "(ref)"
+        c, log = fc.pairs.versus(name, fc.best), fc.pairs.log
     if c is None:
         return "n/a (left out)" if name in fc.left_out else "-"
-    if c.interval is None or math.isnan(c.p_holm):
+    if c.interval is None or (math.isnan(c.p_holm) and not c.descriptive):
         return "n/a"
-    iv, fmt = c.interval, (".2f" if fam.log else "+.3f")
-    unit = "x" if fam.log else ""
+    iv, fmt = c.interval, (".2f" if log else "+.3f")
+    unit = "x" if log else ""
     return (f"{format(iv.mean, fmt)}{unit} [{format(iv.lo, fmt)}, {format(iv.hi, fmt)}] "
             f"{c.p_text}")
 
@@ -198,8 +203,10 @@ def table(run_dir: Path) -> str:
     seeds = max((len(s.get("per_seed") or {}) for s in opts.values()), default=0)
     lines = [(f"target val loss {target:.3f}" + (" (post-hoc, descriptive: chosen after the data)" if is_post_hoc(summ)
                                                   else "")) if target else "no common target",
-             (f"{seeds} seeds; against {base} and against the best: paired by seed, 95% interval, Holm-adjusted p "
-              "over each column's comparisons; * = distinct at family-wise 5%"),
+             (f"{seeds} seeds; paired by seed, 95% interval; against {base}: Holm-adjusted p over that column's "
+              "comparisons; against the best by mean: the pair's Holm-adjusted p over ALL pairs of methods (the "
+              "family any order or 'best' is claimed from); * = distinct at family-wise 5%; ratios are geometric "
+              "means of per-seed ratios, times arithmetic restricted means"),
              ("| rank | method | lr | time to target s | time vs " + base + " | time vs best | val loss at equal time "
               "| loss vs " + base + " | loss vs best | payload B/step (tx+rx) | steps | seeds reaching | goodput MFLOP/s |"),
              "|---:|---|---:|---|---|---|---|---|---|---:|---:|---:|---|"]
@@ -216,9 +223,15 @@ def table(run_dir: Path) -> str:
         if fc is None:
             lines.append(f"by {label}: no comparison (the baseline has no per-seed figure)")
             continue
+        if fc.pairs.descriptive:
+            lines.append(f"by {label}: best by mean {fc.best}; post-hoc target: descriptive, no claim")
+            lines += [f"  left out of {label}: {n} ({why})" for n, why in fc.left_out.items()]
+            continue
         same = fc.indistinguishable_from_best()
-        lines.append(f"by {label}: best by mean {fc.best}; not distinguishable from it (Holm, "
-                     f"{len(fc.vs_best.comparisons)} comparisons): {', '.join(same)}")
+        claim = fc.best_claim
+        lines.append(f"by {label}: best by mean {fc.best}; "
+                     + (f"{claim} is lower than every other method" if claim else "no method is lower than every other")
+                     + f" (all pairs, Holm over {len(fc.pairs.comparisons)}); may be the best: {', '.join(same)}")
         lines += [f"  left out of {label}: {n} ({why})" for n, why in fc.left_out.items()]
     return "\n".join(lines)
 

@@ -222,14 +222,18 @@ def _run(run: str | Path | Run) -> Run:
 
 def check(run: str | Path | Run, *, min_reduction: float | None = None, max_loss_gap: float | None = None,
           baseline: str | None = None, candidates: list[str] | None = None,
-          allow_few_seeds: bool = False, strict: bool = False) -> CheckReport:
+          allow_few_seeds: bool = False, strict: bool = False, against: str | Path | Run | None = None,
+          max_reduction_drop: float | None = None, max_loss_regression: float | None = None) -> CheckReport:
     """The CI gate. Thresholds default to the scenario's `checks`; `.passed` says whether every check passed.
     The loss gap needs 3 paired seeds unless `allow_few_seeds`; a check not applicable to the run (N/A) fails
-    only with `strict` (docs/ci-gate.md)."""
+    only with `strict`. `against`, a reference run of the same scenario (the last good one), adds the
+    regression checks: reduction drop and loss-gap regression, paired by seed (docs/ci-gate.md)."""
     from distro_bench.report.check import run_checks
 
+    ref = _run(against).loaded if against is not None else None
     return run_checks(_run(run).loaded, min_reduction=min_reduction, max_loss_gap=max_loss_gap, baseline=baseline,
-                      candidates=candidates, allow_few_seeds=allow_few_seeds, strict=strict)
+                      candidates=candidates, allow_few_seeds=allow_few_seeds, strict=strict, against=ref,
+                      max_reduction_drop=max_reduction_drop, max_loss_regression=max_loss_regression)
 
 
 def check_to_dict(report: CheckReport) -> dict[str, Any]:

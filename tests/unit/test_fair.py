@@ -37,7 +37,8 @@ def test_crossing_equals_the_hand_computation_from_metrics():
     c = fair.curve(df)
     hit = fair.crossing(c, 2.5)
     # evaluations: steps done 5 (3.0 at 1.0 s, 1000 tokens) and 10 (2.0 at 2.0 s, 2000 tokens); 2.5 is halfway
-    assert hit == fair.Crossing(time_s=pytest.approx(1.5), tokens=pytest.approx(1500.0), steps=pytest.approx(7.5), exact=True)
+    assert hit == fair.Crossing(time_s=pytest.approx(1.5), tokens=pytest.approx(1500.0), steps=pytest.approx(7.5),
+                                exact=False, lo_s=pytest.approx(1.0), hi_s=pytest.approx(2.0))
     # the same from the frame by hand, column by column
     ev = df.dropna(subset=["val_loss"]).groupby("step").agg(v=("val_loss", "mean"), t=("train_time_s", "max"))
     (s0, a), (s1, b) = list(ev.iterrows())[:2]
@@ -52,10 +53,11 @@ def test_crossing_uses_the_slowest_rank_and_not_reached_is_none():
     assert fair.crossing(c, 1.0) is None
 
 
-def test_first_evaluation_already_below_is_that_evaluation_and_not_exact():
+def test_first_evaluation_already_below_is_the_midpoint_of_zero_to_it_and_not_exact():
     c = fair.curve(metrics.records_to_frame(records("distro", 0, [2.0, 1.0])))
     hit = fair.crossing(c, 2.5)
-    assert (hit.time_s, hit.steps, hit.exact) == (pytest.approx(1.0), 5.0, False)
+    assert (hit.time_s, hit.steps, hit.exact) == (pytest.approx(0.5), 2.5, False)
+    assert (hit.lo_s, hit.hi_s) == (0.0, pytest.approx(1.0))
 
 
 def test_value_at_interpolates_and_never_extrapolates():
@@ -96,13 +98,15 @@ def test_summary_over_seeds_has_means_intervals_and_the_comparison():
     out = metrics.summarize(df, [], "adamw", target["val_loss"])
     a, d = out["adamw"], out["distro"]
     assert a["seeds"] == d["seeds"] == 3 and d["steps"] == 40
-    # On adamw's evaluation grid (every 2.5 s) distro keeps its evaluations at 2.5 s (2.8 + shift) and 5 s
-    # (2.2 + shift): it crosses 2.7 between them (its 3.75 s evaluation is not a chance adamw had)
-    per_seed = [2.5 + (2.8 + sh - 2.7) / 0.6 * 2.5 for sh in (0.0, 0.1, -0.1)]
+    # On its own evaluations (every 1.25 s: 3.2, 2.8, 2.4, 2.2 + shift) distro crosses 2.7 between 2.5 s and
+    # 3.75 s (seed 2: between 1.25 s and 2.5 s, where it is exactly 2.7)
+    per_seed = [2.5 + (2.8 + sh - 2.7) / 0.4 * 1.25 for sh in (0.0, 0.1)] + [2.5]
     assert d["time_to_target_s"] == pytest.approx(sum(per_seed) / 3)
-    iv = stats.t_interval(per_seed)
-    lo, hi = iv.lo, iv.hi
-    assert d["ci95"]["time_to_target_s"] == [pytest.approx(lo), pytest.approx(hi)]
+    # the interval carries each seed's bracket: lower bounds (2.5, 2.5, 1.25), upper bounds (3.75, 3.75, 2.5)
+    lo, hi = stats.t_interval([2.5, 2.5, 1.25]).lo, stats.t_interval([3.75, 3.75, 2.5]).hi
+    assert d["ci95"]["time_to_target_s"] == [pytest.approx(max(0.0, lo)), pytest.approx(min(5.0, hi))]
+    assert d["per_seed"]["2"]["time_to_target_lo_s"] == pytest.approx(1.25)
+    assert d["per_seed"]["2"]["time_to_target_hi_s"] == pytest.approx(2.5)
     assert d["per_seed"]["1"]["time_to_target_s"] == pytest.approx(per_seed[1])
     # adamw reaches 2.7 only in seed 1's last evaluation, seeds 0 and 2 earlier (2.6 and 2.5 at 5 s)
     assert a["target_reached"] == 3
@@ -148,17 +152,15 @@ def test_per_step_averages_seeds_by_step():
     assert s["elapsed_s"].iloc[-1] == pytest.approx(5.0)
 
 
-def test_time_to_target_is_read_on_a_shared_time_grid():
-    # distro evaluates every 1.25 s, adamw every 2.5 s: on the shared 2.5 s grid from t = 0 distro's curve is read
-    # at its first evaluation (1.25 s), then at 2.5 s and 5 s (interpolated at grid points, never moved to them)
+def test_time_to_target_is_read_on_each_methods_own_evaluations():
+    # issue 49: distro evaluates every 1.25 s; its crossing of 2.7 is read between its own 2.5 s (2.8) and
+    # 3.75 s (2.4) evaluations, never on another method's coarser grid nor on a chord from t = 0
     c = fair.curve(metrics.records_to_frame(records("distro", 0, [3.2, 2.8, 2.4, 2.2], dt=0.125, every=10)))
     assert fair.eval_spacing(c) == pytest.approx(1.25)
-    g = fair.on_grid(c, 2.5)
-    assert fair.evaluations(g)["elapsed_s"].tolist() == [pytest.approx(1.25), pytest.approx(2.5), pytest.approx(5.0)]
-    assert fair.evaluations(g)["val_loss"].tolist() == [pytest.approx(3.2), pytest.approx(2.8), pytest.approx(2.2)]
-    assert fair.crossing(c, 2.7).time_s == pytest.approx(2.5 + 0.25 * 1.25)  # every evaluation: a finer chord
-    assert fair.crossing(g, 2.7).time_s == pytest.approx(2.5 + 0.1 / 0.6 * 2.5)
-    assert fair.on_grid(c, None) is c
+    hit = fair.crossing(c, 2.7)
+    assert hit.time_s == pytest.approx(2.5 + 0.25 * 1.25)
+    assert (hit.lo_s, hit.hi_s, hit.exact) == (pytest.approx(2.5), pytest.approx(3.75), False)
+    assert not hasattr(fair, "on_grid") and not hasattr(fair, "seed_grid")
 
 
 def _fine_and_coarse():
@@ -169,19 +171,18 @@ def _fine_and_coarse():
                                     + records("slow", 0, [2.01, 1.5], dt=0.66, every=10))
 
 
-def test_the_shared_grid_keeps_two_methods_in_their_true_order():
-    # issue 35: the old grid rule kept, per grid point (every 6.6 s, from 6.6 s), the *nearest* evaluation:
-    # fast's 7.0 s one, already below 2.0, so fast was reported at 7.0 s, after slow's 6.73 s: the order inverted.
+def test_own_evaluations_keep_two_methods_in_their_true_order():
+    # issue 35 inverted these two with a nearest-evaluation grid; issue 49 drops the grid: each method's own
+    # evaluations bracket its crossing, fast's in (2.8, 4.2] s, slow's in (6.6, 13.2] s
     df = _fine_and_coarse()
     curves = {str(n): {s: fair.curve(r) for s, r in fair.split_seeds(rows)} for n, rows in df.groupby("optimizer")}
     out = fair.fairness(curves, 2.0)
     fast, slow = out["fast"][0], out["slow"][0]
     assert slow["time_to_target_s"] == pytest.approx(6.6 + 0.01 / 0.51 * 6.6)
-    # fast on the grid: its first evaluation (1.4 s, 2.3) and 6.6 s (1.6 - 0.4 / 1.4 * 0.1), a chord of 5.2 s
-    at_66 = 1.6 - 0.1 * 1.0 / 1.4
-    assert fast["time_to_target_s"] == pytest.approx(1.4 + 0.3 / (2.3 - at_66) * 5.2)
-    assert fast["time_to_target_s"] < slow["time_to_target_s"]
-    assert fast["time_to_target_exact"] is True and slow["time_to_target_exact"] is True
+    assert fast["time_to_target_s"] == pytest.approx(2.8 + 0.05 / 0.25 * 1.4)
+    assert (fast["time_to_target_lo_s"], fast["time_to_target_hi_s"]) == (pytest.approx(2.8), pytest.approx(4.2))
+    assert (slow["time_to_target_lo_s"], slow["time_to_target_hi_s"]) == (pytest.approx(6.6), pytest.approx(13.2))
+    assert fast["time_to_target_exact"] is False and slow["time_to_target_exact"] is False
 
 
 def test_a_first_evaluation_hit_is_interval_censored_and_carried_into_the_summary():
@@ -192,27 +193,28 @@ def test_a_first_evaluation_hit_is_interval_censored_and_carried_into_the_summar
     for seed in ("0", "1"):  # already at or below 2.6 at its first evaluation (1.25 s): somewhere in (0, 1.25]
         assert d["per_seed"][seed]["time_to_target_exact"] is False
         assert d["per_seed"][seed]["time_to_target_lo_s"] == 0.0
-        assert d["per_seed"][seed]["time_to_target_s"] == pytest.approx(1.25)
-    assert d["time_to_target_exact"] is False and out["adamw"]["time_to_target_exact"] is True
+        assert d["per_seed"][seed]["time_to_target_hi_s"] == pytest.approx(1.25)
+        assert d["per_seed"][seed]["time_to_target_s"] == pytest.approx(0.625)  # the midpoint
+    assert d["time_to_target_exact"] is False and out["adamw"]["time_to_target_exact"] is False
     # no interval below 0 s, nor past the training (the plain t interval of (1.25, 1.25) is a point; adamw's is not)
     for o in out.values():
         lo, hi = o["ci95"]["time_to_target_s"]
         assert 0.0 <= lo <= hi <= max(v["train_time_s"] for v in o["per_seed"].values())
-    # the verdict: a speed-up against a time known only as (0, 1.25] is not estimable, and it says why
+    # the verdict: against a time known only as (0, 1.25] the speed-up has no upper end, so it is a bound: adamw's
+    # lower bounds (2.5 s on both seeds) over distro's upper (1.25 s) give at least 2x
     from distro_bench.report.verdict import verdict_lines, verdicts
 
     summary = {"run": {"budget": {"kind": "steps", "value": 40}}, "baseline": "adamw",
                "target": {"val_loss": 2.6, "how": "set in the scenario", "post_hoc": False}, "optimizers": out}
     (v,) = verdicts(summary)
-    assert v.paired_target_speedup is None and v.target_speedup is None and "first evaluation" in v.speedup_why
+    assert v.paired_target_speedup.lo == pytest.approx(2.0) and math.isinf(v.paired_target_speedup.hi)
     text = "\n".join(verdict_lines(summary))
-    assert "not estimable" in text and "<=1.2 s [0.0, 1.2]" in text and "interval-censored" in text
+    assert "at least 2.0x sooner" in text and "interval-censored" in text and "[0.0, 1.2]" in text
 
 
-def test_the_post_hoc_target_is_one_every_curve_reaches_on_the_grid():
-    """The default (post-hoc) target is the worst best as time to target reads it: on the seed's shared grid.
-    The raw worst best (3.0, B's evaluation at 0.5 s, between two points of the 1 s grid) was a target B's
-    gridded curve never crossed, so the run said B missed the target chosen so that every method reaches it."""
+def test_the_post_hoc_target_is_one_every_curve_reaches_on_its_own_evaluations():
+    """The default (post-hoc) target is the worst best: the highest of every curve's lowest evaluated loss
+    (B's 3.0 at 0.5 s), which every curve then reaches on its own evaluations."""
     def curve(ts, losses):
         return pd.DataFrame({"step": range(len(ts)), "steps": [i + 1 for i in range(len(ts))], "elapsed_s": ts,
                              "tokens": [i + 1 for i in range(len(ts))], "loss": losses, "val_loss": losses})
@@ -220,6 +222,6 @@ def test_the_post_hoc_target_is_one_every_curve_reaches_on_the_grid():
     b = curve([0.0, 0.5, 1.0, 1.5, 2.0], [5.0, 3.0, 4.0, 4.0, 4.0])
     curves = {"a": {0: a}, "b": {0: b}}
     target = fair.default_target(curves)
-    assert target == pytest.approx(4.0)
+    assert target == pytest.approx(3.0)
     got = fair.fairness(curves, target)
     assert got["a"][0]["target_reached"] and got["b"][0]["target_reached"], got

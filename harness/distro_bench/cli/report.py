@@ -63,6 +63,9 @@ def check(
     candidate: list[str] = typer.Option(None, "--candidate", help="optimizer(s) to check (repeatable; default: checks.candidate or every non-baseline optimizer)"),
     allow_few_seeds: bool = typer.Option(False, "--allow-few-seeds", help="judge the loss gap on fewer than 3 seeds (one seed: its value, no interval)"),
     strict: bool = typer.Option(False, "--strict", help="a check that does not apply to the run (N/A: e.g. loss at equal time over unshaped links) fails too"),
+    against: Path = typer.Option(None, "--against", help="a reference run of the same scenario (the last good one): also check the reduction's drop and the loss gap's regression against it, paired by seed"),
+    max_reduction_drop: float = typer.Option(None, GATES["max_reduction_drop"].flag, min=0, help=GATES["max_reduction_drop"].help),
+    max_loss_regression: float = typer.Option(None, GATES["max_loss_regression"].flag, min=0, help=GATES["max_loss_regression"].help),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """The CI gate: exit 0 when every check passes or is N/A, 1 when any fails, 2 on a bad run folder or flag.
@@ -76,7 +79,9 @@ def check(
     with cli_errors():
         run = api.load_run(run_dir)
         result = api.check(run, min_reduction=min_reduction, max_loss_gap=max_loss_gap, baseline=baseline,
-                           candidates=candidate or None, allow_few_seeds=allow_few_seeds, strict=strict)
+                           candidates=candidate or None, allow_few_seeds=allow_few_seeds, strict=strict,
+                           against=api.load_run(against) if against is not None else None,
+                           max_reduction_drop=max_reduction_drop, max_loss_regression=max_loss_regression)
     if as_json:
         print_json(api.check_to_dict(result))
     else:

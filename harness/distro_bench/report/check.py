@@ -2,14 +2,18 @@
 
 Over repeats (several seeds) each figure is taken seed by seed, the candidate against the baseline's same
 seed (the same initial weights and data order: harness/distro_bench/results/stats.py pairs them), and a check passes only when
-the paired 95% Student-t interval lies wholly on the good side of its threshold, so more noise can only make
-a check fail, never pass:
+the paired 95% Student-t interval lies wholly on the good side of its threshold, so more noise makes a check
+fail more often and pass wrongly at most 2.5% of the time:
 
 - reduction: the interval's lower end >= `min_reduction`;
 - loss gap: a non-inferiority test on the validation loss at equal training time (candidate - baseline),
   the interval's upper end <= the margin `max_loss_gap` (0 asks the candidate to be shown better); it needs
   at least MIN_SEEDS seeds (fewer fail, unless `allow_few_seeds`, which then compares what there is), and
   any seed whose loss is missing or not finite (a diverged run) fails it.
+
+With a reference run (`against_checks`, `check --against`), the candidate's reduction and loss gap are also
+compared with the reference's, seed by seed, on the paired mean against a tolerance set from measured noise
+(docs/ci-gate.md gives the error rates).
 
 Every result reports its margin (how far the relevant end of the interval is from the threshold, positive
 = room to spare). A check whose premise does not hold on the run is NOT APPLICABLE (N/A) with the reason,
@@ -20,6 +24,7 @@ the method; `strict` makes N/A fail too. docs/ci-gate.md.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 from distro_bench.errors import InputError
@@ -145,16 +150,21 @@ def unshaped_network(run: LoadedRun) -> str | None:
 
 def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_gap: float | None = None,
                baseline: str | None = None, candidates: list[str] | None = None,
-               allow_few_seeds: bool = False, strict: bool = False) -> CheckReport:
+               allow_few_seeds: bool = False, strict: bool = False, against: LoadedRun | None = None,
+               max_reduction_drop: float | None = None, max_loss_regression: float | None = None) -> CheckReport:
     """Thresholds from the arguments, else from the scenario's `checks`; InputError for a name the run lacks.
     `allow_few_seeds` lets the loss gap be judged on fewer than MIN_SEEDS seeds (one seed: its value);
-    `strict` fails a check that is not applicable to the run (N/A) instead of passing over it."""
+    `strict` fails a check that is not applicable to the run (N/A) instead of passing over it. `against`, a
+    reference run of the same scenario (the last good one), adds the regression checks (`against_checks`)."""
     checks = run.data.scenario.get("checks") or {}
-    given = {"min_reduction": min_reduction, "max_loss_gap": max_loss_gap}
+    given = {"min_reduction": min_reduction, "max_loss_gap": max_loss_gap, "max_reduction_drop": max_reduction_drop,
+             "max_loss_regression": max_loss_regression}
     for key, value in given.items():  # the scenario's own thresholds were validated when the run was loaded
         if value is not None and not GATES[key].allows(value):
             raise InputError(f"{GATES[key].flag}: must be a number {GATES[key].bound_text()}, got {value!r}")
     thresholds = {k: given[k] if given[k] is not None else checks.get(k) for k in GATES}
+    if against is None:  # the regression gates apply only beside a reference run
+        thresholds = {k: v for k, v in thresholds.items() if not GATES[k].against}
     min_reduction, max_loss_gap = thresholds["min_reduction"], thresholds["max_loss_gap"]
     known = _known(run)
     listing = ", ".join(known) or "none"
@@ -233,6 +243,12 @@ def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_g
             if no_premise:  # measured all the same, for information; neither a pass nor a failure
                 r.status, r.note = NA, f"not applicable: {no_premise}; measured: {r.note}"
             add(r)
+    if against is not None:
+        report.results += against_checks(run, against, base, list(candidates), thresholds, no_premise)
+    else:
+        for key in ("max_reduction_drop", "max_loss_regression"):
+            if given[key] is not None:
+                raise InputError(f"{GATES[key].flag}: compares with a reference run; give it with --against REF_RUN")
     for r in report.results:  # each result's op and limit, from the gate table (or the fixed checks)
         if r.gate in GATES:
             r.op, r.limit = GATES[r.gate].op, report.thresholds.get(r.gate)
@@ -267,3 +283,114 @@ def _loss_gap(base: str, cand: str, b: dict, c: dict, margin: float, allow_few_s
     if len(gaps) < MIN_SEEDS:
         note += f"; only {len(gaps)} seed(s), allowed by --allow-few-seeds"
     return CheckResult(label, cand, gap, limit, status, "; ".join([what, note]), ci, m, len(gaps), gate=gate.key)
+
+
+# ---- against a reference run (issue 49) -----------------------------------------------------------------
+
+# Scenario fields that may differ between a run and its reference: words, the gate's own thresholds, and the
+# seeds (only the seeds both ran are paired).
+_MAY_DIFFER = ("name", "description", "checks", "train.seeds")
+
+
+def scenario_differences(mine: dict, ref: dict, prefix: str = "") -> list[str]:
+    """Dotted paths where two scenarios differ ('train.time_budget: 15s vs 30s'), leaving out _MAY_DIFFER."""
+    out: list[str] = []
+    for key in sorted(set(mine) | set(ref), key=str):
+        path = f"{prefix}{key}"
+        if path in _MAY_DIFFER:
+            continue
+        a, b = mine.get(key), ref.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += scenario_differences(a, b, path + ".")
+        elif a != b:
+            out.append(f"{path}: {a!r} vs {b!r}")
+    return out
+
+
+def _seed_figures(summary: dict, name: str) -> dict:
+    s = (summary.get("optimizers") or {}).get(name) or {}
+    return s.get("per_seed") or {}
+
+
+def against_checks(run: LoadedRun, ref: LoadedRun, base: str | None, candidates: list[str], thresholds: dict,
+                   no_premise: str | None) -> list[CheckResult]:
+    """Each candidate of `run` against the same candidate of the reference run, paired by seed: the reduction's
+    drop (1 - the geometric mean over seeds of this run's reduction / the reference's) and the loss gap's
+    regression (this run's candidate - baseline val loss at equal time minus the reference's, mean over seeds).
+    Each fails when its mean passes the tolerance (`Gate.rule` "mean": docs/ci-gate.md gives the tolerances'
+    false-fail and detection rates, measured by benchmarks/gate_power.py with the pilot's noise). InputError
+    (exit 2) when the two runs are not of one scenario, naming the differences."""
+    diffs = scenario_differences(run.data.scenario, ref.data.scenario)
+    if diffs:
+        shown = "; ".join(diffs[:8]) + (f"; and {len(diffs) - 8} more" if len(diffs) > 8 else "")
+        raise InputError(f"--against: {ref.data.path} is not a run of the same scenario ({shown}); compare a run "
+                         "with a reference run of the same scenario")
+    out: list[CheckResult] = []
+    now, then = run.data.summary, ref.data.summary
+    for cand in candidates:
+        b_now, c_now = _seed_figures(now, base or ""), _seed_figures(now, cand)
+        b_ref, c_ref = _seed_figures(then, base or ""), _seed_figures(then, cand)
+        seeds = [k for k in c_now if k in b_now and k in c_ref and k in b_ref]
+        for key in ("max_reduction_drop", "max_loss_regression"):
+            gate, limit = GATES[key], thresholds.get(key)
+            label = f"{gate.label} vs reference"
+            if limit is None:
+                out.append(CheckResult(label, cand, None, "not set", SKIP, "no threshold set", gate=key))
+                continue
+            if not seeds:
+                out.append(CheckResult(label, cand, None, gate.threshold_text(limit), FAIL,
+                                       f"no seed that both runs ran for {cand} and {base}", gate=key))
+                continue
+            if key == "max_reduction_drop":
+                pairs = [(_pair_reduction(b_now[k], c_now[k])[0], _pair_reduction(b_ref[k], c_ref[k])[0]) for k in seeds]
+            else:
+                pairs = [(_equal_time_gap(b_now[k], c_now[k]), _equal_time_gap(b_ref[k], c_ref[k])) for k in seeds]
+            bad = [k for k, (x, y) in zip(seeds, pairs) if not (stats.finite(x) and stats.finite(y))
+                   or (key == "max_reduction_drop" and (x <= 0 or y <= 0))]
+            if bad:
+                out.append(CheckResult(label, cand, None, gate.threshold_text(limit), FAIL,
+                                       f"seed(s) {', '.join(bad)} have no finite figure in one of the runs; every "
+                                       "seed must count", seeds=len(seeds), gate=key))
+                continue
+            good = [(x, y) for x, y in pairs if stats.finite(x) and stats.finite(y)]  # all of them, as `bad` is empty
+            out.append(_judge_against(key, cand, good, float(limit)))
+            if key == "max_loss_regression" and no_premise:
+                r = out[-1]
+                r.status, r.note = NA, f"not applicable: {no_premise}; measured: {r.note}"
+    return out
+
+
+def _equal_time_gap(b: dict, c: dict) -> float | None:
+    """Candidate - baseline val loss at equal time on one seed (None where either is missing)."""
+    x, y = b.get("val_loss_at_equal_time"), c.get("val_loss_at_equal_time")
+    return y - x if stats.finite(x) and stats.finite(y) else None
+
+
+def regression(key: str, pairs: list[tuple[float, float]]) -> tuple[float, stats.Interval]:
+    """(the mean regression, its paired 95% interval) from (this run's, the reference's) figure per seed: for the
+    reduction, 1 - geometric mean of the ratios (the interval's ends mapped alike); for the loss gap, the mean
+    difference."""
+    if key == "max_reduction_drop":
+        iv = stats.t_interval([math.log(x / y) for x, y in pairs])
+        assert iv is not None
+        return 1 - math.exp(iv.mean), stats.Interval(1 - math.exp(iv.mean), 1 - math.exp(iv.hi),
+                                                     1 - math.exp(iv.lo), iv.n)
+    iv = stats.t_interval([x - y for x, y in pairs])
+    assert iv is not None
+    return iv.mean, iv
+
+
+def _judge_against(key: str, cand: str, pairs: list[tuple[float, float]], limit: float) -> CheckResult:
+    gate = GATES[key]
+    mean, iv = regression(key, pairs)
+    margin = limit - mean
+    status = PASS if margin >= 0 else FAIL
+    what = "reduction drop (1 - this run's / the reference's)" if key == "max_reduction_drop" else \
+        "val loss gap at equal time, this run's minus the reference's"
+    note = f"{what}: mean of {iv.n} paired seed(s) {gate.fmt.format(mean)}, margin {margin:+.4g}"
+    if iv.n >= 2:
+        note += f"; 95% CI [{gate.fmt.format(iv.lo)}, {gate.fmt.format(iv.hi)}]"
+        if status == PASS and iv.lo > 0:
+            note += " (worse than the reference beyond noise, within the tolerance)"
+    return CheckResult(f"{gate.label} vs reference", cand, mean, gate.threshold_text(limit), status, note,
+                       [iv.lo, iv.hi] if iv.n >= 2 else None, margin, iv.n, gate=key)

@@ -118,7 +118,9 @@ def verdict_section(run: LoadedRun) -> Section | None:
     target = summary.get("target")
     if isinstance(target, dict) and target.get("how"):
         blocks.append(Para(f"Target: val loss {describe.fmt(target.get('val_loss'), '.4g')}, {target['how']}. "
-                           "Times to target are interpolated between evaluations; loss at equal wall-clock is each "
+                           "Times to target are read on each method's own evaluations, interpolated between the two "
+                           "that bracket the crossing, with intervals that carry that width; loss at equal wall-clock "
+                           "is each "
                            "optimizer's validation loss at the shortest optimizer's wall-clock, at equal steps at the "
                            "smallest step count all reached."
                            + (" Each side's ± is a 95% Student-t interval over seeds; every comparison is paired seed "

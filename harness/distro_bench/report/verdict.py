@@ -43,7 +43,7 @@ class Estimate:
     mean: float | None
     half: float | None = None
     bounds: tuple[float, float] | None = None  # an interval cut to what is possible (0 s .. the budget)
-    prefix: str = ""  # "<=" for an interval-censored time (reached before the first evaluation on the grid)
+    prefix: str = ""  # a sign before the figure (no longer used for times: their interval carries the censoring)
 
     @property
     def known(self) -> bool:
@@ -97,13 +97,16 @@ class Verdict:
     paired_step_speedup: Interval | None = None
     paired_target_speedup: Interval | None = None
     # Times to target are restricted means to `tau` (harness/distro_bench/results/stats.py RestrictedTime): a seed that
-    # missed counts exactly tau; a crossing before the first evaluation is interval-censored (only bounds).
+    # missed counts exactly tau; every crossing is interval-censored between two of the method's evaluations.
     tau: float | None = None
     restricted: RestrictedTime | None = None
     base_restricted: RestrictedTime | None = None
     speedup_why: str | None = None  # why there is no time-to-target speed-up ("not estimable: ...")
     post_hoc: bool = False  # the target was chosen after seeing the data (the worst best): descriptive only
-    capped: str | None = None  # kept for old callers: restricted means are estimates, never bounds (always None)
+    # Issue 49: which side's restricted time is a bound because it missed the target on some seed (counted at
+    # tau, right-censored): "base" (the speed-up is at least the ratio), "mine" (at most), "both" (a ratio of
+    # restricted means, named as such), None (no side missed).
+    capped: str | None = None
     bytes_per_step: float | None = None  # tx + rx per worker per step on `bytes_basis`
     base_bytes_per_step: float | None = None
     steps: Estimate = field(default_factory=lambda: Estimate(None))  # mean steps per seed
@@ -268,15 +271,14 @@ def is_post_hoc(summary: dict) -> bool:
 
 
 def restricted_estimate(r: RestrictedTime | None) -> Estimate:
-    """A restricted mean as the verdict shows it: 'mean [lo, hi]' within [0, tau]; '<=' when interval-censored."""
+    """A restricted mean as the verdict shows it: 'mean [lo, hi]' within [0, tau], the interval carrying the
+    seeds' spread and each crossing's censoring between two evaluations (results/stats.py RestrictedTime)."""
     if r is None:
         return Estimate(None)
     iv = r.interval
-    half = iv.half if r.n >= 2 else None
-    if half is None and not r.exact:  # one seed, known only as (lo, hi]
-        return Estimate(iv.mean, (iv.mean - r.lo_mean) / 2 or None, (r.lo_mean, iv.mean), prefix="<=")
-    bounds = (iv.lo, iv.hi) if half else None
-    return Estimate(iv.mean, half, bounds, prefix="" if r.exact else "<=")
+    if iv.hi - iv.lo <= 0:
+        return Estimate(iv.mean)
+    return Estimate(iv.mean, (iv.hi - iv.lo) / 2, (iv.lo, iv.hi))
 
 
 def _budget_cap(summary: dict, *sides: dict) -> float:
@@ -341,6 +343,10 @@ def verdicts(summary: dict) -> list[Verdict]:
             if (v.reached_seeds or 0) + (v.base_reached_seeds or 0) > 0 or v.reached or v.base_reached:
                 iv, why = restricted_speedup(base_seeds, mine_seeds, v.tau)
                 v.paired_target_speedup, v.speedup_why = _paired(iv), why
+            mine_missed = bool(v.restricted and v.restricted.missed)
+            base_missed = bool(v.base_restricted and v.base_restricted.missed)
+            v.capped = ("both" if mine_missed and base_missed else "mine" if mine_missed else
+                        "base" if base_missed else None)
         if v.post_hoc:
             v.paired_target_speedup = None
         if basis:
@@ -351,6 +357,8 @@ def verdicts(summary: dict) -> list[Verdict]:
             v.notes.append("time to target not recorded (run folder from before issue 16)")
         if not v.loss_equal_time.known and "val_loss_at_equal_time" not in s:
             v.notes.append("loss at equal time not recorded")
+        if v.target_how and "seed overlap, labelled" in v.target_how:  # issue 49: said wherever the verdict is
+            v.notes.append("target: " + v.target_how)
         if v.post_hoc and v.target is not None:
             v.notes.append(f"post-hoc, descriptive: the target val loss {v.target:.4g} is the worst best loss, chosen "
                            "after seeing the data, so times to it describe this run and no speed-up interval is "
@@ -361,13 +369,23 @@ def verdicts(summary: dict) -> list[Verdict]:
                            f"{v.baseline} {v.base_reached_seeds or 0}/{v.seeds}; times to target are restricted "
                            f"means to {_num(v.tau)} s (a seed that missed counts {_num(v.tau)} s), intervals within "
                            f"[0, {_num(v.tau)}] s")
+        if v.capped and v.paired_target_speedup is not None and not v.post_hoc:
+            words = {"base": f"{v.baseline} missed the target on some seed and counts {_num(v.tau or 0)} s there "
+                             "(right-censored: its true time is later), so the speed-up is at least the figure shown",
+                     "mine": f"{v.optimizer} missed the target on some seed and counts {_num(v.tau or 0)} s there "
+                             "(right-censored), so the speed-up is at most the figure shown",
+                     "both": f"both missed the target on some seed: the comparison is of restricted means to "
+                             f"{_num(v.tau or 0)} s (E[min(T, {_num(v.tau or 0)} s)]), not of times to target"}
+            v.notes.append(words[v.capped] + " (the bound is the paired 95% interval's end)")
         if v.speedup_why and not v.post_hoc:
             v.notes.append(f"time-to-target speed-up not estimable: {v.speedup_why}")
-        censored = [n for n, r in ((v.optimizer, v.restricted), (v.baseline, v.base_restricted)) if r and r.censored]
-        if censored:
-            v.notes.append(f"'<=': {' and '.join(censored)} reached the target before the first evaluation on the "
-                           "shared time grid on some seed: that time is only known to be at most the figure shown "
-                           "(interval-censored)")
+        if v.restricted is not None and v.base_restricted is not None and not v.post_hoc \
+                and (v.restricted.censored or v.base_restricted.censored):
+            v.notes.append("times to target are read on each method's own evaluations: a crossing lies between the "
+                           "last evaluation above the target and the first at or below it (interval-censored), "
+                           "estimated by linear interpolation between them; each interval spans the lower bounds' "
+                           "95% lower end to the upper bounds' upper end; the speed-up is the geometric mean of "
+                           "the per-seed ratios (baseline / this optimizer)")
         out.append(v)
     return out
 
@@ -495,6 +513,66 @@ def _bound(capped: str | None, later: bool = False) -> str:
     return {"base": ">=", "mine": "<="}.get(capped or "", "~" if capped else "")
 
 
+def _bound_kind(v: Verdict, iv: Interval) -> str | None:
+    """'at least' when the speed-up is only bounded below (the baseline missed the target on some seed and is
+    counted at tau, or the interval's upper end is unbounded), 'at most' when only bounded above (this
+    optimizer missed), 'restricted' when both missed (a ratio of restricted means), None when two-sided."""
+    if v.capped == "both":
+        return "restricted"
+    if v.capped == "base" or (v.capped is None and math.isinf(iv.hi)):
+        return "at least"
+    if v.capped == "mine" or (v.capped is None and iv.lo <= 0):
+        return "at most"
+    return None
+
+
+def _missed_words(v: Verdict, side: str) -> str:
+    r, name = (v.base_restricted, v.baseline) if side == "base" else (v.restricted, v.optimizer)
+    missed = r.missed if r is not None else 0
+    n = r.n if r is not None else v.seeds
+    return f"{name} not reached in {_num(v.tau or 0)} s on {missed} of {n} seeds"
+
+
+def speedup_text(v: Verdict, brackets: bool = False, short: bool = False) -> str:
+    """The time-to-target comparison in words: 'N.Nx sooner [lo, hi]' (two-sided); a bound where a side is
+    censored: 'at least 2.1x sooner (adamw not reached in 60 s on 3 of 3 seeds)', 'at least 1.4x later (...)',
+    'at most 1.3x sooner (...)'; where both missed on some seed, 'ratio of restricted means to 60 s: 1.2x
+    sooner [0.9, 1.6]'. `short` leaves out the parenthesis (the block's table; its note says it). Every ratio
+    is the geometric mean of per-seed ratios; a bound is the paired 95% interval's end."""
+    iv, x = v.paired_target_speedup, v.target_speedup
+    if iv is None or x is None:
+        return "n/a" if x is None else _sooner(x)
+    kind = _bound_kind(v, iv)
+
+    def why(side: str) -> str:
+        if short:
+            return ""
+        if v.capped == side:
+            return f" ({_missed_words(v, side)})"
+        return (" (a crossing before its first evaluation: no upper bound)" if side == "base" else
+                " (the baseline crossed before its first evaluation: no lower bound)")
+
+    if kind == "at least":  # the true speed-up is at least the interval's lower end
+        if iv.lo >= 1:
+            return f"at least {_factor(iv.lo)} sooner{why('base')}"
+        return (f"not shown sooner (at least {_factor(iv.lo)}){why('base')}" if iv.lo > 0 else
+                f"not estimable{why('base')}")
+    if kind == "at most":  # the true speed-up is at most the interval's upper end
+        if iv.hi < 1:
+            return f"at least {_factor(1 / iv.hi)} later{why('mine')}"
+        return (f"at most {_factor(iv.hi)} sooner{why('mine')}" if math.isfinite(iv.hi) else
+                f"not estimable{why('mine')}")
+    words = _sooner(x, iv) if not brackets else (
+        (f"{_factor(x)} sooner" if x >= 1 else f"{_factor(1 / x)} later") + " " +
+        _interval_words(iv if x >= 1 else type(iv)(1 / iv.mean, 1 / iv.hi, 1 / iv.lo, iv.n)))
+    if kind == "restricted":
+        if short:
+            return f"restricted means: {words}"
+        return (f"ratio of restricted means to {_num(v.tau or 0)} s: {words} (both missed the target on some "
+                "seed, counted at that horizon)")
+    return words
+
+
 def _sooner(x: float, iv: Interval | None = None, capped: str | None = None) -> str:
     b = _bound(capped, x < 0.95)
     if 0.95 <= x <= 1.05:
@@ -523,6 +601,8 @@ def _speedup_words(v: Verdict) -> str:
     x, iv = v.target_speedup, v.paired_target_speedup
     if not x:
         return ""
+    if iv is not None and _bound_kind(v, iv) is not None:
+        return f" ({speedup_text(v)} than {v.baseline})"
     if 0.95 <= x <= 1.05:
         return f", about as soon as {v.baseline} ({_factor(x)}{_range(iv)})"
     return (f", {_factor(x if x >= 1 else 1 / x)} {'sooner' if x >= 1 else 'later'} than {v.baseline}"
@@ -601,7 +681,7 @@ def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
         theirs = shown(v.base_reached, v.base_time_to_target, v.base_restricted, v.base_reached_seeds)
         k, kb = v.reached_seeds or 0, v.base_reached_seeds or 0
         cmp = ("post-hoc target: descriptive" if v.post_hoc else
-               _sooner(v.target_speedup, v.paired_target_speedup) if v.target_speedup else
+               speedup_text(v, short=True) if v.target_speedup else
                "not estimable" if v.speedup_why else
                "only this one reached it" if v.reached else
                f"only {v.baseline} reached it" if v.base_reached else
@@ -686,16 +766,21 @@ def headline(v: Verdict, summary: dict) -> str:
     bytes'. The decision is the paired 95% interval's: of the time-to-target speed-up where the
     target was set in advance and the speed-up is estimable, else of the val loss gap at equal time where the
     links were emulated; 'wins' / 'loses' when it excludes no difference, 'ties' when it holds it, 'no
-    verdict' (with why) when there is no interval to decide on."""
+    verdict' (with why) when there is no interval to decide on. A side that missed the target on some seed
+    (right-censored at the budget) makes the speed-up a bound: 'at least 2.1x sooner (adamw not reached in
+    60 s on 3 of 3 seeds)' (`speedup_text`)."""
     bytes_words = _bytes_words(v)
     tail = f"; {bytes_words}" if bytes_words else ""
     sp = v.paired_target_speedup
     if sp is not None and sp.n >= 2 and not v.post_hoc and not v.speedup_why and v.target is not None:
         outcome = "wins" if sp.lo > 1 else "loses" if sp.hi < 1 else "ties"
-        x = sp.mean
-        words = (f"{_factor(x)} sooner" if x >= 1 else f"{_factor(1 / x)} later") + " " + \
-            _interval_words(sp if x >= 1 else type(sp)(1 / sp.mean, 1 / sp.hi, 1 / sp.lo, sp.n))
-        return f"{v.optimizer} {outcome} vs {v.baseline}: to val loss {v.target:.3g} {words}{tail}"
+        if _bound_kind(v, sp) == "at least" and outcome != "wins":
+            outcome = "no verdict"  # a lower bound at or under 1 says nothing either way
+        elif _bound_kind(v, sp) == "at most" and outcome != "loses":
+            outcome = "no verdict"
+        head = f"{v.optimizer} {outcome} vs {v.baseline}" if outcome != "no verdict" else \
+            f"{v.optimizer} vs {v.baseline}: no verdict"
+        return f"{head}: to val loss {v.target:.3g} {speedup_text(v, brackets=True)}{tail}"
     backend = (summary.get("run") or {}).get("backend")
     gap = v.paired_equal_time
     if gap is not None and gap.n >= 2 and backend != "local":

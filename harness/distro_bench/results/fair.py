@@ -1,5 +1,6 @@
-"""The comparison's figures from stored per-step metrics: time/tokens/steps to a target loss (interpolated
-between evaluations), validation loss at equal wall-clock and at equal steps, and 95% intervals over seeds.
+"""The comparison's figures from stored per-step metrics: time/tokens/steps to a target loss (read on each
+method's own evaluations, interval-censored between the two that bracket the crossing), validation loss at
+equal wall-clock and at equal steps, and 95% intervals over seeds.
 
 Every function here is pure (frames in, numbers out), so a test can redo each figure by hand from
 metrics.parquet. docs/fair-comparison.md explains the choices.
@@ -12,7 +13,6 @@ Tokens: all ranks' tokens up to and including the step. Steps: steps done (step 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,23 +53,33 @@ def evaluations(c: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Crossing:
-    """Where a validation-loss curve first reaches the target, by linear interpolation between the last
-    evaluation above it and the first at or below it. `exact` is False when the first evaluation is already
-    at or below (nothing earlier to interpolate from): the target was then reached somewhere in
-    (`lo_s`, `time_s`], an interval-censored time whose figures are that evaluation's (upper bounds)."""
+    """Where a validation-loss curve first reaches the target, read on that curve's own evaluations.
+
+    The crossing lies between the last evaluation above the target and the first at or below it: it is
+    interval-censored in (`lo_s`, `hi_s`]. The estimate (`time_s`, `tokens`, `steps`) interpolates linearly
+    between those two evaluations; when the first evaluation is already at or below the target (nothing
+    earlier to interpolate from), it is the midpoint of (0, first evaluation]. `exact` is True only when the
+    interval has no width (an evaluation exactly at t = 0, or a folder from before the bounds were recorded)."""
 
     time_s: float
     tokens: float
     steps: float
     exact: bool
-    lo_s: float = 0.0  # the earliest the crossing can have been: time_s when exact, else 0 (nothing known before)
+    lo_s: float = 0.0  # the last evaluation above the target (0 when the first evaluation is already at or below)
+    hi_s: float | None = None  # the first evaluation at or below the target (time_s when not given)
 
     def __post_init__(self) -> None:
+        if self.hi_s is None:
+            object.__setattr__(self, "hi_s", self.time_s)
         if self.exact:
             object.__setattr__(self, "lo_s", self.time_s)
+            object.__setattr__(self, "hi_s", self.time_s)
 
 
 def crossing(c: pd.DataFrame, target: float) -> Crossing | None:
+    """The curve's first crossing of `target` on its own evaluations (Crossing), None when it never reaches it.
+    No chord is drawn from t = 0 or across another method's grid: issue 49 found such chords reporting a
+    2.8 s crossing as 7.0 s."""
     ev = evaluations(c)
     below = np.flatnonzero(ev["val_loss"].to_numpy() <= target + 1e-12)
     if not len(below):
@@ -77,11 +87,13 @@ def crossing(c: pd.DataFrame, target: float) -> Crossing | None:
     i = int(below[0])
     if i == 0:
         r = ev.iloc[0]
-        return Crossing(float(r["elapsed_s"]), float(r["tokens"]), float(r["steps"]), exact=False, lo_s=0.0)
+        hi = float(r["elapsed_s"])
+        return Crossing(hi / 2, float(r["tokens"]) / 2, float(r["steps"]) / 2, exact=hi <= 0, lo_s=0.0, hi_s=hi)
     a, b = ev.iloc[i - 1], ev.iloc[i]
     f = (a["val_loss"] - target) / (a["val_loss"] - b["val_loss"])  # a > target >= b, so 0 < f <= 1
     time_s, tokens, steps = (float(a[k] + f * (b[k] - a[k])) for k in ("elapsed_s", "tokens", "steps"))
-    return Crossing(time_s, tokens, steps, exact=True)
+    lo, hi = float(a["elapsed_s"]), float(b["elapsed_s"])
+    return Crossing(time_s, tokens, steps, exact=hi - lo <= 0, lo_s=lo, hi_s=hi)
 
 
 def value_at(c: pd.DataFrame, x: str, at: float) -> float | None:
@@ -102,18 +114,10 @@ def end_of(c: pd.DataFrame, x: str) -> float | None:
 
 
 def default_target(curves: dict[str, dict[int | None, pd.DataFrame]]) -> float | None:
-    """The worst best, read as time to target reads the curves (on each seed's shared grid, `on_grid`): the
-    highest of every curve's lowest gridded validation loss, so every optimizer and seed reaches it there and the
-    slowest to do so ends right there. (A best between two grid points is not on the grid: the raw best would
-    be a target its own curve never crosses.)"""
-    bests = []
-    for seed in {s for per in curves.values() for s in per}:
-        mine = [per[seed] for per in curves.values() if seed in per and len(per[seed])]
-        grid = seed_grid(mine)
-        for c in mine:
-            ev = evaluations(on_grid(c, grid))
-            if len(ev):
-                bests.append(float(ev["val_loss"].min()))
+    """The worst best: the highest of every curve's lowest evaluated validation loss, so every optimizer and
+    seed reaches it on its own evaluations and the slowest to do so ends right there."""
+    bests = [float(ev["val_loss"].min()) for per in curves.values() for c in per.values()
+             if len(ev := evaluations(c))]
     return max(bests) if bests else None
 
 
@@ -123,44 +127,13 @@ def eval_spacing(c: pd.DataFrame) -> float | None:
     return float(np.median(np.diff(t))) if len(t) > 1 else None
 
 
-def seed_grid(curves: list[pd.DataFrame]) -> float | None:
-    """One seed's shared time grid: the coarsest evaluation spacing of its curves (None for a lone curve)."""
-    spacings = [g for g in (eval_spacing(c) for c in curves) if g]
-    return max(spacings) if len(curves) > 1 and spacings else None
-
-
-def on_grid(c: pd.DataFrame, grid_s: float | None) -> pd.DataFrame:
-    """The curve read on a shared time grid from t = 0 (every `grid_s` training seconds): its validation loss
-    interpolated linearly at each grid point inside its evaluated range, plus its first and last evaluations
-    (where its known curve starts and ends: every method has both). Evaluations are scheduled by steps, so a
-    method that steps 8x faster would otherwise get 8x more chances to cross a target and a finer chord to
-    interpolate on; on the grid every method has the same resolution. Grid values are interpolated, never the
-    nearest evaluation: an evaluation up to half a grid step away would move the crossing by as much and
-    could invert two methods' order (tests/unit/test_fair.py). Returns evaluation rows only (elapsed_s,
-    tokens, steps interpolated alike); an evaluation at t = 0, where a run records one, is the grid's first."""
-    ev = evaluations(c)
-    if not grid_s or len(ev) < 2:
-        return c
-    t = ev["elapsed_s"].to_numpy(dtype=float)
-    k0, k1 = math.ceil(t[0] / grid_s - 1e-9), math.floor(t[-1] / grid_s + 1e-9)
-    times = sorted({float(t[0]), float(t[-1]), *(k * grid_s for k in range(max(k0, 0), k1 + 1))})
-    times = [x for x in times if t[0] - 1e-9 <= x <= t[-1] + 1e-9]
-    out = {"elapsed_s": times}
-    for col in ("tokens", "steps", "val_loss"):
-        out[col] = np.interp(times, t, ev[col].to_numpy(dtype=float)).tolist()
-    grid = pd.DataFrame(out)
-    grid["step"] = np.interp(times, t, ev["step"].to_numpy(dtype=float))
-    grid["loss"] = np.nan
-    return grid[["step", "steps", "elapsed_s", "tokens", "loss", "val_loss"]]
-
-
 def fairness(curves: dict[str, dict[int | None, pd.DataFrame]], target: float | None) -> dict[str, dict[int | None, dict]]:
     """Per optimizer and seed: time/tokens/steps to `target` (None = not reached) and validation loss at
     equal time / equal steps. Equal points are taken within a seed: the shortest optimizer's training
-    seconds and the fewest steps any optimizer of that seed ran. Time to target is read on a shared time
-    grid from t = 0 (`on_grid`: the coarsest optimizer's evaluation spacing in that seed), so every method has
-    the same chances to cross it; a crossing at the first point is interval-censored (`time_to_target_exact`
-    false, `time_to_target_lo_s` its lower bound). The equal-time and equal-steps losses use every evaluation."""
+    seconds and the fewest steps any optimizer of that seed ran. Time to target is read on each method's own
+    evaluations (`crossing`): an interval-censored time in (`time_to_target_lo_s`, `time_to_target_hi_s`],
+    estimated by linear interpolation between the two evaluations that bracket it; `time_to_target_exact` is
+    true only for an interval without width. The equal-time and equal-steps losses use every evaluation."""
     seeds = sorted({s for per in curves.values() for s in per}, key=lambda s: -1 if s is None else s)
     out: dict[str, dict[int | None, dict]] = {name: {} for name in curves}
     for seed in seeds:
@@ -170,9 +143,8 @@ def fairness(curves: dict[str, dict[int | None, pd.DataFrame]], target: float | 
         # every curve here has rows (`mine`), so each has an end
         equal_time = min(float(c["elapsed_s"].iloc[-1]) for c in mine.values())
         equal_steps = min(float(c["steps"].iloc[-1]) for c in mine.values())
-        grid = seed_grid(list(mine.values()))
         for name, c in mine.items():
-            hit = crossing(on_grid(c, grid), target) if target is not None else None
+            hit = crossing(c, target) if target is not None else None
             out[name][seed] = {
                 "time_to_target_s": hit.time_s if hit else None,
                 "tokens_to_target": hit.tokens if hit else None,
@@ -180,6 +152,7 @@ def fairness(curves: dict[str, dict[int | None, pd.DataFrame]], target: float | 
                 "target_reached": None if target is None else hit is not None,
                 "time_to_target_exact": hit.exact if hit else None,
                 "time_to_target_lo_s": hit.lo_s if hit else None,
+                "time_to_target_hi_s": hit.hi_s if hit else None,
                 "val_loss_at_equal_time": value_at(c, "elapsed_s", equal_time),
                 "val_loss_at_equal_steps": value_at(c, "steps", equal_steps),
                 "equal_time_s": equal_time,

@@ -59,8 +59,8 @@ SUMMARY_KEYS = [
     # issue 29: churn (scenario `churn:`): leave events, worker-steps computed but lost with a leaver, the share
     # of worker-steps trained, tokens that reached the model per training second, state handed to returners
     *CHURN_KEYS,
-    # issue 35: a crossing before the first evaluation on the shared time grid is interval-censored: exact false
-    # (true only if every seed's crossing was interpolated), and the lower bound of its time (0 then)
+    # issue 35: whether a crossing is known as a point (exact; since issue 49 only an interval without width), and
+    # the lower bound of its time: the last evaluation above the target (0 before the first evaluation)
     "time_to_target_exact", "time_to_target_lo_s",
     # issue 37: the payload's bits over their information floor (the encoding's; from the run's prediction,
     # results/build.py) and the wire's bytes over the payload's (framing, headers, protocol), both directions
@@ -80,6 +80,9 @@ SUMMARY_KEYS = [
     # issue 48: in a byte replay, the fraction of the method's predicted bytes its messages carried (1: all of
     # them); null for a training run
     "replay_fraction",
+    # issue 49: read on each method's own evaluations, every crossing lies in (lo, hi]: the last evaluation
+    # above the target and the first at or below it (exact is now true only for an interval without width)
+    "time_to_target_hi_s",
 ]
 # Keys that are figures of one seed's run (averaged over seeds, with a 95% interval); the rest are labels.
 _NOT_AVERAGED = {"reduction_basis", "bytes_vs_prediction", "replicas_identical", "replicas_diverged_at_step",
@@ -87,6 +90,7 @@ _NOT_AVERAGED = {"reduction_basis", "bytes_vs_prediction", "replicas_identical",
 # Figures that cannot be negative nor exceed the seed's training (time) or its run (steps, tokens): their
 # intervals are cut to what is possible (issue 35: no time interval outside [0, the run]).
 _TO_TARGET = {"time_to_target_s": "train_time_s", "time_to_target_lo_s": "train_time_s",
+              "time_to_target_hi_s": "train_time_s",
               "steps_to_target": "steps", "tokens_to_target": None}
 
 
@@ -267,6 +271,19 @@ def _seed_of(e: dict) -> int | None:
     return None if v is None else int(v)
 
 
+def _censored_ends(per_seed: list[dict], lo: float, hi: float) -> tuple[float, float]:
+    """The ends of a time-to-target interval over seeds whose crossings are interval-censored: the 95% t lower
+    end of the lower bounds and upper end of the upper bounds (where every seed records both)."""
+    los = [s.get("time_to_target_lo_s") for s in per_seed]
+    his = [s.get("time_to_target_hi_s") for s in per_seed]
+    if not all(isinstance(v, (int, float)) for v in (*los, *his)):
+        return lo, hi
+    iv_lo, iv_hi = t_interval(los), t_interval(his)
+    if iv_lo is None or iv_hi is None:
+        return lo, hi
+    return min(lo, iv_lo.lo), max(hi, iv_hi.hi)
+
+
 def _aggregate(per_seed: list[dict]) -> dict:
     """One optimizer's summary over its seeds: numeric figures become the mean, with a 95% Student-t
     interval in `ci95` (each key's [lo, hi]; null with one seed); labels are kept where the seeds agree."""
@@ -301,6 +318,8 @@ def _aggregate(per_seed: list[dict]) -> dict:
                 ci[k] = None
                 continue
             m, lo, hi = iv.mean, iv.lo, iv.hi
+            if k == "time_to_target_s":  # issue 49: the interval carries each seed's censoring (stats.RestrictedTime)
+                lo, hi = _censored_ends(per_seed, lo, hi)
             out[k] = int(nums[0]) if all(v == nums[0] for v in nums) and isinstance(nums[0], int) else m
             if k in _TO_TARGET:
                 ends = [s.get(_TO_TARGET[k]) for s in per_seed] if _TO_TARGET[k] else []

@@ -17,6 +17,7 @@ from typing import TypeGuard
 
 import numpy as np
 
+
 def _betacf(a: float, b: float, x: float) -> float:
     """The continued fraction of the regularised incomplete beta function (modified Lentz)."""
     tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
@@ -157,7 +158,12 @@ def ratio_interval(num: Mapping, den: Mapping) -> Interval | None:
 
 def as_ratio(log_iv: Interval) -> Interval:
     """An interval of a log-ratio shown as the ratio (exp of each end); `spans` then means it holds 1."""
-    return _RatioInterval(math.exp(log_iv.mean), math.exp(log_iv.lo), math.exp(log_iv.hi), log_iv.n)
+    return _RatioInterval(math.exp(log_iv.mean), _exp(log_iv.lo), _exp(log_iv.hi), log_iv.n)
+
+
+def _exp(x: float) -> float:
+    """exp, with -inf -> 0 and +inf -> inf (an unbounded end of a ratio's interval)."""
+    return 0.0 if x == -math.inf else math.inf if x == math.inf else math.exp(x)
 
 
 class _RatioInterval(Interval):
@@ -192,17 +198,22 @@ def restriction_s(sides: Iterable[Mapping], budget_s: float | None = None) -> fl
 @dataclass(frozen=True)
 class RestrictedTime:
     """One optimizer's time to target restricted to `tau`: the mean over seeds of min(T, tau) (the restricted
-    mean; a seed that missed counts exactly tau, since its T is beyond its run, which is at least tau), with
-    its 95% interval cut to [0, tau]. A seed that crossed before its first evaluation on the grid is
-    interval-censored (T somewhere in (lo, t]): then only bounds are known, `interval` spans from the lower
-    bounds' interval's lower end to the upper bounds' upper end, and `exact` is False."""
+    mean; a seed that missed counts exactly tau, since its T is beyond its run, which is at least tau).
 
-    interval: Interval  # exact: mean and interval of min(T, tau); censored: mean of the upper bounds, conservative range
-    lo_mean: float  # the mean of the lower bounds (= interval.mean when exact)
+    Every crossing is read on the method's own evaluations and is interval-censored: T lies in (lo, hi], the
+    last evaluation above the target and the first at or below it (results/fair.py). `interval.mean` is the
+    mean of the seeds' point estimates (linear interpolation between lo and hi); the interval runs from the
+    lower end of the 95% t interval of the lower bounds to the upper end of that of the upper bounds, so it
+    carries the evaluations' spacing as well as the seed-to-seed spread (each end is wrong at most 2.5% of the
+    time when every seed's bounds hold its crossing), cut to [0, tau]."""
+
+    interval: Interval  # mean of the estimates; [lower end over lower bounds, upper end over upper bounds]
+    lo_mean: float  # the mean of the lower bounds
     tau: float | None  # None: not restricted (every seed reached the target, no time budget)
     n: int
-    missed: int  # seeds counted at tau
-    censored: int  # seeds known only to lie in an interval
+    missed: int  # seeds counted at tau (right-censored: their T is at least tau)
+    censored: int  # seeds known only to lie in an interval of some width
+    hi_mean: float | None = None  # the mean of the upper bounds
 
     @property
     def exact(self) -> bool:
@@ -210,62 +221,106 @@ class RestrictedTime:
 
 
 def interval_censored(lo: float, hi: float) -> bool:
-    """A restricted time known only as (lo, hi], not as one value (a crossing before the first evaluation)."""
+    """A restricted time known only as (lo, hi], not as one value."""
     return hi - lo > 1e-12 * max(1.0, hi)
 
 
-def restricted_values(per: Mapping, tau: float | None) -> dict[str, tuple[float, float]] | None:
-    """seed -> (lower, upper) bound of min(T, tau); equal for an exact crossing or a miss (tau). None when a
-    seed's figure cannot be restricted (it missed and nothing bounds its time: a folder without training times)."""
-    out: dict[str, tuple[float, float]] = {}
+def before_first_evaluation(lo: float, hi: float) -> bool:
+    """A crossing known only as (0, hi]: the method's first evaluation was already at or below the target."""
+    return lo <= 0.0 < hi
+
+
+def restricted_bounds(per: Mapping, tau: float | None) -> dict[str, tuple[float, float, float]] | None:
+    """seed -> (lower bound, estimate, upper bound) of min(T, tau); all three tau for a miss. A folder from
+    before issue 49 has no upper bound: an interpolated crossing (`exact` true) is then a point, one before its
+    first evaluation lies in (lo, t]. None when a seed's figure cannot be restricted (it missed and nothing
+    bounds its time: a folder without training times)."""
+    out: dict[str, tuple[float, float, float]] = {}
     for k, v in per.items():
         t = v.get("time_to_target_s")
         if not finite(t):
             if tau is None:
                 return None
-            out[str(k)] = (tau, tau)
+            out[str(k)] = (tau, tau, tau)
             continue
-        lo = v.get("time_to_target_lo_s") if v.get("time_to_target_exact") is False else t
-        lo = float(lo) if finite(lo) else 0.0
-        hi = float(t)
+        est = float(t)
+        if v.get("time_to_target_exact") is False:
+            lo = v.get("time_to_target_lo_s")
+            lo = float(lo) if finite(lo) else 0.0
+            hi_v = v.get("time_to_target_hi_s")
+            hi = float(hi_v) if finite(hi_v) else est
+        else:
+            lo = hi = est
+        lo, hi = min(lo, est), max(hi, est)
         if tau is not None:
-            lo, hi = min(lo, tau), min(hi, tau)
-        out[str(k)] = (max(0.0, lo), max(0.0, hi))
+            lo, est, hi = min(lo, tau), min(est, tau), min(hi, tau)
+        out[str(k)] = (max(0.0, lo), max(0.0, est), max(0.0, hi))
     return out
+
+
+def restricted_values(per: Mapping, tau: float | None) -> dict[str, tuple[float, float]] | None:
+    """seed -> (lower, upper) bound of min(T, tau) (see `restricted_bounds`)."""
+    b = restricted_bounds(per, tau)
+    return None if b is None else {k: (lo, hi) for k, (lo, _, hi) in b.items()}
+
+
+def restricted_estimates(per: Mapping, tau: float | None) -> dict[str, float] | None:
+    """seed -> the point estimate of min(T, tau) (see `restricted_bounds`)."""
+    b = restricted_bounds(per, tau)
+    return None if b is None else {k: est for k, (_, est, _) in b.items()}
 
 
 def restricted_time(per: Mapping, tau: float | None) -> RestrictedTime | None:
     """The restricted mean time to target of one optimizer over its seeds (see RestrictedTime); None when it
     is not estimable (no seed, or a miss with nothing to bound it)."""
-    vals = restricted_values(per, tau)
+    vals = restricted_bounds(per, tau)
     if not vals:
         return None
-    los, his = [lo for lo, _ in vals.values()], [hi for _, hi in vals.values()]
-    iv_lo, iv_hi = t_interval(los), t_interval(his)
-    if iv_lo is None or iv_hi is None:
+    iv_lo = t_interval([lo for lo, _, _ in vals.values()])
+    iv_est = t_interval([est for _, est, _ in vals.values()])
+    iv_hi = t_interval([hi for _, _, hi in vals.values()])
+    if iv_lo is None or iv_est is None or iv_hi is None:
         return None
     runs = [float(v["train_time_s"]) for v in per.values() if finite(v.get("train_time_s"))]
     cap = tau if tau is not None else max(runs) if runs else math.inf  # a time to target is within its run
-    censored = sum(1 for lo, hi in vals.values() if interval_censored(lo, hi))
+    censored = sum(1 for lo, _, hi in vals.values() if interval_censored(lo, hi))
     missed = sum(1 for v in per.values() if not finite(v.get("time_to_target_s")))
-    lo_end, hi_end = (iv_hi.lo, iv_hi.hi) if not censored else (iv_lo.lo, iv_hi.hi)
-    interval = Interval(iv_hi.mean, lo_end, hi_end, iv_hi.n).clipped(0.0, cap)
-    return RestrictedTime(interval, iv_lo.mean, tau, len(vals), missed, censored)
+    interval = Interval(iv_est.mean, min(iv_lo.lo, iv_est.mean), max(iv_hi.hi, iv_est.mean), iv_est.n).clipped(0.0, cap)
+    return RestrictedTime(interval, iv_lo.mean, tau, len(vals), missed, censored, iv_hi.mean)
 
 
 def restricted_speedup(base: Mapping, cand: Mapping, tau: float | None) -> tuple[Interval | None, str | None]:
-    """baseline / candidate restricted time to target, paired by seed on the log scale: (interval, None), or
-    (None, why) when it is not estimable: a time known only as an interval (a crossing before the first
-    evaluation: the ratio could be anything from its bounds), or no common seed."""
-    b, c = restricted_values(base, tau), restricted_values(cand, tau)
+    """baseline / candidate restricted time to target, paired by seed on the log scale: the geometric mean of
+    the per-seed ratios of the point estimates, and an interval that carries each side's censoring: its lower
+    end is the 95% t interval's lower end of log(baseline's lower bound / candidate's upper bound), its upper
+    end that of log(baseline's upper / candidate's lower) (infinite where a candidate crossed before its first
+    evaluation, lower bound 0). (None, why) when it is not estimable (a miss without a training time, or no
+    common seed)."""
+    b, c = restricted_bounds(base, tau), restricted_bounds(cand, tau)
     if b is None or c is None:
         return None, "a seed missed the target and its training time is not recorded"
-    for side, vals in (("baseline", b), ("candidate", c)):
-        if any(interval_censored(lo, hi) for lo, hi in vals.values()):
-            return None, (f"the {side} reached the target before its first evaluation on some seed, so its time "
-                          "is only known to lie in an interval")
-    iv = ratio_interval({k: hi for k, (_, hi) in b.items()}, {k: hi for k, (_, hi) in c.items()})
-    return (iv, None) if iv is not None else (None, "no seed with a time on both sides")
+    common = [k for k in c if k in b]
+    points = [math.log(b[k][1] / c[k][1]) for k in common if b[k][1] > 0 and c[k][1] > 0]
+    if not points or len(points) < len(common):
+        return (None, "no seed with a time on both sides") if not common else (
+            None, "a time to target of 0 s on some seed: no ratio")
+    low = [math.log(b[k][0] / c[k][2]) if b[k][0] > 0 else -math.inf for k in common]
+    high = [math.log(b[k][2] / c[k][0]) if c[k][0] > 0 else math.inf for k in common]
+    iv_p = t_interval(points)
+    assert iv_p is not None  # points is not empty
+    lo_end = _t_end(low, lower=True)
+    hi_end = _t_end(high, lower=False)
+    mean = iv_p.mean
+    return as_ratio(Interval(mean, min(lo_end, mean), max(hi_end, mean), iv_p.n)), None
+
+
+def _t_end(values: list[float], lower: bool) -> float:
+    """The lower (or upper) end of the 95% t interval of `values`; -inf (+inf) when one of them is."""
+    if any(math.isinf(v) for v in values):
+        return -math.inf if lower else math.inf
+    iv = t_interval(values)
+    assert iv is not None
+    return iv.lo if lower else iv.hi
 
 
 def independent_difference_half(a_half: float | None, b_half: float | None) -> float | None:
@@ -276,6 +331,6 @@ def independent_difference_half(a_half: float | None, b_half: float | None) -> f
     return math.hypot(a_half or 0.0, b_half or 0.0)
 
 
-__all__ = ["Interval", "RestrictedTime", "as_ratio", "finite", "independent_difference_half", "interval_censored",
-           "paired", "paired_difference", "ratio_interval", "restricted_speedup", "restricted_time",
-           "restricted_values", "restriction_s", "t_critical", "t_interval", "t_two_sided_p", "unpaired_difference"]
+__all__ = ["Interval", "RestrictedTime", "as_ratio", "before_first_evaluation", "finite",
+           "independent_difference_half", "interval_censored", "paired", "paired_difference", "ratio_interval",
+           "restricted_bounds", "restricted_estimates", "restricted_speedup", "restricted_time", "restricted_values", "restriction_s", "t_critical", "t_interval", "t_two_sided_p", "unpaired_difference"]

@@ -84,6 +84,7 @@ class OptimizerSummary(_Record):
     val_loss_at_equal_steps: float | None = None
     time_to_target_exact: bool | None = None  # issue 35: false when a seed crossed before its first grid evaluation
     time_to_target_lo_s: float | None = None  # issue 35: the lower bound of the time (0 for an interval-censored seed)
+    time_to_target_hi_s: float | None = None  # issue 49: the upper bound (the first evaluation at or below the target)
     final_tune_loss: float | None = None  # issue 27: the tuning split's loss, what a sweep selects on
     # issue 29: cost to the target (harness/distro_bench/results/cost.py; null where a seed missed it or nothing is priced)
     egress_bytes_to_target: float | None = None  # all workers' egress, (tx + rx) / 2 on costs.bytes_basis

@@ -25,6 +25,11 @@ class Gate:
     help: str
     # What a threshold may be: (pydantic's bound keyword, value), e.g. ("gt", 0) for a factor above zero.
     bound: tuple[str, float] = ("ge", 0)
+    # "interval": the relevant end of the paired 95% interval must meet the limit (noise can only fail it);
+    # "mean": the paired mean must (issue 49: a regression gate against a reference run, whose tolerance is set
+    # from the measured noise so that its false-fail and detection rates are known: docs/ci-gate.md).
+    rule: str = "interval"
+    against: bool = False  # judged against a reference run (`check --against`), not the run's own baseline
 
     @property
     def higher_is_better(self) -> bool:
@@ -41,6 +46,8 @@ class Gate:
 
     def schema_text(self) -> str:
         """The scenario key's description: what is judged and which end of the interval must meet it."""
+        if self.rule == "mean":
+            return f"`check --against` ({self.flag}): {self.figure}; its mean over paired seeds must be {self.op} this"
         end = "lower" if self.higher_is_better else "upper"
         return f"`check` ({self.flag}): {self.figure}; the {end} end of its paired 95% interval must be {self.op} this"
 
@@ -57,6 +64,16 @@ GATES: dict[str, Gate] = {g.key: g for g in (
          "per seed, the candidate against the baseline's seed", "{:+.4f}",
          "non-inferiority margin: the upper end of the paired 95% interval of (candidate - baseline) val loss at "
          "equal time must be at most Y (default: checks.max_loss_gap)", bound=("ge", 0)),
+    Gate("max_reduction_drop", "--max-reduction-drop", "reduction drop", "1 - this run's reduction / the reference "
+         "run's (geometric mean over seeds)", "<=", "per seed, this run's seed against the reference run's",
+         "{:+.1%}", "with --against: the reduction may fall by at most this fraction of the reference run's "
+         "(mean over paired seeds; default: checks.max_reduction_drop)", bound=("ge", 0), rule="mean", against=True),
+    Gate("max_loss_regression", "--max-loss-regression", "val loss regression", "(candidate - baseline val loss at "
+         "equal time) in this run minus the same in the reference run", "<=",
+         "per seed, this run's seed against the reference run's", "{:+.4f}",
+         "with --against: the candidate's val loss gap at equal time may grow by at most this many nats over the "
+         "reference run's (mean over paired seeds; default: checks.max_loss_regression)", bound=("ge", 0),
+         rule="mean", against=True),
 )}
 # Checks without a threshold: what each must equal.
 FIXED: dict[str, tuple[str, object]] = {"run complete": ("==", "complete"), "replicas identical": ("==", True)}

@@ -507,6 +507,13 @@ class ChecksSpec(_ChecksThresholds):
     # The loss time/tokens/steps-to-target are measured against (default: train.target_val_loss, else the
     # worst optimizer's best validation loss). docs/fair-comparison.md.
     target_val_loss: float | None = Field(default=None, gt=0)
+    # Issue 49, seeds kept apart: the seeds of the pilot run that chose target_val_loss, and those the
+    # optimizers' rates were tuned on. A target or a rate chosen on the seeds a run then reports favours it, so
+    # a scenario whose reported seeds (train.seeds) overlap either is refused, unless seed_overlap is "label":
+    # then it runs and its verdict names the overlap. docs/fair-comparison.md.
+    target_pilot_seeds: list[Annotated[int, Field(ge=0, le=MAX_SEED)]] | None = Field(default=None, max_length=100)
+    tuning_seeds: list[Annotated[int, Field(ge=0, le=MAX_SEED)]] | None = Field(default=None, max_length=100)
+    seed_overlap: Literal["refuse", "label"] = "refuse"
 
 
 # AWS EC2's list price for data transfer out to the internet, first 10 TB a month, us-east-1 (aws.amazon.com/
@@ -577,6 +584,26 @@ class Scenario(_Strict):
     # validation read them (field -> bytes; scenario/datafiles.py): the run copies these bytes into its folder.
     _files: dict[str, bytes] = PrivateAttr(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _seeds_kept_apart(self) -> Scenario:
+        if self.checks.seed_overlap == "refuse" and (problems := self.seed_overlaps()):
+            raise ValueError("; ".join(problems) + ": a target or rate chosen on the seeds a run reports favours "
+                             "them; report other seeds (train.seeds), or set checks.seed_overlap: label to run "
+                             "and have the verdict name the overlap")
+        return self
+
+    def seed_overlaps(self) -> list[str]:
+        """Where the pilot's or the tuning's seeds overlap the reported seeds, in words (empty: kept apart)."""
+        reported = set(self.train.seed_list())
+        out = []
+        for field, seeds in (("checks.target_pilot_seeds", self.checks.target_pilot_seeds),
+                             ("checks.tuning_seeds", self.checks.tuning_seeds)):
+            shared = sorted(reported & set(seeds or []))
+            if shared:
+                out.append(f"{field} {sorted(set(seeds or []))} share seed(s) {', '.join(map(str, shared))} with the "
+                           f"reported seeds {sorted(reported)}")
+        return out
+
     @field_validator("workers", mode="before")
     @classmethod
     def _few_groups(cls, v: Any) -> Any:
@@ -639,7 +666,9 @@ class Scenario(_Strict):
         """The target loss this scenario names for time-to-target, and where (checks.target_val_loss, else a
         target budget's); (None, None) when it names none and the summary picks a post-hoc one."""
         if self.checks.target_val_loss is not None:
-            return self.checks.target_val_loss, "checks.target_val_loss in the scenario"
+            overlap = self.seed_overlaps()
+            return self.checks.target_val_loss, "checks.target_val_loss in the scenario" + (
+                f" (seed overlap, labelled: {'; '.join(overlap)})" if overlap else "")
         if self.train.target_val_loss is not None:
             return self.train.target_val_loss, "train.target_val_loss in the scenario (the budget)"
         return None, None
