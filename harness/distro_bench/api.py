@@ -79,8 +79,23 @@ def _out_dir(out: str | Path | None, what: str) -> Path | None:
 # ---- scenarios ------------------------------------------------------------------------------------
 
 def validate(scenario: str | Path) -> Scenario:
-    """Load and check a scenario file; ScenarioError lists every problem found, with its location."""
-    return _scenario(scenario)
+    """Load and check a scenario file; ScenarioError lists every problem found, with its location. A model from
+    outside is built and fed a tiny batch where torch is installed, and an `hf:` hub dataset looked for in the
+    caches and on the hub (harness/distro_bench/train/inputs.py)."""
+    import importlib.util
+
+    from distro_bench.errors import ScenarioError
+    from distro_bench.scenario.problems import input_problems
+
+    s = _scenario(scenario)
+    problems = input_problems(s)
+    if s.model.source != "builtin" and importlib.util.find_spec("torch") is not None:  # else: the run's preflight
+        from distro_bench.train.inputs import model_problems
+
+        problems += model_problems(s)
+    if problems:
+        raise ScenarioError(str(scenario), problems)
+    return s
 
 
 def schema() -> dict[str, Any]:

@@ -33,7 +33,10 @@ LAZY_HEAVY = {
     "distro_bench.net.host": {"docker", "torch"},
     "distro_bench.net.ns": {"pyroute2"},
     "distro_bench.run.environment": {"torch"},
-    "distro_bench.scenario.hfcorpus": {"datasets"},
+    "distro_bench.scenario.hfcorpus": {"datasets", "huggingface_hub"},
+    "distro_bench.scenario.datafiles": {"numpy", "pyarrow", "datasets", "tokenizers"},
+    "distro_bench.train.data": {"tokenizers"},
+    "distro_bench.train.hfmodel": {"transformers"},
     "distro_bench.studies.sweep": {"pandas"},
 }
 

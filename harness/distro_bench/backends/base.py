@@ -141,16 +141,27 @@ def worker_reads(scenario: Scenario, argv: list[str]) -> list[str]:
     corpus = scenario.data.corpus
     if hfcorpus.is_hf(corpus):
         out.append(str(hfcorpus.cache_dir()))
-    elif not corpus.startswith("builtin:"):
+    elif not corpus.startswith("builtin:") and scenario.data.tokens is None:
         out.append(scenario.corpus_path())
+    for name in ("data.tokens", "data.val_tokens", "data.tokenizer"):  # the run folder's copies (models-and-data.md)
+        path = scenario.file_path(name)
+        if path is not None:
+            out.append(str(path))
     return out
 
 
 def worker_modules(scenario: Scenario) -> list[str]:
-    """`module:NAME` for each top-level module of the scenario's methods from other distributions (or import
-    paths): what a worker imports beyond distro_bench and torch, which the unprivileged uid must find too (a
+    """`module:NAME` for each top-level module of the scenario's methods and model factory from other distributions
+    (or import paths), and the optional libraries its model and data need: what a worker imports beyond distro_bench
+    and torch, which the unprivileged uid must find too (a
     package installed in a private home folder is not importable by it)."""
     found = set()
+    if scenario.model.factory:  # a model from another distribution (docs/models-and-data.md)
+        found.add(scenario.model.factory.partition(":")[0].split(".")[0])
+    if scenario.model.hf_config is not None:
+        found.add("transformers")
+    if scenario.data.tokenizer is not None:
+        found.add("tokenizers")
     for cfg in scenario.optimizers.values():
         if not methods.is_shipped(cfg.type):
             try:

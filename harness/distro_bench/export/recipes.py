@@ -86,7 +86,8 @@ class ShippedFile:
 
 
 def shipped_files(scenario: Scenario, scenario_path: Path) -> list[ShippedFile]:
-    """The scenario file and every local file it names (link traces, a corpus file), each at the path
+    """The scenario file and every local file it names (link traces, a corpus file, token files, a tokenizer, a
+    model config), each at the path
     relative to the scenario's folder that the scenario reads it from. A file outside that folder cannot
     travel with it (the copy would name another path): InputError saying so."""
     folder = scenario_path.parent
@@ -98,8 +99,15 @@ def shipped_files(scenario: Scenario, scenario_path: Path) -> list[ShippedFile]:
         named += [(f"{where}.{d}_trace", getattr(spec, f"{d}_trace")) for d in ("up", "down")
                   if getattr(spec, f"{d}_trace")]
     corpus = scenario.data.corpus
-    if corpus not in BUILTIN_CORPORA and not hfcorpus.is_hf(corpus) and (folder / corpus).is_file():
+    if scenario.data.tokens is None and corpus not in BUILTIN_CORPORA and not hfcorpus.is_hf(corpus) \
+            and (folder / corpus).is_file():
         named.append(("data.corpus", corpus))
+    # the model's and data's own files (docs/models-and-data.md): a token file, a tokenizer, a transformers config
+    for where in ("data.tokens", "data.val_tokens", "data.tokenizer", "model.hf_config"):
+        section, key = where.split(".")
+        value = getattr(getattr(scenario, section), key)
+        if isinstance(value, str) and (folder / value).is_file():
+            named.append((where, value))
     seen = {scenario_path.name}
     for where, text in named:
         rel = PurePosixPath(os.path.normpath(text).replace(os.sep, "/"))

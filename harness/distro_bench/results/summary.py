@@ -187,6 +187,11 @@ class Summary(_Record):
     costs: dict[str, Any] | None = None
     # issue 37: {"model", "optimizers": {name: {"link", "seconds_per_step", "step_time_s", "basis", "links"}}}
     bottlenecks: dict[str, Any] | None = None
+    # issue 47: {"parameters", "flops_per_token", "flops_basis"}: the model as its workers built it
+    model: dict[str, Any] | None = None
+    # issue 47: {"unit": "nats per byte" | "nats per token (tokenizer X, vocabulary N)" | ..., "bytes_per_token",
+    # "final_val_bits_per_byte": {optimizer: x}}: bits per byte where the text is known, so tokenizers compare
+    loss: dict[str, Any] | None = None
 
     def verdicts(self) -> list[str]:
         """One line per optimizer against the baseline, e.g.

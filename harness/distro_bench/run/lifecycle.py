@@ -45,9 +45,9 @@ from distro_bench.results.rundir import (
     write_status,
 )
 from distro_bench.results.runfiles import safe_join
-from distro_bench.scenario.loading import dump_for_run, load_resolved
+from distro_bench.scenario.loading import dump_for_run, load_resolved, write_data_copies
 from distro_bench.scenario.model import Scenario
-from distro_bench.train.model import ModelConfig, parameter_count, parameter_shapes
+from distro_bench.train.models import model_shapes, parameter_count
 from distro_bench.train.projection import UNSHAPED_BPS, max_hop_delay, project, resolve_options
 from distro_bench.train.replay import resolve_codecs
 
@@ -114,7 +114,7 @@ def sigterm_as_interrupt(life: RunLifecycle | None = None) -> Iterator[None]:
 
 def collective_timeout_s(scenario: Scenario) -> float:
     """Long enough for the baseline's full fp32 gradient exchange over the slowest link, four times over."""
-    params = parameter_count(ModelConfig(**scenario.resolved_model()))  # arithmetic: no model built to size it
+    params = parameter_count(scenario.resolved_model())  # on the meta device: no weights
     rates = [r for n in scenario.nodes() if n.link for r in (n.link.up, n.link.down) if r]
     delay = max((n.link.delay + n.link.jitter for n in scenario.nodes() if n.link), default=0.0)
     transfer = 2 * params * 4 * 8 / min(rates) if rates else 0.0
@@ -147,7 +147,7 @@ def with_choices_made(scenario: Scenario) -> Scenario:
     resolve_options), made once when the run is opened: the run folder's scenario.yaml records the choice, and
     the workers (one per rank, optimizer and seed) and the prediction read it instead of projecting again."""
     nodes = scenario.nodes()
-    shapes = parameter_shapes(ModelConfig(**scenario.resolved_model()))  # the worker's own shapes (no weights)
+    shapes = model_shapes(scenario.resolved_model())  # the worker's own shapes (no weights)
     chosen = {name: resolve_options(cfg, nodes, shapes) for name, cfg in scenario.optimizers.items()}
     if chosen == dict(scenario.optimizers):
         return scenario
@@ -200,8 +200,11 @@ class RunLifecycle:
         return run_dir
 
     def join(self, run_dir: Path) -> None:
-        """Train into a folder another process opened and finishes (node-rank 0's, for the other hosts)."""
+        """Train into a folder another process opened and finishes (node-rank 0's, for the other hosts). Its data
+        files (data/: node 0's scenario.yaml names them) are written from this host's own validated scenario where
+        the folder is a local copy without them."""
         self.run_dir = run_dir
+        write_data_copies(self.scenario, run_dir)
 
     def _claim(self) -> None:
         self.claim_id = new_run_id()

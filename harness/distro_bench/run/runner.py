@@ -40,6 +40,7 @@ from distro_bench.scenario.model import Scenario
 from distro_bench.scenario.replay import banner as replay_banner
 from distro_bench.scenario.timeline import compile_timeline
 from distro_bench.scenario.units import format_duration
+from distro_bench.train.inputs import check_inputs
 from distro_bench.train.liveness import Dead, HostLoad, LivenessJudge, Timeouts, heartbeat_age, read_heartbeat
 from distro_bench.train.replay import memory_problem as replay_memory_problem
 
@@ -282,6 +283,7 @@ def run_scenario(scenario: Scenario, options: RunSettings, sink: ProgressSink | 
     sink.note(f"backend: {why}")
     if problem := replay_memory_problem(scenario):  # before any namespace or folder: nothing to undo
         raise CapabilityError(problem)
+    check_inputs(scenario, scenario.name, training=True)  # the model's factory and output, an hf: dataset's cache: exit 2 now
     plan = backend_cls.preflight(scenario, backend_options)  # a capability error stops us before the run folder
     life = RunLifecycle(scenario, backend_cls.name, sink)
     run_dir = life.open(options.out)

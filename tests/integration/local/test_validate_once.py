@@ -101,7 +101,7 @@ def test_from_resolved_reads_the_run_copy_without_file_checks(tmp_path, monkeypa
         monkeypatch.setattr(owner, name, refuse)
     r = load_resolved(run / "scenario.yaml")
     assert r.nodes()[0].link.up_trace == "traces/traced-up-up.csv"
-    assert r.corpus_path() == str((src / "corpus.txt").resolve())
+    assert r.corpus_path() == str((run / "data" / "corpus.txt").resolve())  # the copy validation read (issue 51)
     assert r.budget() == s.budget() and r.resolved_model() == s.resolved_model()
 
 
