@@ -165,7 +165,7 @@ class NodeRun:
 def node(scenario: str | Path, *, rdzv: str, node_rank: int, nnodes: int | None = None, iface: str | None = None,
          i_know: bool = False, shaping: bool = True, placement: str | None = None, store_port: int | None = None,
          join_timeout_s: float = 600.0, ship_records: bool = False, stream: bool = False,
-         overrides: Overrides | None = None,
+         secret_file: str | Path | None = None, overrides: Overrides | None = None,
          settings: RunSettings | None = None, note: Callable[[str], None] | None = None) -> NodeRun:
     """Run this host's part of a scenario across hosts (docs/scaling-out.md): shape `iface` with the links of the
     nodes placed here, start their workers under torchrun (c10d rendezvous at `rdzv`, HOST:PORT), remove the
@@ -173,7 +173,8 @@ def node(scenario: str | Path, *, rdzv: str, node_rank: int, nnodes: int | None 
     for `run` (optimizers, budget, seeds); `settings` are the run settings shared with `run` (out,
     allow_unemulated, measure_links, collective_timeout_s, write_report); `note` hears progress lines; `stream`: a
     launcher drives this agent over a pipe (notes, records and heartbeats as JSON lines on stdout, stop when stdin
-    closes: the ssh backend)."""
+    closes: the ssh backend); `secret_file`: the agents' store secret (else DISTRO_BENCH_SECRET, else node-rank 0
+    makes one and prints it)."""
     from distro_bench.multihost.agent import NodeOptions, run_node
     from distro_bench.results.rundir import load_run as load_run_folder
     from distro_bench.run.overrides import Overrides, RunSettings
@@ -181,6 +182,7 @@ def node(scenario: str | Path, *, rdzv: str, node_rank: int, nnodes: int | None 
     opts = NodeOptions(scenario=Path(scenario), rdzv=rdzv, node_rank=node_rank, nnodes=nnodes, iface=iface,
                        i_know=i_know, shaping=shaping, placement=placement, store_port=store_port,
                        join_timeout_s=join_timeout_s, ship_records=ship_records, stream=stream,
+                       secret_file=Path(secret_file) if secret_file is not None else None,
                        overrides=overrides or Overrides(),
                        settings=settings or RunSettings())
     r = run_node(opts, note=note or (lambda text: None))
