@@ -153,7 +153,7 @@ def test_the_run_record_is_checked_field_by_field():
     good = {"name": "ci-smoke-20261206-050000", "path": "/out/x", "token": "t", "scenario": "s",
             "scenario_sha256": "h", "placement": "0;1"}
     assert _checked_run(good) == good
-    with pytest.raises(HarnessError, match="run.scenario_sha256"):
+    with pytest.raises(HarnessError, match=r"run\.scenario_sha256"):
         _checked_run({k: v for k, v in good.items() if k != "scenario_sha256"})
     with pytest.raises(HarnessError, match="not a plain folder name"):
         _checked_run({**good, "name": "/etc"})
@@ -184,3 +184,46 @@ def test_the_secret_comes_from_a_private_file_or_the_environment(tmp_path, monke
 def test_a_missing_path_is_not_a_secret_file(tmp_path):
     with pytest.raises(InputError, match="cannot read"):
         secret_mod.read_file(Path(tmp_path / "none"))
+
+
+@pytest.mark.parametrize("name, path", [("/tmp/dbench-evil", "/tmp/dbench-evil"),
+                                        ("../../dbench-evil", "/tmp/dbench-evil"),
+                                        ("ok-name", "/tmp/dbench-evil")])
+def test_an_overwritten_run_key_never_reaches_outside_out(tmp_path, name, path):
+    """`run` overwritten by someone holding the secret (a compromised host): a name that is a path is refused;
+    a plain name with a path elsewhere is written below this host's --out only, and a scenario that is not the
+    one hashed is refused before any worker loads it."""
+    import hashlib
+
+    import yaml
+
+    from distro_bench.multihost.agent import Agent, NodeOptions
+    from distro_bench.run.lifecycle import RunLifecycle
+    from distro_bench.run.overrides import RunSettings
+    from distro_bench.scenario.loading import load_scenario
+    from distro_bench.scenario.placement import from_scenario
+    from tests.helpers import tiny_scenario_dict
+
+    scen = tmp_path / "s.yaml"
+    scen.write_text(yaml.safe_dump(tiny_scenario_dict()))
+    out = tmp_path / "out"
+    agent = Agent(NodeOptions(scenario=scen, rdzv="127.0.0.1:1", node_rank=1, nnodes=2,
+                              settings=RunSettings(out=out)))
+    agent.scenario = load_scenario(scen)
+    agent.placement = from_scenario(agent.scenario, 2, None)
+    agent.life = RunLifecycle(agent.scenario, "multihost", host=1)
+    port = free_port()
+    s0 = AgentStore("127.0.0.1", port, 0, 2, 10, SECRET)
+    agent.store = AgentStore("127.0.0.1", port, 1, 2, 10, SECRET)
+    text = "name: attacker\n"
+    try:
+        s0.set_json("run", {"name": name, "path": path, "token": "t", "scenario": text,
+                            "scenario_sha256": hashlib.sha256(b"something else").hexdigest(),
+                            "placement": agent.placement.encode()})
+        with pytest.raises(HarnessError, match="refused"):
+            agent._open_run_folder()
+    finally:
+        s0.close()
+    assert not Path("/tmp/dbench-evil").exists() and not (tmp_path / "dbench-evil").exists()
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p != scen]
+    assert all(out in p.parents for p in written), written

@@ -197,7 +197,7 @@ def test_k8s_agent_shapes_with_net_admin_and_its_workers_start_without_it(tmp_pa
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     argv = a._torchrun_argv("adamw", 0, tmp_path / "out")
     assert argv[2].endswith("net/enter.py") and "--no-caps" in argv
-    assert argv.index("--no-caps") < argv.index("--") < argv.index("torch.distributed.run")
+    assert argv.index("--no-caps") < argv.index("--") < argv.index("distro_bench.multihost.torchrun")
 
 
 def test_k8s_model_accepts_the_manifest():
