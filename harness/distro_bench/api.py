@@ -100,7 +100,8 @@ def run(scenario: str | Path | Scenario, overrides: Overrides | None = None, set
         target_val_loss: float | None = None, repeat: int | None = None,
         link_engine: str | None = None, allow_unemulated: bool | None = None, image: str | None = None,
         progress: ProgressSink | None = None, write_report: bool = True,
-        measure_links: bool | None = None, inventory: str | Path | None = None) -> RunResult:
+        measure_links: bool | None = None, inventory: str | Path | None = None,
+        allow_root_workers: bool = False) -> RunResult:
     """Train every optimizer of the scenario on emulated links into a new run folder under `out`.
 
     Two kinds of option (`distro_bench.run.overrides`), each given as one object or as keyword arguments (not
@@ -108,7 +109,8 @@ def run(scenario: str | Path | Scenario, overrides: Overrides | None = None, set
     "300s", `tokens` like "2M", `target_val_loss`, which replaces the scenario's; `seed`; `repeat`: each optimizer
     K times with seeds seed..seed+K-1), and `RunSettings`, how it runs (`backend`, `out`, `link_engine`,
     `allow_unemulated`, `image`, `measure_links`, `write_report`, `inventory`: the hosts of the ssh backend; the link
-    ones default to the scenario's `network` section).
+    ones default to the scenario's `network` section; `allow_root_workers`: accept workers as uid 0 where no
+    unprivileged uid can run them, else such a run stops before training).
     Returns the run folder, its state and the typed summary
     (`result.summary.optimizers[name].step_time_s_mean`, ...)."""
     from distro_bench.run.overrides import Overrides, RunSettings
@@ -118,7 +120,8 @@ def run(scenario: str | Path | Scenario, overrides: Overrides | None = None, set
                       time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss, repeat=repeat)
     given_settings = RunSettings(backend=backend, out=Path(out), link_engine=link_engine,
                                  allow_unemulated=allow_unemulated, image=image, write_report=write_report,
-                                 measure_links=measure_links, inventory=Path(inventory) if inventory else None)
+                                 measure_links=measure_links, inventory=Path(inventory) if inventory else None,
+                                 allow_root_workers=allow_root_workers)
     for name, obj, kw in (("overrides", overrides, given.given()), ("settings", settings, given_settings.given())):
         if obj is not None and kw:
             raise InputError(f"run: give the options as `{name}` or as keyword arguments, not both "

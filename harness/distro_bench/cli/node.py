@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from distro_bench.cli.console import cli_errors, console, err_console, print_json
-from distro_bench.cli.options import JSON_OPTION, out_path
+from distro_bench.cli.options import JSON_OPTION, ROOT_WORKERS_HELP, out_path
 from distro_bench.cli.summary import print_summary
 
 
@@ -49,6 +49,7 @@ def node(
     stream: bool = typer.Option(False, "--stream", help="for a launcher driving this agent over a pipe (the ssh "
                                                         "backend): notes, records and heartbeats as JSON lines on "
                                                         "stdout; stop as on Ctrl-C when stdin closes"),
+    allow_root_workers: bool = typer.Option(False, "--allow-root-workers", help=ROOT_WORKERS_HELP),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Run this host's part of SCENARIO across hosts: shape --iface with the links of the nodes placed here,
@@ -60,7 +61,7 @@ def node(
     with cli_errors():
         overrides = Overrides(optimizers=tuple(optimizer) if optimizer else None, steps=steps)
         settings = RunSettings(out=out, allow_unemulated=allow_unemulated, measure_links=measure,
-                               collective_timeout_s=collective_timeout)
+                               collective_timeout_s=collective_timeout, allow_root_workers=allow_root_workers)
         result = api.node(scenario, rdzv=rdzv, node_rank=node_rank, nnodes=nnodes, iface=iface, i_know=i_know,
                           shaping=shaping, placement=placement, store_port=store_port, join_timeout_s=timeout,
                           ship_records=ship_records, stream=stream, secret_file=secret_file, overrides=overrides, settings=settings,

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from distro_bench import paths
-from distro_bench.backends.base import choose_worker_user, signal_scope, worker_reads
+from distro_bench.backends.base import allocate_worker_uid, choose_worker_user, signal_scope, worker_reads
 from distro_bench.errors import CapabilityError, HarnessError, InputError, WorkerFailed
 from distro_bench.multihost import iface as iface_mod
 from distro_bench.multihost import measure
@@ -152,6 +152,7 @@ class Agent:
         self.janitor: subprocess.Popen | None = None
         self.store: AgentStore | None = None
         self.rdzv_store = None  # node 0: torchrun's rendezvous TCPStore, served here on the rendezvous address only
+        self.worker_uid: int | None = None  # this run's workers' uid on this host (backends/base.py)
         self.torchrun: subprocess.Popen | None = None
         self.host: dict = {"node_rank": opts.node_rank, "state": "starting"}
         self.run_dir: Path | None = None
@@ -401,13 +402,17 @@ class Agent:
         argv += ["-m", "distro_bench.train.worker", "--scenario", str(self._folder / "scenario.yaml"), "--optimizer", run_name,
                  "--out", str(out), "--seed", str(seed)]
         if os.geteuid() == 0:
-            # As the local and netns backends start theirs: no capability, no_new_privs, nobody's uid where
-            # nobody can reach what a worker reads and writes (backends/base.py choose_worker_user).
+            # As the local and netns backends start theirs: no capability, no_new_privs, this run's own uid (or a
+            # refusal before training: backends/base.py choose_worker_user).
+            if self.worker_uid is None:
+                self.worker_uid = allocate_worker_uid()
             who = choose_worker_user(out, worker_reads(self.scenario, argv), sys.executable,
-                                     {**os.environ, **self._worker_env()})
+                                     {**os.environ, **self._worker_env()}, self.worker_uid,
+                                     allow_root=o.settings.allow_root_workers)
+            self.host.setdefault("workers_user", who.record())
             self.note(f"host {o.node_rank}: workers run as uid {who.user[0] if who.user else 0} with no capabilities "
                       f"({who.why}); signals {signal_scope()}")
-            argv = NetnsRef.current().wrap(argv, no_caps=True, user=who.user)
+            argv = NetnsRef.current().wrap(argv, no_caps=True, user=who.user, expose=who.expose)
         return argv
 
     def _worker_env(self) -> dict[str, str]:

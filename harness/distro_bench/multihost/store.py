@@ -210,8 +210,7 @@ class AgentStore:
             chunks = max(1, -(-len(data) // CHUNK))
             for c in range(chunks):
                 chunk = data[c * CHUNK:(c + 1) * CHUNK]
-                # torch's Store.set takes bytes too; its stub says str only
-                self.store.set(f"file/{tag}/{self.node_rank}/{len(manifest)}/{c}", chunk)  # type: ignore[arg-type]
+                self.store.set(f"file/{tag}/{self.node_rank}/{len(manifest)}/{c}", chunk)
             manifest.append({"path": str(rel), "chunks": chunks})
         self.set_json(f"files/{tag}/{self.node_rank}", manifest)
 
