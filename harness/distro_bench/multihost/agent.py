@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pwd
 import secrets
 import signal
 import socket
@@ -30,7 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from distro_bench import paths
-from distro_bench.backends.base import allocate_worker_uid, choose_worker_user, signal_scope, worker_reads
+from distro_bench.backends.base import (
+    DYNAMIC_UIDS,
+    allocate_worker_uid,
+    choose_worker_user,
+    signal_scope,
+    worker_reads,
+)
 from distro_bench.errors import CapabilityError, HarnessError, InputError, WorkerFailed
 from distro_bench.multihost import iface as iface_mod
 from distro_bench.multihost import measure
@@ -285,13 +292,16 @@ class Agent:
             token = secrets.token_hex(8)
             atomic_write_text(run_dir / TOKEN_FILE, token)
             text = (run_dir / "scenario.yaml").read_text()
+            # One uid for the run's workers on every host: on a shared path they write into the same folders.
+            self.worker_uid = allocate_worker_uid() if os.geteuid() == 0 else None
             st.set_json("run", {"name": run_dir.name, "path": str(run_dir.resolve()), "token": token,
                                 "scenario": text, "scenario_sha256": hashlib.sha256(text.encode()).hexdigest(),
-                                "placement": self.placement.encode()})
+                                "placement": self.placement.encode(), "worker_uid": self.worker_uid})
             self.shared = True
         else:
             st.wait_keys(["run"], "node-rank 0 to open the run folder")
             run = _checked_run(st.get_json("run"))
+            self.worker_uid = _checked_worker_uid(run.get("worker_uid")) if os.geteuid() == 0 else None
             if run["placement"] != self.placement.encode():
                 raise InputError(f"placement differs from node-rank 0's ({run['placement']} there, "
                                  f"{self.placement.encode()} here): give every agent the same scenario and flags")
@@ -301,7 +311,8 @@ class Agent:
             same_path = Path(run["path"]) == out / run["name"]
             try:
                 self.shared = (not o.ship_records and same_path
-                               and runfiles.read_text(out, Path(run["name"], TOKEN_FILE)) == run["token"])
+                               and runfiles.read_bytes(out, Path(run["name"], TOKEN_FILE), "status.json",
+                                                       head=256).decode(errors="replace") == run["token"])
             except (OSError, HarnessError):
                 self.shared = False
             self.run_dir = run_dir = out / run["name"]
@@ -404,7 +415,7 @@ class Agent:
         if os.geteuid() == 0:
             # As the local and netns backends start theirs: no capability, no_new_privs, this run's own uid (or a
             # refusal before training: backends/base.py choose_worker_user).
-            if self.worker_uid is None:
+            if self.worker_uid is None:  # node 0 was not root: this host's own
                 self.worker_uid = allocate_worker_uid()
             who = choose_worker_user(out, worker_reads(self.scenario, argv), sys.executable,
                                      {**os.environ, **self._worker_env()}, self.worker_uid,
@@ -663,6 +674,22 @@ def _checked_run(run: object) -> dict:
             raise HarnessError(f"the agents' store's `run.{key}` is missing or not a {kind.__name__}: refused")
     safe_run_name(run["name"])
     return run
+
+
+def _checked_worker_uid(value: object) -> int | None:
+    """The workers' uid node 0 chose (None where it was not root): one of backends/base.py DYNAMIC_UIDS that no
+    account of this host has; HarnessError naming it otherwise."""
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value not in DYNAMIC_UIDS:
+        raise HarnessError(f"the agents' store's `run.worker_uid` is {str(value)[:40]!r}, not one of "
+                           f"{DYNAMIC_UIDS.start}-{DYNAMIC_UIDS.stop - 1}: refused")
+    try:
+        name = pwd.getpwuid(value).pw_name
+    except KeyError:
+        return value
+    raise HarnessError(f"node-rank 0 chose uid {value} for the workers, but on this host it is the account {name!r}: "
+                       "start the run again (node 0 picks another)")
 
 
 def _serve_rendezvous(addr: str, port: int, timeout_s: float):
