@@ -207,8 +207,9 @@ def choose_worker_user(out_dir: Path, reads: list[str], python: str, env: dict[s
     fix, before anything trains, unless `allow_root` (--allow-root-workers) accepts uid 0, which is then said."""
     if os.geteuid() != 0:
         return WorkerUser(None, "the coordinator is not root: workers keep its uid (no capabilities, no_new_privs)")
-    expose = tuple(p for ps in exposures([*interpreter_paths(python), *reads, str(out_dir)], uid, uid).values()
-                   for p in ps)
+    imports = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if os.path.isabs(p)]
+    expose = tuple(p for ps in exposures([*interpreter_paths(python), *imports, *reads, str(out_dir)], uid,
+                                         uid).values() for p in ps)
     try:
         os.chown(out_dir, uid, uid)
         probe = subprocess.run(NetnsRef.current().wrap([python, "-c", _REACH_PROBE, str(out_dir), *reads],
