@@ -120,12 +120,31 @@ def blocking_folder(path: str, uid: int, gid: int) -> str | None:
     return None
 
 
+def _walkable(top: str, path: str, uid: int, gid: int) -> bool:
+    """Whether (uid, gid) can search every folder from `top` (included) down to `path`'s parent."""
+    here = top
+    for name in os.path.relpath(os.path.dirname(path), top).split("/"):
+        here = os.path.normpath(os.path.join(here, name))
+        try:
+            if not can_traverse(os.stat(here), uid, gid):
+                return False
+        except OSError:
+            return False
+    try:
+        return can_traverse(os.stat(top), uid, gid)
+    except OSError:
+        return False
+
+
 def exposures(paths: list[str], uid: int, gid: int) -> dict[str, list[str]]:
     """Blocking folder -> the paths below it to bind (real paths, each once, none inside another)."""
-    real = sorted({os.path.realpath(p) for p in paths if os.path.exists(p)})
+    # A folder the uid cannot search itself is no use to it exposed (and would hide what is bound below it).
+    real = sorted({r for r in (os.path.realpath(p) for p in paths if os.path.exists(p))
+                   if not os.path.isdir(r) or can_traverse(os.stat(r), uid, gid)})
     kept: list[str] = []
     for p in real:
-        if not any(p == k or p.startswith(k.rstrip("/") + "/") for k in kept):
+        # A path inside a kept one comes with its bind, where the uid can walk down to it from there.
+        if not any(p == k or (p.startswith(k.rstrip("/") + "/") and _walkable(k, p, uid, gid)) for k in kept):
             kept.append(p)
     out: dict[str, list[str]] = {}
     for p in kept:
@@ -150,6 +169,7 @@ def expose(libc, paths: list[str], uid: int, gid: int) -> None:
     if libc.unshare(CLONE_NEWNS) != 0:
         raise Failed(f"a mount namespace for the worker: {os.strerror(ctypes.get_errno())}")
     _mount(libc, None, "/", None, MS_REC | MS_PRIVATE, None)  # nothing done here reaches the host's mounts
+    cwd = os.getcwd()
     fds: dict[str, int] = {}
     try:
         for ps in plan.values():
@@ -168,6 +188,12 @@ def expose(libc, paths: list[str], uid: int, gid: int) -> None:
     finally:
         for fd in fds.values():
             os.close(fd)
+    # The working folder again, through the new mounts: a relative path (a relative --out) resolves as it did,
+    # where the old one, under a covered folder, is out of the uid's reach.
+    try:
+        os.chdir(cwd)
+    except OSError:
+        pass
 
 
 MS_REMOUNT_RO_BIND = 0x20 | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV  # MS_REMOUNT: the tmpfs itself read-only

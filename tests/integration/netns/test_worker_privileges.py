@@ -229,3 +229,21 @@ def test_every_worker_of_a_netns_run_has_capeff_0(full_root, tmp_path):
         assert {f: int(st[f], 16) for f in CAP_FIELDS} == dict.fromkeys(CAP_FIELDS, 0), (pid, st)
         assert st["NoNewPrivs"] == "1", (pid, st)
         assert int(st["Uid"].split()[0]) in DYNAMIC_UIDS, (pid, st)  # its run's own uid, never root's
+
+
+def test_relative_paths_from_a_0700_working_folder_reach_the_worker(full_root, tmp_path, monkeypatch):
+    """As in a clone under /root with the default `--out results`: the coordinator's working folder is 0700 and
+    the worker's paths are relative to it (its import path holds that folder too, which must not hide them)."""
+    home = tmp_path / "clone"
+    (home / "results" / "w").mkdir(parents=True)
+    (home / "results" / "s.yaml").write_text("x: 1\n")
+    home.chmod(0o700)
+    monkeypatch.chdir(home)
+    monkeypatch.syspath_prepend(str(home))  # `python -m` puts the working folder first on sys.path
+    uid = allocate_worker_uid()
+    who = choose_worker_user(Path("results/w"), ["results/s.yaml"], sys.executable, dict(os.environ), uid)
+    assert who.user == (uid, uid), who
+    p = subprocess.run(NetnsRef.current().wrap([sys.executable, "-c", "print(open('results/s.yaml').read().strip())"],
+                                               no_caps=True, user=who.user, expose=who.expose),
+                       capture_output=True, text=True, timeout=120)
+    assert (p.returncode, p.stdout.strip()) == (0, "x: 1"), p.stderr
