@@ -380,7 +380,8 @@ class Agent:
             with measure.Probes(self.iface.ipv4) as probes:
                 st.set_json(f"probe/{me}", probes.endpoint())
                 st.wait_keys([f"probe/{i}" for i in range(n)], "every host's probe listeners")
-                peers = {i: st.get_json(f"probe/{i}") for i in range(n) if i != me}
+                peers = {i: st.get_record(f"probe/{i}", {"addr": str, "rtt_port": int, "sink_port": int})
+                         for i in range(n) if i != me}
                 st.barrier("rtt")
                 for i, p in peers.items():
                     measured["rtt_s"][str(i)] = measure.rtt_to(p["addr"], p["rtt_port"])
@@ -537,7 +538,7 @@ class Agent:
 
     def shared_of(self, i: int) -> bool:
         st = self._live_store
-        host = st.get_json(f"host/{i}") if st.has(f"host/{i}") else {}
+        host = st.get_record(f"host/{i}") if st.has(f"host/{i}") else {}
         return host.get("records") == "shared path"
 
     def _stop_torchrun(self) -> None:
@@ -589,7 +590,8 @@ class Agent:
                 hosts.append(self.host)
                 continue
             try:
-                h = st.get_json(f"host/{i}") if st.has(f"host/{i}") else {"node_rank": i, "state": "unknown"}
+                h = self._peer_host(i, st.get_record(f"host/{i}")) if st.has(f"host/{i}") else {
+                    "node_rank": i, "state": "unknown"}
                 if i in down:
                     h["state"] = down[i][0]
                     h["failure"] = down[i][1]
@@ -620,6 +622,25 @@ class Agent:
             self.note(f"host 0: no prediction for this run: {type(e).__name__}: {e}")
         (self._folder / TOKEN_FILE).unlink(missing_ok=True)  # the others are done with the folder
         life.finish(write_report=self.o.settings.write_report)
+
+    def _peer_host(self, i: int, h: dict) -> dict:
+        """Host i's description as it sent it, with what node 0 knows itself (its rank, its scenario ranks and
+        nodes: the placement's) put in place, and each part node 0 reads of the type it reads it as."""
+        h = {**h, "node_rank": i, "ranks": list(self.placement.ranks_of(i)),
+             "nodes": [n.name for n in self.scenario.nodes() if n.rank in self.placement.ranks_of(i)]}
+        for key in ("shaping", "iface", "measured"):
+            if h.get(key) is not None and not isinstance(h[key], dict):
+                h[key] = None
+        if isinstance(h.get("shaping"), dict):
+            shaping = h["shaping"]
+            if not isinstance(shaping.get("not_emulated", []), list) or not all(
+                    isinstance(x, str) for x in shaping.get("not_emulated", [])):
+                shaping["not_emulated"] = ["(host sent a malformed list)"]
+            if shaping.get("applied") is not None and not isinstance(shaping["applied"], dict):
+                shaping["applied"] = None
+        if not isinstance(h.get("state"), str):
+            h["state"] = "unknown"
+        return h
 
     def _network(self, hosts: list[dict]) -> dict:
         """environment.json's `network`, shaped like the netns backend's (one entry per scenario node)."""

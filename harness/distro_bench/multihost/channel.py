@@ -155,8 +155,8 @@ class StoreServer:
                     session.send(self._answer(header, payload))
             except ChannelError as e:
                 self.refused(f"dropped the connection from {peer[0]}:{peer[1]}: {e}")
-            except (OSError, ValueError, KeyError, TypeError):
-                return  # the peer went away (an agent ending), or sent what is not a request
+            except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, struct.error):
+                return  # the peer went away (an agent ending), or sent what is not a request: that connection ends
 
     def _answer(self, h: dict, payload: bytes) -> bytes:
         op, key = h["op"], h.get("key")

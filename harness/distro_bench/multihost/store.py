@@ -69,7 +69,23 @@ class AgentStore:
         self.store.set(key, json.dumps(obj, default=str))
 
     def get_json(self, key: str):
-        return json.loads(self.store.get(key))
+        """The JSON value under `key`; HarnessError naming the key for what is not JSON."""
+        try:
+            return json.loads(self.store.get(key))
+        except (ValueError, RecursionError):
+            raise HarnessError(f"the agents' store's `{key}` is not JSON: refused") from None
+
+    def get_record(self, key: str, fields: dict[str, type | tuple[type, ...]] | None = None) -> dict:
+        """The JSON object under `key`, each of `fields` present with its type; HarnessError naming the key and
+        the field otherwise (a value from another host is checked before it is used)."""
+        obj = self.get_json(key)
+        if not isinstance(obj, dict):
+            raise HarnessError(f"the agents' store's `{key}` is not a record: refused")
+        for name, kind in (fields or {}).items():
+            if not isinstance(obj.get(name), kind) or (isinstance(obj.get(name), bool) and bool not in (
+                    kind if isinstance(kind, tuple) else (kind,))):
+                raise HarnessError(f"the agents' store's `{key}.{name}` is missing or of the wrong type: refused")
+        return obj
 
     def has(self, *keys: str) -> bool:
         return self.store.check(list(keys))
@@ -156,7 +172,10 @@ class AgentStore:
         """The abort every agent must follow (one round trip), or None."""
         if not self._check(["abort"]):
             return None
-        return json.loads(self.store.get("abort"))
+        try:
+            return self.get_record("abort", {"node_rank": int, "kind": str, "message": str})
+        except HarnessError as e:  # a stop all the same: the reason says what was wrong with it
+            return {"node_rank": -1, "kind": "failed", "message": str(e)}
 
     def peer_status(self) -> dict[int, tuple[str, str]]:
         """Peers that failed or went silent: node rank -> (failed|lost, message)."""
