@@ -227,3 +227,24 @@ def test_an_overwritten_run_key_never_reaches_outside_out(tmp_path, name, path):
     assert not Path("/tmp/dbench-evil").exists() and not (tmp_path / "dbench-evil").exists()
     written = [p for p in tmp_path.rglob("*") if p.is_file() and p != scen]
     assert all(out in p.parents for p in written), written
+
+
+def test_the_ssh_backend_carries_the_secret_in_its_private_archive_not_on_a_command_line():
+    import io
+    import tarfile
+
+    from distro_bench.backends.ssh import agent_argv
+    from distro_bench.run.remote import SECRET_FILE, scenario_archive
+    from distro_bench.scenario.loading import scenario_from_dict
+    from tests.helpers import tiny_scenario_dict
+
+    made = secret_mod.make()
+    with tarfile.open(fileobj=io.BytesIO(scenario_archive(scenario_from_dict(tiny_scenario_dict()), made))) as tar:
+        info = tar.getmember(SECRET_FILE)
+        assert info.mode == 0o600 and tar.extractfile(info).read().decode().strip() == made  # type: ignore[union-attr]
+    # agent_argv reads a host's python, node rank and interface (a ResolvedHost) and nothing else of it.
+    h = type("H", (), {"python": "python3", "node_rank": 1, "iface": "eth0"})()
+    argv = agent_argv(h, workdir="/tmp/dbench-ssh.X", scenario="scenario.yaml", rdzv="h:1", nnodes=2,  # type: ignore[arg-type]
+                      placement="0;1", extra=[], secret=SECRET_FILE)
+    assert argv[argv.index("--secret-file") + 1] == f"/tmp/dbench-ssh.X/{SECRET_FILE}"
+    assert made not in " ".join(argv)
