@@ -46,11 +46,10 @@ LAZY_HEAVY_ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     "distro_bench.backends.docker.worker": (frozenset({"docker"}), _DOCKER),
     "distro_bench.export.trackers": (frozenset({"matplotlib", "mlflow", "pandas", "tensorboard", "torch"}),
                                      "each tracker's library is optional and loads only when that tracker is used"),
-    "distro_bench.multihost.agent": (frozenset({"pyroute2"}), _NETLINK),
+    "distro_bench.multihost.agent": (frozenset({"pyroute2", "torch"}), _NETLINK + "; torch for the rendezvous "
+                                     "store node-rank 0 serves, once it runs (`distro-bench node --help` needs none)"),
     "distro_bench.multihost.hostshaping": (frozenset({"pyroute2"}), _NETLINK),
     "distro_bench.multihost.iface": (frozenset({"pyroute2"}), _NETLINK),
-    "distro_bench.multihost.store": (frozenset({"torch"}), ("the agents' TCPStore needs torch only once it connects; "
-                                     "`distro-bench node --help` and the store's tests of framing do not")),
     "distro_bench.net.host": (frozenset({"docker", "torch"}), ("the host probe (doctor) reports docker and the GPUs "
                               "when they are there, and must run without either")),
     "distro_bench.net.ns": (frozenset({"pyroute2"}), _NETLINK),

@@ -135,6 +135,7 @@ class RunInfo(_Record):
     probe_allgather_s: float | None = None
     budget: dict[str, Any] | None = None  # {"kind": "steps"|"time"|"tokens"|"target", "value": ...}
     mode: str | None = None  # train | replay (issue 34: the workers performed the communication only)
+    root_workers: bool | None = None  # issue 51: workers kept uid 0, accepted by --allow-root-workers
 
 
 # The byte bases a summary's costs may name (results/cost.py BASIS_WORDS says each in words).

@@ -25,7 +25,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from distro_bench.backends.base import WORKER_UID
 from distro_bench.errors import HarnessError, Interrupted, RunFolderWriteError, WorkerFailed
 from distro_bench.net import owner
 from distro_bench.net.host import gpus as host_gpus
@@ -342,16 +341,17 @@ class RunLifecycle:
 
 
 def reclaim_worker_files(run_dir: Path) -> None:
-    """Give what nobody-run workers wrote (workers/**, backends/base.py WORKER_UID) back to this process's user,
-    so the finished run folder is one owner's and no worker uid can still change it. Links are not followed."""
+    """Give what the workers wrote (workers/**, as the run's own uid or nobody: backends/base.py) back to this
+    process's user, so the finished run folder is one owner's and no worker uid can still change it. Only root
+    can; links are not followed."""
     uid, gid = os.geteuid(), os.getegid()
-    if uid == WORKER_UID:
+    if uid != 0:
         return
     for root, dirs, files in os.walk(run_dir / "workers", followlinks=False):
         for name in [*dirs, *files, ""]:
             path = os.path.join(root, name) if name else root
             try:
-                if os.lstat(path).st_uid == WORKER_UID:
+                if os.lstat(path).st_uid != uid:
                     os.lchown(path, uid, gid)
             except OSError:
                 continue
@@ -421,11 +421,18 @@ def _write_results(run_dir: Path, scenario: Scenario, backend_name: str, state: 
              "world_size": scenario.world_size,
              "corpus_sha256": sorted({e["corpus_sha256"] for e in starts if "corpus_sha256" in e}),
              # mean over ranks and optimizers of the workers' calibration gathers (worker.latency_probe)
-             "probe_allgather_s": sum(probes) / len(probes) if probes else None})
+             "probe_allgather_s": sum(probes) / len(probes) if probes else None,
+             "root_workers": _root_workers(_read_json(run_dir / "environment.json"))})
     atomic_write_parquet(run_dir / "metrics.parquet", df)
     atomic_write_json(run_dir / "summary.json", summary)
     atomic_write_text(run_dir / "summary.csv", metrics.summary_frame(summary["optimizers"]).to_csv(index=False))
     return summary
+
+
+def _root_workers(env: dict) -> bool:
+    """Whether any host's workers kept uid 0 (accepted by --allow-root-workers; backends/base.py WorkerUser)."""
+    users = [env.get("workers_user")] + [h.get("workers_user") for h in env.get("hosts") or [] if isinstance(h, dict)]
+    return any(isinstance(u, dict) and u.get("root_accepted") is True for u in users)
 
 
 def _read_json(path: Path) -> dict:

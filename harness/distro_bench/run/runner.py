@@ -305,8 +305,13 @@ def run_scenario(scenario: Scenario, options: RunSettings, sink: ProgressSink | 
                 life.write_environment(env)
             life.write_prediction(env["network"])
             # _train_one looked up at each call: tests replace it
-            life.train_all(lambda name, seed: _train_one(backend, scenario, run_dir, name, sink, options, seed,
-                                                         life.events))
+            try:
+                life.train_all(lambda name, seed: _train_one(backend, scenario, run_dir, name, sink, options, seed,
+                                                             life.events))
+            finally:  # who the workers ran as (backends/base.py), uid 0 accepted by --allow-root-workers included
+                if backend.workers_user() is not None:
+                    env["workers_user"] = backend.workers_user()
+                    life.write_environment(env)
     finally:
         # events: every optimizer's and seed's, also after a failure or interrupt
         summary = life.finish(write_report=options.write_report)
