@@ -25,8 +25,14 @@ CSV = "t_s,rate_bit_s\n0,1000000\n1,2000000\n"
 @pytest.fixture(autouse=True)
 def _no_opt_in(monkeypatch):
     """The confinement tests mean the default: an opt-in exported in the developer's shell would void them."""
-    for var in ("DISTRO_BENCH_ALLOW_TRACE_OUTSIDE", "DISTRO_BENCH_ALLOW_CORPUS_OUTSIDE", "DISTRO_BENCH_DEBUG"):
+    names = ("DISTRO_BENCH_ALLOW_TRACE_OUTSIDE", "DISTRO_BENCH_ALLOW_CORPUS_OUTSIDE", "DISTRO_BENCH_DEBUG")
+    for var in names:
         monkeypatch.delenv(var, raising=False)
+    yield
+    # The CLI's --allow-*-outside export the opt-in into this process (for its workers): it must not outlive the
+    # test, or a later test's confinement check is voided (monkeypatch restores only what it changed itself).
+    for var in names:
+        os.environ.pop(var, None)
 
 
 def _write(folder: Path, doc: dict | str, name: str = "scenario.yaml") -> Path:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path, PurePosixPath
@@ -205,6 +206,10 @@ def test_k8s_agent_shapes_with_net_admin_and_its_workers_start_without_it(tmp_pa
     a.prepare()
     a.run_dir = tmp_path / "run"
     monkeypatch.setattr(os, "geteuid", lambda: 0)
+    # As the agent has them before it builds the argv: its worker folder, and the run's scenario the workers read.
+    (tmp_path / "out").mkdir()
+    (tmp_path / "run").mkdir()
+    shutil.copy(CI_SMOKE, tmp_path / "run" / "scenario.yaml")
     argv = a._torchrun_argv("adamw", 0, tmp_path / "out")
     assert argv[2].endswith("net/enter.py") and "--no-caps" in argv
     assert argv.index("--no-caps") < argv.index("--") < argv.index("distro_bench.multihost.torchrun")
