@@ -233,16 +233,19 @@ def _cell(conf: dict, appl: dict, meas: dict, key: str, *, applied_known: bool, 
 def link_columns(run: LoadedRun) -> list[ImpairmentRow]:
     """The impairments the link table shows: those always shown (delay, jitter, loss), and any other that a link
     configures or a node applied (duplicate, ...)."""
-    net = run.data.environment.get("network") or {}
-    links = run.data.scenario.get("links") or {}
+    links = _links(run)
     used: set[str] = set()
     for spec in links.values():
         conf = _configured(spec if isinstance(spec, dict) else None)
         used |= {k for d in _DIRS for k, v in conf[d].items() if v and not _nothing(v)}
-    for n in net.get("nodes") or []:
-        if isinstance(n, dict):
-            used |= {k for d in _DIRS for k, v in _applied_direction(n.get("applied"), d)[0].items() if v}
+    for n in run.network_nodes:
+        used |= {k for d in _DIRS for k, v in _applied_direction(n.get("applied"), d)[0].items() if v}
     return [row for row in IMPAIRMENTS if row.always_shown or row.attr in used]
+
+
+def _links(run: LoadedRun) -> dict:
+    links = run.data.scenario.get("links")
+    return links if isinstance(links, dict) else {}
 
 
 def _nothing(v) -> bool:
@@ -253,9 +256,8 @@ def link_rows(run: LoadedRun) -> list[list[str]]:
     """One row per group of nodes with the same link and the same applied and measured state, per direction:
     nodes, link, direction, rate, each of `link_columns`, engine."""
     columns = ["rate_bps", *(row.attr for row in link_columns(run))]
-    net = run.data.environment.get("network") or {}
-    links = run.data.scenario.get("links") or {}
-    nodes = [n for n in net.get("nodes") or [] if isinstance(n, dict)]
+    links = _links(run)
+    nodes = run.network_nodes
     groups: dict[tuple, list[str]] = {}
     payload: dict[tuple, list[str]] = {}
     for n in nodes:
@@ -281,12 +283,17 @@ def _names(names: list[str]) -> str:
 
 def _node_link(run: LoadedRun, rank) -> str | None:
     """The link name of a rank from the scenario's worker groups (environment.json may not name it)."""
+    if not isinstance(rank, int) or isinstance(rank, bool):
+        return None
+    workers = run.data.scenario.get("workers")
     i = 0
-    for g in run.data.scenario.get("workers") or []:
+    for g in workers if isinstance(workers, list) else []:
         if not isinstance(g, dict):
             continue
-        count = int(g.get("count", 1))
-        if rank is not None and i <= int(rank) < i + count:
+        count = g.get("count", 1)
+        if not isinstance(count, int) or isinstance(count, bool):
+            return None
+        if i <= rank < i + count:
             link = g.get("link")
             return link if isinstance(link, str) else ("inline" if link else None)
         i += count
@@ -354,7 +361,8 @@ def emulation_blocks(run: LoadedRun) -> list:
     emulated = net.get("network_emulated")
     engine = net.get("link_engine")
     blocks: list[Block] = [Para(f"Backend: {net.get('backend', 'unknown')}. Network emulated: "
-                   + {True: "yes", False: "no", None: "unknown"}.get(emulated, str(emulated))
+                   + ({True: "yes", False: "no", None: "unknown"}.get(emulated, str(emulated))
+                      if isinstance(emulated, (bool, type(None))) else str(emulated))
                    + (f"; link engine for delay, jitter and loss: {engine}" if engine else "")
                    + (f" ({net['link_engine_reason']})" if net.get("link_engine_reason") else "") + ".")]
     rows = link_rows(run)
@@ -366,7 +374,8 @@ def emulation_blocks(run: LoadedRun) -> list:
                            "once the links were up, before training. " + _measurement_words(net)))
         blocks.append(Table(["nodes", "link", "direction", *headings, "engine"], rows,
                             numeric=[False] * (4 + len(headings))))
-    missing = [str(x) for x in net.get("not_emulated") or []]
+    not_emulated = net.get("not_emulated")
+    missing = [str(x) for x in not_emulated] if isinstance(not_emulated, list) else []
     not_applied = any("not applied" in c for r in rows for c in r[3:3 + len(headings)] if not c.startswith("- /"))
     if missing:
         blocks += [Para("Not emulated:"), Bullets(missing)]
@@ -381,7 +390,7 @@ def emulation_blocks(run: LoadedRun) -> list:
                            "speed was emulated."))
         blocks.append(Table(["nodes", "profile (configured)", "ran on", "speed emulation"], compute,
                             numeric=[False] * 4))
-    nodes = [n for n in net.get("nodes") or [] if isinstance(n, dict)]
+    nodes = run.network_nodes
     if nodes:
         rows = [[fmt(n.get("rank")), str(n.get("name", "")), str(n.get("address", "")), _applied(n.get("applied"))]
                 for n in nodes]
@@ -398,7 +407,8 @@ def _measurement_words(net: dict) -> str:
         return "This run recorded no link measurement."
     if not info.get("measured"):
         return f"Links were not measured ({info.get('why', 'no reason recorded')})."
-    nodes = [n for n in net.get("nodes") or [] if isinstance(n, dict) and isinstance(n.get("measured"), dict)]
+    listed = net.get("nodes")
+    nodes = [n for n in listed if isinstance(n, dict) and isinstance(n.get("measured"), dict)] if isinstance(listed, list) else []
     m = nodes[0]["measured"] if nodes else {}
     dirs = [n["measured"].get(d) for n in nodes for d in _DIRS]
     spans: list[float | None] = [*sorted({float(x["seconds"]) for x in dirs if isinstance(x, dict) and x.get("seconds")})]

@@ -66,6 +66,13 @@ class LoadedRun:
     def baseline(self) -> str | None:
         return self.data.summary.get("baseline") or self.data.scenario.get("baseline")
 
+    @property
+    def network_nodes(self) -> list[dict]:
+        """environment.json's network.nodes, the mappings among them (a forged file may hold anything there)."""
+        net = self.data.environment.get("network")
+        nodes = net.get("nodes") if isinstance(net, dict) else None
+        return [n for n in nodes if isinstance(n, dict)] if isinstance(nodes, list) else []
+
     @cached_property
     def events(self):
         """events.parquet joined to the steps (harness/distro_bench/report/events.py); empty for a run without changes."""

@@ -300,8 +300,7 @@ def step_time(run: LoadedRun, out: Path) -> Figure:
 def per_rank(run: LoadedRun, out: Path) -> Figure:
     frames = {n: df for n, df in _frames(run).items() if len(df)}
     fig, axes = new_figure(width=max(7.5, 2.2 + 2.4 * len(frames)), ncols=max(1, len(frames)), sharey=True)
-    names_by_rank = {n.get("rank"): n.get("name") for n in run.data.environment.get("network", {}).get("nodes", [])
-                     if isinstance(n, dict)}
+    names_by_rank = {n["rank"]: n.get("name") for n in run.network_nodes if isinstance(n.get("rank"), int)}
     for ax, (name, df) in zip(axes[0], frames.items()):
         t = analysis.rank_breakdown(df)
         segs = [c for c in t.columns if c != "rank"]

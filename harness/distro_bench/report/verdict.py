@@ -310,7 +310,7 @@ def verdicts(summary: dict) -> list[Verdict]:
         v = Verdict(
             optimizer=name, baseline=base_name, seeds=int(seeds) if isinstance(seeds, int) else None,
             target=float(t_val) if isinstance(t_val, (int, float)) else None,
-            target_how=target.get("how") if isinstance(target, dict) else None,
+            target_how=target.get("how") if isinstance(target, dict) and isinstance(target.get("how"), str) else None,
             step_time=_estimate(s, "step_time_s_mean"), base_step_time=_estimate(base, "step_time_s_mean"),
             time_to_target=_estimate(s, "time_to_target_s").within(0.0, cap),
             base_time_to_target=_estimate(base, "time_to_target_s").within(0.0, cap),
