@@ -101,7 +101,7 @@ def run(
         print_json({"run_dir": str(result.run_dir), "state": result.state, "summary": result.summary.to_dict()})
         return
     from distro_bench.report.replay_section import is_replay, replay_lines
-    from distro_bench.report.verdict import ranking_lines, verdict_lines
+    from distro_bench.report.verdict import closing_lines, ranking_lines, verdict_lines
     from distro_bench.results.rundir import predicted_optimizers
 
     summary = result.summary.to_dict()
@@ -117,7 +117,7 @@ def run(
     else:
         for line in verdict_lines(summary) + ranking_lines(summary):
             console.print(line, markup=False)  # wrapped at the terminal's (or 80) columns
-        for line in result.summary.verdicts():
+        for line in closing_lines(summary):  # the decision first: never more than the verdict says (issue 52)
             console.print(line, markup=False, soft_wrap=True)
     if (Path(result.run_dir) / "events.parquet").is_file():  # issue 18: what the network's changes cost each
         from distro_bench.report.events_section import loss_sentences
