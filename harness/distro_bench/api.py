@@ -98,6 +98,7 @@ def run(scenario: str | Path | Scenario, overrides: Overrides | None = None, set
         optimizers: list[str] | None = None, steps: int | None = None, seed: int | None = None,
         out: str | Path = "results", time_budget: str | float | None = None, tokens: str | int | None = None,
         target_val_loss: float | None = None, repeat: int | None = None,
+        sets: dict[str, Any] | list[str] | None = None,
         link_engine: str | None = None, allow_unemulated: bool | None = None, image: str | None = None,
         progress: ProgressSink | None = None, write_report: bool = True,
         measure_links: bool | None = None, inventory: str | Path | None = None) -> RunResult:
@@ -106,16 +107,18 @@ def run(scenario: str | Path | Scenario, overrides: Overrides | None = None, set
     Two kinds of option (`distro_bench.run.overrides`), each given as one object or as keyword arguments (not
     both): `Overrides`, what changes in the scenario (`optimizers`, a budget: `steps`, `time_budget` like
     "300s", `tokens` like "2M", `target_val_loss`, which replaces the scenario's; `seed`; `repeat`: each optimizer
-    K times with seeds seed..seed+K-1), and `RunSettings`, how it runs (`backend`, `out`, `link_engine`,
+    K times with seeds seed..seed+K-1; `sets`: any scenario field by dotted path, {"optimizers.distro.lr": 1e-3} or
+    ["optimizers.distro.lr=1e-3"], validated like the file), and `RunSettings`, how it runs (`backend`, `out`, `link_engine`,
     `allow_unemulated`, `image`, `measure_links`, `write_report`, `inventory`: the hosts of the ssh backend; the link
     ones default to the scenario's `network` section).
     Returns the run folder, its state and the typed summary
     (`result.summary.optimizers[name].step_time_s_mean`, ...)."""
-    from distro_bench.run.overrides import Overrides, RunSettings
+    from distro_bench.run.overrides import Overrides, RunSettings, set_pairs
     from distro_bench.run.runner import run_scenario
 
     given = Overrides(optimizers=tuple(optimizers) if optimizers else None, steps=steps, seed=seed,
-                      time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss, repeat=repeat)
+                      time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss, repeat=repeat,
+                      sets=set_pairs(sets))
     given_settings = RunSettings(backend=backend, out=Path(out), link_engine=link_engine,
                                  allow_unemulated=allow_unemulated, image=image, write_report=write_report,
                                  measure_links=measure_links, inventory=Path(inventory) if inventory else None)

@@ -56,6 +56,10 @@ def main(
 @app.command()
 def run(
     scenario: Path = typer.Argument(..., help="scenario YAML file"),
+    set_: list[str] = typer.Option(None, "--set", help="PATH=VALUE: change one scenario field by dotted path, the "
+                                                       "value read as YAML (repeatable), e.g. optimizers.distro.lr=1e-3 "
+                                                       "or links.dsl.up=10Mbit; validated like the file, recorded in "
+                                                       "the run folder"),
     backend: Backend = typer.Option("auto", help=BACKEND_HELP),
     optimizer: list[str] = typer.Option(None, "--optimizer", "-o", help="run only these optimizers (repeatable)"),
     steps: int = typer.Option(None, min=1, help="budget: train N steps (replaces the scenario's budget)"),
@@ -83,14 +87,15 @@ def run(
     """Train every optimizer of SCENARIO on emulated links and write a run folder (its path is the last line)."""
     from distro_bench import api
     from distro_bench.cli.progress import make_progress
-    from distro_bench.run.overrides import Overrides, RunSettings
+    from distro_bench.run.overrides import Overrides, RunSettings, set_pairs
 
     _allow_trace_outside(allow_trace_outside)
     allow_corpus_outside(allow_corpus_outside_)
 
     with cli_errors():
         overrides = Overrides(optimizers=tuple(optimizer) if optimizer else None, steps=steps, seed=seed,
-                              time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss, repeat=repeat)
+                              time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss, repeat=repeat,
+                              sets=set_pairs(set_))
         settings = RunSettings(backend=value(backend) or "auto", out=out, link_engine=value(link_engine),
                                allow_unemulated=allow_unemulated, image=image, inventory=inventory,
                                measure_links=measure_links)

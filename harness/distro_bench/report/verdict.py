@@ -24,6 +24,7 @@ from distro_bench.results.stats import (
     restricted_time,
     restriction_s,
 )
+from distro_bench.results.summary import Summary, verdict_figures
 
 WIDTH = 80  # the block `run` prints fits an 80-column terminal or log
 
@@ -829,8 +830,6 @@ def closing_line(v: Verdict, summary: dict, figures: str) -> str:
 
 def closing_lines(summary: dict) -> list[str]:
     """`closing_line` for every optimizer of the summary against its baseline."""
-    from distro_bench.results.summary import Summary, verdict_figures
-
     model = Summary.model_validate(summary)
     base = model.optimizers.get(model.baseline or "")
     if base is None:
