@@ -253,14 +253,18 @@ def report(run: str | Path | Run, out: str | Path | None = None) -> ReportFiles:
     return ReportFiles(paths[0], paths[1], list(paths[2:]))
 
 
-def compare(runs: Sequence[str | Path], out: str | Path | None = None) -> ReportFiles:
-    """One comparison report of several run folders (default folder results/compare-<time>/)."""
+def compare(runs: Sequence[str | Path], out: str | Path | None = None, *, allow_different: bool = False) -> ReportFiles:
+    """One comparison report of several run folders (default folder results/compare-<time>/). Runs that differ in
+    more than the optimizers under test (workers, links, model, budget, seeds, backend, host: every difference
+    of their resolved scenarios) are refused with a ScenarioError listing each, unless `allow_different` (then
+    the differences head the report)."""
     from distro_bench.report import write_comparison
     from distro_bench.report.compare import default_out
 
     if len(runs) < 2:
         raise InputError("compare: give at least two run folders")
-    paths = write_comparison([Path(r) for r in runs], _out_dir(out, "write the report") or default_out())
+    paths = write_comparison([Path(r) for r in runs], _out_dir(out, "write the report") or default_out(),
+                             allow_different=allow_different)
     return ReportFiles(paths[0], paths[1], list(paths[2:]))
 
 
