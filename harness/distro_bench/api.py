@@ -566,10 +566,14 @@ def clean(force: bool = False) -> CleanResult:
 
 # ---- export ---------------------------------------------------------------------------------------
 
-def export(run: str | Path | Run, to: Literal["mlflow", "tensorboard"], dest: str | Path | None = None) -> ExportResult:
-    """Copy a run into an experiment tracker: one tracker run per optimizer with its parameters, per-step
-    metrics and the report attached. MLflow writes a local file store (or to `dest` given as a tracking URI),
-    TensorBoard event files (one folder per optimizer). Default `dest`: RUN/mlruns or RUN/tensorboard."""
+def export(run: str | Path | Run, to: Literal["mlflow", "tensorboard", "wandb"],
+           dest: str | Path | None = None) -> ExportResult:
+    """Copy a run into an experiment tracker: one tracker run per optimizer and seed (`runs` keyed
+    "optimizer/seed<k>") with its parameters (the run id, git commit, scenario hash, every node's link and
+    hardware, the model), per-step metrics and the report attached. MLflow writes a local file store (or to
+    `dest` given as a tracking URI), TensorBoard event files (DEST/<run folder>/<optimizer>/seed<k>), W&B an
+    offline run folder per series (DEST/wandb/offline-run-*, nothing sent). Default `dest`: RUN/mlruns,
+    RUN/tensorboard or RUN/wandb."""
     from distro_bench.export.trackers import export_run
 
     return export_run(_run(run), to, dest)
