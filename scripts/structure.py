@@ -32,7 +32,7 @@ EDGE = ("distro_bench.cli", "distro_bench.api")  # where lazy imports keep `dist
 
 # Libraries heavy or optional enough that a module which must stay importable without them may import them late
 # (pyroute2 too: 0.7 s to import, Linux netlink only, and every backend's module loads net/ns.py).
-HEAVY_LIBS = frozenset({"torch", "matplotlib", "pandas", "pyarrow", "datasets", "mlflow", "tensorboard", "docker",
+HEAVY_LIBS = frozenset({"torch", "matplotlib", "pandas", "pyarrow", "datasets", "mlflow", "tensorboard", "wandb", "docker",
                         "pyroute2"})
 
 _DOCKER = "the docker SDK loads only when the docker backend talks to the engine; the registry imports this module"
@@ -44,7 +44,7 @@ LAZY_HEAVY_ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     "distro_bench.backends.docker.leftovers": (frozenset({"docker"}), _DOCKER + " (`clean` without docker)"),
     "distro_bench.backends.docker.placement": (frozenset({"docker"}), _DOCKER),
     "distro_bench.backends.docker.worker": (frozenset({"docker"}), _DOCKER),
-    "distro_bench.export.trackers": (frozenset({"matplotlib", "mlflow", "pandas", "tensorboard", "torch"}),
+    "distro_bench.export.trackers": (frozenset({"matplotlib", "mlflow", "pandas", "tensorboard", "torch", "wandb"}),
                                      "each tracker's library is optional and loads only when that tracker is used"),
     "distro_bench.multihost.agent": (frozenset({"pyroute2"}), _NETLINK),
     "distro_bench.multihost.hostshaping": (frozenset({"pyroute2"}), _NETLINK),
