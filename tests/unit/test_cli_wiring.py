@@ -4,6 +4,7 @@ numbers as numbers, and output that fits 80 columns without a terminal."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -219,3 +220,21 @@ def test_a_commands_own_exit_code_passes_through_cli_errors(code, monkeypatch):
         with cli_errors():
             raise typer.Exit(code)
     assert e.value.exit_code == code
+
+
+def test_help_at_80_columns_never_cuts_an_option_name():
+    # Issue 52: Rich's help table cut `--target-val-loss` to `--target-val-lo…` and `--allow-corpus-outside`
+    # to `--allow-corpus-…` at 80 columns; Click's plain help wraps the text and keeps every name whole.
+    root = typer.main.get_command(app)
+    env = {**os.environ, "COLUMNS": "80", "TERM": "xterm"}
+    for path, cmd in _commands(root):
+        if isinstance(cmd, click.Group):
+            continue
+        out = subprocess.run([sys.executable, "-m", "distro_bench", *path, "--help"], capture_output=True, text=True,
+                             env=env, timeout=120, check=True).stdout
+        assert "…" not in out, (path, out)
+        assert max(len(line) for line in out.splitlines()) <= 80, path
+        for param in cmd.params:
+            if isinstance(param, click.Option):
+                for name in param.opts + param.secondary_opts:
+                    assert name in out, (path, name)

@@ -42,6 +42,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
+    # Click's plain help (no Rich panels): it wraps the help text and never cuts an option's name, where Rich's
+    # table cut `--target-val-loss` to `--target-val-lo…` at 80 columns (issue 52).
+    rich_markup_mode=None,
 )
 
 
