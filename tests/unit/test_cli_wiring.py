@@ -115,6 +115,23 @@ def test_validate_json_numbers_and_problems(cli, write_scenario):
     assert result.exit_code == 2
     out = json.loads(result.stdout)
     assert out["valid"] is False and len(out["problems"]) == 2
+    # issue 52: each problem an object naming the field, the file's value there and the message
+    by_field = {p["field"]: p for p in out["problems"]}
+    assert by_field["workers[0].link"]["value"] == "dls" and "unknown link" in by_field["workers[0].link"]["message"]
+    assert by_field["optimizers.adamw.lr"]["value"] == -1 and not by_field["optimizers.adamw.lr"]["message"].startswith(
+        "optimizers.")
+
+
+def test_problem_records_without_a_field_keep_the_message():
+    from distro_bench.scenario.problem_records import problem_record, value_at
+
+    assert problem_record("line 3, column 1: not valid YAML (x)") == {
+        "field": None, "value": None, "message": "line 3, column 1: not valid YAML (x)"}
+    doc = {"workers": [{"link": "a"}, {"link": "b"}], "links": {"dsl": {"up": "1Mbit"}}}
+    assert value_at(doc, "workers[1].link") == "b" and value_at(doc, "links.dsl.up") == "1Mbit"
+    assert value_at(doc, "workers[5].link") is None and value_at(doc, "links.nope.up") is None
+    assert problem_record("links.dsl.down: missing", doc) == {"field": "links.dsl.down", "value": None,
+                                                             "message": "missing"}
 
 
 def test_report_json_lists_files_and_summary(cli, tmp_path):
