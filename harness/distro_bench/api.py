@@ -22,17 +22,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from distro_bench.errors import InputError
-from distro_bench.results.summary import Summary
-from distro_bench.scenario.loading import with_overrides
 
+# Importing this module stays under 0.3 s (issue 52; benchmarks/import_time.py): pydantic models, numpy and the
+# scenario loader load when a function needs them, not at import.
 if TYPE_CHECKING:
-
     from distro_bench.backends.docker.image import BuildResult
     from distro_bench.export.trackers import ExportResult
     from distro_bench.net.host import HostInfo
     from distro_bench.net.linktest import Check
     from distro_bench.report.check import CheckReport
     from distro_bench.report.load import Run
+    from distro_bench.results.summary import Summary
     from distro_bench.run.lifecycle import ProgressSink
     from distro_bench.run.overrides import Overrides, RunSettings
     from distro_bench.run.runner import RunResult
@@ -186,6 +186,8 @@ def node(scenario: str | Path, *, rdzv: str, node_rank: int, nnodes: int | None 
                        join_timeout_s=join_timeout_s, ship_records=ship_records, stream=stream,
                        overrides=overrides or Overrides(),
                        settings=settings or RunSettings())
+    from distro_bench.results.summary import Summary
+
     r = run_node(opts, note=note or (lambda text: None))
     written = r.node_rank == 0 and (Path(r.run_dir) / "summary.json").is_file()
     summary = Summary.model_validate(load_run_folder(r.run_dir).summary) if written else None
@@ -281,6 +283,8 @@ def project(scenario: str | Path | Scenario, *, model: str | None = None, worker
     out_dir = _out_dir(out, "write the projection")
     s = _scenario(scenario)
     if optimizers:
+        from distro_bench.scenario.loading import with_overrides
+
         s = with_overrides(s, optimizers=optimizers)
     return study(s, model=model, workers=workers, mfu=mfu, out=out_dir, plots=plots)
 
@@ -608,6 +612,10 @@ def __getattr__(name: str) -> Any:
         from distro_bench.report.load import Run
 
         return Run
+    if name == "Summary":  # public here, loaded on first use: pydantic and numpy are most of an import's time
+        from distro_bench.results.summary import Summary
+
+        return Summary
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
