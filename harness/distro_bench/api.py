@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from distro_bench.net.linktest import Check
     from distro_bench.report.check import CheckReport
     from distro_bench.report.load import Run
+    from distro_bench.results.history import Point as HistoryPoint
     from distro_bench.results.summary import Summary
     from distro_bench.run.lifecycle import ProgressSink
     from distro_bench.run.overrides import Overrides, RunSettings
@@ -57,6 +58,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "export": ("export", "export_recipe"),
     "sweep": ("sweep",),
     "node": ("node",),
+    "history": ("history",),
 }
 
 
@@ -268,6 +270,16 @@ def compare(runs: Sequence[str | Path], out: str | Path | None = None, *, allow_
     paths = write_comparison([Path(r) for r in runs], _out_dir(out, "write the report") or default_out(),
                              allow_different=allow_different)
     return ReportFiles(paths[0], paths[1], list(paths[2:]))
+
+
+def history(index: str | Path = "results/index.parquet", *, figure: str = "val_loss_at_equal_time",
+            scenario: str | None = None, optimizer: str | None = None) -> list[HistoryPoint]:
+    """One summary figure of a scenario over the runs in an index (every `run` appends to <out>/index.parquet),
+    in time order, each with its 95% interval over seeds and `changed`: True where the interval does not overlap
+    the previous run's of the same optimizer (a change beyond the noise), None where either has no interval."""
+    from distro_bench.results.history import read_index, series
+
+    return series(read_index(Path(index)), figure, scenario=scenario, optimizer=optimizer)
 
 
 # ---- projection -----------------------------------------------------------------------------------
@@ -621,5 +633,5 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["COMMANDS", "CleanResult", "DoctorReport", "LinksProgress", "LinksReport", "NodeRun", "ReportFiles", "Run",
            "ScheduleReport", "Summary", "build_image", "check", "check_to_dict", "clean", "compare", "doctor", "export",
-           "export_recipe", "links", "links_schedule", "load_run", "node", "project", "published", "report", "run",
+           "export_recipe", "history", "links", "links_schedule", "load_run", "node", "project", "published", "report", "run",
            "schema", "sweep", "validate"]

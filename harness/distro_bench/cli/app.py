@@ -14,6 +14,7 @@ import typer
 from distro_bench.cli.console import cli_errors, console, print_json, unemulated_line
 from distro_bench.cli.docker import clean, image_app
 from distro_bench.cli.export import export
+from distro_bench.cli.history import history
 from distro_bench.cli.net import doctor, links
 from distro_bench.cli.node import node
 from distro_bench.cli.options import (
@@ -148,6 +149,7 @@ app.command(name="project")(project)
 app.command(name="export")(export)
 app.command(name="sweep")(sweep)
 app.command(name="node")(node)
+app.command(name="history")(history)
 
 
 if __name__ == "__main__":

@@ -19,19 +19,22 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+import yaml
+
 from distro_bench.backends.base import WORKER_UID
-from distro_bench.errors import HarnessError, Interrupted, RunFolderWriteError, WorkerFailed
+from distro_bench.errors import HarnessError, InputError, Interrupted, RunFolderWriteError, WorkerFailed
 from distro_bench.net import owner
 from distro_bench.net.host import gpus as host_gpus
 from distro_bench.net.naming import new_run_id
 from distro_bench.report import write_run_report
-from distro_bench.results import metrics, runfiles
+from distro_bench.results import history, metrics, runfiles
 from distro_bench.results.bottleneck import site_link_loads
 from distro_bench.results.build import build_summary
 from distro_bench.results.cost import link_class_of
@@ -419,10 +422,27 @@ def _write_results(run_dir: Path, scenario: Scenario, backend_name: str, state: 
              "corpus_sha256": sorted({e["corpus_sha256"] for e in starts if "corpus_sha256" in e}),
              # mean over ranks and optimizers of the workers' calibration gathers (worker.latency_probe)
              "probe_allgather_s": sum(probes) / len(probes) if probes else None})
+    environment = _read_json(run_dir / "environment.json")
+    commit = environment.get("git_commit") if isinstance(environment.get("git_commit"), str) else None
+    df["run_id"], df["git_commit"] = run_dir.name, commit  # issue 52: rows of several runs combine as they are
+    df = df.astype({"run_id": "string", "git_commit": "string"})
     atomic_write_parquet(run_dir / "metrics.parquet", df)
     atomic_write_json(run_dir / "summary.json", summary)
-    atomic_write_text(run_dir / "summary.csv", metrics.summary_frame(summary["optimizers"]).to_csv(index=False))
+    atomic_write_text(run_dir / "summary.csv", metrics.summary_frame(summary["optimizers"], run_dir.name, commit)
+                      .to_csv(index=False))
+    _append_history(run_dir, summary, environment)
     return summary
+
+
+def _append_history(run_dir: Path, summary: dict, environment: dict) -> None:
+    """The run's figures appended to <out>/index.parquet (results/history.py). The index is a convenience beside
+    the run folder, which holds everything: a failure to write it is said in the folder's status, not raised."""
+    try:
+        scenario = yaml.safe_load(runfiles.read_text(run_dir, "scenario.yaml", "scenario.yaml"))
+        history.append_to_index(run_dir, summary, scenario if isinstance(scenario, dict) else {}, environment)
+    except (OSError, runfiles.RunFileError, InputError, yaml.YAMLError, ValueError) as e:
+        # one line on stderr (the run's own outputs are written; the index can be rebuilt from them)
+        print(f"warning: {run_dir.parent / history.INDEX} not updated: {type(e).__name__}: {e}", file=sys.stderr)
 
 
 def _read_json(path: Path) -> dict:
