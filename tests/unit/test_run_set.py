@@ -85,7 +85,7 @@ def test_the_run_folder_records_the_sets(tmp_path, monkeypatch):
     scenario.write_text(yaml.safe_dump(tiny_scenario_dict()))
     CliRunner().invoke(app, ["run", str(scenario), "--backend", "local", "--out", str(tmp_path / "out"),
                              "--no-measure-links", "--set", "optimizers.adamw.lr=1e-3", "--set", "train.steps=4"])
-    (d,) = (tmp_path / "out").iterdir()
+    (d,) = [p for p in (tmp_path / "out").iterdir() if p.is_dir()]  # beside it: index.parquet
     resolved = yaml.safe_load((d / "scenario.yaml").read_text())
     assert resolved["optimizers"]["adamw"]["lr"] == 1e-3 and resolved["train"]["steps"] == 4
     env = json.loads((d / "environment.json").read_text())

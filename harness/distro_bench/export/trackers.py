@@ -11,7 +11,6 @@ Each tracker is an optional extra: `pip install 'distro-bench[mlflow]'` / `'[ten
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import math
@@ -26,6 +25,7 @@ import numpy as np
 
 from distro_bench.errors import CapabilityError, InputError
 from distro_bench.results import runfiles
+from distro_bench.results.history import scenario_hash  # the index's key too (issue 52)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -78,11 +78,6 @@ def seed_runs(run: Run, optimizer: str) -> list[tuple[str, pd.DataFrame]]:
         train = train if isinstance(train, dict) else {}
         return [(f"seed{train.get('seed', 0)}", rows)]
     return [(f"seed{int(k)}", part) for k, part in rows.groupby("seed", sort=True)]
-
-
-def scenario_hash(scenario: dict) -> str:
-    """The resolved scenario's identity: sha256 of its canonical JSON, 16 hex digits (equal scenarios, equal hash)."""
-    return hashlib.sha256(json.dumps(scenario, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 LINK_FIELDS = ("up", "down", "delay", "jitter", "loss")
