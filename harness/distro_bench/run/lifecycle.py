@@ -257,7 +257,10 @@ class RunLifecycle:
         return worker_dir(self._dir(), optimizer, seed, len(self.scenario.train.seed_list()))
 
     def train_all(self, launch: Launch) -> None:
-        for seed, name in self.runs():
+        runs = list(self.runs())
+        if (plan := getattr(self.sink, "plan", None)) is not None:  # a sink that shows the whole run's ETA
+            plan(len(runs))
+        for seed, name in runs:
             launch(name, seed)
 
     @contextmanager
