@@ -58,7 +58,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "export": ("export", "export_recipe"),
     "sweep": ("sweep",),
     "node": ("node",),
-    "history": ("history",),
+    "history": ("history", "plot_history"),
 }
 
 
@@ -280,6 +280,14 @@ def history(index: str | Path = "results/index.parquet", *, figure: str = "val_l
     from distro_bench.results.history import read_index, series
 
     return series(read_index(Path(index)), figure, scenario=scenario, optimizer=optimizer)
+
+
+def plot_history(points: list[HistoryPoint], figure: str, out: str | Path) -> Path:
+    """`history`'s points as a PNG at `out`: one line per optimizer with 95% error bars, the runs in time order
+    labelled by commit, a change beyond the noise circled."""
+    from distro_bench.report.history_plot import plot_history as plot
+
+    return plot(points, figure, Path(out))
 
 
 # ---- projection -----------------------------------------------------------------------------------
@@ -633,5 +641,5 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["COMMANDS", "CleanResult", "DoctorReport", "LinksProgress", "LinksReport", "NodeRun", "ReportFiles", "Run",
            "ScheduleReport", "Summary", "build_image", "check", "check_to_dict", "clean", "compare", "doctor", "export",
-           "export_recipe", "history", "links", "links_schedule", "load_run", "node", "project", "published", "report", "run",
-           "schema", "sweep", "validate"]
+           "export_recipe", "history", "links", "links_schedule", "load_run", "node", "plot_history", "project",
+           "published", "report", "run", "schema", "sweep", "validate"]

@@ -87,3 +87,18 @@ def test_finalize_writes_run_id_and_commit_and_appends_the_index(tmp_path):
     index = read_index(tmp_path / INDEX)
     assert list(index["run_id"]) == ["run"] and index["final_loss"][0] == pytest.approx(
         json.loads((d / "summary.json").read_text())["optimizers"]["adamw"]["final_loss"])
+
+
+def test_history_cli_prints_flags_and_plots(tmp_path, cli):
+    runs = [make_run(tmp_path, f"r{i}") for i in range(3)]
+    for i, (run, shift) in enumerate(zip(runs, (0.0, 0.02, 0.5))):
+        _append(run, f"c{i + 1}", shift, f"2026-12-0{i + 1}T00:00:00")
+    png = tmp_path / "h.png"
+    r = cli("history", "--index", tmp_path / INDEX, "--figure", "final_loss", "--optimizer", "distro",
+            "--plot", png)
+    assert r.exit_code == 0, r.output
+    out = " ".join(r.output.split())
+    assert "CHANGED" in out and "within noise" in out and "1 change(s) beyond the noise: distro at c3 (r2)" in out
+    assert png.read_bytes().startswith(b"\x89PNG")
+    r = cli("history", "--index", tmp_path / INDEX, "--figure", "nope")
+    assert r.exit_code == 2 and "not a summary key" in r.output
