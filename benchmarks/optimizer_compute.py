@@ -48,7 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "harness"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from distro_bench.scenario.optimizers import OPTIONS  # noqa: E402
+from distro_bench.scenario.methods import options_class  # noqa: E402
 from distro_bench.scenario.presets import MODELS  # noqa: E402
 from distro_bench.train.model import ModelConfig, parameter_shapes  # noqa: E402
 from distro_bench.train.optim import get_strategy  # noqa: E402
@@ -137,7 +137,7 @@ def measure(name: str, options: dict, shapes: dict, world: int, device: torch.de
     if options["type"] == "demo-reference":
         strategy = _Reference(options, params, comm)
     else:
-        cfg = OPTIONS[options["type"]](**options)
+        cfg = options_class(options["type"])(**options)
         strategy = get_strategy(cfg.type)(cfg, params, comm, steps)
     timer = PhaseTimer(device)
     local: list[tuple[float, float]] = []

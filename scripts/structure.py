@@ -32,8 +32,8 @@ EDGE = ("distro_bench.cli", "distro_bench.api")  # where lazy imports keep `dist
 
 # Libraries heavy or optional enough that a module which must stay importable without them may import them late
 # (pyroute2 too: 0.7 s to import, Linux netlink only, and every backend's module loads net/ns.py).
-HEAVY_LIBS = frozenset({"torch", "matplotlib", "pandas", "pyarrow", "datasets", "mlflow", "tensorboard", "wandb", "docker",
-                        "pyroute2"})
+HEAVY_LIBS = frozenset({"torch", "matplotlib", "pandas", "pyarrow", "datasets", "mlflow", "tensorboard", "wandb",
+                        "docker", "pyroute2", "numpy", "tokenizers", "transformers", "huggingface_hub"})
 
 _DOCKER = "the docker SDK loads only when the docker backend talks to the engine; the registry imports this module"
 _NETLINK = "pyroute2 loads only when a host's interfaces or namespaces are read or changed (not to plan or report)"
@@ -46,17 +46,22 @@ LAZY_HEAVY_ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     "distro_bench.backends.docker.worker": (frozenset({"docker"}), _DOCKER),
     "distro_bench.export.trackers": (frozenset({"matplotlib", "mlflow", "pandas", "tensorboard", "torch", "wandb"}),
                                      "each tracker's library is optional and loads only when that tracker is used"),
-    "distro_bench.multihost.agent": (frozenset({"pyroute2"}), _NETLINK),
+    "distro_bench.multihost.agent": (frozenset({"pyroute2", "torch"}), _NETLINK + "; torch for the rendezvous "
+                                     "store node-rank 0 serves, once it runs (`distro-bench node --help` needs none)"),
     "distro_bench.multihost.hostshaping": (frozenset({"pyroute2"}), _NETLINK),
     "distro_bench.multihost.iface": (frozenset({"pyroute2"}), _NETLINK),
-    "distro_bench.multihost.store": (frozenset({"torch"}), ("the agents' TCPStore needs torch only once it connects; "
-                                     "`distro-bench node --help` and the store's tests of framing do not")),
     "distro_bench.net.host": (frozenset({"docker", "torch"}), ("the host probe (doctor) reports docker and the GPUs "
                               "when they are there, and must run without either")),
     "distro_bench.net.ns": (frozenset({"pyroute2"}), _NETLINK),
     "distro_bench.run.environment": (frozenset({"torch"}), ("records torch's version; the runner imports it on "
                                      "the CLI's path, where torch must not load before a worker needs it")),
-    "distro_bench.scenario.hfcorpus": (frozenset({"datasets"}), "Hugging Face datasets is optional (hf: corpora)"),
+    "distro_bench.scenario.hfcorpus": (frozenset({"datasets", "huggingface_hub"}),
+                                       "Hugging Face datasets is optional (hf: corpora)"),
+    "distro_bench.scenario.datafiles": (frozenset({"numpy", "pyarrow", "datasets", "tokenizers"}),
+                                        ("token files and tokenizers load their libraries only where a scenario "
+                                         "names one; `validate` of every other scenario stays light")),
+    "distro_bench.train.data": (frozenset({"tokenizers"}), "tokenizers is optional (the hf extra): a tokenizer.json corpus"),
+    "distro_bench.train.hfmodel": (frozenset({"transformers"}), "transformers is optional (the hf extra): hf_config models"),
     "distro_bench.studies.sweep": (frozenset({"pandas"}), ("the sweep table is built after the runs; "
                                    "`distro-bench sweep --help` must not load pandas")),
 }

@@ -81,8 +81,23 @@ def _out_dir(out: str | Path | None, what: str) -> Path | None:
 # ---- scenarios ------------------------------------------------------------------------------------
 
 def validate(scenario: str | Path) -> Scenario:
-    """Load and check a scenario file; ScenarioError lists every problem found, with its location."""
-    return _scenario(scenario)
+    """Load and check a scenario file; ScenarioError lists every problem found, with its location. A model from
+    outside is built and fed a tiny batch where torch is installed, and an `hf:` hub dataset looked for in the
+    caches and on the hub (harness/distro_bench/train/inputs.py)."""
+    import importlib.util
+
+    from distro_bench.errors import ScenarioError
+    from distro_bench.scenario.problems import input_problems
+
+    s = _scenario(scenario)
+    problems = input_problems(s)
+    if s.model.source != "builtin" and importlib.util.find_spec("torch") is not None:  # else: the run's preflight
+        from distro_bench.train.inputs import model_problems
+
+        problems += model_problems(s)
+    if problems:
+        raise ScenarioError(str(scenario), problems)
+    return s
 
 
 def schema() -> dict[str, Any]:
@@ -103,7 +118,8 @@ def run(scenario: str | Path | Scenario, overrides: Overrides | None = None, set
         sets: dict[str, Any] | list[str] | None = None,
         link_engine: str | None = None, allow_unemulated: bool | None = None, image: str | None = None,
         progress: ProgressSink | None = None, write_report: bool = True,
-        measure_links: bool | None = None, inventory: str | Path | None = None) -> RunResult:
+        measure_links: bool | None = None, inventory: str | Path | None = None,
+        allow_root_workers: bool = False) -> RunResult:
     """Train every optimizer of the scenario on emulated links into a new run folder under `out`.
 
     Two kinds of option (`distro_bench.run.overrides`), each given as one object or as keyword arguments (not
@@ -112,7 +128,8 @@ def run(scenario: str | Path | Scenario, overrides: Overrides | None = None, set
     K times with seeds seed..seed+K-1; `sets`: any scenario field by dotted path, {"optimizers.distro.lr": 1e-3} or
     ["optimizers.distro.lr=1e-3"], validated like the file), and `RunSettings`, how it runs (`backend`, `out`, `link_engine`,
     `allow_unemulated`, `image`, `measure_links`, `write_report`, `inventory`: the hosts of the ssh backend; the link
-    ones default to the scenario's `network` section).
+    ones default to the scenario's `network` section; `allow_root_workers`: accept workers as uid 0 where no
+    unprivileged uid can run them, else such a run stops before training).
     Returns the run folder, its state and the typed summary
     (`result.summary.optimizers[name].step_time_s_mean`, ...)."""
     from distro_bench.run.overrides import Overrides, RunSettings, set_pairs
@@ -123,7 +140,8 @@ def run(scenario: str | Path | Scenario, overrides: Overrides | None = None, set
                       sets=set_pairs(sets))
     given_settings = RunSettings(backend=backend, out=Path(out), link_engine=link_engine,
                                  allow_unemulated=allow_unemulated, image=image, write_report=write_report,
-                                 measure_links=measure_links, inventory=Path(inventory) if inventory else None)
+                                 measure_links=measure_links, inventory=Path(inventory) if inventory else None,
+                                 allow_root_workers=allow_root_workers)
     for name, obj, kw in (("overrides", overrides, given.given()), ("settings", settings, given_settings.given())):
         if obj is not None and kw:
             raise InputError(f"run: give the options as `{name}` or as keyword arguments, not both "
@@ -170,7 +188,7 @@ class NodeRun:
 def node(scenario: str | Path, *, rdzv: str, node_rank: int, nnodes: int | None = None, iface: str | None = None,
          i_know: bool = False, shaping: bool = True, placement: str | None = None, store_port: int | None = None,
          join_timeout_s: float = 600.0, ship_records: bool = False, stream: bool = False,
-         overrides: Overrides | None = None,
+         secret_file: str | Path | None = None, overrides: Overrides | None = None,
          settings: RunSettings | None = None, note: Callable[[str], None] | None = None) -> NodeRun:
     """Run this host's part of a scenario across hosts (docs/scaling-out.md): shape `iface` with the links of the
     nodes placed here, start their workers under torchrun (c10d rendezvous at `rdzv`, HOST:PORT), remove the
@@ -178,7 +196,8 @@ def node(scenario: str | Path, *, rdzv: str, node_rank: int, nnodes: int | None 
     for `run` (optimizers, budget, seeds); `settings` are the run settings shared with `run` (out,
     allow_unemulated, measure_links, collective_timeout_s, write_report); `note` hears progress lines; `stream`: a
     launcher drives this agent over a pipe (notes, records and heartbeats as JSON lines on stdout, stop when stdin
-    closes: the ssh backend)."""
+    closes: the ssh backend); `secret_file`: the agents' store secret (else DISTRO_BENCH_SECRET, else node-rank 0
+    makes one and prints it)."""
     from distro_bench.multihost.agent import NodeOptions, run_node
     from distro_bench.results.rundir import load_run as load_run_folder
     from distro_bench.run.overrides import Overrides, RunSettings
@@ -186,6 +205,7 @@ def node(scenario: str | Path, *, rdzv: str, node_rank: int, nnodes: int | None 
     opts = NodeOptions(scenario=Path(scenario), rdzv=rdzv, node_rank=node_rank, nnodes=nnodes, iface=iface,
                        i_know=i_know, shaping=shaping, placement=placement, store_port=store_port,
                        join_timeout_s=join_timeout_s, ship_records=ship_records, stream=stream,
+                       secret_file=Path(secret_file) if secret_file is not None else None,
                        overrides=overrides or Overrides(),
                        settings=settings or RunSettings())
     from distro_bench.results.summary import Summary

@@ -338,3 +338,12 @@ def test_a_method_the_image_lacks_is_refused_with_the_line_that_builds_it_in():
     assert "optimizers.sv" in problem and "'signvote'" in problem and "image build --offline --with" in problem
     built = image.ImageStatus(tag=image.default_tag(), exists=True, plugins={"modules": ["signvote"], "methods": []})
     assert image.method_problems(built, s2) == []
+
+
+def test_a_model_factory_the_image_lacks_is_refused_with_the_line_that_builds_it_in():
+    s = scenario_from_dict(tiny_scenario_dict(model={"factory": "tinymlp:build"}))
+    bare = image.ImageStatus(tag=image.default_tag(), exists=True)
+    [problem] = image.method_problems(bare, s)
+    assert "model.factory tinymlp:build" in problem and "'tinymlp'" in problem and "--with PATH" in problem
+    built = image.ImageStatus(tag=image.default_tag(), exists=True, plugins={"modules": ["tinymlp"], "methods": []})
+    assert image.method_problems(built, s) == []

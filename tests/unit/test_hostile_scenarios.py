@@ -25,8 +25,14 @@ CSV = "t_s,rate_bit_s\n0,1000000\n1,2000000\n"
 @pytest.fixture(autouse=True)
 def _no_opt_in(monkeypatch):
     """The confinement tests mean the default: an opt-in exported in the developer's shell would void them."""
-    for var in ("DISTRO_BENCH_ALLOW_TRACE_OUTSIDE", "DISTRO_BENCH_ALLOW_CORPUS_OUTSIDE", "DISTRO_BENCH_DEBUG"):
+    names = ("DISTRO_BENCH_ALLOW_TRACE_OUTSIDE", "DISTRO_BENCH_ALLOW_CORPUS_OUTSIDE", "DISTRO_BENCH_DEBUG")
+    for var in names:
         monkeypatch.delenv(var, raising=False)
+    yield
+    # The CLI's --allow-*-outside export the opt-in into this process (for its workers): it must not outlive the
+    # test, or a later test's confinement check is voided (monkeypatch restores only what it changed itself).
+    for var in names:
+        os.environ.pop(var, None)
 
 
 def _write(folder: Path, doc: dict | str, name: str = "scenario.yaml") -> Path:
@@ -203,18 +209,46 @@ def test_the_worker_reads_a_corpus_within_the_same_caps(tmp_path):
     assert load_corpus(str(folder)) == b"bbb\n\naaa"
 
 
-def test_the_run_folders_resolved_scenario_loads_with_its_absolute_corpus(tmp_path):
+def test_the_run_folders_resolved_scenario_names_its_own_copy_of_the_corpus(tmp_path):
     sc = tmp_path / "sc"
     sc.mkdir()
     (sc / "c.txt").write_text("text " * 500)
     s = load_scenario(_write(sc, tiny_scenario_dict(data={"corpus": "c.txt", "seq_len": 32, "batch_size": 4})))
     run = tmp_path / "run"
     run.mkdir()
-    text, _ = dump_for_run(s, run)
+    text, follows_copies = dump_for_run(s, run)
     resolved = _write(run, text)
+    assert follows_copies and yaml.safe_load(text)["data"]["corpus"] == "data/corpus.txt"
+    # as a user's file and as the workers load it: the run folder's copy, never the scenario's folder
+    for loaded in (load_scenario(resolved), load_scenario(resolved, confine=False)):
+        assert loaded.corpus_path() == str((run / "data" / "corpus.txt").resolve())
+    assert (run / "data" / "corpus.txt").read_text() == "text " * 500
+
+
+def test_a_corpus_folder_swapped_for_a_symlink_after_validation_reaches_no_worker(tmp_path):
+    """Issue 51 item 6: the run copies the bytes validation read; the workers read the copy."""
+    sc = tmp_path / "sc"
+    (sc / "corpus").mkdir(parents=True)
+    (sc / "corpus" / "a.txt").write_text("public text " * 100)
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "a.txt").write_text("SECRET " * 100)
+    (secret / "a.txt").chmod(0o600)
+    s = load_scenario(_write(sc, tiny_scenario_dict(data={"corpus": "corpus", "seq_len": 32, "batch_size": 4})))
+    (sc / "corpus" / "a.txt").unlink()
+    (sc / "corpus").rmdir()
+    (sc / "corpus").symlink_to(secret)  # after validation: the folder is now a link to another one
+    run = tmp_path / "run"
+    run.mkdir()
+    text, _ = dump_for_run(s, run)
+    copy = (run / "data" / "corpus.txt").read_text()
+    assert "SECRET" not in copy and copy == "public text " * 100
+    from distro_bench.train.data import load_corpus
+
+    assert b"SECRET" not in load_corpus(load_scenario(_write(run, text), confine=False).corpus_path())
+    # and a folder that is a link out of the scenario's folder at validation is refused there
     with pytest.raises(ScenarioError, match="outside the scenario's folder"):
-        load_scenario(resolved)  # as a user's file it would be confined to the run folder
-    assert load_scenario(resolved, confine=False).corpus_path() == str(sc / "c.txt")  # as the workers load it
+        load_scenario(_write(sc, tiny_scenario_dict(data={"corpus": "corpus", "seq_len": 32, "batch_size": 4})))
 
 
 def test_a_scenario_file_past_its_size_cap_is_refused_fast(cli, tmp_path):

@@ -83,10 +83,11 @@ def store():
     from distro_bench.multihost.store import AgentStore
 
     try:
-        s = AgentStore("127.0.0.1", free_port(), 0, 2, timeout_s=5)
+        s = AgentStore("127.0.0.1", free_port(), 0, 2, timeout_s=5, secret=b"s" * 32)
     except HarnessError as e:
         pytest.skip(f"no local TCPStore here: {e}")
     yield s
+    s.close()
 
 
 def test_a_host_that_never_joined_is_named_as_a_host(store):
@@ -123,7 +124,7 @@ def test_node_zero_claims_its_run_folder_for_clean(tmp_path, monkeypatch):
     agent.placement = from_scenario(agent.scenario, 1, None)
     agent.life = RunLifecycle(agent.scenario, "multihost", host=0)
     try:
-        agent.store = AgentStore("127.0.0.1", free_port(), 0, 1, timeout_s=5)
+        agent.store = AgentStore("127.0.0.1", free_port(), 0, 1, timeout_s=5, secret=b"s" * 32)
     except HarnessError as e:
         pytest.skip(f"no local TCPStore here: {e}")
     agent._open_run_folder()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path, PurePosixPath
@@ -29,8 +30,11 @@ TRACED = REPO / "scenarios" / "trace-dsl-diurnal.yaml"  # names two trace files 
 RECORDING_NODE = f"""#!{sys.executable}
 # Stands in for `distro-bench`: appends its arguments and the task's node rank to $NODE_LOG.
 import json, os, sys
+secret = sys.argv[sys.argv.index("--secret-file") + 1] if "--secret-file" in sys.argv else None
+st = os.stat(secret) if secret else None
 with open(os.environ["NODE_LOG"], "a") as f:
-    f.write(json.dumps({{"argv": sys.argv[1:], "nodeid": os.environ.get("SLURM_NODEID")}}) + "\\n")
+    f.write(json.dumps({{"argv": sys.argv[1:], "nodeid": os.environ.get("SLURM_NODEID"),
+                         "secret": [open(secret).read(), st.st_mode & 0o777] if secret else None}}) + "\\n")
 """
 
 
@@ -87,6 +91,13 @@ def test_sbatch_node_command_has_the_exports_placement_and_a_scenario_found_from
         given = load_scenario(jobs / argv[1])
         assert from_scenario(given, int(_flag(argv, "--nnodes")), _flag(argv, "--placement")).encode() == expected
         assert not Path(argv[1]).is_absolute() and argv[1].startswith("run-scenario/")
+    # One secret for all hosts, in a file only the job's user reads, named (not spelled) on the command line, and
+    # gone once the job ends.
+    secrets_seen = {(c["secret"][0], c["secret"][1]) for c in calls}
+    assert len(secrets_seen) == 1 and len(next(iter(secrets_seen))[0]) == 64, secrets_seen
+    assert next(iter(secrets_seen))[1] == 0o600
+    assert all(next(iter(secrets_seen))[0] not in " ".join(c["argv"]) for c in calls)
+    assert not list(jobs.glob(".distro-bench-*.secret"))
     copied = jobs / "run-scenario"
     for name in ("trace-dsl-diurnal.yaml", "traces/dsl-diurnal.csv", "traces/flaky-cable.csv"):
         assert (copied / name).read_bytes() == (TRACED.parent / name).read_bytes()
@@ -137,7 +148,7 @@ def unpack_configmap(docs: dict[str, dict], root: Path) -> Path:
 def test_k8s_manifest_ships_the_scenario_and_its_traces_in_a_configmap(tmp_path):
     text = k8s_manifest(load_scenario(TRACED), str(TRACED), RecipeSettings(nnodes=2, i_know=True))
     docs = manifest_docs(text)
-    assert set(docs) == {"Service", "Job", "ConfigMap", "PersistentVolumeClaim"}
+    assert set(docs) == {"Service", "Job", "ConfigMap", "PersistentVolumeClaim", "Secret"}
     data = docs["ConfigMap"]["data"]
     assert data["trace-dsl-diurnal.yaml"] == TRACED.read_text()  # the file as written, comments and all
     assert sorted(data.values()) == sorted((TRACED.parent / p).read_text() for p in
@@ -195,15 +206,19 @@ def test_k8s_agent_shapes_with_net_admin_and_its_workers_start_without_it(tmp_pa
     a.prepare()
     a.run_dir = tmp_path / "run"
     monkeypatch.setattr(os, "geteuid", lambda: 0)
+    # As the agent has them before it builds the argv: its worker folder, and the run's scenario the workers read.
+    (tmp_path / "out").mkdir()
+    (tmp_path / "run").mkdir()
+    shutil.copy(CI_SMOKE, tmp_path / "run" / "scenario.yaml")
     argv = a._torchrun_argv("adamw", 0, tmp_path / "out")
     assert argv[2].endswith("net/enter.py") and "--no-caps" in argv
-    assert argv.index("--no-caps") < argv.index("--") < argv.index("torch.distributed.run")
+    assert argv.index("--no-caps") < argv.index("--") < argv.index("distro_bench.multihost.torchrun")
 
 
 def test_k8s_model_accepts_the_manifest():
     text = k8s_manifest(load_scenario(CI_SMOKE), str(CI_SMOKE), RecipeSettings(nnodes=4, i_know=True))
     kinds = sorted(o.kind for o in validate_manifest(text))
-    assert kinds == ["ConfigMap", "Job", "PersistentVolumeClaim", "Service"]
+    assert kinds == ["ConfigMap", "Job", "PersistentVolumeClaim", "Secret", "Service"]
 
 
 def _pod(docs):
@@ -226,13 +241,15 @@ def _pod(docs):
     (lambda docs: _pod(docs)["volumes"][1]["persistentVolumeClaim"].update(claimName="other"), "declares"),
     (lambda docs: docs[3]["spec"].update(resources={"requests": {}}), "requests.storage"),
     (lambda docs: docs.pop(2), "one ConfigMap"),
+    (lambda docs: docs.pop(4), "one Secret"),
+    (lambda docs: _pod(docs)["volumes"][3]["secret"].update(defaultMode=0o644), "owner alone"),
     (lambda docs: _pod(docs)["containers"][0]["args"].__setitem__(
         _pod(docs)["containers"][0]["args"].index("--placement") + 1, "0,1,2,3"), "one host per pod"),
 ])
 def test_k8s_model_rejects_broken_manifests(break_it, match):
     text = k8s_manifest(load_scenario(CI_SMOKE), str(CI_SMOKE), RecipeSettings(nnodes=2, i_know=True))
     docs = copy.deepcopy([d for d in yaml.safe_load_all(text) if d])
-    assert [d["kind"] for d in docs] == ["Service", "Job", "ConfigMap", "PersistentVolumeClaim"]
+    assert [d["kind"] for d in docs] == ["Service", "Job", "ConfigMap", "PersistentVolumeClaim", "Secret"]
     break_it(docs)
     with pytest.raises((ValidationError, ValueError), match=match):
         validate_manifest(yaml.safe_dump_all(docs))
@@ -265,7 +282,8 @@ def test_export_cli_writes_recipes_and_keeps_tracker_export(cli, tmp_path):
     assert (tmp_path / "ci-smoke.sbatch").read_text().count("#SBATCH --nodes=2") == 1
     r = cli("export", "k8s", CI_SMOKE, "--dest", tmp_path / "m.yaml")
     assert r.exit_code == 0, r.output
-    assert len(validate_manifest((tmp_path / "m.yaml").read_text())) == 4
+    assert len(validate_manifest((tmp_path / "m.yaml").read_text())) == 5
+    assert (tmp_path / "m.yaml").stat().st_mode & 0o077 == 0  # it holds the run's Secret
     r = cli("export", tmp_path)  # a run folder without --to: a clear error, exit 2
     assert r.exit_code == 2 and "--to mlflow|tensorboard is required" in r.output
     r = cli("export", "slurm", CI_SMOKE, "--nnodes", "3")

@@ -115,7 +115,7 @@ def test_one_overall_line_with_elapsed_and_an_eta_once_a_training_has_finished()
     out = StringIO()
     p = PlainProgress(stream=out, every=5, clock=lambda: t[0])
     p.plan(3)
-    for k, name in enumerate(["adamw seed 0", "distro seed 0", "adamw seed 1"]):
+    for name in ["adamw seed 0", "distro seed 0", "adamw seed 1"]:
         p.start(name, 5)
         for s in range(5):
             t[0] += 2.0

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from distro_bench.scenario.loading import load_scenario
-from distro_bench.train.model import ModelConfig, parameter_count
+from distro_bench.train.models import parameter_count
 from distro_bench.train.projection import FRAME, MSS, project
 from tests.helpers import load_script
 
@@ -40,7 +40,7 @@ def test_resized_scenario_keeps_rate_only_links(bench, base, n):
 def test_projection_follows_the_ring_and_direct_closed_forms(bench, base, n):
     s = bench.with_workers(base, n)
     p = {x.optimizer: x for x in project(s)}
-    b = parameter_count(ModelConfig(**s.resolved_model())) * 4  # fp32 gradients
+    b = parameter_count(s.resolved_model()) * 4  # fp32 gradients
     framing = FRAME / MSS
     adamw = p["adamw"]
     assert adamw.payload_tx_bytes + adamw.payload_rx_bytes == 2 * b  # B sent, B received, whatever N

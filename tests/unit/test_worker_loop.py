@@ -26,7 +26,8 @@ END_KEYS = ["type", "optimizer", "rank", "seed", "time", "steps", "train_time_s"
             "final_sync_rx_bytes", "final_sync_collectives", "final_sync_comm_s", "final_sync_ring_bytes",
             "final_sync_wire_tx_bytes", "final_sync_wire_rx_bytes", "max_rss_bytes", "present"]
 START_KEYS = ["type", "rank", "node", "device", "compute_scale", "world_size", "time", "params", "profile_tflops",
-              "corpus_bytes", "corpus_sha256", "probe_allgather_s", "probe_calls_s", "seed", "budget", "max_grad_norm", "clipped_by"]
+              "corpus_bytes", "corpus_sha256", "probe_allgather_s", "probe_calls_s", "seed", "budget", "max_grad_norm", "clipped_by",
+              "loss_unit", "val_bytes_per_token", "flops_per_token", "flops_basis"]
 
 
 @pytest.fixture(autouse=True)

@@ -7,17 +7,22 @@ The runner talks to a backend only through this interface; the worker never impo
 from __future__ import annotations
 
 import os
+import pwd
+import secrets
 import signal
 import socket
 import subprocess
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from distro_bench import paths
 from distro_bench.backends.requirements import Needs, Requirement
+from distro_bench.errors import CapabilityError
 from distro_bench.net import owner
-from distro_bench.net.enter import signal_scope_missing
+from distro_bench.net.enter import exposures, signal_scope_missing
 from distro_bench.net.naming import new_run_id
 from distro_bench.net.ns import NetnsRef
 from distro_bench.scenario import hfcorpus, methods
@@ -33,6 +38,9 @@ class BackendOptions:
     link_engine: str = "auto"  # auto | tc | userspace
     allow_unemulated: bool = False
     image: str | None = None  # docker backend: worker image
+    # Accept workers that keep uid 0 where no unprivileged uid can run them (recorded in environment.json and
+    # summary.json); without it such a run stops before training and says why.
+    allow_root_workers: bool = False
 
 
 class WorkerHandle(ABC):
@@ -95,9 +103,47 @@ def start_process(rank: int, argv: list[str], env: dict[str, str], log_path: Pat
     return ProcessHandle(rank=rank, log_path=log_path, proc=proc)
 
 
-# Workers of a root coordinator run as nobody/nogroup: a uid that is not the coordinator's can neither
-# ptrace nor signal it, nor write the files root owns (harness/distro_bench/net/enter.py drops the rest).
+# The docker backend's workers run as nobody/nogroup in their containers (which see only their run folder).
 WORKER_UID = WORKER_GID = 65534
+# Host-process workers of a root coordinator (local, netns, multihost) run as a uid of their run's own, with
+# the same gid and no supplementary group: not the coordinator's, so they can neither ptrace nor signal it
+# nor write what root owns, and not another run's, so they cannot write its worker folders. Taken from the
+# range systemd allocates DynamicUser= ids from (docs/UIDS-GIDS.md in systemd), unused by any account or
+# process here. harness/distro_bench/net/enter.py drops the rest.
+DYNAMIC_UIDS = range(61184, 65520)
+
+
+def _uids_in_use() -> set[int]:
+    used: set[int] = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/status") as f:
+                    used.update(int(x) for line in f if line.startswith(("Uid:", "Gid:")) for x in line.split()[1:])
+            except (OSError, ValueError):
+                continue
+    return used
+
+
+def allocate_worker_uid() -> int:
+    """A uid (and gid of the same number) for one run's workers: no account has it, no process runs as it."""
+    used = _uids_in_use()
+    for _ in range(200):
+        uid = DYNAMIC_UIDS[secrets.randbelow(len(DYNAMIC_UIDS))]
+        if uid in used:
+            continue
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            return uid
+    raise CapabilityError(f"no free uid in {DYNAMIC_UIDS.start}-{DYNAMIC_UIDS.stop - 1} for this run's workers")
+
+
+def interpreter_paths(python: str) -> list[str]:
+    """What a worker's interpreter and its imports live in: the interpreter (as named and as resolved), this
+    environment's prefixes and import path, and the harness the worker imports (paths.IMPORT_ROOT)."""
+    out = [python, os.path.realpath(python), sys.prefix, sys.base_prefix, sys.exec_prefix, str(paths.IMPORT_ROOT)]
+    return out + [p for p in sys.path if p and os.path.isabs(p)]
 
 # Run as the worker (its python, its environment, its uid): can it read what a worker reads and write its
 # output folder? Lists what it cannot. find_spec on top-level names stats folders and imports nothing.
@@ -125,6 +171,13 @@ class WorkerUser:
 
     user: tuple[int, int] | None
     why: str
+    expose: tuple[str, ...] = ()  # paths made reachable to it (harness/distro_bench/net/enter.py --expose)
+    root_accepted: bool = False  # uid 0 kept because --allow-root-workers said so
+
+    def record(self) -> dict:
+        """For environment.json's `workers_user`."""
+        return {"uid": self.user[0] if self.user else os.geteuid(), "why": self.why,
+                "exposed": list(self.expose), "root_accepted": self.root_accepted}
 
 
 def signal_scope() -> str:
@@ -141,16 +194,27 @@ def worker_reads(scenario: Scenario, argv: list[str]) -> list[str]:
     corpus = scenario.data.corpus
     if hfcorpus.is_hf(corpus):
         out.append(str(hfcorpus.cache_dir()))
-    elif not corpus.startswith("builtin:"):
+    elif not corpus.startswith("builtin:") and scenario.data.tokens is None:
         out.append(scenario.corpus_path())
+    for name in ("data.tokens", "data.val_tokens", "data.tokenizer"):  # the run folder's copies (models-and-data.md)
+        path = scenario.file_path(name)
+        if path is not None:
+            out.append(str(path))
     return out
 
 
 def worker_modules(scenario: Scenario) -> list[str]:
-    """`module:NAME` for each top-level module of the scenario's methods from other distributions (or import
-    paths): what a worker imports beyond distro_bench and torch, which the unprivileged uid must find too (a
+    """`module:NAME` for each top-level module of the scenario's methods and model factory from other distributions
+    (or import paths), and the optional libraries its model and data need: what a worker imports beyond distro_bench
+    and torch, which the unprivileged uid must find too (a
     package installed in a private home folder is not importable by it)."""
     found = set()
+    if scenario.model.factory:  # a model from another distribution (docs/models-and-data.md)
+        found.add(scenario.model.factory.partition(":")[0].split(".")[0])
+    if scenario.model.hf_config is not None:
+        found.add("transformers")
+    if scenario.data.tokenizer is not None:
+        found.add("tokenizers")
     for cfg in scenario.optimizers.values():
         if not methods.is_shipped(cfg.type):
             try:
@@ -160,32 +224,44 @@ def worker_modules(scenario: Scenario) -> list[str]:
     return [f"module:{m}" for m in sorted(found)]
 
 
-def choose_worker_user(out_dir: Path, reads: list[str], python: str, env: dict[str, str]) -> WorkerUser:
-    """nobody (WORKER_UID) where the coordinator is root and nobody can reach what the worker reads and
-    writes: `out_dir` is given to it (the run folder's other files stay root's and read-only to it), then
-    a probe started exactly as the worker will be says whether it can read `reads`, write `out_dir` and
-    find its modules. Otherwise the worker keeps the coordinator's uid, still without any capability: a
-    run folder under a 0700 home (root's /root) is not reachable by another uid."""
+def choose_worker_user(out_dir: Path, reads: list[str], python: str, env: dict[str, str], uid: int,
+                       allow_root: bool = False) -> WorkerUser:
+    """`uid` (a run's own, allocate_worker_uid) where the coordinator is root: `out_dir` is given to it (the run
+    folder's other files stay root's and read-only to it); what it must read but cannot reach through the
+    folders on the way (an interpreter or a clone under root's 0700 home) is exposed to it alone
+    (net/enter.py --expose); then a probe started exactly as the worker will be says whether it can read
+    `reads`, write `out_dir` and find its modules. Where it cannot: CapabilityError with the reason and the
+    fix, before anything trains, unless `allow_root` (--allow-root-workers) accepts uid 0, which is then said."""
     if os.geteuid() != 0:
         return WorkerUser(None, "the coordinator is not root: workers keep its uid (no capabilities, no_new_privs)")
+    imports = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if os.path.isabs(p)]
+    expose = tuple(p for ps in exposures([*interpreter_paths(python), *imports, *reads, str(out_dir)], uid,
+                                         uid).values() for p in ps)
     try:
-        os.chown(out_dir, WORKER_UID, WORKER_GID)
+        os.chown(out_dir, uid, uid)
         probe = subprocess.run(NetnsRef.current().wrap([python, "-c", _REACH_PROBE, str(out_dir), *reads],
-                                                       no_caps=True, user=(WORKER_UID, WORKER_GID)),
+                                                       no_caps=True, user=(uid, uid), expose=expose),
                                env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as e:
         problem = str(e)
     else:
         if probe.returncode == 0:
-            return WorkerUser((WORKER_UID, WORKER_GID), f"uid {WORKER_UID} (nobody): not the coordinator's, so it "
-                              "can neither ptrace nor signal it; it owns only its output folder")
+            seen = f"; {', '.join(expose)} exposed to it alone in its own mount namespace" if expose else ""
+            return WorkerUser((uid, uid), f"uid {uid}, this run's own: not the coordinator's, so it can neither "
+                              f"ptrace nor signal it; it owns only its output folder{seen}", expose)
         problem = (probe.stdout.strip() or probe.stderr.strip()[-300:]) or f"probe exit {probe.returncode}"
     try:
         os.chown(out_dir, 0, 0)
     except OSError:
         pass
-    return WorkerUser(None, f"uid {WORKER_UID} cannot reach what a worker needs ({problem}): workers keep uid 0, "
-                            "without any capability")
+    if allow_root:
+        return WorkerUser(None, f"uid 0 without any capability, accepted by --allow-root-workers: uid {uid} cannot "
+                                f"reach what a worker needs ({problem})", root_accepted=True)
+    raise CapabilityError(f"workers cannot run as an unprivileged uid here: uid {uid} cannot reach what a worker "
+                          f"needs ({problem}). Fix: make the interpreter, the harness, the scenario and --out "
+                          "readable by other users (e.g. a venv and --out outside a 0700 home), or run as a "
+                          "non-root user; or accept workers as uid 0 (no capabilities, but owner of every root "
+                          "file) with --allow-root-workers")
 
 
 def free_port() -> int:
@@ -213,6 +289,7 @@ class Backend(ABC):
         # Names every namespace/container of this run; claimed while the run lives (harness/distro_bench/net/owner.py).
         self.run_id = new_run_id()
         self._worker_users: dict[Path, WorkerUser] = {}
+        self._worker_uid: int | None = None
 
     @classmethod
     @abstractmethod
@@ -277,9 +354,17 @@ class Backend(ABC):
     def worker_user(self, out_dir: Path, argv: list[str], env: dict[str, str]) -> WorkerUser:
         """Who the workers writing to `out_dir` run as (choose_worker_user), decided once per folder."""
         if out_dir not in self._worker_users:
+            if self._worker_uid is None and os.geteuid() == 0:
+                self._worker_uid = allocate_worker_uid()
             self._worker_users[out_dir] = choose_worker_user(
-                out_dir, worker_reads(self.scenario, argv) + worker_modules(self.scenario), argv[0], env)
+                out_dir, worker_reads(self.scenario, argv) + worker_modules(self.scenario), argv[0], env,
+                self._worker_uid or 0, allow_root=self.options.allow_root_workers)
         return self._worker_users[out_dir]
+
+    def workers_user(self) -> dict | None:
+        """environment.json's `workers_user`: who the workers ran as (the first folder's decision), or None."""
+        first = next(iter(self._worker_users.values()), None)
+        return first.record() if first else None
 
     def start_unprivileged(self, rank: int, argv: list[str], env: dict[str, str], log_path: Path,
                            netns=None) -> ProcessHandle:
@@ -287,7 +372,7 @@ class Backend(ABC):
         NetnsRef; None: this namespace), with no capability, no_new_privs, and as nobody where it can be."""
         full_env = {**os.environ, **env}
         who = self.worker_user(log_path.parent, argv, full_env)
-        wrapped = (netns or NetnsRef.current()).wrap(argv, no_caps=True, user=who.user)
+        wrapped = (netns or NetnsRef.current()).wrap(argv, no_caps=True, user=who.user, expose=who.expose)
         uid = who.user[0] if who.user else os.geteuid()
         return start_process(rank, wrapped, full_env, log_path,
                              note=f"worker runs as uid {uid} with no capabilities and no_new_privs ({who.why}); "

@@ -89,12 +89,13 @@ def shell_script(script: str, *args: str, sudo: bool = False) -> str:
 
 
 def agent_argv(h: ResolvedHost, *, workdir: str, scenario: str, rdzv: str, nnodes: int, placement: str,
-               extra: list[str]) -> list[str]:
+               extra: list[str], secret: str | None = None) -> list[str]:
     """`distro-bench node --stream` on host `h`, with the files PREPARE unpacked in `workdir` (`scenario` the
-    scenario's path among them) and its records under workdir/results."""
+    scenario's path among them, `secret` the agents' store secret's) and its records under workdir/results."""
     return [h.python, "-u", "-m", "distro_bench.cli", "node", f"{workdir}/{scenario}", "--rdzv", rdzv,
             "--node-rank", str(h.node_rank), "--nnodes", str(nnodes), "--iface", h.iface, "--placement", placement,
-            "--out", f"{workdir}/results", "--stream", *extra]
+            "--out", f"{workdir}/results", "--stream", *extra,
+            *(["--secret-file", f"{workdir}/{secret}"] if secret else [])]
 
 
 class SshBackend(Backend):

@@ -22,6 +22,7 @@ from distro_bench.cli.options import (
     CORPUS_OUTSIDE_HELP,
     JSON_OPTION,
     LINK_ENGINE_HELP,
+    ROOT_WORKERS_HELP,
     TRACE_OUTSIDE_HELP,
     Backend,
     LinkEngine,
@@ -86,6 +87,7 @@ def run(
                                             "seconds; the report's 'measured'); default: network.measure_links"),
     allow_trace_outside: bool = typer.Option(False, "--allow-trace-outside", help=TRACE_OUTSIDE_HELP),
     allow_corpus_outside_: bool = typer.Option(False, "--allow-corpus-outside", help=CORPUS_OUTSIDE_HELP),
+    allow_root_workers: bool = typer.Option(False, "--allow-root-workers", help=ROOT_WORKERS_HELP),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Train every optimizer of SCENARIO on emulated links and write a run folder (its path is the last line)."""
@@ -102,7 +104,7 @@ def run(
                               sets=set_pairs(set_))
         settings = RunSettings(backend=value(backend) or "auto", out=out, link_engine=value(link_engine),
                                allow_unemulated=allow_unemulated, image=image, inventory=inventory,
-                               measure_links=measure_links)
+                               measure_links=measure_links, allow_root_workers=allow_root_workers)
         # With --json, stdout carries only the JSON document: progress goes to stderr as plain lines.
         with make_progress(interactive=False if as_json else None) as progress:
             result = api.run(scenario, overrides, settings, progress=progress)

@@ -45,8 +45,8 @@ def export(
     time_limit: str = typer.Option("01:00:00", "--time-limit", help="slurm: the job's time limit"),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Export RUN to a tracker (`export RUN --to mlflow|tensorboard|wandb`), or write SCENARIO's
-    launch recipe across hosts (`export slurm|k8s SCENARIO`).
+    """Export RUN to a tracker (`--to mlflow|tensorboard|wandb`) or SCENARIO's launch recipe (`export
+    slurm|k8s SCENARIO`).
 
     A tracker gets one run per optimizer and seed with its parameters (run id, git commit, scenario hash, every
     node's link and hardware, the model), per-step metrics and the report attached (optional extras: pip install

@@ -30,7 +30,7 @@ def history(
     plot: Path = typer.Option(None, "--plot", parser=out_path, help="also draw the points into this PNG file"),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """A summary figure over a scenario's runs and commits, changes beyond the noise flagged.
+    """A figure over runs and commits, changes flagged.
 
     A run whose interval over seeds does not overlap the previous run's (same optimizer) is flagged CHANGED,
     as asv flags a step; "-" where either has no interval (one seed) or for an optimizer's first run."""

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from distro_bench.cli.console import cli_errors, console, err_console, print_json
-from distro_bench.cli.options import JSON_OPTION, out_path
+from distro_bench.cli.options import JSON_OPTION, ROOT_WORKERS_HELP, out_path
 from distro_bench.cli.summary import print_summary
 
 
@@ -42,9 +42,14 @@ def node(
                                              help="seconds a collective may block (default: derived from the links)"),
     ship_records: bool = typer.Option(False, "--ship-records", help="hand the records to node-rank 0 over the "
                                                                     "agents' store even where --out is a shared path"),
+    secret_file: Path = typer.Option(None, "--secret-file", help="file (mode 600) holding the run's secret for the "
+                                                                 "agents' store, the same on every host (default: "
+                                                                 "$DISTRO_BENCH_SECRET; else node-rank 0 makes one and "
+                                                                 "prints it)"),
     stream: bool = typer.Option(False, "--stream", help="for a launcher driving this agent over a pipe (the ssh "
                                                         "backend): notes, records and heartbeats as JSON lines on "
                                                         "stdout; stop as on Ctrl-C when stdin closes"),
+    allow_root_workers: bool = typer.Option(False, "--allow-root-workers", help=ROOT_WORKERS_HELP),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Run this host's part of SCENARIO across hosts: shape --iface with the links of the nodes placed here,
@@ -56,10 +61,10 @@ def node(
     with cli_errors():
         overrides = Overrides(optimizers=tuple(optimizer) if optimizer else None, steps=steps)
         settings = RunSettings(out=out, allow_unemulated=allow_unemulated, measure_links=measure,
-                               collective_timeout_s=collective_timeout)
+                               collective_timeout_s=collective_timeout, allow_root_workers=allow_root_workers)
         result = api.node(scenario, rdzv=rdzv, node_rank=node_rank, nnodes=nnodes, iface=iface, i_know=i_know,
                           shaping=shaping, placement=placement, store_port=store_port, join_timeout_s=timeout,
-                          ship_records=ship_records, stream=stream, overrides=overrides, settings=settings,
+                          ship_records=ship_records, stream=stream, secret_file=secret_file, overrides=overrides, settings=settings,
                           note=lambda text: err_console.print(text, markup=False))
     if stream:  # the stream's `end` line said it all; stdout carries nothing but the stream
         return

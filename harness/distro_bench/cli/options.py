@@ -97,3 +97,7 @@ def out_path(raw) -> Path:
         raise typer.BadParameter(f"{shown} {problem}", param_hint="--out")
     return Path(raw)
 
+
+ROOT_WORKERS_HELP = ("accept workers as uid 0 (no capabilities, but owner of every root file) where no unprivileged "
+                     "uid can run them; recorded in environment.json and summary.json (default: such a run stops "
+                     "before training and says why)")

@@ -57,10 +57,12 @@ def validate(
 
     cols = ["rank", "node", "hardware", "speed", "link", "up/down delay, impairments"]
     # Names follow the scenario's name rule; escaped all the same, as everything a scenario sets that is printed.
+    from distro_bench.scenario.model import model_label
+
     rows = [[str(n.rank), markup_text(n.name), markup_text(n.hardware_name), f"{fmt_num(n.compute_scale, '.2f')}x",
              markup_text(n.link_name or "-"), _link_cell(n.link)] for n in s.nodes()]
     b = s.budget().as_dict()
-    t = Table(title=markup_text(f"{s.name}: {s.world_size} workers, model {s.model.preset or 'custom'}, "
+    t = Table(title=markup_text(f"{s.name}: {s.world_size} workers, model {model_label(s.model)}, "
                                 f"budget {b['kind']} {b['value']:g}"), **TABLE_STYLE)
     for c in cols:
         t.add_column(c, no_wrap=True)
@@ -69,6 +71,13 @@ def validate(
     print_table(t, table_records(cols, rows, key=1))
     console.print(terminal_text(f"optimizers: {', '.join(f'{k} ({v.type})' for k, v in s.optimizer_configs().items())}; "
                                 f"baseline: {s.baseline}"), markup=False)
+    console.print(terminal_text(f"data: {s.data.tokens or s.data.corpus}; losses in {s.loss_unit()}"), markup=False,
+                  soft_wrap=True)
+    from distro_bench.scenario.problems import vocab_mismatch
+
+    if s.replay is None and (mismatch := vocab_mismatch(s)):
+        console.print(terminal_text(f"note: {mismatch} (valid to project; `run` refuses it)"), markup=False,
+                      soft_wrap=True)
     for line in _timeline_lines(s):
         console.print(terminal_text(line), markup=False, soft_wrap=True)
     for line in _region_lines(s) + _site_lines(s):

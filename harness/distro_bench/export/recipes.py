@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+import secrets
 import shlex
 import shutil
 from dataclasses import dataclass
@@ -47,6 +48,8 @@ CONFIGMAP_MAX_BYTES = 1_000_000
 RDZV_PORT = 29400
 SCENARIO_MOUNT = "/scenario"
 RESULTS_MOUNT = "/results"
+SECRET_MOUNT = "/secret"
+SECRET_KEY = "agents.secret"  # the agents' store secret (multihost/secret.py), a file on every host, never in argv
 # The init container's modules: ifb (the downlink) and the ingress redirect; harmless if loaded or built in.
 MODPROBE = "modprobe -a ifb sch_ingress cls_u32 act_mirred sch_tbf sch_netem || true"
 
@@ -86,7 +89,8 @@ class ShippedFile:
 
 
 def shipped_files(scenario: Scenario, scenario_path: Path) -> list[ShippedFile]:
-    """The scenario file and every local file it names (link traces, a corpus file), each at the path
+    """The scenario file and every local file it names (link traces, a corpus file, token files, a tokenizer, a
+    model config), each at the path
     relative to the scenario's folder that the scenario reads it from. A file outside that folder cannot
     travel with it (the copy would name another path): InputError saying so."""
     folder = scenario_path.parent
@@ -98,8 +102,15 @@ def shipped_files(scenario: Scenario, scenario_path: Path) -> list[ShippedFile]:
         named += [(f"{where}.{d}_trace", getattr(spec, f"{d}_trace")) for d in ("up", "down")
                   if getattr(spec, f"{d}_trace")]
     corpus = scenario.data.corpus
-    if corpus not in BUILTIN_CORPORA and not hfcorpus.is_hf(corpus) and (folder / corpus).is_file():
+    if scenario.data.tokens is None and corpus not in BUILTIN_CORPORA and not hfcorpus.is_hf(corpus) \
+            and (folder / corpus).is_file():
         named.append(("data.corpus", corpus))
+    # the model's and data's own files (docs/models-and-data.md): a token file, a tokenizer, a transformers config
+    for where in ("data.tokens", "data.val_tokens", "data.tokenizer", "model.hf_config"):
+        section, key = where.split(".")
+        value = getattr(getattr(scenario, section), key)
+        if isinstance(value, str) and (folder / value).is_file():
+            named.append((where, value))
     seen = {scenario_path.name}
     for where, text in named:
         rel = PurePosixPath(os.path.normpath(text).replace(os.sep, "/"))
@@ -159,13 +170,23 @@ fi
 # The first host of the allocation serves torchrun's c10d rendezvous (PORT) and the agents' store (PORT+1).
 # sed reads every line: `head -n 1` would close the pipe early, and pipefail fail the job on scontrol's SIGPIPE.
 HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)
-export HEAD PORT SCENARIO IFACE OUT DISTRO_BENCH SHAPING NNODES PLACEMENT
+
+# The agents' store answers only hosts holding this run's secret: a file only the job's user reads, in the job's
+# working directory (which every node reads, as it reads the scenario), made here unless one is given; its path
+# goes on the command line, the secret itself never does. Removed when the job ends.
+SECRET_FILE=${{DISTRO_BENCH_SECRET_FILE:-}}
+if [ -z "$SECRET_FILE" ]; then
+  SECRET_FILE=.distro-bench-${{SLURM_JOB_ID:-$$}}.secret
+  (umask 077; od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$SECRET_FILE")
+  trap 'rm -f "$SECRET_FILE"' EXIT
+fi
+export HEAD PORT SCENARIO IFACE OUT DISTRO_BENCH SHAPING NNODES PLACEMENT SECRET_FILE
 
 # One agent per node; SLURM_NODEID is its node rank. --kill-on-bad-exit stops the others if one fails
 # (each removes its own shaping on SIGTERM).
 srun --nodes="$NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c '
   exec $DISTRO_BENCH node "$SCENARIO" --rdzv "$HEAD:$PORT" --node-rank "$SLURM_NODEID" --nnodes "$NNODES" \\
-    --placement "$PLACEMENT" --iface "$IFACE" --out "$OUT" $SHAPING{flags}'
+    --placement "$PLACEMENT" --iface "$IFACE" --out "$OUT" --secret-file "$SECRET_FILE" $SHAPING{flags}'
 """
 
 
@@ -217,6 +238,15 @@ class Service(_K):
     kind: Literal["Service"]
     metadata: ObjectMeta
     spec: ServiceSpec
+
+
+class Secret(_K):
+    apiVersion: Literal["v1"]
+    kind: Literal["Secret"]
+    metadata: ObjectMeta
+    type: Literal["Opaque"] = "Opaque"
+    stringData: dict[str, str] = Field(default_factory=dict)
+    data: dict[str, str] = Field(default_factory=dict)
 
 
 class ConfigMap(_K):
@@ -329,6 +359,12 @@ class ConfigMapVolumeSource(_K):
     items: list[KeyToPath] = Field(default_factory=list)
 
 
+class SecretVolumeSource(_K):
+    secretName: str = Field(pattern=DNS_SUBDOMAIN)
+    defaultMode: int | None = Field(default=None, ge=0, le=0o777)
+    items: list[KeyToPath] = Field(default_factory=list)
+
+
 class PVCVolumeSource(_K):
     claimName: str = Field(pattern=DNS_SUBDOMAIN)
     readOnly: bool | None = None
@@ -339,11 +375,13 @@ class Volume(_K):
     hostPath: dict[str, str] | None = None
     emptyDir: dict | None = None
     configMap: ConfigMapVolumeSource | None = None
+    secret: SecretVolumeSource | None = None
     persistentVolumeClaim: PVCVolumeSource | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> Volume:
-        n = sum(x is not None for x in (self.hostPath, self.emptyDir, self.configMap, self.persistentVolumeClaim))
+        n = sum(x is not None for x in (self.hostPath, self.emptyDir, self.configMap, self.secret,
+                                        self.persistentVolumeClaim))
         if n != 1:
             raise ValueError(f"volume {self.name!r} needs exactly one source, has {n}")
         return self
@@ -385,7 +423,7 @@ class Job(_K):
     spec: JobSpec
 
 
-KINDS: dict[str, type[BaseModel]] = {"Job": Job, "Service": Service, "ConfigMap": ConfigMap,
+KINDS: dict[str, type[BaseModel]] = {"Job": Job, "Service": Service, "ConfigMap": ConfigMap, "Secret": Secret,
                                      "PersistentVolumeClaim": PersistentVolumeClaim}
 
 
@@ -480,6 +518,14 @@ def validate_manifest(text: str) -> list[BaseModel]:
     claim = found[1].persistentVolumeClaim.claimName
     if claims and claims[0].metadata.name != claim:
         raise ValueError(f"the results volume mounts claim {claim!r}, the manifest declares {claims[0].metadata.name!r}")
+    # The agents' store secret: a file of the manifest's Secret, readable by its owner alone; never in args.
+    held = [o for o in objs if isinstance(o, Secret)]
+    secret_file = _arg(args, "--secret-file") or ""
+    found = _mount_of(agent, volumes, secret_file) if secret_file.startswith("/") else None
+    if len(held) != 1 or found is None or found[1].secret is None or found[1].secret.secretName != held[0].metadata.name:
+        raise ValueError(f"--secret-file {secret_file!r} is not on a volume of the manifest's one Secret")
+    if (found[1].secret.defaultMode or 0o644) & 0o077:
+        raise ValueError("the Secret's volume must be readable by its owner alone (defaultMode 0400)")
     return objs
 
 
@@ -526,7 +572,7 @@ def k8s_manifest(scenario: Scenario, scenario_path: str, s: RecipeSettings) -> s
         raise InputError(f"--results-claim: {claim!r} is not a claim name (lower-case letters, digits, '-' and '.')")
     args = ["node", f"{SCENARIO_MOUNT}/{files[0].rel}", "--rdzv", rdzv, "--node-rank", "$(JOB_COMPLETION_INDEX)",
             "--nnodes", str(nnodes), "--placement", placement, "--iface", s.iface, "--out", RESULTS_MOUNT,
-            *(["--i-know"] if s.i_know else []), *s.extra]
+            "--secret-file", f"{SECRET_MOUNT}/{SECRET_KEY}", *(["--i-know"] if s.i_know else []), *s.extra]
     resources = {"limits": {"nvidia.com/gpu": s.gpus_per_node}} if s.gpus_per_node else None
     agent = {
         "name": "agent", "image": s.image, "command": ["distro-bench"], "args": args,
@@ -540,6 +586,7 @@ def k8s_manifest(scenario: Scenario, scenario_path: str, s: RecipeSettings) -> s
         # (in the runtimes' default set; added so a restricted default cannot leave workers with NET_ADMIN).
         "securityContext": {"runAsUser": 0, "capabilities": {"add": ["NET_ADMIN", "SETPCAP"]}},
         "volumeMounts": [{"name": "scenario", "mountPath": SCENARIO_MOUNT, "readOnly": True},
+                         {"name": "secret", "mountPath": SECRET_MOUNT, "readOnly": True},
                          {"name": "results", "mountPath": RESULTS_MOUNT}],
         "workingDir": "/tmp",
         **({"resources": resources} if resources else {}),
@@ -558,7 +605,8 @@ def k8s_manifest(scenario: Scenario, scenario_path: str, s: RecipeSettings) -> s
                      "volumes": [{"name": "scenario", "configMap": {"name": configmap["metadata"]["name"],
                                                                     "items": items}},
                                  {"name": "results", "persistentVolumeClaim": {"claimName": claim}},
-                                 {"name": "modules", "hostPath": {"path": "/lib/modules", "type": "Directory"}}]}}},
+                                 {"name": "modules", "hostPath": {"path": "/lib/modules", "type": "Directory"}},
+                                 {"name": "secret", "secret": {"secretName": f"{name}-secret", "defaultMode": 0o400}}]}}},
     }
     service = {
         "apiVersion": "v1", "kind": "Service", "metadata": {"name": svc, "labels": dict(labels)},
@@ -567,12 +615,16 @@ def k8s_manifest(scenario: Scenario, scenario_path: str, s: RecipeSettings) -> s
         "spec": {"clusterIP": "None", "selector": dict(labels), "publishNotReadyAddresses": True,
                  "ports": [{"name": "rdzv", "port": s.port}, {"name": "agents", "port": s.port + 1}]},
     }
+    # A fresh secret per export: the manifest file holds it, so it is written readable by its owner alone.
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{name}-secret", "labels": dict(labels)},
+              "type": "Opaque", "stringData": {SECRET_KEY: secrets.token_hex(32)}}
     docs = [service, job, configmap]
     if s.results_claim is None:
         # ReadWriteMany: every pod mounts it (--out is then a shared path, records need no shipping).
         docs.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                      "metadata": {"name": claim, "labels": dict(labels)},
                      "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": s.results_size}}}})
+    docs.append(secret)
     claim_note = (f"the existing claim {claim}" if s.results_claim else
                   f"the claim {claim} declared\n# below (ReadWriteMany, {s.results_size}; `kubectl delete -f` on this "
                   "file deletes it with the results: delete the Job by name)")
@@ -581,7 +633,8 @@ def k8s_manifest(scenario: Scenario, scenario_path: str, s: RecipeSettings) -> s
               "# Written by `distro-bench export k8s`; docs/scaling-out.md.\n"
               f"# Image {s.image}: built by `distro-bench image build --node` (push it where the cluster pulls from).\n"
               f"# The scenario and the files it names: the ConfigMap {configmap['metadata']['name']}, at {SCENARIO_MOUNT}.\n"
-              f"# Node-rank 0's pod writes the run folder to {RESULTS_MOUNT}, on {claim_note}.\n")
+              f"# Node-rank 0's pod writes the run folder to {RESULTS_MOUNT}, on {claim_note}.\n"
+              f"# The Secret {name}-secret holds the agents' store secret, made for this file (keep it private).\n")
     text = header + yaml.dump_all(docs, Dumper=_BlockDumper, sort_keys=False)
     validate_manifest(text)  # never write a manifest our own model of the API rejects
     return text
@@ -605,7 +658,12 @@ def write(kind: str, scenario_path: Path, dest: Path | None, s: RecipeSettings, 
         text = sbatch_script(scenario, slurm_scenario_path(scenario, scenario_path, path), s)
     else:
         text = k8s_manifest(scenario, str(scenario_path), s)
-    path.write_text(text)
     if kind == "slurm":
+        path.write_text(text)
         path.chmod(0o755)
+    else:  # it holds the run's secret (its Secret): its owner's alone from the first byte
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        path.chmod(0o600)
     return path

@@ -18,7 +18,9 @@ unchanged. Workers never get NET_ADMIN: torchrun is started without it (harness/
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pwd
 import secrets
 import signal
 import socket
@@ -29,16 +31,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from distro_bench import paths
-from distro_bench.backends.base import choose_worker_user, signal_scope, worker_reads
+from distro_bench.backends.base import (
+    DYNAMIC_UIDS,
+    allocate_worker_uid,
+    choose_worker_user,
+    signal_scope,
+    worker_reads,
+)
 from distro_bench.errors import CapabilityError, HarnessError, InputError, WorkerFailed
 from distro_bench.multihost import iface as iface_mod
 from distro_bench.multihost import measure
+from distro_bench.multihost import secret as secret_mod
 from distro_bench.multihost.hostshaping import HostShaping, plan_host
 from distro_bench.multihost.store import LOST_AFTER_S, WATCH_S, AgentStore, PeerLost
 from distro_bench.multihost.stream import HostStream
 from distro_bench.net.emulation import worker_env
 from distro_bench.net.host import probe
 from distro_bench.net.ns import NetnsRef
+from distro_bench.results import runfiles
 from distro_bench.results.rundir import atomic_write_text
 from distro_bench.run import environment
 from distro_bench.run.failure import cause, without_cpp_frames
@@ -73,6 +83,7 @@ class NodeOptions:
     join_timeout_s: float = 600.0
     ship_records: bool = False  # ship over the store even where --out is shared (tests the no-shared-path case)
     stream: bool = False  # driven over a pipe (the ssh backend): JSON lines out, stop when stdin ends (stream.py)
+    secret_file: Path | None = None  # the agents' store secret (multihost/secret.py); else env, else made by node 0
     # What changes in the scenario (optimizers, budget, seeds), and the run settings shared with `distro-bench
     # run`: the agent reads out, allow_unemulated, measure_links (None here: measure RTT and goodput to the
     # peers), collective_timeout_s and write_report; the backend is always this one.
@@ -94,6 +105,26 @@ def parse_endpoint(text: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise InputError(f"--rdzv: {text!r} is not HOST:PORT (e.g. --rdzv 10.0.0.1:29400)")
     return host.strip("[]"), int(port)
+
+
+def bind_address(host: str) -> str:
+    """The address HOST names (its first IPv4 one, else IPv6): what node-rank 0's stores listen on, alone."""
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except socket.gaierror as e:
+        raise InputError(f"--rdzv: {host!r} does not resolve ({e.strerror})") from None
+    infos.sort(key=lambda ai: ai[0] != socket.AF_INET)
+    return str(infos[0][4][0])
+
+
+def safe_run_name(name: object) -> str:
+    """A run folder's name from the agents' store, as a plain name under --out: no separator, no `.`/`..`, no
+    control character, at most 255 bytes. Local to multihost until results/ has one safe join for every name."""
+    if (not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name
+            or any(not c.isprintable() for c in name) or len(name.encode()) > 255):
+        raise HarnessError(f"the agents' store names the run folder {str(name)[:200]!r}: not a plain folder name "
+                           "(a separator, '..', or a control character); refused")
+    return name
 
 
 def _local_addresses() -> set[str]:
@@ -127,6 +158,8 @@ class Agent:
         self.shaping: HostShaping | None = None
         self.janitor: subprocess.Popen | None = None
         self.store: AgentStore | None = None
+        self.rdzv_store = None  # node 0: torchrun's rendezvous TCPStore, served here on the rendezvous address only
+        self.worker_uid: int | None = None  # this run's workers' uid on this host (backends/base.py)
         self.torchrun: subprocess.Popen | None = None
         self.host: dict = {"node_rank": opts.node_rank, "state": "starting"}
         self.run_dir: Path | None = None
@@ -197,8 +230,15 @@ class Agent:
     def _run(self) -> NodeResult:
         self.prepare()
         o, life = self.o, self.life
-        self.store = AgentStore(self.rdzv_host, o.store_port or self.rdzv_port + 1, o.node_rank,
-                                self.placement.nnodes, o.join_timeout_s)
+        secret, made = secret_mod.resolve(o.secret_file, o.node_rank)
+        if made:
+            self.note(f"host 0: the agents' store secret for this run (give it to every other host with --secret-file "
+                      f"FILE or {secret_mod.ENV}): {secret.decode()}")
+        addr = bind_address(self.rdzv_host)
+        if o.node_rank == 0:
+            self.rdzv_store = _serve_rendezvous(addr, self.rdzv_port, o.join_timeout_s)
+        self.store = AgentStore(addr, o.store_port or self.rdzv_port + 1, o.node_rank,
+                                self.placement.nnodes, o.join_timeout_s, secret, note=self.note)
         self.store.start_heartbeat()
         try:
             with life.guard(on_failure=self._failed):
@@ -224,6 +264,7 @@ class Agent:
                 finally:
                     life.release()
             self._say_bye(life.state)
+            self.store.close()
         return NodeResult(o.node_rank, self._folder, life.state, life.reason, self.host)  # the guard raised otherwise
 
     def _failed(self, e: BaseException) -> None:
@@ -250,28 +291,42 @@ class Agent:
             self.run_dir = run_dir = self.life.open(o.settings.out)
             token = secrets.token_hex(8)
             atomic_write_text(run_dir / TOKEN_FILE, token)
+            text = (run_dir / "scenario.yaml").read_text()
+            # One uid for the run's workers on every host: on a shared path they write into the same folders.
+            self.worker_uid = allocate_worker_uid() if os.geteuid() == 0 else None
             st.set_json("run", {"name": run_dir.name, "path": str(run_dir.resolve()), "token": token,
-                                "scenario": (run_dir / "scenario.yaml").read_text(),
-                                "placement": self.placement.encode()})
+                                "scenario": text, "scenario_sha256": hashlib.sha256(text.encode()).hexdigest(),
+                                "placement": self.placement.encode(), "worker_uid": self.worker_uid})
             self.shared = True
         else:
             st.wait_keys(["run"], "node-rank 0 to open the run folder")
-            run = st.get_json("run")
+            run = _checked_run(st.get_json("run"))
+            self.worker_uid = _checked_worker_uid(run.get("worker_uid")) if os.geteuid() == 0 else None
             if run["placement"] != self.placement.encode():
                 raise InputError(f"placement differs from node-rank 0's ({run['placement']} there, "
                                  f"{self.placement.encode()} here): give every agent the same scenario and flags")
             # The run folder on a shared path (NFS, a bind mount) holds node 0's token: write straight into it.
-            shared = Path(run["path"])
+            # Only ever below this host's own --out: node 0's path counts as shared when it is --out/<name> here.
+            out = o.settings.out.resolve()
+            same_path = Path(run["path"]) == out / run["name"]
             try:
-                self.shared = not o.ship_records and (shared / TOKEN_FILE).read_text() == run["token"]
-            except OSError:
+                self.shared = (not o.ship_records and same_path
+                               and runfiles.read_bytes(out, Path(run["name"], TOKEN_FILE), "status.json",
+                                                       head=256).decode(errors="replace") == run["token"])
+            except (OSError, HarnessError):
                 self.shared = False
-            if self.shared:
-                self.run_dir = run_dir = shared
-            else:
-                self.run_dir = run_dir = o.settings.out / run["name"]
-                run_dir.mkdir(parents=True, exist_ok=True)
-                (run_dir / "scenario.yaml").write_text(run["scenario"])
+            self.run_dir = run_dir = out / run["name"]
+            if not self.shared:
+                runfiles.write_bytes(out, Path(run["name"], "scenario.yaml"), run["scenario"].encode())
+            # What the workers load is what node 0 validated and hashed: read back, hashed, and validated here too.
+            got = runfiles.read_text(out, Path(run["name"], "scenario.yaml"))
+            if hashlib.sha256(got.encode()).hexdigest() != run["scenario_sha256"]:
+                raise HarnessError(f"{run_dir / 'scenario.yaml'} differs from the scenario node-rank 0 validated "
+                                   "(sha256 mismatch); refused")
+            try:
+                load_scenario(run_dir / "scenario.yaml")
+            except InputError as e:
+                raise HarnessError(f"the scenario from node-rank 0 does not validate here: {e}") from None
             self.life.join(run_dir)
         self.host["records"] = "shared path" if self.shared else "shipped to node-rank 0 over the agents' store"
 
@@ -325,7 +380,8 @@ class Agent:
             with measure.Probes(self.iface.ipv4) as probes:
                 st.set_json(f"probe/{me}", probes.endpoint())
                 st.wait_keys([f"probe/{i}" for i in range(n)], "every host's probe listeners")
-                peers = {i: st.get_json(f"probe/{i}") for i in range(n) if i != me}
+                peers = {i: st.get_record(f"probe/{i}", {"addr": str, "rtt_port": int, "sink_port": int})
+                         for i in range(n) if i != me}
                 st.barrier("rtt")
                 for i, p in peers.items():
                     measured["rtt_s"][str(i)] = measure.rtt_to(p["addr"], p["rtt_port"])
@@ -340,12 +396,13 @@ class Agent:
     def _torchrun_argv(self, run_name: str, seed: int, out: Path) -> list[str]:
         o = self.o
         rdzv_id = f"{self._folder.name}-{run_name}-{seed}"[-60:]
-        argv = [sys.executable, "-m", "torch.distributed.run", "--rdzv-backend", "c10d",
+        argv = [sys.executable, "-m", "distro_bench.multihost.torchrun", "--rdzv-backend", "c10d",
                 "--rdzv-endpoint", f"{self.rdzv_host}:{self.rdzv_port}", "--rdzv-id", rdzv_id,
                 # keep_alive_interval: each keep-alive rewrites the rendezvous state (~1 KB) over the shaped link,
                 # every 5 s by default; with no restarts it only matters for a re-rendezvous that never comes.
-                "--rdzv-conf", (f"is_host={'true' if o.node_rank == 0 else 'false'},"
-                                f"join_timeout={int(o.join_timeout_s)},keep_alive_interval=30"),
+                # is_host=false everywhere: node 0's agent serves the rendezvous store itself, on the rendezvous
+                # address alone (_serve_rendezvous); torchrun would listen on every address.
+                "--rdzv-conf", f"is_host=false,join_timeout={int(o.join_timeout_s)},keep_alive_interval=30",
                 "--nnodes", str(self.placement.nnodes), "--node-rank", str(o.node_rank),
                 "--nproc-per-node", str(len(self.my_nodes)), "--max-restarts", "0",
                 # torchrun asks the rendezvous store whether nodes wait to join at every monitor interval: a
@@ -357,13 +414,17 @@ class Agent:
         argv += ["-m", "distro_bench.train.worker", "--scenario", str(self._folder / "scenario.yaml"), "--optimizer", run_name,
                  "--out", str(out), "--seed", str(seed)]
         if os.geteuid() == 0:
-            # As the local and netns backends start theirs: no capability, no_new_privs, nobody's uid where
-            # nobody can reach what a worker reads and writes (backends/base.py choose_worker_user).
+            # As the local and netns backends start theirs: no capability, no_new_privs, this run's own uid (or a
+            # refusal before training: backends/base.py choose_worker_user).
+            if self.worker_uid is None:  # node 0 was not root: this host's own
+                self.worker_uid = allocate_worker_uid()
             who = choose_worker_user(out, worker_reads(self.scenario, argv), sys.executable,
-                                     {**os.environ, **self._worker_env()})
+                                     {**os.environ, **self._worker_env()}, self.worker_uid,
+                                     allow_root=o.settings.allow_root_workers)
+            self.host.setdefault("workers_user", who.record())
             self.note(f"host {o.node_rank}: workers run as uid {who.user[0] if who.user else 0} with no capabilities "
                       f"({who.why}); signals {signal_scope()}")
-            argv = NetnsRef.current().wrap(argv, no_caps=True, user=who.user)
+            argv = NetnsRef.current().wrap(argv, no_caps=True, user=who.user, expose=who.expose)
         return argv
 
     def _worker_env(self) -> dict[str, str]:
@@ -477,7 +538,7 @@ class Agent:
 
     def shared_of(self, i: int) -> bool:
         st = self._live_store
-        host = st.get_json(f"host/{i}") if st.has(f"host/{i}") else {}
+        host = st.get_record(f"host/{i}") if st.has(f"host/{i}") else {}
         return host.get("records") == "shared path"
 
     def _stop_torchrun(self) -> None:
@@ -529,7 +590,8 @@ class Agent:
                 hosts.append(self.host)
                 continue
             try:
-                h = st.get_json(f"host/{i}") if st.has(f"host/{i}") else {"node_rank": i, "state": "unknown"}
+                h = self._peer_host(i, st.get_record(f"host/{i}")) if st.has(f"host/{i}") else {
+                    "node_rank": i, "state": "unknown"}
                 if i in down:
                     h["state"] = down[i][0]
                     h["failure"] = down[i][1]
@@ -560,6 +622,25 @@ class Agent:
             self.note(f"host 0: no prediction for this run: {type(e).__name__}: {e}")
         (self._folder / TOKEN_FILE).unlink(missing_ok=True)  # the others are done with the folder
         life.finish(write_report=self.o.settings.write_report)
+
+    def _peer_host(self, i: int, h: dict) -> dict:
+        """Host i's description as it sent it, with what node 0 knows itself (its rank, its scenario ranks and
+        nodes: the placement's) put in place, and each part node 0 reads of the type it reads it as."""
+        h = {**h, "node_rank": i, "ranks": list(self.placement.ranks_of(i)),
+             "nodes": [n.name for n in self.scenario.nodes() if n.rank in self.placement.ranks_of(i)]}
+        for key in ("shaping", "iface", "measured"):
+            if h.get(key) is not None and not isinstance(h[key], dict):
+                h[key] = None
+        if isinstance(h.get("shaping"), dict):
+            shaping = h["shaping"]
+            if not isinstance(shaping.get("not_emulated", []), list) or not all(
+                    isinstance(x, str) for x in shaping.get("not_emulated", [])):
+                shaping["not_emulated"] = ["(host sent a malformed list)"]
+            if shaping.get("applied") is not None and not isinstance(shaping["applied"], dict):
+                shaping["applied"] = None
+        if not isinstance(h.get("state"), str):
+            h["state"] = "unknown"
+        return h
 
     def _network(self, hosts: list[dict]) -> dict:
         """environment.json's `network`, shaped like the netns backend's (one entry per scenario node)."""
@@ -601,3 +682,54 @@ def run_node(opts: NodeOptions, note=lambda text: None) -> NodeResult:
     """One host's part of a multi-host run; SIGTERM takes the Ctrl-C path (shaping removed, records kept)."""
     with sigterm_as_interrupt():
         return Agent(opts, note).run()
+
+
+def _checked_run(run: object) -> dict:
+    """The `run` record from the agents' store, each field of the type node 0 wrote and the name a plain folder
+    name; HarnessError naming the field otherwise."""
+    fields = {"name": str, "path": str, "token": str, "scenario": str, "scenario_sha256": str, "placement": str}
+    if not isinstance(run, dict):
+        raise HarnessError("the agents' store's `run` is not a record: refused")
+    for key, kind in fields.items():
+        if not isinstance(run.get(key), kind):
+            raise HarnessError(f"the agents' store's `run.{key}` is missing or not a {kind.__name__}: refused")
+    safe_run_name(run["name"])
+    return run
+
+
+def _checked_worker_uid(value: object) -> int | None:
+    """The workers' uid node 0 chose (None where it was not root): one of backends/base.py DYNAMIC_UIDS that no
+    account of this host has; HarnessError naming it otherwise."""
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value not in DYNAMIC_UIDS:
+        raise HarnessError(f"the agents' store's `run.worker_uid` is {str(value)[:40]!r}, not one of "
+                           f"{DYNAMIC_UIDS.start}-{DYNAMIC_UIDS.stop - 1}: refused")
+    try:
+        name = pwd.getpwuid(value).pw_name
+    except KeyError:
+        return value
+    raise HarnessError(f"node-rank 0 chose uid {value} for the workers, but on this host it is the account {name!r}: "
+                       "start the run again (node 0 picks another)")
+
+
+def _serve_rendezvous(addr: str, port: int, timeout_s: float):
+    """torchrun's c10d rendezvous store, served by node 0's agent on `addr` alone: TCPStore listens on every
+    address unless handed a socket (`master_listen_fd`), which torchrun never does. torch cannot authenticate
+    it (docs/scaling-out.md says what is exposed there and what limits it)."""
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore
+
+    sock = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((addr, port))
+        sock.listen(128)
+        # The store owns the descriptor from here on (it closes it when it ends).
+        return TCPStore(addr, port, is_master=True, wait_for_workers=False, multi_tenant=True,
+                        timeout=timedelta(seconds=timeout_s), master_listen_fd=sock.detach())
+    except OSError as e:
+        sock.close()
+        raise HarnessError(f"node-rank 0: cannot serve the rendezvous at {addr}:{port} ({e.strerror}); is the port "
+                           "free?") from None

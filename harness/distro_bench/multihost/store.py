@@ -1,9 +1,9 @@
-"""The agents' channel: a torch.distributed TCPStore served by node-rank 0's agent on the rendezvous host
-(port = the rendezvous port + 1 unless told), a client in every other agent.
+"""The agents' channel: a key-value store served by node-rank 0's agent on the rendezvous address only
+(port = the rendezvous port + 1 unless told), a client in every other agent, every connection and every
+frame authenticated with the run's secret (multihost/channel.py, multihost/secret.py).
 
-Why a TCPStore and not an HTTP pull: it is already here (torch is a dependency, the workers rendezvous over
-the same kind of store), it blocks with timeouts (`wait`), and it reaches exactly the hosts that can reach
-the rendezvous, so a cluster needs no second port rule beyond the rendezvous' neighbour. Through it the
+It reaches exactly the hosts that can reach the rendezvous, so a cluster needs no second port rule beyond
+the rendezvous' neighbour. Through it the
 agents agree on the run folder, publish their host description, heartbeat, meet before each optimizer,
 report each torchrun's end and, where the run folder is not on a shared path, ship their workers'
 records (rank<R>.jsonl and logs) to node-rank 0, which writes them into the one run folder.
@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import threading
 import time
-from datetime import timedelta
 from pathlib import Path
 
 from distro_bench.errors import HarnessError
+from distro_bench.multihost.channel import ChannelError, StoreClient, StoreServer
+from distro_bench.results import runfiles
 
 CHUNK = 4 * 1024 * 1024
 # The agents' own traffic crosses the shaped interfaces and the wire counters during training, so it is
@@ -38,15 +39,23 @@ class PeerLost(HarnessError):
 
 
 class AgentStore:
-    def __init__(self, host: str, port: int, node_rank: int, nnodes: int, timeout_s: float):
-        from torch.distributed import TCPStore
+    """`host`: the address node-rank 0 serves on (and only on) and the others connect to; `secret`: the run's
+    (multihost/secret.py); `note` hears the peers the server refused."""
 
+    def __init__(self, host: str, port: int, node_rank: int, nnodes: int, timeout_s: float, secret: bytes,
+                 note=lambda text: None):
         self.node_rank, self.nnodes, self.timeout_s = node_rank, nnodes, timeout_s
-        self.host, self.port = host, port
+        self.host, self.port, self._secret = host, port, secret
+        self.server: StoreServer | None = None
         try:
-            self.store = TCPStore(host, port, is_master=node_rank == 0, timeout=timedelta(seconds=timeout_s),
-                                  wait_for_workers=False)
-        except Exception as e:  # torch raises RuntimeError/DistNetworkError with its own text
+            if node_rank == 0:
+                self.server = StoreServer(host, port, secret, refused=lambda text: note(f"agents' store: {text}"))
+            self.store = StoreClient(host, port, secret, timeout_s)
+        except ChannelError as e:
+            self.close()
+            raise HarnessError(f"node-rank {node_rank}: {e}") from None
+        except OSError as e:
+            self.close()
             who = "serve" if node_rank == 0 else "reach"
             raise HarnessError(f"node-rank {node_rank}: cannot {who} the agents' store at {host}:{port} ({e}); "
                                "node-rank 0 must run on the rendezvous host and the port must be open") from None
@@ -60,7 +69,23 @@ class AgentStore:
         self.store.set(key, json.dumps(obj, default=str))
 
     def get_json(self, key: str):
-        return json.loads(self.store.get(key))
+        """The JSON value under `key`; HarnessError naming the key for what is not JSON."""
+        try:
+            return json.loads(self.store.get(key))
+        except (ValueError, RecursionError):
+            raise HarnessError(f"the agents' store's `{key}` is not JSON: refused") from None
+
+    def get_record(self, key: str, fields: dict[str, type | tuple[type, ...]] | None = None) -> dict:
+        """The JSON object under `key`, each of `fields` present with its type; HarnessError naming the key and
+        the field otherwise (a value from another host is checked before it is used)."""
+        obj = self.get_json(key)
+        if not isinstance(obj, dict):
+            raise HarnessError(f"the agents' store's `{key}` is not a record: refused")
+        for name, kind in (fields or {}).items():
+            if not isinstance(obj.get(name), kind) or (isinstance(obj.get(name), bool) and bool not in (
+                    kind if isinstance(kind, tuple) else (kind,))):
+                raise HarnessError(f"the agents' store's `{key}.{name}` is missing or of the wrong type: refused")
+        return obj
 
     def has(self, *keys: str) -> bool:
         return self.store.check(list(keys))
@@ -108,10 +133,13 @@ class AgentStore:
         self.wait_keys([f"barrier/{name}/{i}" for i in range(self.nnodes)], f"every host at '{name}'", timeout_s)
 
     # ---- liveness -----------------------------------------------------------------------------------
-    def start_heartbeat(self) -> None:
-        from torch.distributed import TCPStore
+    def close(self) -> None:
+        """The server (node 0) stops answering; call once every host said goodbye."""
+        if self.server is not None:
+            self.server.close()
 
-        client = TCPStore(self.host, self.port, is_master=False, timeout=timedelta(seconds=30), wait_for_workers=False)
+    def start_heartbeat(self) -> None:
+        client = StoreClient(self.host, self.port, self._secret, 30.0)
 
         def beat():
             n = 0
@@ -144,7 +172,10 @@ class AgentStore:
         """The abort every agent must follow (one round trip), or None."""
         if not self._check(["abort"]):
             return None
-        return json.loads(self.store.get("abort"))
+        try:
+            return self.get_record("abort", {"node_rank": int, "kind": str, "message": str})
+        except HarnessError as e:  # a stop all the same: the reason says what was wrong with it
+            return {"node_rank": -1, "kind": "failed", "message": str(e)}
 
     def peer_status(self) -> dict[int, tuple[str, str]]:
         """Peers that failed or went silent: node rank -> (failed|lost, message)."""
@@ -198,23 +229,40 @@ class AgentStore:
             chunks = max(1, -(-len(data) // CHUNK))
             for c in range(chunks):
                 chunk = data[c * CHUNK:(c + 1) * CHUNK]
-                # torch's Store.set takes bytes too; its stub says str only
-                self.store.set(f"file/{tag}/{self.node_rank}/{len(manifest)}/{c}", chunk)  # type: ignore[arg-type]
+                self.store.set(f"file/{tag}/{self.node_rank}/{len(manifest)}/{c}", chunk)
             manifest.append({"path": str(rel), "chunks": chunks})
         self.set_json(f"files/{tag}/{self.node_rank}", manifest)
 
     def take_files(self, tag: str, node_rank: int, dest: Path) -> list[str]:
         """Write a peer's shipped files under `dest`; their relative paths."""
         out = []
-        for i, entry in enumerate(self.get_json(f"files/{tag}/{node_rank}")):
-            rel = Path(entry["path"])
-            if rel.is_absolute() or ".." in rel.parts:
-                raise HarnessError(f"host {node_rank} shipped a file outside the run folder: {rel}")
+        manifest = self.get_json(f"files/{tag}/{node_rank}")
+        if not isinstance(manifest, list):
+            raise HarnessError(f"host {node_rank} shipped a manifest that is not a list (files/{tag}): refused")
+        for i, entry in enumerate(manifest):
+            rel = _shipped_path(entry, node_rank)
             data = b"".join(self.store.get(f"file/{tag}/{node_rank}/{i}/{c}") for c in range(entry["chunks"]))
-            target = dest / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            # As every write into the run folder: no link on the way or at the file is followed (runfiles.py).
+            runfiles.write_bytes(dest, rel, data)
             for c in range(entry["chunks"]):
                 self.store.delete_key(f"file/{tag}/{node_rank}/{i}/{c}")
             out.append(str(rel))
         return out
+
+
+# What a host ships: its workers' records and logs, in the worker folders below the run folder.
+_SHIPPED_SUFFIXES = (".jsonl", ".log")
+
+
+def _shipped_path(entry, node_rank: int) -> Path:
+    """A manifest entry's relative path, or HarnessError naming it: relative, no `..`, no control character,
+    a record or log below workers/ (what _ship sends), a positive chunk count."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) or not isinstance(entry.get("chunks"), int) \
+            or not 0 < entry["chunks"] <= 1024:
+        raise HarnessError(f"host {node_rank} shipped a malformed manifest entry {str(entry)[:200]!r}: refused")
+    text = entry["path"]
+    rel = Path(text)
+    if (rel.is_absolute() or any(p in ("..", ".", "") for p in text.split("/")) or rel.parts[:1] != ("workers",)
+            or rel.suffix not in _SHIPPED_SUFFIXES or any(not c.isprintable() for c in text)):
+        raise HarnessError(f"host {node_rank} shipped a file outside its worker folders: {text[:200]!r}: refused")
+    return rel

@@ -1,4 +1,4 @@
-"""`python -I harness/distro_bench/net/enter.py [--net PATH] [--drop-caps net_admin,...] [--no-caps] [--user UID:GID] -- ARGV...`
+"""`python -I harness/distro_bench/net/enter.py [--net PATH] [--drop-caps net_admin,...] [--no-caps] [--user UID:GID] [--expose PATH]... -- ARGV...`
 
 Runs ARGV inside the network namespace PATH (`/run/netns/<name>` or `/proc/<pid>/ns/net`), like
 `nsenter --net=PATH` (`ip netns exec` for a named one), with less privilege than its caller, like
@@ -7,7 +7,10 @@ without a capability in its bounding set does not get it back); `--no-caps` leav
 capability at all (effective, permitted, inheritable, ambient and bounding sets empty), sets
 no_new_privs, so no setuid binary or file capability gives any back, and (Landlock ABI 6+) puts it in a
 Landlock domain that may signal only itself and its own children; `--user` runs it as that uid and
-gid with no supplementary groups. In that order: setns needs CAP_SYS_ADMIN and dropping the bounding
+gid with no supplementary groups; `--expose PATH` (with `--user`) makes PATH reachable to that uid where a
+folder on the way is not (an interpreter under root's 0700 home): in a mount namespace of its own, the
+topmost such folder is covered by an empty tmpfs into which PATH alone is bind-mounted at the same path,
+as bubblewrap does; nothing else of that folder is visible, and no permission on the host changes. In that order: setns needs CAP_SYS_ADMIN and dropping the bounding
 set CAP_SETPCAP, so both come before the capabilities and the uid go. This is how every worker of the
 local and netns backends starts: as a uid that is not the coordinator's, or in its Landlock domain as
 any uid, it can neither ptrace nor signal it, and without capabilities it can neither reshape its link (net_admin), enter another
@@ -89,6 +92,113 @@ def scope_signals(libc) -> None:
         os.close(fd)
 
 
+CLONE_NEWNS = 0x00020000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 0x1, 0x2, 0x4, 0x1000, 0x4000, 0x40000
+
+
+def can_traverse(st: os.stat_result, uid: int, gid: int) -> bool:
+    """Whether (uid, gid), with no supplementary group and no capability, may search the folder `st`."""
+    if st.st_uid == uid:
+        return bool(st.st_mode & 0o100)
+    if st.st_gid == gid:
+        return bool(st.st_mode & 0o010)
+    return bool(st.st_mode & 0o001)
+
+
+def blocking_folder(path: str, uid: int, gid: int) -> str | None:
+    """The topmost folder above `path` that (uid, gid) cannot search, or None."""
+    parts = os.path.abspath(path).split("/")[1:-1]
+    here = ""
+    for name in ["", *parts]:
+        here = here + "/" + name if name else "/"
+        here = here.replace("//", "/")
+        try:
+            if not can_traverse(os.stat(here), uid, gid):
+                return here
+        except OSError:
+            return None
+    return None
+
+
+def _walkable(top: str, path: str, uid: int, gid: int) -> bool:
+    """Whether (uid, gid) can search every folder from `top` (included) down to `path`'s parent."""
+    here = top
+    for name in os.path.relpath(os.path.dirname(path), top).split("/"):
+        here = os.path.normpath(os.path.join(here, name))
+        try:
+            if not can_traverse(os.stat(here), uid, gid):
+                return False
+        except OSError:
+            return False
+    try:
+        return can_traverse(os.stat(top), uid, gid)
+    except OSError:
+        return False
+
+
+def exposures(paths: list[str], uid: int, gid: int) -> dict[str, list[str]]:
+    """Blocking folder -> the paths below it to bind (real paths, each once, none inside another)."""
+    # A folder the uid cannot search itself is no use to it exposed (and would hide what is bound below it).
+    real = sorted({r for r in (os.path.realpath(p) for p in paths if os.path.exists(p))
+                   if not os.path.isdir(r) or can_traverse(os.stat(r), uid, gid)})
+    kept: list[str] = []
+    for p in real:
+        # A path inside a kept one comes with its bind, where the uid can walk down to it from there.
+        if not any(p == k or (p.startswith(k.rstrip("/") + "/") and _walkable(k, p, uid, gid)) for k in kept):
+            kept.append(p)
+    out: dict[str, list[str]] = {}
+    for p in kept:
+        top = blocking_folder(p, uid, gid)
+        if top is not None:
+            out.setdefault(top, []).append(p)
+    # A blocking folder inside another one's bound path is reached through that bind: only the topmost count.
+    return {t: ps for t, ps in out.items() if not any(t != u and t.startswith(u.rstrip("/") + "/") for u in out)}
+
+
+def _mount(libc, source: str | None, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    if libc.mount(source.encode() if source else None, target.encode(), fstype.encode() if fstype else None,
+                  ctypes.c_ulong(flags), data.encode() if data else None) != 0:
+        raise Failed(f"mount {source or fstype} on {target}: {os.strerror(ctypes.get_errno())}")
+
+
+def expose(libc, paths: list[str], uid: int, gid: int) -> None:
+    """Make `paths` reachable to (uid, gid) in a new mount namespace of this process (module docstring)."""
+    plan = exposures(paths, uid, gid)
+    if not plan:
+        return
+    if libc.unshare(CLONE_NEWNS) != 0:
+        raise Failed(f"a mount namespace for the worker: {os.strerror(ctypes.get_errno())}")
+    _mount(libc, None, "/", None, MS_REC | MS_PRIVATE, None)  # nothing done here reaches the host's mounts
+    cwd = os.getcwd()
+    fds: dict[str, int] = {}
+    try:
+        for ps in plan.values():
+            for p in ps:
+                fds[p] = os.open(p, os.O_PATH | os.O_CLOEXEC)  # held before the tmpfs hides them
+        for top, ps in sorted(plan.items()):
+            _mount(libc, "tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
+            for p in ps:
+                if os.path.isdir(f"/proc/self/fd/{fds[p]}"):
+                    os.makedirs(p, mode=0o755, exist_ok=True)
+                else:
+                    os.makedirs(os.path.dirname(p), mode=0o755, exist_ok=True)
+                    open(p, "a").close()
+                _mount(libc, f"/proc/self/fd/{fds[p]}", p, None, MS_BIND | MS_REC, None)
+            _mount(libc, None, top, None, MS_REMOUNT_RO_BIND, None)
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    # The working folder again, through the new mounts: a relative path (a relative --out) resolves as it did,
+    # where the old one, under a covered folder, is out of the uid's reach.
+    try:
+        os.chdir(cwd)
+    except OSError:
+        pass
+
+
+MS_REMOUNT_RO_BIND = 0x20 | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV  # MS_REMOUNT: the tmpfs itself read-only
+
+
 class _CapHeader(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
@@ -144,7 +254,7 @@ def _prctl(libc, what: str, *args: int, ok_errnos: tuple[int, ...] = ()) -> None
             raise Failed(f"{what}: {os.strerror(err)}")
 
 
-def drop_everything(libc, user: tuple[int, int] | None) -> None:
+def drop_everything(libc, user: tuple[int, int] | None, expose_paths: list[str] | None = None) -> None:
     """Empty bounding and ambient sets, NOROOT securebits, then the uid/gid, then no_new_privs and empty
     effective/permitted/inheritable sets. A caller without CAP_SETPCAP (not root) has no bounding set to
     drop that matters: with no_new_privs nothing it execs can gain a capability."""
@@ -157,6 +267,8 @@ def drop_everything(libc, user: tuple[int, int] | None) -> None:
            ok_errnos=(22,))  # EINVAL: a kernel before 4.3 has no ambient set
     if user is not None:
         uid, gid = user
+        if expose_paths:
+            expose(libc, expose_paths, uid, gid)  # needs CAP_SYS_ADMIN: before the capabilities go
         try:
             os.setgroups([])
             os.setresgid(gid, gid, gid)
@@ -176,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--drop-caps", default="", help="capabilities to drop from the bounding set, comma-separated")
     p.add_argument("--no-caps", action="store_true", help="no capabilities at all, and no_new_privs")
     p.add_argument("--user", help="UID:GID to run as (no supplementary groups)")
+    p.add_argument("--expose", action="append", default=[], help="with --user: a path to make reachable to it")
     p.add_argument("argv", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
     cmd = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
@@ -201,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         for cap in caps:
             _prctl(libc, f"dropping capability {cap}", PR_CAPBSET_DROP, cap)
         if a.no_caps or user is not None:
-            drop_everything(libc, user)
+            drop_everything(libc, user, a.expose)
     except Failed as e:
         print(f"distro_bench.net.enter: {e}", file=sys.stderr)
         return 125

@@ -62,13 +62,15 @@ class NetnsRef:
         return cls(path=None, label="root")
 
     def wrap(self, argv: list[str], *, drop_caps: Iterable[str] = (), no_caps: bool = False,
-             user: tuple[int, int] | None = None) -> list[str]:
+             user: tuple[int, int] | None = None, expose: Iterable[str] = ()) -> list[str]:
         """`argv` as a command that runs inside this namespace (only the network namespace is entered),
         without `drop_caps` (e.g. net_admin, sys_admin) in its capability bounding set; `no_caps`: with no
-        capability at all and no_new_privs; `user`: as that (uid, gid) (harness/distro_bench/net/enter.py)."""
+        capability at all and no_new_privs; `user`: as that (uid, gid), `expose`: paths made reachable to it
+        where a folder on the way is not (harness/distro_bench/net/enter.py)."""
         drop = ",".join(drop_caps)
         less = [*(["--drop-caps", drop] if drop else []), *(["--no-caps"] if no_caps else []),
-                *(["--user", f"{user[0]}:{user[1]}"] if user is not None else [])]
+                *(["--user", f"{user[0]}:{user[1]}"] if user is not None else []),
+                *(x for p in (expose if user is not None else ()) for x in ("--expose", p))]
         if self.path is None and not less:
             return list(argv)
         if not less and argv and argv[0] == "tc" and self.path is not None and self.path.startswith(NETNS_DIR + "/"):

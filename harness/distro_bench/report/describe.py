@@ -12,7 +12,6 @@ from distro_bench.results import runfiles
 from distro_bench.scenario.impairments import IMPAIRMENTS, ImpairmentRow
 from distro_bench.scenario.model import LinkSpec
 from distro_bench.scenario.units import format_rate
-from distro_bench.train.model_config import ModelConfig, parameter_count
 
 
 def fmt(v, spec: str = ".3g", none: str = "n/a") -> str:
@@ -49,12 +48,21 @@ def _hardware_words(name: str, spec: dict | None) -> str:
     return f"{name} ({', '.join(parts)})"
 
 
-def _param_count(model: dict) -> int | None:
-    try:
-        keys = ("dim", "n_layers", "n_heads", "ffn_dim", "vocab_size", "max_seq_len")
-        return parameter_count(ModelConfig(**{k: model[k] for k in keys if k in model}))
-    except Exception:
-        return None
+def _model_words(model: dict, facts: dict) -> str:
+    """The model as its run folder stores it (the resolved scenario's `model`, the summary's `model`): no code of
+    the model's is needed to describe it."""
+    params = facts.get("parameters")
+    size = f" ({params / 1e6:.2f}M parameters" if isinstance(params, (int, float)) and params else ""
+    if size and facts.get("flops_per_token"):
+        size += f"; {float(facts['flops_per_token']):.3g} training FLOPs per token, {facts.get('flops_basis')}"
+    size = size + ")." if size else "."
+    if "factory" in model:
+        return f"Model: factory {model.get('factory')}, args {model.get('args') or {}}, vocabulary {model.get('vocab_size')}" + size
+    if isinstance(model.get("hf_config"), dict):
+        cfg = model["hf_config"]
+        return f"Model: transformers {cfg.get('model_type')} from its config, vocabulary {cfg.get('vocab_size')}" + size
+    return (f"Model: {model.get('preset') or 'custom'}, dim {model.get('dim')}, {model.get('n_layers')} layers, "
+            f"{model.get('n_heads')} heads, FFN {model.get('ffn_dim')}, vocabulary {model.get('vocab_size')}" + size)
 
 
 def scenario_blocks(run: LoadedRun) -> list:
@@ -79,7 +87,6 @@ def scenario_blocks(run: LoadedRun) -> list:
             link_words = f"link: {_link_words(link)}"
         lines.append(f"{who} on {hw_words}, {link_words}")
     model = s.get("model") or {}
-    params = _param_count(model)
     data, train = s.get("data") or {}, s.get("train") or {}
     opts = s.get("optimizers") or {}
     opt_words = []
@@ -91,12 +98,16 @@ def scenario_blocks(run: LoadedRun) -> list:
     intro = (f"{s.get('name', run.data.name)}: {s.get('description', '')}".rstrip(": ")
              + f" {total} workers in a star: each node's access link (up = node to switch, down = switch to node) "
                "meets a core switch.")
-    model_words = (f"Model: {model.get('preset') or 'custom'}, dim {model.get('dim')}, {model.get('n_layers')} layers, "
-                   f"{model.get('n_heads')} heads, FFN {model.get('ffn_dim')}, vocabulary {model.get('vocab_size')}"
-                   + (f" ({params / 1e6:.2f}M parameters)." if params else "."))
-    data_words = (f"Data: {data.get('corpus')}, sequence length {data.get('seq_len')}, batch {data.get('batch_size')} "
+    facts = run.data.summary.get("model")
+    model_words = _model_words(model if isinstance(model, dict) else {}, facts if isinstance(facts, dict) else {})
+    loss = run.data.summary.get("loss")
+    unit = f" Losses in {loss['unit']}." if isinstance(loss, dict) and isinstance(loss.get("unit"), str) else ""
+    source = data.get("tokens") or data.get("corpus")
+    if data.get("tokenizer"):
+        source = f"{source} through tokenizer {data.get('tokenizer')}"
+    data_words = (f"Data: {source}, sequence length {data.get('seq_len')}, batch {data.get('batch_size')} "
                   f"sequences per worker; {_budget_words(train)}, evaluation every {train.get('eval_every')} steps, "
-                  f"{_seed_words(train)}.")
+                  f"{_seed_words(train)}.{unit}")
     return [Para(intro), Bullets(lines), Para(model_words), Para(data_words),
             Para("Optimizers:"), Bullets(opt_words)]
 

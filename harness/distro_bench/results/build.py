@@ -5,6 +5,7 @@ to target from results/cost.py.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import pandas as pd
@@ -43,12 +44,31 @@ def build_summary(df: pd.DataFrame, events: list[dict], *, schema_version: int, 
         figures.update(memory_and_replay(name, events, figures.get("step_time_s_mean")))
         if predicted_payload is not None:
             figures.update(against_prediction(figures, predicted_payload.get(name)))
+    summary.update(model_and_loss(starts, summary["optimizers"]))
     if link_loads:
         summary["bottlenecks"] = bottlenecks(summary["optimizers"], link_loads)
     if costs is not None:
         add_costs(summary, costs, [str(e.get("device", "")) for e in starts], link_classes=link_classes,
                   predicted_wire_tx=predicted_wire_tx)
     return summary
+
+
+def model_and_loss(starts: list[dict], optimizers: dict[str, dict]) -> dict:
+    """`model` (parameters, training FLOPs per token and how they are known) and `loss` (its unit; text bytes per
+    token and each optimizer's final val loss in bits per byte, where the text is known) from the workers' start
+    records; {} for records written before they carried them (docs/run-folder.md)."""
+    first = next((e for e in starts if e.get("loss_unit")), None)
+    if first is None:
+        return {}
+    model = {"parameters": first.get("params"), "flops_per_token": first.get("flops_per_token"),
+             "flops_basis": first.get("flops_basis")}
+    per_token = first.get("val_bytes_per_token")
+    bpb = None
+    if per_token:
+        bpb = {name: (f["final_val_loss"] / math.log(2) / per_token if f.get("final_val_loss") is not None else None)
+               for name, f in optimizers.items()}
+    return {"model": model, "loss": {"unit": first["loss_unit"], "bytes_per_token": per_token,
+                                     "final_val_bits_per_byte": bpb}}
 
 
 # How close the counted payload must be to the predicted one to "match": a per-step method's is exact; a periodic

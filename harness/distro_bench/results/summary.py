@@ -135,6 +135,7 @@ class RunInfo(_Record):
     probe_allgather_s: float | None = None
     budget: dict[str, Any] | None = None  # {"kind": "steps"|"time"|"tokens"|"target", "value": ...}
     mode: str | None = None  # train | replay (issue 34: the workers performed the communication only)
+    root_workers: bool | None = None  # issue 51: workers kept uid 0, accepted by --allow-root-workers
 
 
 # The byte bases a summary's costs may name (results/cost.py BASIS_WORDS says each in words).
@@ -187,6 +188,11 @@ class Summary(_Record):
     costs: dict[str, Any] | None = None
     # issue 37: {"model", "optimizers": {name: {"link", "seconds_per_step", "step_time_s", "basis", "links"}}}
     bottlenecks: dict[str, Any] | None = None
+    # issue 47: {"parameters", "flops_per_token", "flops_basis"}: the model as its workers built it
+    model: dict[str, Any] | None = None
+    # issue 47: {"unit": "nats per byte" | "nats per token (tokenizer X, vocabulary N)" | ..., "bytes_per_token",
+    # "final_val_bits_per_byte": {optimizer: x}}: bits per byte where the text is known, so tokenizers compare
+    loss: dict[str, Any] | None = None
 
     def verdicts(self) -> list[str]:
         """One line per optimizer against the baseline, e.g.

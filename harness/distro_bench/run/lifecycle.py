@@ -28,7 +28,6 @@ from typing import Any, Protocol
 
 import yaml
 
-from distro_bench.backends.base import WORKER_UID
 from distro_bench.errors import HarnessError, InputError, Interrupted, RunFolderWriteError, WorkerFailed
 from distro_bench.net import owner
 from distro_bench.net.host import gpus as host_gpus
@@ -48,9 +47,9 @@ from distro_bench.results.rundir import (
     write_status,
 )
 from distro_bench.results.runfiles import safe_join
-from distro_bench.scenario.loading import dump_for_run, load_resolved
+from distro_bench.scenario.loading import dump_for_run, load_resolved, write_data_copies
 from distro_bench.scenario.model import Scenario
-from distro_bench.train.model import ModelConfig, parameter_count, parameter_shapes
+from distro_bench.train.models import model_shapes, parameter_count
 from distro_bench.train.projection import UNSHAPED_BPS, max_hop_delay, project, resolve_options
 from distro_bench.train.replay import resolve_codecs
 
@@ -117,7 +116,7 @@ def sigterm_as_interrupt(life: RunLifecycle | None = None) -> Iterator[None]:
 
 def collective_timeout_s(scenario: Scenario) -> float:
     """Long enough for the baseline's full fp32 gradient exchange over the slowest link, four times over."""
-    params = parameter_count(ModelConfig(**scenario.resolved_model()))  # arithmetic: no model built to size it
+    params = parameter_count(scenario.resolved_model())  # on the meta device: no weights
     rates = [r for n in scenario.nodes() if n.link for r in (n.link.up, n.link.down) if r]
     delay = max((n.link.delay + n.link.jitter for n in scenario.nodes() if n.link), default=0.0)
     transfer = 2 * params * 4 * 8 / min(rates) if rates else 0.0
@@ -150,7 +149,7 @@ def with_choices_made(scenario: Scenario) -> Scenario:
     resolve_options), made once when the run is opened: the run folder's scenario.yaml records the choice, and
     the workers (one per rank, optimizer and seed) and the prediction read it instead of projecting again."""
     nodes = scenario.nodes()
-    shapes = parameter_shapes(ModelConfig(**scenario.resolved_model()))  # the worker's own shapes (no weights)
+    shapes = model_shapes(scenario.resolved_model())  # the worker's own shapes (no weights)
     chosen = {name: resolve_options(cfg, nodes, shapes) for name, cfg in scenario.optimizers.items()}
     if chosen == dict(scenario.optimizers):
         return scenario
@@ -203,8 +202,11 @@ class RunLifecycle:
         return run_dir
 
     def join(self, run_dir: Path) -> None:
-        """Train into a folder another process opened and finishes (node-rank 0's, for the other hosts)."""
+        """Train into a folder another process opened and finishes (node-rank 0's, for the other hosts). Its data
+        files (data/: node 0's scenario.yaml names them) are written from this host's own validated scenario where
+        the folder is a local copy without them."""
         self.run_dir = run_dir
+        write_data_copies(self.scenario, run_dir)
 
     def _claim(self) -> None:
         self.claim_id = new_run_id()
@@ -345,16 +347,17 @@ class RunLifecycle:
 
 
 def reclaim_worker_files(run_dir: Path) -> None:
-    """Give what nobody-run workers wrote (workers/**, backends/base.py WORKER_UID) back to this process's user,
-    so the finished run folder is one owner's and no worker uid can still change it. Links are not followed."""
+    """Give what the workers wrote (workers/**, as the run's own uid or nobody: backends/base.py) back to this
+    process's user, so the finished run folder is one owner's and no worker uid can still change it. Only root
+    can; links are not followed."""
     uid, gid = os.geteuid(), os.getegid()
-    if uid == WORKER_UID:
+    if uid != 0:
         return
     for root, dirs, files in os.walk(run_dir / "workers", followlinks=False):
         for name in [*dirs, *files, ""]:
             path = os.path.join(root, name) if name else root
             try:
-                if os.lstat(path).st_uid == WORKER_UID:
+                if os.lstat(path).st_uid != uid:
                     os.lchown(path, uid, gid)
             except OSError:
                 continue
@@ -424,7 +427,8 @@ def _write_results(run_dir: Path, scenario: Scenario, backend_name: str, state: 
              "world_size": scenario.world_size,
              "corpus_sha256": sorted({e["corpus_sha256"] for e in starts if "corpus_sha256" in e}),
              # mean over ranks and optimizers of the workers' calibration gathers (worker.latency_probe)
-             "probe_allgather_s": sum(probes) / len(probes) if probes else None})
+             "probe_allgather_s": sum(probes) / len(probes) if probes else None,
+             "root_workers": _root_workers(_read_json(run_dir / "environment.json"))})
     environment = _read_json(run_dir / "environment.json")
     commit = environment.get("git_commit") if isinstance(environment.get("git_commit"), str) else None
     df["run_id"], df["git_commit"] = run_dir.name, commit  # issue 52: rows of several runs combine as they are
@@ -439,13 +443,19 @@ def _write_results(run_dir: Path, scenario: Scenario, backend_name: str, state: 
 
 def _append_history(run_dir: Path, summary: dict, environment: dict) -> None:
     """The run's figures appended to <out>/index.parquet (results/history.py). The index is a convenience beside
-    the run folder, which holds everything: a failure to write it is said in the folder's status, not raised."""
+    the run folder, which holds everything: a failure to write it is said on stderr, not raised."""
     try:
         scenario = yaml.safe_load(runfiles.read_text(run_dir, "scenario.yaml", "scenario.yaml"))
         history.append_to_index(run_dir, summary, scenario if isinstance(scenario, dict) else {}, environment)
     except (OSError, runfiles.RunFileError, InputError, yaml.YAMLError, ValueError) as e:
         # one line on stderr (the run's own outputs are written; the index can be rebuilt from them)
         print(f"warning: {run_dir.parent / history.INDEX} not updated: {type(e).__name__}: {e}", file=sys.stderr)
+
+
+def _root_workers(env: dict) -> bool:
+    """Whether any host's workers kept uid 0 (accepted by --allow-root-workers; backends/base.py WorkerUser)."""
+    users = [env.get("workers_user")] + [h.get("workers_user") for h in env.get("hosts") or [] if isinstance(h, dict)]
+    return any(isinstance(u, dict) and u.get("root_accepted") is True for u in users)
 
 
 def _read_json(path: Path) -> dict:

@@ -116,6 +116,7 @@ class RunSettings:
     inventory: Path | None = None  # ssh backend: the hosts (backends/inventory.py)
     measure_links: bool | None = None  # None: the scenario's network.measure_links
     write_report: bool = True
+    allow_root_workers: bool = False  # accept workers as uid 0 where no unprivileged uid can run them
     # Limits for tests and impatient users: seconds a collective may block (default derived from the links),
     # and seconds without any worker progress before the coordinator declares a hang.
     collective_timeout_s: float | None = None
@@ -141,7 +142,7 @@ class RunSettings:
             link_engine=self.link_engine or scenario.network.link_engine,
             allow_unemulated=scenario.network.allow_unemulated if self.allow_unemulated is None
             else self.allow_unemulated,
-            image=self.image)
+            image=self.image, allow_root_workers=self.allow_root_workers)
 
     def measure(self, scenario: Scenario) -> bool:
         return scenario.network.measure_links if self.measure_links is None else self.measure_links

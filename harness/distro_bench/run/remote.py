@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import queue
 import re
+import secrets
 import shutil
 import socket
 import subprocess
@@ -58,6 +59,9 @@ from distro_bench.scenario.model import BUILTIN_CORPORA, Scenario
 from distro_bench.scenario.placement import from_scenario
 
 SCENARIO_FILE = "scenario.yaml"
+# The agents' store secret of this run (multihost/secret.py), made here and unpacked with the scenario into each
+# host's private folder (PREPARE: umask 077): on no command line.
+SECRET_FILE = "agents.secret"
 # After Ctrl-C, or once host 0's agent is done: how long the other agents get to end on their own (torchrun stops
 # in up to 20 s, then the shaping is removed and node 0 writes the folder and its report) before ssh is killed.
 STOP_S = 120.0
@@ -92,7 +96,7 @@ def run_over_ssh(scenario: Scenario, settings: RunSettings, sink: ProgressSink,
         raise InputError(f"--inventory lists {len(hosts)} hosts: {e}") from None
     if probe is not None:
         sink.note(f"backend: {probe()}")
-    archive = scenario_archive(scenario)
+    archive = scenario_archive(scenario, secrets.token_hex(32))  # as multihost/secret.py make()
     sink.note(f"ssh: {len(hosts)} hosts ({', '.join(h.host for h in hosts)}), placement {placement.encode()}, "
               f"rendezvous {hosts[0].address}:{inv.rdzv_port}")
     workdirs: dict[int, str] = {}
@@ -107,7 +111,7 @@ def run_over_ssh(scenario: Scenario, settings: RunSettings, sink: ProgressSink,
             with sigterm_as_interrupt():
                 try:
                     for a in agents:
-                        a.start(agent_argv(a.host, workdir=a.workdir, scenario=SCENARIO_FILE,
+                        a.start(agent_argv(a.host, workdir=a.workdir, scenario=SCENARIO_FILE, secret=SECRET_FILE,
                                            rdzv=f"{hosts[0].address}:{inv.rdzv_port}", nnodes=len(hosts),
                                            placement=placement.encode(),
                                            extra=agent_flags(settings) + (["--i-know"] if a.host.i_know else [])),
@@ -140,11 +144,16 @@ def run_over_ssh(scenario: Scenario, settings: RunSettings, sink: ProgressSink,
 
 # ---- what travels to every host ---------------------------------------------------------------------------
 
-def scenario_archive(scenario: Scenario) -> bytes:
-    """A tar archive of scenario.yaml (as resolved here, overrides applied) and the corpus file or folder it names
-    (at the same relative path), which every agent unpacks into its folder."""
+def scenario_archive(scenario: Scenario, run_secret: str | None = None) -> bytes:
+    """A tar archive of scenario.yaml (as resolved here, overrides applied), the run's secret (mode 600) and the
+    corpus file or folder it names (at the same relative path), which every agent unpacks into its folder."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
+        if run_secret is not None:
+            data = run_secret.encode() + b"\n"
+            info = tarfile.TarInfo(SECRET_FILE)
+            info.size, info.mode = len(data), 0o600
+            tar.addfile(info, io.BytesIO(data))
         text = dump_scenario(scenario).encode()
         info = tarfile.TarInfo(SCENARIO_FILE)
         info.size, info.mode = len(text), 0o600

@@ -40,6 +40,7 @@ from distro_bench.scenario.model import Scenario
 from distro_bench.scenario.replay import banner as replay_banner
 from distro_bench.scenario.timeline import compile_timeline
 from distro_bench.scenario.units import format_duration
+from distro_bench.train.inputs import check_inputs
 from distro_bench.train.liveness import Dead, HostLoad, LivenessJudge, Timeouts, heartbeat_age, read_heartbeat
 from distro_bench.train.replay import memory_problem as replay_memory_problem
 
@@ -282,6 +283,7 @@ def run_scenario(scenario: Scenario, options: RunSettings, sink: ProgressSink | 
     sink.note(f"backend: {why}")
     if problem := replay_memory_problem(scenario):  # before any namespace or folder: nothing to undo
         raise CapabilityError(problem)
+    check_inputs(scenario, scenario.name, training=True)  # the model's factory and output, an hf: dataset's cache: exit 2 now
     plan = backend_cls.preflight(scenario, backend_options)  # a capability error stops us before the run folder
     life = RunLifecycle(scenario, backend_cls.name, sink)
     run_dir = life.open(options.out)
@@ -305,8 +307,13 @@ def run_scenario(scenario: Scenario, options: RunSettings, sink: ProgressSink | 
                 life.write_environment(env)
             life.write_prediction(env["network"])
             # _train_one looked up at each call: tests replace it
-            life.train_all(lambda name, seed: _train_one(backend, scenario, run_dir, name, sink, options, seed,
-                                                         life.events))
+            try:
+                life.train_all(lambda name, seed: _train_one(backend, scenario, run_dir, name, sink, options, seed,
+                                                             life.events))
+            finally:  # who the workers ran as (backends/base.py), uid 0 accepted by --allow-root-workers included
+                if backend.workers_user() is not None:
+                    env["workers_user"] = backend.workers_user()
+                    life.write_environment(env)
     finally:
         # events: every optimizer's and seed's, also after a failure or interrupt
         summary = life.finish(write_report=options.write_report)

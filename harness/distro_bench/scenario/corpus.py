@@ -5,8 +5,9 @@ byte): a scenario's `corpus: /` walked the whole filesystem, `/dev/zero` never e
 8 GiB sparse file was read until memory ran out. So: regular files only (a folder's symlinks are not
 followed, its FIFOs and devices are skipped), at most MAX_CORPUS_BYTES in all, at most MAX_CORPUS_FILES
 files out of at most MAX_WALK_ENTRIES entries looked at, each file opened once (O_NOFOLLOW, non-blocking)
-and checked on its open descriptor. Validation (harness/distro_bench/scenario/model.py) and the workers
-(harness/distro_bench/train/data.py) apply the same rules.
+and checked on its open descriptor. Validation reads it (harness/distro_bench/scenario/problems.py), the run copies
+those bytes into its folder (data/corpus.txt) and the workers read that copy: a file or folder swapped for a
+symlink after validation reaches no worker.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def corpus_files(path: Path) -> list[tuple[Path, int]]:
     return files
 
 
-def _read_one(path: Path, budget: int) -> bytes:
+def _read_one(path: Path, budget: int, within: Path | None = None) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
@@ -99,21 +100,29 @@ def _read_one(path: Path, budget: int) -> bytes:
         os.close(fd)
         raise CorpusError(f"{str(path)!r} is {_kind(st.st_mode)}, not a regular file")
     with os.fdopen(fd, "rb") as f:
+        if within is not None:  # the descriptor's own path: a folder on the way swapped for a symlink is caught
+            try:
+                real = Path(os.readlink(f"/proc/self/fd/{fd}"))
+            except OSError:  # no /proc: the resolved path the caller checked stands
+                real = path
+            if not real.is_relative_to(within):
+                raise CorpusError(f"{str(path)!r}: the file opened is {real}, outside {within} (a folder on the way "
+                                  "is a symlink out of it)")
         data = f.read(budget + 1)
     if len(data) > budget:
         raise CorpusError(f"{str(path)!r}: the corpus grew past {MAX_CORPUS_BYTES:,} bytes while it was read")
     return data
 
 
-def read_corpus(path: Path) -> bytes:
+def read_corpus(path: Path, within: Path | None = None) -> bytes:
     """The corpus's bytes (a folder's files joined by a blank line), each file opened once and checked on its
-    descriptor, the whole within MAX_CORPUS_BYTES."""
+    descriptor (with `within`: to lie in that folder), the whole within MAX_CORPUS_BYTES."""
     files = corpus_files(path)
     if len(files) == 1 and files[0][0] == path:
-        return _read_one(path, MAX_CORPUS_BYTES)
+        return _read_one(path, MAX_CORPUS_BYTES, within)
     parts, left = [], MAX_CORPUS_BYTES
     for p, _ in files:
-        data = _read_one(p, left)
+        data = _read_one(p, left, within)
         left -= len(data)
         parts.append(data)
     return b"\n\n".join(parts)

@@ -73,6 +73,57 @@ def cache_dir() -> Path:
     return Path(root) / "corpora"
 
 
+def cached_path(corpus: str, max_bytes: int = MAX_BYTES) -> Path:
+    """Where `load` keeps (or will keep) a hub dataset's bytes."""
+    c = parse(corpus)
+    return cache_dir() / (hashlib.sha256((c.spec() + f"|{max_bytes}").encode()).hexdigest()[:24] + ".bin")
+
+
+def hub_caches() -> list[Path]:
+    """The Hugging Face caches `datasets` reads a hub dataset from without the network."""
+    home = Path(os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"))
+    datasets_cache = Path(os.environ.get("HF_DATASETS_CACHE") or home / "datasets")
+    hub_cache = Path(os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE") or home / "hub")
+    return [datasets_cache, hub_cache]
+
+
+def _in_hub_cache(name: str) -> bool:
+    datasets_cache, hub_cache = hub_caches()
+    flat = name.replace("/", "___")
+    return (hub_cache / ("datasets--" + name.replace("/", "--"))).is_dir() or any(
+        p.is_dir() for p in (datasets_cache / flat, datasets_cache / flat.lower()))
+
+
+def _offline() -> bool:
+    return any(os.environ.get(k, "").lower() in ("1", "true", "yes", "on") for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def reachability_problem(corpus: str, timeout_s: float = 5.0) -> str | None:
+    """For a hub dataset (not a local folder): None when its bytes are in our cache or the Hugging Face caches, or
+    the hub answers for it within `timeout_s`; else the problem, naming the caches looked in (validate says it,
+    not a worker's traceback once the run has started)."""
+    c = parse(corpus)
+    if c.is_local or cached_path(corpus).is_file() or _in_hub_cache(c.dataset):
+        return None
+    looked = ", ".join(str(p) for p in (cache_dir(), *hub_caches()))
+    if _offline():
+        return (f"data.corpus {corpus!r}: not in the caches looked in ({looked}) and the hub is off "
+                "(HF_HUB_OFFLINE / HF_DATASETS_OFFLINE); download it once where the network is reachable, or "
+                "name a local folder (hf:./folder)")
+    try:
+        from huggingface_hub import HfApi
+
+        HfApi().dataset_info(c.dataset, timeout=timeout_s)
+    except ImportError:
+        return f"data.corpus {corpus!r} needs the datasets library: {INSTALL}"
+    except Exception as e:  # unreachable, unknown or gated: one line, with the caches looked in
+        return (f"data.corpus {corpus!r}: not in the caches looked in ({looked}) and the hub cannot give it "
+                f"({type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}); download it once where the "
+                "network is reachable, or name a local folder (hf:./folder)")
+    return None
+
+
 def _stream_text(c: HFCorpus, max_bytes: int) -> bytes:
     import datasets
 
@@ -83,6 +134,9 @@ def _stream_text(c: HFCorpus, max_bytes: int) -> bytes:
         if c.field not in row:
             raise KeyError(f"no field {c.field!r} in {c.dataset} (fields: {', '.join(sorted(row))})")
         text = row[c.field]
+        if isinstance(text, list) and text and isinstance(text[0], int):
+            raise KeyError(f"field {c.field!r} holds token ids, not text; give them as data.tokens (a parquet file "
+                           "or a save_to_disk folder with input_ids) with data.vocab_size")
         if not isinstance(text, str) or not text:
             continue
         data = text.encode("utf-8")
@@ -103,7 +157,7 @@ def load(corpus: str, max_bytes: int = MAX_BYTES) -> bytes:
             raise InputError(f"data.corpus: no such dataset folder {c.dataset!r}")
         key += "|" + "|".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
                               for p in sorted(folder.rglob("*")) if p.is_file())
-    cached = cache_dir() / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".bin")
+    cached = cache_dir() / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".bin")  # cached_path's, for a hub name
     if cached.is_file():
         return cached.read_bytes()
     if not available():

@@ -15,7 +15,10 @@ import yaml
 from pydantic import ValidationError
 
 from distro_bench.errors import ScenarioError
-from distro_bench.scenario.model import NAME_RULE, Scenario, show_value, valid_name
+from distro_bench.scenario import hfcorpus
+from distro_bench.scenario.corpus import read_corpus
+from distro_bench.scenario.datafiles import MAX_TOKENIZER_BYTES, token_bytes
+from distro_bench.scenario.model import BUILTIN_CORPORA, NAME_RULE, Scenario, show_value, valid_name
 from distro_bench.scenario.problems import (
     CONFINE,
     FILES_CHECKED,
@@ -241,7 +244,58 @@ def dump_for_run(s: Scenario, run_dir: Path) -> tuple[str, bool]:
             with os.fdopen(fd, "wb") as f:
                 os.fchmod(fd, seen.copy_mode)  # the umask cannot widen or narrow the rule
                 f.write(seen.data)
-    return yaml.safe_dump(d, sort_keys=False), bool(used)
+    data_copies = _copy_data_files(s, d, run_dir)
+    return yaml.safe_dump(d, sort_keys=False), bool(used) or data_copies
+
+
+# The run folder's copy of each data file a scenario names: the workers read these (issue 51).
+DATA_COPIES = {"data.corpus": "corpus.txt", "data.tokenizer": "tokenizer.json", "data.tokens": "tokens.bin",
+               "data.val_tokens": "val_tokens.bin"}
+
+
+def write_data_copies(s: Scenario, run_dir: Path) -> None:
+    """RUN/data/ from this host's own validated scenario, where the run folder lacks it: a multi-host run's other
+    hosts write into a local copy of node 0's folder, whose scenario.yaml names data/ (run/lifecycle.py join)."""
+    if not (run_dir / "data").exists():
+        _copy_data_files(s, s.resolved_dict(), run_dir)
+
+
+def _copy_data_files(s: Scenario, d: dict, run_dir: Path) -> bool:
+    """Copy the corpus file or folder (joined, as the workers read it), the tokenizer and the token files into
+    RUN/data/, as validation read them (Scenario._files; read now, under the same rules, where it did not), and name
+    them in `d` relative to the run folder: no worker opens a path from the scenario's folder. Token files are
+    copied as the flat array the workers read (a parquet file's or a dataset folder's `input_ids` joined). Mode
+    0644 where the source is readable by everyone, else 0600, as for traces."""
+    copies: list[tuple[str, bytes, int]] = []
+    for field, name in DATA_COPIES.items():
+        key = field.split(".")[1]
+        value = getattr(s.data, key)
+        if value is None or (field == "data.corpus" and (s.data.tokens is not None or value in BUILTIN_CORPORA
+                                                          or hfcorpus.is_hf(value))):
+            continue
+        path = Path(s.corpus_path()) if field == "data.corpus" else s.file_path(field)
+        assert path is not None, field
+        data = s._files.get(field)
+        if data is None:  # a scenario validated without its files read: read once now, under the same rules
+            data = (read_corpus(path) if field == "data.corpus" else
+                    token_bytes(path.resolve(), s.data.token_dtype) if key in ("tokens", "val_tokens") else
+                    s.file_bytes(field, MAX_TOKENIZER_BYTES, "tokenizer"))
+        try:
+            mode = 0o644 if os.stat(path).st_mode & stat.S_IROTH else 0o600
+        except OSError:
+            mode = 0o600
+        copies.append((name, data, mode))
+        d["data"][key] = f"data/{name}"
+    if not copies:
+        return False
+    folder = run_dir / "data"
+    folder.mkdir(mode=0o755)
+    for name, data, mode in copies:
+        fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(fd, mode)
+            f.write(data)
+    return True
 
 
 def with_overrides(s: Scenario, *, steps: int | None = None, seed: int | None = None,
@@ -252,7 +306,10 @@ def with_overrides(s: Scenario, *, steps: int | None = None, seed: int | None = 
     not change and which were checked on load). A budget given here replaces the scenario's
     (`--target-val-loss` keeps the scenario's steps or time budget as its cap unless one is given too)."""
     data = s.model_dump(mode="json", exclude_none=True)
-    data["data"]["corpus"] = s.corpus_path()
+    if s.data.tokens is None:
+        data["data"]["corpus"] = s.corpus_path()
+    else:
+        data["data"].pop("corpus", None)
     train = data["train"]
     if steps is not None or time_budget is not None or tokens is not None:
         for k in ("steps", "time_budget", "tokens"):
@@ -297,4 +354,5 @@ def with_overrides(s: Scenario, *, steps: int | None = None, seed: int | None = 
     finally:
         FILES_CHECKED.reset(token)
     out._traces = dict(s._traces)  # the bytes validation read: the run folder copies these
+    out._files = dict(s._files)
     return out

@@ -6,6 +6,7 @@ A scenario file is validated in one pass that collects every problem with its lo
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -28,6 +29,7 @@ from pydantic import (
 from distro_bench.scenario import hfcorpus, presets
 from distro_bench.scenario.budget import Budget, format_count, parse_count, resolve_budget, resolve_target_cap
 from distro_bench.scenario.churn import ChurnSpec
+from distro_bench.scenario.datafiles import MAX_CONFIG_BYTES, MAX_TOKENIZER_BYTES, hf_config, read_file, tokenizer_vocab
 from distro_bench.scenario.gates import GATES
 from distro_bench.scenario.impairments import IMPAIRMENTS, describe_parts, link_fields
 from distro_bench.scenario.methods import validate_entries
@@ -48,6 +50,10 @@ from distro_bench.scenario.units import (
 )
 
 BUILTIN_CORPORA = ("builtin:pydoc", "builtin:stdlib")
+BYTE_VOCAB = 256  # a text corpus without a tokenizer: bytes are tokens
+# A callable by import path, "package.module:function" (the module part dotted names, the object part too).
+IMPORT_PATH_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+BUILTIN_MODEL_FIELDS = ("dim", "n_layers", "n_heads", "ffn_dim", "vocab_size", "max_seq_len")
 
 # A scenario's and an optimizer's name become folder names (results/<scenario>-<time>/workers/<optimizer>/):
 # one path component, no separators, no leading dot ('..', '.hidden'), so nothing is written outside the run.
@@ -317,12 +323,55 @@ class ModelSpec(_Strict):
     n_layers: int | None = Field(default=None, ge=1, le=512)
     n_heads: int | None = Field(default=None, ge=1, le=512)
     ffn_dim: int | None = Field(default=None, ge=8, le=131072)
-    vocab_size: int | None = Field(default=None, ge=256, le=1_048_576)
+    vocab_size: int | None = Field(default=None, ge=2, le=1_048_576)
     max_seq_len: int | None = Field(default=None, ge=8, le=131072)
+    # A model from outside (harness/distro_bench/train/models.py, docs/models-and-data.md): `factory`, a callable
+    # "package.module:function" given vocab_size and `args`, returning an nn.Module from token ids [B, T] to
+    # logits [B, T, vocab]; or `hf_config`, a transformers config.json (AutoModelForCausalLM.from_config),
+    # in a run folder's scenario.yaml its content as validation read it.
+    factory: str | None = Field(default=None, pattern=IMPORT_PATH_PATTERN)
+    args: dict[str, Any] = Field(default_factory=dict)
+    hf_config: str | dict[str, Any] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_source(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        outside = [k for k in ("factory", "hf_config") if data.get(k) is not None]
+        if len(outside) > 1:
+            raise ValueError("give one of factory and hf_config, not both")
+        if outside:
+            if data.get("preset") is not None:
+                raise ValueError(f"give preset or {outside[0]}, not both (a preset is the built-in model)")
+            own = [k for k in BUILTIN_MODEL_FIELDS if data.get(k) is not None
+                   and not (k == "vocab_size" and outside[0] == "factory")]  # a factory is given the vocab
+            if own:
+                raise ValueError(f"{', '.join(own)}: fields of the built-in model; a {outside[0]} model takes its "
+                                 + ("options in `args`" if outside[0] == "factory" else "shape from its config.json"))
+            data = {**data, "preset": None}
+        elif data.get("args"):
+            raise ValueError("args: options of a `factory`; the built-in model takes dim, n_layers, n_heads, ffn_dim")
+        return data
+
+    @property
+    def source(self) -> str:
+        """`factory`, `hf_config` or `builtin`."""
+        return "factory" if self.factory else "hf_config" if self.hf_config is not None else "builtin"
 
 
 class DataSpec(_Strict):
     corpus: str = "builtin:pydoc"
+    # A text corpus is byte-level (vocab 256) unless `tokenizer` names a tokenizers tokenizer.json to encode it.
+    tokenizer: str | None = None
+    # Pre-tokenised data instead of a corpus: nanoGPT's flat `.bin` (`dtype` says the width), a `.parquet` file
+    # or a save_to_disk folder with `input_ids`; `val_tokens` its held-out split (else the tail, as for text).
+    tokens: str | None = None
+    val_tokens: str | None = None
+    dtype: Literal["uint16", "uint32"] | None = None
+    # The data's vocabulary: what its token ids lie below (256 for bytes, the tokenizer's own size with
+    # `tokenizer`); required with `tokens`. The model's vocabulary must be the same.
+    vocab_size: int | None = Field(default=None, ge=2, le=1_048_576)
     seq_len: int = Field(default=128, ge=8, le=8192)
     batch_size: int = Field(default=8, ge=1, le=4096)
     val_fraction: float = Field(default=0.05, gt=0, lt=0.5)
@@ -330,6 +379,31 @@ class DataSpec(_Strict):
     # Batches of the held-out tuning split (harness/distro_bench/train/data.py) evaluated beside validation as `tune_loss`;
     # 0: not evaluated. `sweep --pick best` sets it to val_batches for its trials and selects on it.
     tune_batches: int = Field(default=0, ge=0, le=10_000)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DataSpec:
+        if self.tokens is not None:
+            if "corpus" in self.model_fields_set:
+                raise ValueError("give corpus (text) or tokens (token ids), not both")
+            if self.tokenizer is not None:
+                raise ValueError("tokenizer: token files are tokenised already; a tokenizer encodes a text corpus")
+            if self.vocab_size is None:
+                raise ValueError("vocab_size: required with tokens (the size of the vocabulary the ids come from, "
+                                 "e.g. 50257 for GPT-2's)")
+            if (self.dtype or "uint16") == "uint16" and self.vocab_size > 2**16:
+                raise ValueError(f"dtype: uint16 holds ids below 65536, not a vocabulary of {self.vocab_size}; "
+                                 "say dtype: uint32")
+        elif self.val_tokens is not None or self.dtype is not None:
+            raise ValueError(f"{'val_tokens' if self.val_tokens is not None else 'dtype'}: belongs to `tokens` "
+                             "(a token file), which is not given")
+        elif self.tokenizer is None and self.vocab_size is not None and self.vocab_size != 256:
+            raise ValueError(f"vocab_size: a text corpus without a tokenizer is bytes, vocabulary 256, not "
+                             f"{self.vocab_size}; name a tokenizer (data.tokenizer) or leave vocab_size out")
+        return self
+
+    @property
+    def token_dtype(self) -> str:
+        return self.dtype or "uint16"
 
     @model_validator(mode="after")
     def _memory_bounds(self) -> DataSpec:
@@ -506,6 +580,9 @@ class Scenario(_Strict):
     # Each trace file a link names, as validation read it (the path as written -> its bytes, resolved path and
     # mode): the run copies these very bytes into its folder (dump_for_run), never the path read again.
     _traces: dict[str, TraceFile] = PrivateAttr(default_factory=dict)
+    # The model's and data's files (model.hf_config, data.tokenizer, data.tokens, data.val_tokens) as
+    # validation read them (field -> bytes; scenario/datafiles.py): the run copies these bytes into its folder.
+    _files: dict[str, bytes] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _seeds_kept_apart(self) -> Scenario:
@@ -605,8 +682,49 @@ class Scenario(_Strict):
                            default_steps=DEFAULT_STEPS)
         return resolve_target_cap(b, t.time_budget) if t.target_val_loss is not None else b
 
-    def resolved_model(self) -> dict[str, int]:
-        return resolve_model(self.model)
+    def resolved_model(self) -> dict[str, Any]:
+        """The model as the workers build it (harness/distro_bench/train/models.py): the built-in model's fields, or
+        `{factory, args, vocab_size}`, or `{hf_config: <its content>, vocab_size}`."""
+        if self.model.source == "hf_config":
+            cfg = self.hf_config()
+            return {"hf_config": cfg, "vocab_size": cfg["vocab_size"]}
+        return resolve_model(self.model, self.data_vocab())
+
+    def file_path(self, field: str) -> Path | None:
+        """The file a `model.*` or `data.*` field names, relative to the scenario's folder (None: not given)."""
+        section, key = field.split(".")
+        value = getattr(getattr(self, section), key)
+        return (self._base_dir / Path(value).expanduser()) if isinstance(value, str) else None
+
+    def file_bytes(self, field: str, cap: int, what: str) -> bytes:
+        """The bytes of the file a field names, read once (scenario/datafiles.py read_file) and kept."""
+        if field not in self._files:
+            path = self.file_path(field)
+            assert path is not None, field
+            self._files[field] = read_file(path, cap, what)
+        return self._files[field]
+
+    def hf_config(self) -> dict[str, Any]:
+        """model.hf_config's content (DataFileError where it cannot be read)."""
+        if isinstance(self.model.hf_config, dict):
+            return hf_config(json.dumps(self.model.hf_config).encode(), "model.hf_config")
+        return hf_config(self.file_bytes("model.hf_config", MAX_CONFIG_BYTES, "config.json"), "model.hf_config")
+
+    def data_vocab(self) -> int:
+        """The data's vocabulary: data.vocab_size, else the tokenizer's own size, else bytes (256)."""
+        if self.data.vocab_size is not None:
+            return self.data.vocab_size
+        if self.data.tokenizer is not None:
+            return tokenizer_vocab(self.file_bytes("data.tokenizer", MAX_TOKENIZER_BYTES, "tokenizer"), "data.tokenizer")
+        return BYTE_VOCAB
+
+    def loss_unit(self) -> str:
+        """What a loss of this scenario is measured in, in words (summary.json `loss.unit`)."""
+        if self.data.tokens is not None:
+            return f"nats per token (token ids of a vocabulary of {self.data_vocab()})"
+        if self.data.tokenizer is not None:
+            return f"nats per token (tokenizer {Path(self.data.tokenizer).name}, vocabulary {self.data_vocab()})"
+        return "nats per byte"
 
     def corpus_path(self) -> str:
         if self.data.corpus in BUILTIN_CORPORA:
@@ -638,11 +756,17 @@ class Scenario(_Strict):
     def resolved_dict(self) -> dict[str, Any]:
         """The scenario with presets expanded and defaults filled: what `scenario.yaml` in a run folder holds."""
         d = self.model_dump(mode="json", exclude_none=True)
-        d["model"] = {"preset": self.model.preset, **self.resolved_model()} if self.model.preset else self.resolved_model()
+        model = self.resolved_model()
+        if "hf_config" in model:  # its vocabulary is the config's own
+            model = {"hf_config": model["hf_config"]}
+        d["model"] = {"preset": self.model.preset, **model} if self.model.preset else model
         d["links"] = {n.link_name: n.link.model_dump(mode="json", exclude_none=True)
                       for n in self.nodes() if n.link is not None and n.link_name}
         d["hardware"] = {n.hardware_name: n.hardware.model_dump(mode="json", exclude_none=True) for n in self.nodes()}
-        d["data"]["corpus"] = self.corpus_path()
+        if self.data.tokens is None:
+            d["data"]["corpus"] = self.corpus_path()
+        else:  # token files are the data: no corpus beside them
+            d["data"].pop("corpus", None)
         matrix = region_matrix(self)
         if matrix is not None and self.regions is not None:  # the preset expanded: every pair's one-way delay
             d["regions"] = {"intra": format_duration(matrix.intra_s), "symmetric": self.regions.symmetric, "delays": {
@@ -672,15 +796,38 @@ def valid_name(name: object) -> bool:
     return isinstance(name, str) and re.fullmatch(NAME_PATTERN, name) is not None
 
 
-def resolve_model(m: ModelSpec) -> dict[str, int]:
-    base = dict(presets.MODELS[m.preset]) if m.preset else {}
-    for k in ("dim", "n_layers", "n_heads", "ffn_dim", "vocab_size", "max_seq_len"):
+def resolve_model(m: ModelSpec, data_vocab: int = BYTE_VOCAB) -> dict[str, Any]:
+    """The built-in model's fields (a preset's under the explicit ones) or a factory's `{factory, args,
+    vocab_size}`; the vocabulary is the data's unless the spec or its preset says one (problems.py compares)."""
+    if m.factory:
+        return {"factory": m.factory, "args": dict(m.args), "vocab_size": m.vocab_size or data_vocab}
+    base: dict[str, Any] = dict(presets.MODELS[m.preset]) if m.preset else {}
+    for k in BUILTIN_MODEL_FIELDS:
         v = getattr(m, k)
         if v is not None:
             base[k] = v
-    base.setdefault("vocab_size", 256)
+    if m.vocab_size is None and base.get("vocab_size", BYTE_VOCAB) == BYTE_VOCAB:
+        base["vocab_size"] = data_vocab  # a byte-level preset takes the data's; a published model's is its own
     base.setdefault("max_seq_len", 512)
     return base
+
+
+def model_label(m: ModelSpec) -> str:
+    """The model in a few words: `tiny`, `tiny with dim 256`, `custom (dim 256, 4 layers)`, a factory's path, or
+    `hf_config gpt2`."""
+    if m.factory:
+        return f"factory {m.factory}"
+    if m.hf_config is not None:
+        kind = m.hf_config.get("model_type") if isinstance(m.hf_config, dict) else Path(m.hf_config).name
+        return f"hf_config {kind}"
+    own = {k: getattr(m, k) for k in ("dim", "n_layers", "n_heads", "ffn_dim") if getattr(m, k) is not None}
+    words = ", ".join(f"{v} layers" if k == "n_layers" else f"{k} {v}" for k, v in own.items())
+    if not m.preset:
+        return f"custom ({words})"
+    preset = presets.MODELS.get(m.preset, {})
+    changed = {k: v for k, v in own.items() if preset.get(k) != v}
+    return m.preset if not changed else f"{m.preset} with " + ", ".join(
+        f"{v} layers" if k == "n_layers" else f"{k} {v}" for k, v in changed.items())
 
 
 def _expand(spec_cls, raw: Any, known: dict[str, dict]):

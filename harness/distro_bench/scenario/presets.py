@@ -44,7 +44,8 @@ HARDWARE: dict[str, dict] = {
     "gaming-pc": {"device": "auto", "tflops": 165.0, "memory": "24GiB"},
 }
 
-# Llama-style decoders. Byte-level vocabulary (256) unless the preset is a published model.
+# Llama-style decoders. Byte-level vocabulary (256) unless the preset is a published model; a byte-level preset
+# takes the data's vocabulary where the data is tokenised (a tokenizer.json, token files).
 MODELS: dict[str, dict] = {
     "tiny": {"dim": 128, "n_layers": 2, "n_heads": 4, "ffn_dim": 384, "vocab_size": 256, "max_seq_len": 512},
     "small": {"dim": 256, "n_layers": 4, "n_heads": 4, "ffn_dim": 768, "vocab_size": 256, "max_seq_len": 512},

@@ -14,8 +14,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from distro_bench.scenario import datafiles as df
 from distro_bench.scenario import hfcorpus, methods, presets
-from distro_bench.scenario.corpus import CorpusError, corpus_files
+from distro_bench.scenario.corpus import CorpusError, read_corpus
 from distro_bench.scenario.model import (
     BUILTIN_CORPORA,
     MAX_STEPS,
@@ -118,9 +119,15 @@ def reference_problems(s: Scenario) -> list[str]:
         if isinstance(cfg, NoLoCoConfig) and s.world_size > 1 and s.world_size % cfg.group_size:
             problems.append(f"optimizers.{name}.group_size: {s.world_size} workers do not split into groups of "
                             f"{cfg.group_size}")
-    if s.model.preset and s.model.preset not in presets.MODELS:
+    files_checked = FILES_CHECKED.get()  # and the vocabularies with them
+    if not files_checked:
+        problems += _data_file_problems(s)
+    if s.model.source != "builtin":
+        problems += [] if files_checked else _vocab_problems(s)
+    elif s.model.preset and s.model.preset not in presets.MODELS:
         problems.append(f"model.preset: unknown model {s.model.preset!r}; known: {_known(presets.MODELS)}")
     else:
+        problems += [] if files_checked else _vocab_problems(s)
         m = resolve_model(s.model)
         missing = [k for k in ("dim", "n_layers", "n_heads", "ffn_dim") if k not in m]
         if missing:
@@ -221,12 +228,129 @@ def _corpus_problems(s: Scenario) -> list[str]:
         outside = _outside(s, Path(corpus), ALLOW_CORPUS_OUTSIDE_ENV, "data.corpus", "--allow-corpus-outside")
         if outside:
             return [outside]
+    confined = CONFINE.get() and os.environ.get(ALLOW_CORPUS_OUTSIDE_ENV) != "1"
     try:
-        corpus_files(s._base_dir / corpus)
+        path = (s._base_dir / corpus).resolve()
+        # Read once here, each file checked on its descriptor: the run copies these bytes into its folder and the
+        # workers read the copy (issue 51: a folder swapped for a symlink after validation reaches no worker).
+        s._files["data.corpus"] = read_corpus(path, s._base_dir.resolve() if confined else None)
     except CorpusError as e:
         return [(f"data.corpus: {e} (relative paths are read from {s._base_dir}); or use one of "
                  f"{_known(BUILTIN_CORPORA)}")]
+    except (OSError, RuntimeError, ValueError) as e:
+        return [f"data.corpus: {show_value(corpus)} cannot be read ({type(e).__name__}: {e})"]
     return []
+
+
+def _data_file_problems(s: Scenario) -> list[str]:
+    """model.hf_config, data.tokenizer, data.tokens and data.val_tokens: in the scenario's folder (like a corpus),
+    regular files within their caps (scenario/datafiles.py), read once here; the bytes are kept in `s._files` and
+    the run folder's copies are these bytes (scenario/loading.py dump_for_run). Token ids must lie below the
+    data's vocabulary."""
+    fields: list[tuple[str, int, str]] = [("data.tokenizer", df.MAX_TOKENIZER_BYTES, "tokenizer"),
+                                          ("data.tokens", df.MAX_TOKEN_BYTES, "token file"),
+                                          ("data.val_tokens", df.MAX_TOKEN_BYTES, "token file")]
+    if isinstance(s.model.hf_config, str):
+        fields.insert(0, ("model.hf_config", df.MAX_CONFIG_BYTES, "config.json"))
+    problems = []
+    folder = s._base_dir.resolve()
+    within = None if os.environ.get(ALLOW_CORPUS_OUTSIDE_ENV) == "1" or not CONFINE.get() else folder
+    for field, cap, what in fields:
+        path = s.file_path(field)
+        if path is None or field in s._files:
+            continue
+        if "\0" in str(path):
+            problems.append(f"{field}: {show_value(str(path))} holds a NUL character; no file is named so")
+            continue
+        if CONFINE.get():
+            section, key = field.split(".")
+            outside = _outside(s, Path(getattr(getattr(s, section), key)).expanduser(), ALLOW_CORPUS_OUTSIDE_ENV,
+                               field, "--allow-corpus-outside")
+            if outside:
+                problems.append(outside)
+                continue
+        try:
+            full = path.resolve()
+            if field.startswith("data.") and field != "data.tokenizer":
+                data = df.token_bytes(full, s.data.token_dtype, within)
+                top = df.max_token_id(data, s.data.token_dtype)
+                if s.data.vocab_size is not None and top >= s.data.vocab_size:
+                    problems.append(f"{field}: holds token id {top}, not below data.vocab_size {s.data.vocab_size}; "
+                                    "give the vocabulary the ids come from")
+            else:
+                data = df.read_file(full, cap, what, within)
+        except (df.DataFileError, OSError, RuntimeError) as e:
+            problems.append(f"{field}: {e} (relative paths are read from {s._base_dir})")
+            continue
+        s._files[field] = data
+    if not problems and s.model.hf_config is not None:  # a path read above, or a config written inline
+        try:
+            s.hf_config()
+        except df.DataFileError as e:
+            problems.append(str(e))
+    if not problems and s.data.tokenizer is not None:
+        try:
+            vocab = s.data_vocab() if s.data.vocab_size is None else df.tokenizer_vocab(s._files["data.tokenizer"],
+                                                                                          "data.tokenizer")
+        except df.DataFileError as e:
+            problems.append(str(e))
+        else:
+            if s.data.vocab_size is not None and s.data.vocab_size != vocab:
+                problems.append(f"data.vocab_size: {s.data.vocab_size}, but the tokenizer {show_value(s.data.tokenizer)} "
+                                f"has {vocab} tokens; leave vocab_size out (the tokenizer's is used)")
+    return problems
+
+
+def _data_words(s: Scenario) -> str:
+    d = s.data
+    if d.tokens is not None:
+        return f"data.tokens {show_value(d.tokens)}, vocab_size {d.vocab_size}"
+    if d.tokenizer is not None:
+        return f"data.tokenizer {show_value(d.tokenizer)}"
+    return f"data.corpus {show_value(d.corpus)} without a tokenizer: bytes, vocabulary 256"
+
+
+def vocab_mismatch(s: Scenario) -> str | None:
+    """The line saying that the model's vocabulary is not the data's, naming both; None where they agree. An id past
+    the model's vocabulary fails the first step; rows past the data's are parameters (and bytes) that train nothing."""
+    try:
+        data_vocab = s.data_vocab()
+        model_vocab = s.resolved_model()["vocab_size"]
+    except (df.DataFileError, KeyError):  # reported by _data_file_problems
+        return None
+    if model_vocab == data_vocab:
+        return None
+    where = "model.hf_config" if s.model.source == "hf_config" else "model.vocab_size"
+    return (f"{where}: the model's vocabulary is {model_vocab}, the data's {data_vocab} ({_data_words(s)}); they must "
+            "be the same: " + ("leave model.vocab_size out (the data's is used) or " if where == "model.vocab_size"
+                               else "") + "name data of that vocabulary")
+
+
+def input_problems(s: Scenario, *, training: bool = False) -> list[str]:
+    """What `validate` and a run's preflight check beyond the fields, without torch: an `hf:` hub dataset is in a
+    cache or on a reachable hub (hfcorpus.reachability_problem); with `training`, the model's vocabulary is the
+    data's, also for the built-in model's published shapes (valid to project, not to train on other data)."""
+    problems = []
+    if training and s.replay is None and (mismatch := vocab_mismatch(s)):
+        problems.append(mismatch)
+    if s.data.tokens is None and hfcorpus.is_hf(s.data.corpus):
+        problem = hfcorpus.reachability_problem(s.data.corpus)
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def _vocab_problems(s: Scenario) -> list[str]:
+    """A model from outside must take the data's vocabulary, and no model may take a smaller one. The built-in
+    model with a larger one (a published shape: llama-1.2b's 32000, a published point's 128256) is valid for
+    `project` and replays; a training run refuses it (train/inputs.py), and `validate` says so."""
+    problem = vocab_mismatch(s)
+    if problem is None or s.replay is not None:  # a replay feeds the model no data
+        return []
+    model_vocab, data_vocab = s.resolved_model()["vocab_size"], s.data_vocab()
+    if s.model.source == "builtin" and model_vocab > data_vocab:
+        return []
+    return [problem]
 
 
 def _outside(s: Scenario, path: Path, env: str, where: str, flag: str) -> str | None:

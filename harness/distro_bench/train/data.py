@@ -1,6 +1,7 @@
-"""Corpora, a byte-level tokenizer, per-rank disjoint shards and held-out tuning and validation splits.
+"""Corpora, a byte-level tokenizer, token files, per-rank disjoint shards and held-out tuning and validation splits.
 
-Bytes are tokens (vocab 256): nothing to download, and every corpus a user points at works.
+A text corpus's bytes are its tokens (vocab 256: nothing to download, every corpus a user points at works)
+unless the scenario names a tokenizer.json; pre-tokenised token files are read as they are (docs/models-and-data.md).
 The tail of the corpus is held out, so no training window overlaps it. The held-out tail is cut in two:
 its first half is the tuning split (`tune_loss`: what a sweep's `--pick best` selects on), its second
 half the validation split (`val_loss`: what reports show), so the reported figure is never the one a
@@ -17,6 +18,8 @@ import torch
 from distro_bench.errors import InputError
 from distro_bench.scenario import hfcorpus
 from distro_bench.scenario.corpus import CorpusError, read_corpus
+from distro_bench.scenario.datafiles import MAX_TOKENIZER_BYTES, DataFileError, token_bytes
+from distro_bench.scenario.model import Scenario
 
 
 def load_corpus(corpus: str) -> bytes:
@@ -64,6 +67,59 @@ def stdlib_text(max_bytes: int = STDLIB_BYTES) -> bytes:
     return b"\n\n".join(out)
 
 
+@dataclass
+class Tokens:
+    """The run's token ids, as every rank reads them: `ids` (the tail held out unless `held_out` is given), the
+    bytes read (hashed into the start record), the loss's unit, and text bytes per token of the held-out part
+    where the text is known (bits per byte = nats per token / ln 2 / bytes per token)."""
+
+    ids: torch.Tensor
+    held_out: torch.Tensor | None
+    raw: bytes
+    unit: str
+    bytes_per_token: float | None
+
+
+def load_tokens(scenario: Scenario) -> Tokens:
+    """The data a scenario names: a token file (and its held-out file), a text corpus through a tokenizer.json,
+    or a text corpus as bytes. A run's workers read the run folder's copies (scenario/loading.py dump_for_run)."""
+    d = scenario.data
+    unit = scenario.loss_unit()
+    if d.tokens is not None:
+        raw = _token_file(scenario, "data.tokens")
+        held = _token_file(scenario, "data.val_tokens") if d.val_tokens is not None else None
+        ids = _ids(raw, d.token_dtype)
+        return Tokens(ids, _ids(held, d.token_dtype) if held is not None else None, raw, unit, None)
+    text = load_corpus(scenario.corpus_path())
+    if d.tokenizer is None:
+        return Tokens(encode(text), None, text, unit, 1.0)
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_str(scenario.file_bytes("data.tokenizer", MAX_TOKENIZER_BYTES, "tokenizer").decode("utf-8"))
+    ids = torch.tensor(tok.encode(text.decode("utf-8", errors="replace"), add_special_tokens=False).ids,
+                       dtype=torch.long)
+    tail = ids[-held_out_length(len(ids), d.val_fraction, d.seq_len):]
+    tail_bytes = len(tok.decode(tail.tolist(), skip_special_tokens=False).encode("utf-8"))
+    return Tokens(ids, None, text, unit, tail_bytes / max(len(tail), 1))
+
+
+def _token_file(scenario: Scenario, field: str) -> bytes:
+    path = scenario.file_path(field)
+    assert path is not None, field
+    try:
+        return token_bytes(path, scenario.data.token_dtype)
+    except DataFileError as e:
+        raise InputError(f"{field}: {e}") from None
+
+
+def _ids(raw: bytes, dtype: str) -> torch.Tensor:
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint16 if dtype == "uint16" else torch.uint32).long()
+
+
+def held_out_length(n_tokens: int, val_fraction: float, seq_len: int) -> int:
+    return max(int(n_tokens * val_fraction), 2 * (seq_len + 2))  # room for one window in each split
+
+
 def encode(text: str | bytes) -> torch.Tensor:
     raw = text.encode("utf-8") if isinstance(text, str) else text
     return torch.frombuffer(bytearray(raw), dtype=torch.uint8).long()
@@ -91,12 +147,20 @@ class Batches:
 def split(tokens: torch.Tensor, val_fraction: float, rank: int, world_size: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(this rank's training shard, the shared held-out tail). Shards are disjoint and contiguous.
     `held_out_splits` cuts the tail into the tuning and validation splits."""
-    n_val = max(int(len(tokens) * val_fraction), 2 * (seq_len + 2))  # room for one window in each split
+    n_val = held_out_length(len(tokens), val_fraction, seq_len)
     train, val = tokens[:-n_val], tokens[-n_val:]
     per_rank = len(train) // world_size
     if per_rank < seq_len + 2:
         raise InputError(f"data.corpus: {len(tokens)} tokens are too few for {world_size} shards of seq_len {seq_len}")
     return train[rank * per_rank : (rank + 1) * per_rank], val
+
+
+def split_shard(tokens: torch.Tensor, rank: int, world_size: int, seq_len: int) -> torch.Tensor:
+    """This rank's training shard of data whose held-out split is a file of its own."""
+    per_rank = len(tokens) // world_size
+    if per_rank < seq_len + 2:
+        raise InputError(f"data.tokens: {len(tokens)} tokens are too few for {world_size} shards of seq_len {seq_len}")
+    return tokens[rank * per_rank : (rank + 1) * per_rank]
 
 
 def held_out_splits(held_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

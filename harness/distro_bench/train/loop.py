@@ -23,13 +23,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import torch
+from torch import nn
 
 from distro_bench.scenario.budget import Budget, StopPolicy
 from distro_bench.scenario.churn import ChurnPlan
-from distro_bench.scenario.model import DataSpec, Node, Scenario
+from distro_bench.scenario.model import Node, Scenario
 from distro_bench.scenario.optimizers import StrategyConfig
 from distro_bench.scenario.timeline import compute_scale_at
 from distro_bench.train import data as data_mod
+from distro_bench.train import models
 from distro_bench.train.churn import Change, Membership, hand_over
 from distro_bench.train.comm import Comm
 from distro_bench.train.distributed import (
@@ -41,7 +43,6 @@ from distro_bench.train.distributed import (
     worker_ranks,
 )
 from distro_bench.train.liveness import Heartbeat, WireCounter
-from distro_bench.train.model import ModelConfig, Transformer, build_model, parameter_shapes
 from distro_bench.train.optim import PhaseTimer, StepResult, get_strategy
 from distro_bench.train.optim.base import Strategy
 from distro_bench.train.projection import resolve_options
@@ -52,9 +53,9 @@ UNKNOWN_TOTAL_STEPS = 1_000_000
 Batch = tuple[torch.Tensor, torch.Tensor]
 
 
-def forward_backward(model: Transformer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def forward_backward(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     model.zero_grad(set_to_none=True)
-    loss = model.loss(x, y)
+    loss = models.lm_loss(model, x, y)
     loss.backward()
     return loss
 
@@ -75,9 +76,9 @@ def param_checksum(model: torch.nn.Module) -> str:
 
 
 @torch.no_grad()
-def mean_loss(model: Transformer, batches: list[Batch], device: torch.device) -> float:
+def mean_loss(model: nn.Module, batches: list[Batch], device: torch.device) -> float:
     model.eval()
-    losses = [model.loss(x.to(device), y.to(device)).item() for x, y in batches]
+    losses = [models.lm_loss(model, x.to(device), y.to(device)).item() for x, y in batches]
     model.train()
     return sum(losses) / len(losses)
 
@@ -98,18 +99,24 @@ def max_rss_bytes() -> int:
 class Data:
     """This rank's training shard and the held-out batches every rank shares."""
 
-    corpus: bytes
+    corpus: bytes  # what was read: the text, or the token file
+    unit: str  # the loss's unit in words (nats per byte, per token of tokenizer X)
+    bytes_per_token: float | None  # text bytes per held-out token where the text is known (bits per byte)
     batches: data_mod.Batches
     val: list[Batch]
     tune: list[Batch]  # selection reads tune_loss, reports read val_loss
 
 
-def load_data(spec: DataSpec, corpus_path: str, rank: int, world: int, seed: int) -> Data:
-    corpus = data_mod.load_corpus(corpus_path)
-    shard, held_out = data_mod.split(data_mod.encode(corpus), spec.val_fraction, rank, world, spec.seq_len)
+def load_data(scenario: Scenario, rank: int, world: int, seed: int) -> Data:
+    spec = scenario.data
+    tokens = data_mod.load_tokens(scenario)
+    if tokens.held_out is not None:
+        shard, held_out = data_mod.split_shard(tokens.ids, rank, world, spec.seq_len), tokens.held_out
+    else:
+        shard, held_out = data_mod.split(tokens.ids, spec.val_fraction, rank, world, spec.seq_len)
     tune, val = data_mod.held_out_splits(held_out)
     return Data(
-        corpus=corpus,
+        corpus=tokens.raw, unit=tokens.unit, bytes_per_token=tokens.bytes_per_token,
         batches=data_mod.train_batches(shard, spec.seq_len, spec.batch_size, seed, rank),
         val=data_mod.validation_batches(val, spec.seq_len, spec.batch_size, spec.val_batches),
         tune=data_mod.validation_batches(tune, spec.seq_len, spec.batch_size, spec.tune_batches) if spec.tune_batches else [],
@@ -143,7 +150,7 @@ class TrainLoop:
     budget: Budget
     policy: StopPolicy  # only rank 0's decisions count; every rank knows the first step
     eval_every: int
-    model: Transformer
+    model: nn.Module
     strategy: Strategy
     clip: float | None  # the worker clips gradients unless the strategy does it itself
     params: list[torch.nn.Parameter]  # what the worker clips
@@ -153,6 +160,7 @@ class TrainLoop:
     wire: WireCounter | None  # the interface counters, where the backend names the interface
     heartbeat: Heartbeat
     out_dir: Path
+    model_facts: dict[str, Any] = field(default_factory=dict)  # FLOPs per token and how they are known
     probe: list[float] | None = None  # calibration gathers' seconds (distributed.latency_probe)
     progress: Progress = field(default_factory=Progress)
     out: TextIO | None = None  # rank<R>.jsonl while `run` trains
@@ -173,16 +181,17 @@ class TrainLoop:
         churn = scenario.churn if scenario.churn is not None and scenario.churn.active else None
         membership = Membership(ChurnPlan(churn, world, seed), rank, world) if churn is not None else None
         budget = scenario.budget()
-        model_cfg = ModelConfig(**scenario.resolved_model())
+        model_spec = scenario.resolved_model()
         # `auto` options (DisTrO's exchange) chosen for these links
-        cfg = resolve_options(scenario.optimizer_configs()[run_name], scenario.nodes(), parameter_shapes(model_cfg))
-        model = build_model(model_cfg, seed=seed, device=device)
+        cfg = resolve_options(scenario.optimizer_configs()[run_name], scenario.nodes(), models.model_shapes(model_spec))
+        model = models.build(model_spec, seed=seed, device=device)
+        flops, basis = models.flops_per_token(model_spec, scenario.data.seq_len)
         # A time budget's length is unknown until rank 0 has timed a few steps: until then the schedule
         # sees a run too long to decay (warmup is unaffected), then rank 0's estimate (shared in its decisions).
         strategy = get_strategy(cfg.type)(cfg, list(model.named_parameters()), comm,
                                           budget.expected_steps() or UNKNOWN_TOTAL_STEPS)
         clip = cfg.max_grad_norm if not getattr(strategy, "clips_gradients", False) else None
-        data = load_data(scenario.data, scenario.corpus_path(), rank, world, seed)
+        data = load_data(scenario, rank, world, seed)
         iface = os.environ.get("DISTRO_BENCH_WIRE_IFACE")
         wire = WireCounter(iface) if iface else None
         timer = PhaseTimer(device)
@@ -193,6 +202,7 @@ class TrainLoop:
                    eval_every=scenario.train.eval_every, model=model, strategy=strategy, clip=clip,
                    params=list(model.parameters()), data=data,
                    comm=comm, timer=timer, wire=wire, heartbeat=heartbeat, out_dir=out_dir,
+                   model_facts={"flops_per_token": flops, "flops_basis": basis},
                    membership=membership, detection_s=churn.detection if churn is not None else 0.0)
         probe_x, probe_y = (t.to(device) for t in data.val[0])
         loop.probe = latency_probe(device, lambda: loop.calibration_work(probe_x, probe_y))
@@ -233,7 +243,12 @@ class TrainLoop:
                    "corpus_bytes": len(corpus), "corpus_sha256": hashlib.sha256(corpus).hexdigest()[:16],
                    "probe_allgather_s": sum(probe) / len(probe) if probe else None, "probe_calls_s": probe,
                    "seed": self.seed, "budget": self.budget.as_dict(), "max_grad_norm": cfg.max_grad_norm,
-                   "clipped_by": None if cfg.max_grad_norm is None else ("strategy" if self.clip is None else "worker")})
+                   "clipped_by": None if cfg.max_grad_norm is None else ("strategy" if self.clip is None else "worker"),
+                   # issue 47: the loss's unit, text bytes per token where the text is known, the model's FLOPs
+                   # per token and how they are known (summary.json `loss` and `model`)
+                   "loss_unit": self.data.unit, "val_bytes_per_token": self.data.bytes_per_token,
+                   "flops_per_token": self.model_facts.get("flops_per_token"),
+                   "flops_basis": self.model_facts.get("flops_basis")})
         self.comm.take()
         if self.wire:
             self.wire.delta()

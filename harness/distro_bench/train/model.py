@@ -1,8 +1,9 @@
 """A small Llama-style decoder: RMSNorm, rotary position embeddings, SwiGLU MLP, PyTorch SDPA attention.
 
 Reads top to bottom: norm, rotary, attention, MLP, block, model. Shapes follow Llama 2
-(untied embeddings, no biases) so parameter counts line up with published models of the same size. Its config
-and parameter count are in train/model_config.py, torch-free, so reports can size a model without loading torch.
+(untied embeddings, no biases) so parameter counts line up with published models of the same size; `n_kv_heads`
+below `n_heads` gives Llama 3's grouped-query attention. It is the registry's `llama` (train/models.py), built
+through the same protocol as a user's factory; its shapes are read from the module on the meta device.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from distro_bench.train.model_config import ModelConfig
-from distro_bench.train.model_config import parameter_count as parameter_count  # re-exported for callers of this module
 
 
 class RMSNorm(nn.Module):
@@ -49,15 +49,20 @@ class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.n_heads, self.head_dim = cfg.n_heads, cfg.head_dim
+        self.n_kv_heads = cfg.n_kv_heads or cfg.n_heads
+        kv_dim = self.head_dim * self.n_kv_heads
         self.wq = nn.Linear(cfg.dim, cfg.dim, bias=False)
-        self.wk = nn.Linear(cfg.dim, cfg.dim, bias=False)
-        self.wv = nn.Linear(cfg.dim, cfg.dim, bias=False)
+        self.wk = nn.Linear(cfg.dim, kv_dim, bias=False)
+        self.wv = nn.Linear(cfg.dim, kv_dim, bias=False)
         self.wo = nn.Linear(cfg.dim, cfg.dim, bias=False)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
-        q, k, v = (w(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2) for w in (self.wq, self.wk, self.wv))
+        q = self.wq(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
+        k, v = (w(x).view(b, t, self.n_kv_heads, self.head_dim).transpose(1, 2) for w in (self.wk, self.wv))
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        if self.n_kv_heads != self.n_heads:  # grouped-query attention: each k/v head serves a group of q heads
+            k, v = (z.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1) for z in (k, v))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.wo(y.transpose(1, 2).reshape(b, t, d))
 
@@ -123,6 +128,12 @@ class Transformer(nn.Module):
         logits = self(tokens)
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
 
+    def flops_per_token(self, seq_len: int) -> float:
+        """Training FLOPs per token: 6 per weight of every matrix product (the embedding lookup is none) plus
+        attention's scores and weighted sum, 12 x layers x dim x seq_len (PaLM, arXiv 2204.02311, appendix B)."""
+        matmul = sum(p.numel() for n, p in self.named_parameters() if p.dim() == 2 and not n.startswith("tok_"))
+        return 6.0 * matmul + 12.0 * self.cfg.n_layers * self.cfg.dim * seq_len
+
 
 def build_model(cfg: ModelConfig, seed: int, device: torch.device | str = "cpu") -> Transformer:
     """Same seed, same weights on every rank: replicas start identical without a broadcast."""
@@ -132,7 +143,7 @@ def build_model(cfg: ModelConfig, seed: int, device: torch.device | str = "cpu")
     return model.to(device)
 
 
-class _ShapesOnly(TorchFunctionMode):
+class ShapesOnly(TorchFunctionMode):
     """Initialisers do nothing: on a meta tensor each runs torch's Python reference, and the first imports
     torch._dynamo, 1-1.7 s of CPU in every worker's and every run's start (issue 38). A torch function mode
     is this thread's alone, so a model built meanwhile in another thread is initialised as usual. nn.init's
@@ -148,8 +159,16 @@ class _ShapesOnly(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+def llama(*, vocab_size: int, dim: int, n_layers: int, n_heads: int, ffn_dim: int, max_seq_len: int = 512,
+          rope_theta: float = 10000.0, norm_eps: float = 1e-5, n_kv_heads: int | None = None) -> Transformer:
+    """The registry's `llama` factory (train/models.py): the protocol's signature over ModelConfig."""
+    return Transformer(ModelConfig(dim=dim, n_layers=n_layers, n_heads=n_heads, ffn_dim=ffn_dim, vocab_size=vocab_size,
+                                   max_seq_len=max_seq_len, rope_theta=rope_theta, norm_eps=norm_eps,
+                                   n_kv_heads=n_kv_heads))
+
+
 def parameter_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Parameter names and shapes without allocating the weights (for projections at 1B+ scale)."""
-    with torch.device("meta"), _ShapesOnly():
+    with torch.device("meta"), ShapesOnly():
         model = Transformer(cfg)
     return {n: tuple(p.shape) for n, p in model.named_parameters()}

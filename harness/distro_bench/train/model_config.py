@@ -1,5 +1,5 @@
-"""The model's shape (train/model.py builds it) and its parameter count by arithmetic, without torch:
-reports and projections size a model from its config alone."""
+"""The built-in model's config (train/model.py builds it). Its parameter count and shapes are read from the model
+itself on the meta device (train/models.py), never from a second formula."""
 
 from __future__ import annotations
 
@@ -16,16 +16,8 @@ class ModelConfig:
     max_seq_len: int = 512
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
+    n_kv_heads: int | None = None  # grouped-query attention (Llama 3); None: one k/v head per query head
 
     @property
     def head_dim(self) -> int:
         return self.dim // self.n_heads
-
-
-def parameter_count(cfg: ModelConfig) -> int:
-    """Transformer(cfg)'s parameter count, by arithmetic (no weights, no modules: instant at any size).
-    Per block: two RMSNorms, wq/wk/wv/wo and SwiGLU's w1/w3/w2; around them the embedding, the final
-    norm and the untied output projection."""
-    d, f, v = cfg.dim, cfg.ffn_dim, cfg.vocab_size
-    block = 2 * d + 4 * d * d + 3 * d * f
-    return v * d + cfg.n_layers * block + d + d * v

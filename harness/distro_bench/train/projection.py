@@ -38,6 +38,7 @@ from typing import Any
 
 from distro_bench.scenario.model import LinkSpec, Node, Scenario
 from distro_bench.train.model import ModelConfig
+from distro_bench.train.models import model_shapes
 from distro_bench.train.optim import Collective, get_strategy
 from distro_bench.train.optim.base import floor_tx_bits_of, payload_of, scaled
 
@@ -53,21 +54,13 @@ DEFAULT_ROUND_OVERHEAD_S = 0.2e-3
 
 
 def analytic_shapes(cfg: ModelConfig | dict, *, n_kv_heads: int | None = None) -> dict[str, tuple[int, ...]]:
-    """harness/distro_bench/train/model.py's parameter names and shapes by formula, without torch or any allocation (a 72B model
-    projects in microseconds). `n_kv_heads` below `n_heads` gives grouped-query attention's smaller k/v
-    projections (Llama 3), which the trainable model does not build but published 10B+ models use."""
-    c = cfg if isinstance(cfg, dict) else asdict(cfg)
-    dim, ffn, vocab, heads = c["dim"], c["ffn_dim"], c.get("vocab_size", 256), c["n_heads"]
-    kv_dim = dim // heads * (n_kv_heads or heads)
-    shapes: dict[str, tuple[int, ...]] = {"tok_embeddings.weight": (vocab, dim)}
-    for i in range(c["n_layers"]):
-        b = f"layers.{i}."
-        shapes.update({b + "attn_norm.weight": (dim,), b + "attn.wq.weight": (dim, dim),
-                       b + "attn.wk.weight": (kv_dim, dim), b + "attn.wv.weight": (kv_dim, dim),
-                       b + "attn.wo.weight": (dim, dim), b + "ffn_norm.weight": (dim,),
-                       b + "ffn.w1.weight": (ffn, dim), b + "ffn.w3.weight": (ffn, dim), b + "ffn.w2.weight": (dim, ffn)})
-    shapes.update({"norm.weight": (dim,), "output.weight": (vocab, dim)})
-    return shapes
+    """harness/distro_bench/train/model.py's parameter names and shapes, read from the model built on the meta device
+    (train/models.py model_shapes: no second formula, no weights). `n_kv_heads` below `n_heads` gives grouped-query
+    attention's smaller k/v projections (Llama 3), as published 10B+ models use."""
+    c = dict(cfg if isinstance(cfg, dict) else asdict(cfg))
+    if n_kv_heads is not None:
+        c["n_kv_heads"] = n_kv_heads
+    return model_shapes(c)
 
 
 @dataclass(frozen=True)
@@ -251,7 +244,7 @@ def project(scenario: Scenario, *, nodes: list[Node] | None = None, model: dict 
     if layout not in LAYOUTS:
         raise ValueError(f"layout: {layout!r} is not one of {', '.join(LAYOUTS)}")
     nodes = nodes or scenario.nodes()
-    shapes = shapes or analytic_shapes(ModelConfig(**(model or scenario.resolved_model())))
+    shapes = shapes or model_shapes(model or scenario.resolved_model())
     params = sum(math.prod(s) for s in shapes.values())
     tokens = scenario.data.seq_len * scenario.data.batch_size
     n = len(nodes)

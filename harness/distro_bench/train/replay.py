@@ -32,7 +32,7 @@ from distro_bench.train.comm import Comm, PendingGather
 from distro_bench.train.distributed import close_process_group, init_process_group, worker_ranks
 from distro_bench.train.liveness import Heartbeat, WireCounter
 from distro_bench.train.loop import max_rss_bytes, write_record
-from distro_bench.train.model import ModelConfig, parameter_shapes
+from distro_bench.train.models import model_shapes
 from distro_bench.train.optim import Collective, PhaseTimer, get_strategy
 from distro_bench.train.optim.base import Strategy, scaled
 from distro_bench.train.projection import compute_seconds
@@ -117,7 +117,7 @@ def resolve_codecs(scenario: Scenario, note=lambda text: None) -> Scenario:
     spec = scenario.replay
     if spec is None:
         return scenario
-    shapes = parameter_shapes(ModelConfig(**scenario.resolved_model()))
+    shapes = model_shapes(scenario.resolved_model())
     slowest = min(scenario.nodes(), key=lambda n: n.hardware.tflops or float("inf"))
     host_flops: float | None = None
     codec: dict[str, float | str] = {}
@@ -155,7 +155,7 @@ def memory_problem(scenario: Scenario, available: int | None = None) -> str | No
         available = _mem_available()
         if available is None:
             return None
-    shapes = parameter_shapes(ModelConfig(**scenario.resolved_model()))
+    shapes = model_shapes(scenario.resolved_model())
     n = scenario.world_size
     budget = 0.5 * available  # torch, gloo's own buffers and the rest of the host need the other half
     for name, cfg in scenario.optimizers.items():
@@ -226,7 +226,7 @@ class ReplayLoop:
         init_process_group(torch.device("cpu"), rank, world)  # the buffers live in host memory: gloo
         spec = scenario.replay
         cfg = scenario.optimizers[run_name]
-        shapes = parameter_shapes(ModelConfig(**scenario.resolved_model()))
+        shapes = model_shapes(scenario.resolved_model())
         params = sum(math.prod(s) for s in shapes.values())
         tokens = scenario.data.batch_size * scenario.data.seq_len
         codec = spec.codec_of(run_name)

@@ -65,7 +65,7 @@ def _with_prediction(run: Path, probe_s: float | None, hop_delay_s: float) -> Pa
     summary["run"]["probe_allgather_s"] = probe_s
     (run / "summary.json").write_text(json.dumps(summary))
     pred = {"network_emulated": True, "world_size": 4, "max_hop_delay_s": hop_delay_s, "optimizers": {
-        name: {"payload_tx_bytes": 1, "payload_rx_bytes": 3, "wire_tx_bytes": 4.0, "rounds": rounds,
+        name: {"payload_tx_bytes": 1, "payload_rx_bytes": 3, "wire_tx_bytes": 4.0, "wire_rx_bytes": 4.0, "rounds": rounds,
                "latency_s": rounds * hop_delay_s, "transfer_s": transfer, "comm_s": 0.123}
         for name, rounds, transfer in (("adamw", 6, 0.2), ("distro", 3, 0.001))}}
     (run / "prediction.json").write_text(json.dumps(pred))

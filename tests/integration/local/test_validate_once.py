@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import collections
 import os
+import shutil
+import tempfile
 import textwrap
+from pathlib import Path
 
 import pytest
 import yaml
@@ -48,14 +51,18 @@ def _write_corpus_and_trace(folder):
     (folder / "up.csv").write_text("".join(f"{t},{10_000_000}\n" for t in range(0, 5000, 100)))
 
 
-def test_workers_do_not_revalidate_the_scenario(tmp_path, monkeypatch):
+def test_workers_do_not_revalidate_the_scenario(tmp_path, monkeypatch, request):
     """A real 2-worker local run over a scenario with a corpus file and a trace: each worker loads the resolved
     copy once (load_resolved) and runs none of the file or reference checks, nor the projection that chooses
     DisTrO's `exchange: auto` (the lifecycle chose it once, into scenario.yaml)."""
-    site, counts, src = tmp_path / "site", tmp_path / "counts", tmp_path / "scen"
-    for d in (site, counts, src):
+    site, src = tmp_path / "site", tmp_path / "scen"
+    for d in (site, src):
         d.mkdir()
-    os.chmod(counts, 0o777)  # a worker may run as nobody
+    # The workers run as their run's own uid: their counts go where any uid writes (/tmp is 1777; tmp_path's
+    # parents are 0700 and nothing but their own folder, their imports and their inputs is exposed to them).
+    counts = Path(tempfile.mkdtemp(prefix="dbench-counts-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(counts, ignore_errors=True))
+    os.chmod(counts, 0o777)
     (site / "sitecustomize.py").write_text(COUNTER)
     _write_corpus_and_trace(src)
     d = tiny_scenario_dict(workers=[{"count": 2, "hardware": "host", "link": "traced"}],
@@ -101,7 +108,7 @@ def test_from_resolved_reads_the_run_copy_without_file_checks(tmp_path, monkeypa
         monkeypatch.setattr(owner, name, refuse)
     r = load_resolved(run / "scenario.yaml")
     assert r.nodes()[0].link.up_trace == "traces/traced-up-up.csv"
-    assert r.corpus_path() == str((src / "corpus.txt").resolve())
+    assert r.corpus_path() == str((run / "data" / "corpus.txt").resolve())  # the copy validation read (issue 51)
     assert r.budget() == s.budget() and r.resolved_model() == s.resolved_model()
 
 

@@ -65,18 +65,25 @@ def scenario(tmp_path: Path, workers: int, **train) -> Path:
     return path
 
 
-def start_agents(star: Star, scen: Path, outs: list[Path], port: int, *extra: str) -> list[subprocess.Popen]:
-    """One agent per host, each its own session, entered into its host namespace (no shared parent shell)."""
+# The run's secret for the agents' store, as an operator hands it to every host (multihost/secret.py).
+SECRET = secrets.token_hex(32)
+
+
+def start_agents(star: Star, scen: Path, outs: list[Path], port: int, *extra: str,
+                 nodes: int | None = None) -> list[subprocess.Popen]:
+    """One agent per host (the first `nodes` of the star), each its own session, entered into its host namespace
+    (no shared parent shell), all given the run's secret through the environment."""
     procs = []
-    for i, node in enumerate(star.spec.nodes):
+    for i, node in enumerate(star.spec.nodes[:nodes]):
         argv = NetnsRef.named(node.ns).wrap(
             [sys.executable, "-m", "distro_bench.cli", "node", str(scen), "--rdzv", f"{star.spec.nodes[0].addr}:{port}",
-             "--node-rank", str(i), "--nnodes", str(len(star.spec.nodes)), "--iface", "eth0", "--out", str(outs[i]),
+             "--node-rank", str(i), "--nnodes", str(nodes or len(star.spec.nodes)), "--iface", "eth0", "--out", str(outs[i]),
              "--timeout", "300", "--json", *extra])
         with open(outs[i].parent / f"agent{i}.log", "w") as log:  # the agent writes to its own copy of the file
             procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                           start_new_session=True, cwd=REPO,
-                                          env={**os.environ, "PYTHONPATH": str(REPO / "harness"), "DISTRO_BENCH_THREADS": "1"}))
+                                          env={**os.environ, "PYTHONPATH": str(REPO / "harness"), "DISTRO_BENCH_THREADS": "1",
+                                               "DISTRO_BENCH_SECRET": SECRET}))
     return procs
 
 

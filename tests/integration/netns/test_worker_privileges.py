@@ -1,6 +1,8 @@
-"""Workers have no privilege to escape (issue 39, item 5): started through harness/distro_bench/net/enter.py they
-hold no capability in any set, have no_new_privs, cannot ptrace the coordinator (a full-capability root
-process), and cannot signal it (as nobody, or as uid 0 in a Landlock domain that scopes signals); during a real netns run every worker's CapEff is 0."""
+"""Workers have no privilege to escape (issue 39, item 5; issue 51, item 2): started through
+harness/distro_bench/net/enter.py they hold no capability in any set, have no_new_privs, run as a uid of their
+run's own (never uid 0 unless --allow-root-workers says so), cannot ptrace nor signal the coordinator (a
+full-capability root process), and cannot write the harness's source, /etc or another run's folder; during a real
+netns run every worker's CapEff is 0 and its uid is its run's."""
 
 from __future__ import annotations
 
@@ -14,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from distro_bench.backends.base import WORKER_UID, choose_worker_user
-from distro_bench.net.enter import signal_scope_missing
+from distro_bench.backends.base import DYNAMIC_UIDS, WORKER_UID, allocate_worker_uid, choose_worker_user
+from distro_bench.errors import CapabilityError
 from distro_bench.net.ns import NetnsRef
 from distro_bench.scenario.loading import scenario_from_dict
 from tests.helpers import netns_host, tiny_scenario_dict
@@ -110,39 +112,82 @@ def test_a_netns_worker_cannot_ptrace_or_signal_the_coordinator(full_root, tmp_p
     result = json.loads(log.strip().splitlines()[-1])
     assert result["attach"] == errno.EPERM, log  # sys_ptrace gone, and a target with more caps than the tracer
     assert set(result["caps"].values()) == {"0000000000000000"}, log
-    if result["uid"] != 0 or signal_scope_missing() is None:  # nobody, or uid 0 in a Landlock domain
-        assert result["kill"] == errno.EPERM, log
-    if result["uid"] == 0:  # root's python under a 0700 /root: say so, and whether signals are scoped
-        assert "uid 0" in log and "cannot reach" in log, log
-        assert ("cannot signal or ptrace the coordinator" if signal_scope_missing() is None else "not scoped") in log, log
+    # Never uid 0, even with root's python under a 0700 /root (exposed to the worker alone): its run's own uid.
+    assert result["uid"] in DYNAMIC_UIDS, log
+    assert result["kill"] == errno.EPERM, log
+    assert f"worker runs as uid {result['uid']}" in log, log
 
 
-def test_worker_user_is_nobody_only_where_it_can_reach_its_files(full_root, tmp_path):
-    # The interpreter as workers start it (sys.executable, not the file it resolves to: a venv under a 0700 home
-    # is out of nobody's reach even where /usr/bin/python is not) and the harness it must import.
-    reachable = subprocess.run(NetnsRef.current().wrap([sys.executable, "-c", "import distro_bench"], no_caps=True,
-                                                       user=(WORKER_UID, WORKER_UID)), capture_output=True).returncode == 0
+def test_an_unreachable_file_stops_the_run_unless_root_workers_are_accepted(full_root, tmp_path):
     out = tmp_path / "w"
     out.mkdir()
     secret = tmp_path / "secret.yaml"
     secret.write_text("x: 1\n")
-    secret.chmod(0o600)
-    who = choose_worker_user(out, [str(secret)], sys.executable, dict(os.environ))
-    # The 0600 file is root's: never nobody's, whatever else it could reach; the folder is root's again.
-    assert who.user is None and out.stat().st_uid == 0, who
-    assert ("cannot run" in who.why or "secret.yaml" in who.why or str(tmp_path) in who.why), who.why
-    if not reachable:
-        return
-    # A world-readable folder and file (and a python nobody can run): nobody, owning only its output folder.
-    pub = Path("/tmp") / f"dbench-priv-{os.getpid()}"
-    pub.mkdir(mode=0o755)
+    secret.chmod(0o600)  # root's alone: exposing its folder does not make it readable, and nothing chmods it
+    uid = allocate_worker_uid()
+    with pytest.raises(CapabilityError, match="--allow-root-workers") as e:
+        choose_worker_user(out, [str(secret)], sys.executable, dict(os.environ), uid)
+    assert "secret.yaml" in str(e.value) and out.stat().st_uid == 0, e.value
+    who = choose_worker_user(out, [str(secret)], sys.executable, dict(os.environ), uid, allow_root=True)
+    assert who.user is None and who.root_accepted and "accepted by --allow-root-workers" in who.why, who
+    assert who.record()["root_accepted"] is True and out.stat().st_uid == 0
+
+
+def test_a_worker_reaches_its_interpreter_and_run_under_a_0700_home(full_root, tmp_path):
+    """The run folder and the interpreter under 0700 folders (as root's /root and a clone in it): the worker gets
+    its run's uid, with exactly what it needs exposed, and sees nothing else of those folders."""
+    home = tmp_path / "home"
+    (home / "run" / "w").mkdir(parents=True)
+    home.chmod(0o700)
+    (home / "private.txt").write_text("root's\n")
+    (home / "run" / "s.yaml").write_text("x: 1\n")
+    uid = allocate_worker_uid()
+    who = choose_worker_user(home / "run" / "w", [str(home / "run" / "s.yaml")], sys.executable, dict(os.environ), uid)
+    assert who.user == (uid, uid) and (home / "run" / "w").stat().st_uid == uid, who
+    assert str(home / "run" / "w") in who.expose and str(home / "run" / "s.yaml") in who.expose, who
+    look = ("import os, sys; print(os.getuid(), open(sys.argv[1]).read().strip(), "
+            "os.path.exists(sys.argv[2]), os.access(sys.argv[3], os.W_OK))")
+    p = subprocess.run(NetnsRef.current().wrap([sys.executable, "-c", look, str(home / "run" / "s.yaml"),
+                                                str(home / "private.txt"), str(home / "run" / "w")],
+                                               no_caps=True, user=who.user, expose=who.expose),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == [str(uid), "x:", "1", "False", "True"], p.stdout
+
+
+# Run with a worker's credentials: try to write each path given; print one line per path, "wrote" or the error.
+WRITE_PROBE = r"""
+import os, sys
+for path in sys.argv[1:]:
     try:
-        (pub / "w").mkdir()
-        (pub / "s.yaml").write_text("x: 1\n")
-        who = choose_worker_user(pub / "w", [str(pub / "s.yaml")], sys.executable, dict(os.environ))
-        assert who.user == (WORKER_UID, WORKER_UID) and (pub / "w").stat().st_uid == WORKER_UID, who
-    finally:
-        subprocess.run(["rm", "-rf", str(pub)], check=False)
+        with open(path, "a") as f:
+            f.write("")
+        print("wrote", path)
+    except OSError as e:
+        print("refused", path, e.strerror)
+"""
+
+
+def test_a_worker_cannot_write_the_harness_etc_or_another_runs_folder(full_root, tmp_path):
+    from distro_bench import paths
+
+    mine, other = tmp_path / "run-a" / "workers" / "adamw", tmp_path / "run-b" / "workers" / "adamw"
+    mine.mkdir(parents=True)
+    other.mkdir(parents=True)
+    uid_a, uid_b = allocate_worker_uid(), None
+    who_a = choose_worker_user(mine, [], sys.executable, dict(os.environ), uid_a)
+    while uid_b in (None, uid_a):
+        uid_b = allocate_worker_uid()
+    assert uid_b is not None
+    choose_worker_user(other, [], sys.executable, dict(os.environ), uid_b)  # another run, live beside it
+    targets = [str(paths.IMPORT_ROOT / "distro_bench" / "__init__.py"), "/etc/passwd", str(other / "rank0.jsonl"),
+               str(tmp_path / "run-b" / "summary.json"), str(mine / "rank0.jsonl")]
+    p = subprocess.run(NetnsRef.current().wrap([sys.executable, "-c", WRITE_PROBE, *targets], no_caps=True,
+                                               user=who_a.user, expose=who_a.expose),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["refused"] * 4 + ["wrote"], p.stdout
 
 
 @pytest.mark.slow
@@ -183,3 +228,22 @@ def test_every_worker_of_a_netns_run_has_capeff_0(full_root, tmp_path):
     for pid, st in seen.items():
         assert {f: int(st[f], 16) for f in CAP_FIELDS} == dict.fromkeys(CAP_FIELDS, 0), (pid, st)
         assert st["NoNewPrivs"] == "1", (pid, st)
+        assert int(st["Uid"].split()[0]) in DYNAMIC_UIDS, (pid, st)  # its run's own uid, never root's
+
+
+def test_relative_paths_from_a_0700_working_folder_reach_the_worker(full_root, tmp_path, monkeypatch):
+    """As in a clone under /root with the default `--out results`: the coordinator's working folder is 0700 and
+    the worker's paths are relative to it (its import path holds that folder too, which must not hide them)."""
+    home = tmp_path / "clone"
+    (home / "results" / "w").mkdir(parents=True)
+    (home / "results" / "s.yaml").write_text("x: 1\n")
+    home.chmod(0o700)
+    monkeypatch.chdir(home)
+    monkeypatch.syspath_prepend(str(home))  # `python -m` puts the working folder first on sys.path
+    uid = allocate_worker_uid()
+    who = choose_worker_user(Path("results/w"), ["results/s.yaml"], sys.executable, dict(os.environ), uid)
+    assert who.user == (uid, uid), who
+    p = subprocess.run(NetnsRef.current().wrap([sys.executable, "-c", "print(open('results/s.yaml').read().strip())"],
+                                               no_caps=True, user=who.user, expose=who.expose),
+                       capture_output=True, text=True, timeout=120)
+    assert (p.returncode, p.stdout.strip()) == (0, "x: 1"), p.stderr

@@ -30,8 +30,8 @@ Workers run without any capability (cap_drop ALL) and with no-new-privileges, in
 namespace, so they cannot change their own shaping nor see, signal or ptrace the coordinator. A non-root
 user's run has them run as that user (their files in the bind-mounted run folder belong to the user); a
 root coordinator's as nobody (65534), which owns only the worker's output folder, where nobody can read
-the scenario and the corpus (checked by an exec as nobody, once per folder), else as the container's root
-without capabilities.
+the scenario and the corpus (checked by an exec as nobody, once per folder); where it cannot, the run stops
+before training and says why, unless --allow-root-workers accepts the container's root without capabilities.
 """
 
 from __future__ import annotations
@@ -351,6 +351,13 @@ class DockerBackend(Backend):
                 self._exec_users[out] = NOBODY
             else:
                 os.chown(out, 0, 0)
+                if not self.options.allow_root_workers:
+                    raise CapabilityError(
+                        f"the workers cannot run as nobody ({WORKER_UID}) in their containers: it cannot write {out} "
+                        f"or read {', '.join(worker_reads(self.scenario, argv))} (a run folder or corpus under a 0700 "
+                        "home, such as /root, is out of its reach). Fix: --out and the scenario's files in a folder "
+                        "other users can reach; or accept workers as the container's root (no capabilities) with "
+                        "--allow-root-workers")
                 self._exec_users[out] = "0:0"
         user = self._exec_users[out]
         if user == NOBODY:  # the container's shell opens the log as the worker

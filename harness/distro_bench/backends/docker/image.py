@@ -164,8 +164,8 @@ def image_status(docker_client, tag: str | None = None) -> ImageStatus:
 
 
 def method_problems(status: ImageStatus, scenario) -> list[str]:
-    """The scenario's methods from other distributions (or import paths) whose module the image lacks, each with
-    the line that builds it in. The shipped methods are always there."""
+    """The scenario's methods and model factory from other distributions (or import paths) whose module the image
+    lacks, each with the line that builds it in. The shipped methods and models are always there."""
     have = set(status.plugins.get("modules") or [])
     problems = []
     for name, cfg in scenario.optimizers.items():
@@ -180,6 +180,11 @@ def method_problems(status: ImageStatus, scenario) -> list[str]:
             problems.append(f"optimizers.{name} (type {cfg.type}) needs the module {module!r}, which worker image "
                             f"{status.tag} does not hold; build it in: distro-bench image build --offline --with "
                             "PATH (the folder with the package's pyproject.toml, or its wheel; repeat --with for more)")
+    factory = scenario.model.factory  # a model from another distribution (docs/models-and-data.md): the same rule
+    if factory and (module := factory.partition(":")[0].split(".")[0]) not in have:
+        problems.append(f"model.factory {factory} needs the module {module!r}, which worker image {status.tag} does "
+                        "not hold; build it in: distro-bench image build --offline --with PATH (the folder with the "
+                        "package's pyproject.toml, or its wheel)")
     return problems
 
 
