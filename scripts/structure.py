@@ -32,8 +32,8 @@ EDGE = ("distro_bench.cli", "distro_bench.api")  # where lazy imports keep `dist
 
 # Libraries heavy or optional enough that a module which must stay importable without them may import them late
 # (pyroute2 too: 0.7 s to import, Linux netlink only, and every backend's module loads net/ns.py).
-HEAVY_LIBS = frozenset({"torch", "matplotlib", "pandas", "pyarrow", "datasets", "mlflow", "tensorboard", "docker",
-                        "pyroute2", "numpy", "tokenizers", "transformers", "huggingface_hub"})
+HEAVY_LIBS = frozenset({"torch", "matplotlib", "pandas", "pyarrow", "datasets", "mlflow", "tensorboard", "wandb",
+                        "docker", "pyroute2", "numpy", "tokenizers", "transformers", "huggingface_hub"})
 
 _DOCKER = "the docker SDK loads only when the docker backend talks to the engine; the registry imports this module"
 _NETLINK = "pyroute2 loads only when a host's interfaces or namespaces are read or changed (not to plan or report)"
@@ -44,7 +44,7 @@ LAZY_HEAVY_ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     "distro_bench.backends.docker.leftovers": (frozenset({"docker"}), _DOCKER + " (`clean` without docker)"),
     "distro_bench.backends.docker.placement": (frozenset({"docker"}), _DOCKER),
     "distro_bench.backends.docker.worker": (frozenset({"docker"}), _DOCKER),
-    "distro_bench.export.trackers": (frozenset({"matplotlib", "mlflow", "pandas", "tensorboard", "torch"}),
+    "distro_bench.export.trackers": (frozenset({"matplotlib", "mlflow", "pandas", "tensorboard", "torch", "wandb"}),
                                      "each tracker's library is optional and loads only when that tracker is used"),
     "distro_bench.multihost.agent": (frozenset({"pyroute2", "torch"}), _NETLINK + "; torch for the rendezvous "
                                      "store node-rank 0 serves, once it runs (`distro-bench node --help` needs none)"),

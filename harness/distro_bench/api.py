@@ -22,17 +22,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from distro_bench.errors import InputError
-from distro_bench.results.summary import Summary
-from distro_bench.scenario.loading import with_overrides
 
+# Importing this module stays under 0.3 s (issue 52; benchmarks/import_time.py): pydantic models, numpy and the
+# scenario loader load when a function needs them, not at import.
 if TYPE_CHECKING:
-
     from distro_bench.backends.docker.image import BuildResult
     from distro_bench.export.trackers import ExportResult
     from distro_bench.net.host import HostInfo
     from distro_bench.net.linktest import Check
     from distro_bench.report.check import CheckReport
     from distro_bench.report.load import Run
+    from distro_bench.results.history import Point as HistoryPoint
+    from distro_bench.results.summary import Summary
     from distro_bench.run.lifecycle import ProgressSink
     from distro_bench.run.overrides import Overrides, RunSettings
     from distro_bench.run.runner import RunResult
@@ -57,6 +58,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "export": ("export", "export_recipe"),
     "sweep": ("sweep",),
     "node": ("node",),
+    "history": ("history", "plot_history"),
 }
 
 
@@ -113,6 +115,7 @@ def run(scenario: str | Path | Scenario, overrides: Overrides | None = None, set
         optimizers: list[str] | None = None, steps: int | None = None, seed: int | None = None,
         out: str | Path = "results", time_budget: str | float | None = None, tokens: str | int | None = None,
         target_val_loss: float | None = None, repeat: int | None = None,
+        sets: dict[str, Any] | list[str] | None = None,
         link_engine: str | None = None, allow_unemulated: bool | None = None, image: str | None = None,
         progress: ProgressSink | None = None, write_report: bool = True,
         measure_links: bool | None = None, inventory: str | Path | None = None,
@@ -122,17 +125,19 @@ def run(scenario: str | Path | Scenario, overrides: Overrides | None = None, set
     Two kinds of option (`distro_bench.run.overrides`), each given as one object or as keyword arguments (not
     both): `Overrides`, what changes in the scenario (`optimizers`, a budget: `steps`, `time_budget` like
     "300s", `tokens` like "2M", `target_val_loss`, which replaces the scenario's; `seed`; `repeat`: each optimizer
-    K times with seeds seed..seed+K-1), and `RunSettings`, how it runs (`backend`, `out`, `link_engine`,
+    K times with seeds seed..seed+K-1; `sets`: any scenario field by dotted path, {"optimizers.distro.lr": 1e-3} or
+    ["optimizers.distro.lr=1e-3"], validated like the file), and `RunSettings`, how it runs (`backend`, `out`, `link_engine`,
     `allow_unemulated`, `image`, `measure_links`, `write_report`, `inventory`: the hosts of the ssh backend; the link
     ones default to the scenario's `network` section; `allow_root_workers`: accept workers as uid 0 where no
     unprivileged uid can run them, else such a run stops before training).
     Returns the run folder, its state and the typed summary
     (`result.summary.optimizers[name].step_time_s_mean`, ...)."""
-    from distro_bench.run.overrides import Overrides, RunSettings
+    from distro_bench.run.overrides import Overrides, RunSettings, set_pairs
     from distro_bench.run.runner import run_scenario
 
     given = Overrides(optimizers=tuple(optimizers) if optimizers else None, steps=steps, seed=seed,
-                      time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss, repeat=repeat)
+                      time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss, repeat=repeat,
+                      sets=set_pairs(sets))
     given_settings = RunSettings(backend=backend, out=Path(out), link_engine=link_engine,
                                  allow_unemulated=allow_unemulated, image=image, write_report=write_report,
                                  measure_links=measure_links, inventory=Path(inventory) if inventory else None,
@@ -203,6 +208,8 @@ def node(scenario: str | Path, *, rdzv: str, node_rank: int, nnodes: int | None 
                        secret_file=Path(secret_file) if secret_file is not None else None,
                        overrides=overrides or Overrides(),
                        settings=settings or RunSettings())
+    from distro_bench.results.summary import Summary
+
     r = run_node(opts, note=note or (lambda text: None))
     written = r.node_rank == 0 and (Path(r.run_dir) / "summary.json").is_file()
     summary = Summary.model_validate(load_run_folder(r.run_dir).summary) if written else None
@@ -270,15 +277,37 @@ def report(run: str | Path | Run, out: str | Path | None = None) -> ReportFiles:
     return ReportFiles(paths[0], paths[1], list(paths[2:]))
 
 
-def compare(runs: Sequence[str | Path], out: str | Path | None = None) -> ReportFiles:
-    """One comparison report of several run folders (default folder results/compare-<time>/)."""
+def compare(runs: Sequence[str | Path], out: str | Path | None = None, *, allow_different: bool = False) -> ReportFiles:
+    """One comparison report of several run folders (default folder results/compare-<time>/). Runs that differ in
+    more than the optimizers under test (workers, links, model, budget, seeds, backend, host: every difference
+    of their resolved scenarios) are refused with a ScenarioError listing each, unless `allow_different` (then
+    the differences head the report)."""
     from distro_bench.report import write_comparison
     from distro_bench.report.compare import default_out
 
     if len(runs) < 2:
         raise InputError("compare: give at least two run folders")
-    paths = write_comparison([Path(r) for r in runs], _out_dir(out, "write the report") or default_out())
+    paths = write_comparison([Path(r) for r in runs], _out_dir(out, "write the report") or default_out(),
+                             allow_different=allow_different)
     return ReportFiles(paths[0], paths[1], list(paths[2:]))
+
+
+def history(index: str | Path = "results/index.parquet", *, figure: str = "val_loss_at_equal_time",
+            scenario: str | None = None, optimizer: str | None = None) -> list[HistoryPoint]:
+    """One summary figure of a scenario over the runs in an index (every `run` appends to <out>/index.parquet),
+    in time order, each with its 95% interval over seeds and `changed`: True where the interval does not overlap
+    the previous run's of the same optimizer (a change beyond the noise), None where either has no interval."""
+    from distro_bench.results.history import read_index, series
+
+    return series(read_index(Path(index)), figure, scenario=scenario, optimizer=optimizer)
+
+
+def plot_history(points: list[HistoryPoint], figure: str, out: str | Path) -> Path:
+    """`history`'s points as a PNG at `out`: one line per optimizer with 95% error bars, the runs in time order
+    labelled by commit, a change beyond the noise circled."""
+    from distro_bench.report.history_plot import plot_history as plot
+
+    return plot(points, figure, Path(out))
 
 
 # ---- projection -----------------------------------------------------------------------------------
@@ -294,6 +323,8 @@ def project(scenario: str | Path | Scenario, *, model: str | None = None, worker
     out_dir = _out_dir(out, "write the projection")
     s = _scenario(scenario)
     if optimizers:
+        from distro_bench.scenario.loading import with_overrides
+
         s = with_overrides(s, optimizers=optimizers)
     return study(s, model=model, workers=workers, mfu=mfu, out=out_dir, plots=plots)
 
@@ -579,10 +610,14 @@ def clean(force: bool = False) -> CleanResult:
 
 # ---- export ---------------------------------------------------------------------------------------
 
-def export(run: str | Path | Run, to: Literal["mlflow", "tensorboard"], dest: str | Path | None = None) -> ExportResult:
-    """Copy a run into an experiment tracker: one tracker run per optimizer with its parameters, per-step
-    metrics and the report attached. MLflow writes a local file store (or to `dest` given as a tracking URI),
-    TensorBoard event files (one folder per optimizer). Default `dest`: RUN/mlruns or RUN/tensorboard."""
+def export(run: str | Path | Run, to: Literal["mlflow", "tensorboard", "wandb"],
+           dest: str | Path | None = None) -> ExportResult:
+    """Copy a run into an experiment tracker: one tracker run per optimizer and seed (`runs` keyed
+    "optimizer/seed<k>") with its parameters (the run id, git commit, scenario hash, every node's link and
+    hardware, the model), per-step metrics and the report attached. MLflow writes a local file store (or to
+    `dest` given as a tracking URI), TensorBoard event files (DEST/<run folder>/<optimizer>/seed<k>), W&B an
+    offline run folder per series (DEST/wandb/offline-run-*, nothing sent). Default `dest`: RUN/mlruns,
+    RUN/tensorboard or RUN/wandb."""
     from distro_bench.export.trackers import export_run
 
     return export_run(_run(run), to, dest)
@@ -617,10 +652,14 @@ def __getattr__(name: str) -> Any:
         from distro_bench.report.load import Run
 
         return Run
+    if name == "Summary":  # public here, loaded on first use: pydantic and numpy are most of an import's time
+        from distro_bench.results.summary import Summary
+
+        return Summary
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["COMMANDS", "CleanResult", "DoctorReport", "LinksProgress", "LinksReport", "NodeRun", "ReportFiles", "Run",
            "ScheduleReport", "Summary", "build_image", "check", "check_to_dict", "clean", "compare", "doctor", "export",
-           "export_recipe", "links", "links_schedule", "load_run", "node", "project", "published", "report", "run",
-           "schema", "sweep", "validate"]
+           "export_recipe", "history", "links", "links_schedule", "load_run", "node", "plot_history", "project",
+           "published", "report", "run", "schema", "sweep", "validate"]

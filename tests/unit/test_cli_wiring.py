@@ -4,6 +4,7 @@ numbers as numbers, and output that fits 80 columns without a terminal."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -114,6 +115,23 @@ def test_validate_json_numbers_and_problems(cli, write_scenario):
     assert result.exit_code == 2
     out = json.loads(result.stdout)
     assert out["valid"] is False and len(out["problems"]) == 2
+    # issue 52: each problem an object naming the field, the file's value there and the message
+    by_field = {p["field"]: p for p in out["problems"]}
+    assert by_field["workers[0].link"]["value"] == "dls" and "unknown link" in by_field["workers[0].link"]["message"]
+    assert by_field["optimizers.adamw.lr"]["value"] == -1 and not by_field["optimizers.adamw.lr"]["message"].startswith(
+        "optimizers.")
+
+
+def test_problem_records_without_a_field_keep_the_message():
+    from distro_bench.scenario.problem_records import problem_record, value_at
+
+    assert problem_record("line 3, column 1: not valid YAML (x)") == {
+        "field": None, "value": None, "message": "line 3, column 1: not valid YAML (x)"}
+    doc = {"workers": [{"link": "a"}, {"link": "b"}], "links": {"dsl": {"up": "1Mbit"}}}
+    assert value_at(doc, "workers[1].link") == "b" and value_at(doc, "links.dsl.up") == "1Mbit"
+    assert value_at(doc, "workers[5].link") is None and value_at(doc, "links.nope.up") is None
+    assert problem_record("links.dsl.down: missing", doc) == {"field": "links.dsl.down", "value": None,
+                                                             "message": "missing"}
 
 
 def test_report_json_lists_files_and_summary(cli, tmp_path):
@@ -219,3 +237,21 @@ def test_a_commands_own_exit_code_passes_through_cli_errors(code, monkeypatch):
         with cli_errors():
             raise typer.Exit(code)
     assert e.value.exit_code == code
+
+
+def test_help_at_80_columns_never_cuts_an_option_name():
+    # Issue 52: Rich's help table cut `--target-val-loss` to `--target-val-lo…` and `--allow-corpus-outside`
+    # to `--allow-corpus-…` at 80 columns; Click's plain help wraps the text and keeps every name whole.
+    root = typer.main.get_command(app)
+    env = {**os.environ, "COLUMNS": "80", "TERM": "xterm"}
+    for path, cmd in _commands(root):
+        if isinstance(cmd, click.Group):
+            continue
+        out = subprocess.run([sys.executable, "-m", "distro_bench", *path, "--help"], capture_output=True, text=True,
+                             env=env, timeout=120, check=True).stdout
+        assert "…" not in out, (path, out)
+        assert max(len(line) for line in out.splitlines()) <= 80, path
+        for param in cmd.params:
+            if isinstance(param, click.Option):
+                for name in param.opts + param.secondary_opts:
+                    assert name in out, (path, name)

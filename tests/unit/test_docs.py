@@ -75,3 +75,31 @@ def test_readme_is_short_and_starts_with_the_two_commands():
     assert "pytest" in block[1]
     ci = (REPO / ".ci" / "run").read_text()
     assert block[1] in ci, ".ci/run must run the README's test command exactly"
+
+
+ENTRY_POINT_GROUPS = {"distro_bench.optimizers"}  # names of entry-point groups, not modules
+
+
+def test_every_python_name_the_docs_give_imports():
+    # Issue 52: docs/python-api.md named distro_bench.run.progress.PlainProgress (it is in distro_bench.cli.progress)
+    import importlib
+
+    bad = []
+    for doc in DOCS:
+        for ref in re.findall(r"`(distro_bench(?:\.[A-Za-z_]\w*)+)(?:\(\))?`", doc.read_text()):
+            if ref in ENTRY_POINT_GROUPS:
+                continue
+            parts = ref.split(".")
+            for i in range(len(parts), 0, -1):  # the longest importable module, then attributes
+                try:
+                    obj = importlib.import_module(".".join(parts[:i]))
+                except ImportError:
+                    continue
+                for attr in parts[i:]:
+                    obj = getattr(obj, attr, None)
+                if obj is None:
+                    bad.append(f"{doc.name}: {ref}")
+                break
+            else:
+                bad.append(f"{doc.name}: {ref}")
+    assert not bad, bad

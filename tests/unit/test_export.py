@@ -38,12 +38,15 @@ def test_mlflow_export_reads_back(run_dir, tmp_path, cli):
     result = cli("export", run_dir, "--to", "mlflow", "--dest", dest, "--json")
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    assert set(out["runs"]) == {"adamw", "distro"}
+    assert set(out["runs"]) == {"adamw/seed0", "distro/seed0"}  # one tracker run per optimizer and seed
     client = MlflowClient(tracking_uri=dest.resolve().as_uri())
     run = api.load_run(run_dir)
-    for opt, rid in out["runs"].items():
+    for key, rid in out["runs"].items():
+        opt = key.split("/")[0]
         r = client.get_run(rid)
         assert r.data.params["optimizer"] == opt and r.data.params["scenario"] == "synth"
+        _has_context(r.data.params, run)
+        assert r.data.tags["distro_bench.git_commit"] == "a" * 40 and r.data.tags["distro_bench.seed"] == "seed0"
         assert r.data.params["optimizer.lr"] == str(run.scenario["optimizers"][opt]["lr"])
         history = client.get_metric_history(rid, "loss")
         assert sorted(m.step for m in history) == list(range(12))
@@ -61,7 +64,8 @@ def test_tensorboard_export_reads_back(run_dir, tmp_path):
     result = api.export(run_dir, "tensorboard", tmp_path / "tb")
     run = api.load_run(run_dir)
     for opt in ("adamw", "distro"):
-        acc = EventAccumulator(result.runs[opt], size_guidance={"images": 0, "scalars": 0, "tensors": 0})
+        assert result.runs[f"{opt}/seed0"] == str(tmp_path / "tb" / "synth" / opt / "seed0")
+        acc = EventAccumulator(result.runs[f"{opt}/seed0"], size_guidance={"images": 0, "scalars": 0, "tensors": 0})
         acc.Reload()
         loss = acc.Scalars("loss")
         assert [e.step for e in loss] == list(range(12))
@@ -72,9 +76,74 @@ def test_tensorboard_export_reads_back(run_dir, tmp_path):
         assert any(t.startswith("plots/") for t in tags["images"])
 
 
+def test_two_runs_in_one_tensorboard_folder_stay_apart(tmp_path):
+    # Issue 52: two runs exported into one folder merged (tb/adamw held 12 + 4 loss points of both)
+    pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    a, b = make_run(tmp_path, "a", steps=12), make_run(tmp_path, "b", steps=4)
+    ra, rb = api.export(a, "tensorboard", tmp_path / "tb"), api.export(b, "tensorboard", tmp_path / "tb")
+    for result, steps in ((ra, 12), (rb, 4)):
+        for logdir in result.runs.values():
+            acc = EventAccumulator(logdir, size_guidance={"scalars": 0})
+            acc.Reload()
+            assert [e.step for e in acc.Scalars("loss")] == list(range(steps)), logdir
+    assert len({*ra.runs.values(), *rb.runs.values()}) == 4
+
+
+def test_every_seed_is_its_own_series(tmp_path):
+    from distro_bench.export.trackers import seed_runs, summary_metrics
+    from tests.unit.runfolders import make_run as make_seeded_run
+
+    run = api.load_run(make_seeded_run(tmp_path, seeds=3, steps=6))
+    parts = seed_runs(run, "distro")
+    assert [k for k, _ in parts] == ["seed0", "seed1", "seed2"]
+    assert all(set(rows["seed"]) == {i} and len(rows) == 6 * 2 for i, (_, rows) in enumerate(parts))
+    per = run.summary.optimizers["distro"].per_seed or {}
+    assert summary_metrics(run, "distro", "seed2")["summary.final_loss"] == pytest.approx(per["2"]["final_loss"])
+
+
+def _has_context(params: dict, run) -> None:
+    """The run's context in a tracker run's parameters (issue 52): run id, commit, scenario hash, each node's link,
+    emulated or not, the backend, hardware and model."""
+    from distro_bench.export.trackers import scenario_hash
+
+    assert params["run_id"] == run.path.name and params["git_commit"] == run.environment["git_commit"]
+    assert params["scenario_hash"] == scenario_hash(run.scenario)
+    assert params["backend"] == "netns" and params["network.emulated"] == "True"
+    link = run.scenario["links"][run.scenario["workers"][0]["link"]]
+    for rank in range(4):
+        for f in ("up", "down", "delay", "jitter", "loss"):
+            assert params[f"node{rank}.link.{f}"] == str(link[f]), (rank, f)
+        assert params[f"node{rank}.hardware"] == run.scenario["workers"][0]["hardware"]
+    assert params["model"] == "tiny"
+
+
+def test_wandb_offline_export_reads_back_two_runs(tmp_path, cli):
+    pytest.importorskip("wandb", reason="the wandb extra is not installed")
+    from tests.unit.wandb_offline import read_offline_runs
+
+    a, b = make_run(tmp_path, "a", steps=12), make_run(tmp_path, "b", steps=4, env={"git_commit": "b" * 40})
+    dest = tmp_path / "wb"
+    for run_dir in (a, b):
+        result = cli("export", run_dir, "--to", "wandb", "--dest", dest, "--json")
+        assert result.exit_code == 0, result.output
+        assert set(json.loads(result.stdout)["runs"]) == {"adamw/seed0", "distro/seed0"}
+    found = read_offline_runs(dest)  # what wandb wrote, read back from its offline run folders
+    assert sorted(r["name"] for r in found) == ["a/adamw/seed0", "a/distro/seed0", "b/adamw/seed0", "b/distro/seed0"]
+    for r in found:
+        run = api.load_run(a if r["name"].startswith("a/") else b)
+        assert r["config"]["git_commit"] == run.environment["git_commit"]  # a's "a" * 40, b's "b" * 40
+        _has_context({k: str(v) for k, v in r["config"].items()}, run)
+        steps = 12 if r["name"].startswith("a/") else 4
+        assert [row["_step"] for row in r["history"] if "loss" in row] == list(range(steps))
+        opt = r["name"].split("/")[1]
+        assert r["summary"]["summary.step_time_s_mean"] == pytest.approx(run.summary.optimizers[opt].step_time_s_mean)
+
+
 def test_unknown_tracker_is_a_choice_error(run_dir, cli):
-    result = cli("export", run_dir, "--to", "wandb")
-    assert result.exit_code == 2 and "wandb" in result.output
+    result = cli("export", run_dir, "--to", "comet")
+    assert result.exit_code == 2 and "comet" in result.output
 
 
 def _tree(root) -> set[str]:
@@ -110,3 +179,16 @@ def test_export_on_forged_optimizer_names_writes_nothing_outside_its_destination
     assert "not usable as a file or folder name" in result.output and "\x1b" not in result.output
     assert _tree(outside) == set()
     assert _tree(tmp_path) - before <= {str((run_dir / "tensorboard").relative_to(tmp_path))}  # made, left empty
+
+
+def test_wandb_export_refuses_a_forged_optimizer_name_before_writing(tmp_path, cli):
+    pytest.importorskip("wandb", reason="the wandb extra is not installed")
+    import pandas as pd
+
+    run_dir = make_run(tmp_path / "runs", steps=4)
+    df = pd.read_parquet(run_dir / "metrics.parquet")
+    df["optimizer"] = df["optimizer"].replace("distro", "../../escape")
+    df.to_parquet(run_dir / "metrics.parquet", index=False)
+    result = cli("export", run_dir, "--to", "wandb", "--dest", tmp_path / "wb")
+    assert result.exit_code == 2 and "not usable as a file or folder name" in result.output, result.output
+    assert not (tmp_path / "wb").exists()

@@ -206,7 +206,8 @@ def test_generated_scenarios_validate_or_are_refused_cleanly(runner, folder, doc
     parsed = json.loads(as_json.stdout)
     assert parsed["valid"] is (as_json.exit_code == 0)
     if as_json.exit_code == 2:
-        assert parsed["problems"] and all(isinstance(p, str) for p in parsed["problems"])
+        assert parsed["problems"] and all(set(p) == {"field", "value", "message"} and isinstance(p["message"], str)
+                                          for p in parsed["problems"])
         STATS["refused"] += 1
     else:
         STATS["valid"] += 1

@@ -107,3 +107,39 @@ def test_a_periodic_methods_syncs_count_in_the_mean_step_time_the_last_one_amort
     # steps 1-5 (step 0 left out): 0.1, 0.1, 1.0, 0.1, 0.1, plus the 0.6 s final sync over those 5 steps
     assert abs(s["step_time_s_mean"] - (0.1 * 4 + 1.0 + 0.6) / 5) < 1e-9
     assert s["step_time_s_p50"] == 0.1
+
+
+def test_one_overall_line_with_elapsed_and_an_eta_once_a_training_has_finished():
+    # Issue 52: each training restarted its elapsed count and nothing said how long the whole run would take
+    t = [0.0]
+    out = StringIO()
+    p = PlainProgress(stream=out, every=5, clock=lambda: t[0])
+    p.plan(3)
+    for name in ["adamw seed 0", "distro seed 0", "adamw seed 1"]:
+        p.start(name, 5)
+        for s in range(5):
+            t[0] += 2.0
+            p.step(name, _record(s))
+        p.finish(name)
+        t[0] += 10.0  # start-up of the next training
+    lines = [ln for ln in out.getvalue().splitlines() if "step 5/5" in ln]
+    assert lines[0].endswith("; all: run 1 of 3, 10 s, ETA after the first run")
+    # after one training of 10 s (its start-up not yet seen), two left: ~20 s less the 10 s the second has run
+    assert lines[1].endswith("; all: run 2 of 3, 30 s, ETA ~10 s"), lines[1]
+    assert lines[2].endswith("; all: run 3 of 3, 50 s, ETA ~0 s"), lines[2]
+
+
+def test_rich_progress_adds_a_bar_for_the_whole_run():
+    from rich.console import Console
+
+    from distro_bench.cli.progress import RichProgress
+
+    p = RichProgress(console=Console(file=StringIO(), width=200, color_system=None))
+    p.plan(2)
+    p.start("adamw seed 0", 3)
+    p.step("adamw seed 0", _record(0))
+    p.finish("adamw seed 0")
+    c = Console(file=StringIO(), width=200, color_system=None)
+    c.print(p.progress.get_renderable())
+    shown = c.file.getvalue()
+    assert "all runs" in shown and "1/2" in shown and "ETA ~" in shown

@@ -111,9 +111,20 @@ def test_comparison_of_two_scenarios(cli, tmp_path):
     b = make_run(tmp_path, "b", scenario="datacenter", link={"up": "10Gbit", "down": "10Gbit"},
                  optimizers={"adamw": (2_000_000, 2_000_000, 2.4, 0.05), "distro": (1_000, 3_000, 2.55, 0.05)})
     out = tmp_path / "cmp"
+    # issue 52: unlike runs (their links differ) are refused, every difference named, nothing written
     r = cli("report", a, b, "--out", out)
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert "differ in more than the optimizers under test" in r.output and "--allow-different" in r.output
+    for d in ("R2 vs R1: links.dsl.up: '10Gbit' vs '10Mbit'", "R2 vs R1: links.dsl.down: '10Gbit' vs '50Mbit'",
+              "R2 vs R1: links.dsl.delay: absent vs '15ms'"):
+        assert d in r.output, r.output
+    assert not (out / "report.md").exists()
+    r = cli("report", a, b, "--out", out, "--allow-different")
     assert r.exit_code == 0, r.output
     md = (out / "report.md").read_text()
+    assert "These runs differ in more than the optimizers under test (5 difference(s)" in md.split("\n## ")[0]
+    first = md.split("\n## ")[1]  # the differences head the report
+    assert first.startswith("Differences between the runs") and "R2 vs R1: links.dsl.up: '10Gbit' vs '10Mbit'" in first
     assert "R1 home-dsl" in md and "R2 datacenter" in md
     rows = [line for line in md.splitlines() if line.startswith(("| adamw |", "| distro |"))]
     assert len(rows) == 4
@@ -279,7 +290,8 @@ def test_three_or_more_optimizers_lead_the_verdict_with_a_ranking(tmp_path):
              "diloco": (50_000, 50_000, 2.45, 0.10)}
     run = make_run(tmp_path, optimizers=three)
     write_run_report(run)
-    verdict = (run / "report.md").read_text().split("## Verdict")[1].split("\n## ")[0]
+    # issue 52: every optimizer's is "no verdict" here (1 seed), so the section says so in its title
+    verdict = (run / "report.md").read_text().split("## Comparison (no verdict)")[1].split("\n## ")[0]
     # issue 35: a one-line headline (who won, on which figure) opens the verdict; the ranking follows it
     head, rest = verdict.lstrip().split("\n\n", 1)
     assert head.startswith("In one line: diloco vs adamw: no verdict (1 seed") and "; distro vs adamw: " in head

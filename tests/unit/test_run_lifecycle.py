@@ -50,7 +50,7 @@ def test_training_overrides_and_run_settings_travel_apart():
     """Issue 36: Overrides hold what changes in the scenario only; the backend and the output folder are the
     settings'."""
     assert {f.name for f in dataclasses.fields(Overrides)} == {
-        "optimizers", "steps", "seed", "time_budget", "tokens", "target_val_loss", "repeat"}
+        "optimizers", "steps", "seed", "time_budget", "tokens", "target_val_loss", "repeat", "sets"}
     assert {"backend", "out", "link_engine", "image", "write_report"} <= {f.name for f in dataclasses.fields(RunSettings)}
     with pytest.raises(TypeError):
         Overrides(backend="local")  # type: ignore[call-arg]

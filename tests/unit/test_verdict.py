@@ -49,7 +49,9 @@ def test_single_seed_has_no_plus_minus():
     assert lines and not any("±" in line for line in lines)
     assert any("2.6x sooner than adamw" in line for line in lines)
     assert lines[0] == "distro vs adamw: no verdict (1 seed, no interval); 565x fewer bytes"
-    assert lines[1] == "distro vs adamw (1 seed; budget 300 s of training each)"
+    # issue 52: the block under a "no verdict" says what it is
+    assert " ".join(x.strip() for x in lines[1:3]) == ("distro vs adamw (1 seed; budget 300 s of training each): no verdict (1 seed, "
+                                    "no interval); figures measured, not a verdict")
 
 
 def test_not_reached_either_side():

@@ -14,6 +14,7 @@ import typer
 from distro_bench.cli.console import cli_errors, console, print_json, unemulated_line
 from distro_bench.cli.docker import clean, image_app
 from distro_bench.cli.export import export
+from distro_bench.cli.history import history
 from distro_bench.cli.net import doctor, links
 from distro_bench.cli.node import node
 from distro_bench.cli.options import (
@@ -43,6 +44,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
+    # Click's plain help (no Rich panels): it wraps the help text and never cuts an option's name, where Rich's
+    # table cut `--target-val-loss` to `--target-val-lo…` at 80 columns (issue 52).
+    rich_markup_mode=None,
 )
 
 
@@ -57,6 +61,10 @@ def main(
 @app.command()
 def run(
     scenario: Path = typer.Argument(..., help="scenario YAML file"),
+    set_: list[str] = typer.Option(None, "--set", help="PATH=VALUE: change one scenario field by dotted path, the "
+                                                       "value read as YAML (repeatable), e.g. optimizers.distro.lr=1e-3 "
+                                                       "or links.dsl.up=10Mbit; validated like the file, recorded in "
+                                                       "the run folder"),
     backend: Backend = typer.Option("auto", help=BACKEND_HELP),
     optimizer: list[str] = typer.Option(None, "--optimizer", "-o", help="run only these optimizers (repeatable)"),
     steps: int = typer.Option(None, min=1, help="budget: train N steps (replaces the scenario's budget)"),
@@ -85,14 +93,15 @@ def run(
     """Train every optimizer of SCENARIO on emulated links and write a run folder (its path is the last line)."""
     from distro_bench import api
     from distro_bench.cli.progress import make_progress
-    from distro_bench.run.overrides import Overrides, RunSettings
+    from distro_bench.run.overrides import Overrides, RunSettings, set_pairs
 
     _allow_trace_outside(allow_trace_outside)
     allow_corpus_outside(allow_corpus_outside_)
 
     with cli_errors():
         overrides = Overrides(optimizers=tuple(optimizer) if optimizer else None, steps=steps, seed=seed,
-                              time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss, repeat=repeat)
+                              time_budget=time_budget, tokens=tokens, target_val_loss=target_val_loss, repeat=repeat,
+                              sets=set_pairs(set_))
         settings = RunSettings(backend=value(backend) or "auto", out=out, link_engine=value(link_engine),
                                allow_unemulated=allow_unemulated, image=image, inventory=inventory,
                                measure_links=measure_links, allow_root_workers=allow_root_workers)
@@ -103,7 +112,7 @@ def run(
         print_json({"run_dir": str(result.run_dir), "state": result.state, "summary": result.summary.to_dict()})
         return
     from distro_bench.report.replay_section import is_replay, replay_lines
-    from distro_bench.report.verdict import ranking_lines, verdict_lines
+    from distro_bench.report.verdict import closing_lines, ranking_lines, verdict_lines
     from distro_bench.results.rundir import predicted_optimizers
 
     summary = result.summary.to_dict()
@@ -119,7 +128,7 @@ def run(
     else:
         for line in verdict_lines(summary) + ranking_lines(summary):
             console.print(line, markup=False)  # wrapped at the terminal's (or 80) columns
-        for line in result.summary.verdicts():
+        for line in closing_lines(summary):  # the decision first: never more than the verdict says (issue 52)
             console.print(line, markup=False, soft_wrap=True)
     if (Path(result.run_dir) / "events.parquet").is_file():  # issue 18: what the network's changes cost each
         from distro_bench.report.events_section import loss_sentences
@@ -142,6 +151,7 @@ app.command(name="project")(project)
 app.command(name="export")(export)
 app.command(name="sweep")(sweep)
 app.command(name="node")(node)
+app.command(name="history")(history)
 
 
 if __name__ == "__main__":

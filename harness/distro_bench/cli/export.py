@@ -1,4 +1,4 @@
-"""`distro-bench export RUN --to mlflow|tensorboard`: a run folder into an experiment tracker; and
+"""`distro-bench export RUN --to mlflow|tensorboard|wandb`: a run folder into an experiment tracker; and
 `distro-bench export slurm|k8s SCENARIO`: the launch recipes of a multi-host run (harness/distro_bench/export/recipes.py)."""
 
 from __future__ import annotations
@@ -17,14 +17,16 @@ RECIPES = ("slurm", "k8s")
 class Tracker(StrEnum):
     mlflow = "mlflow"
     tensorboard = "tensorboard"
+    wandb = "wandb"
 
 
 def export(
     run_dir: Path = typer.Argument(..., help="run folder, or `slurm` / `k8s` followed by a SCENARIO for a launch recipe"),
     scenario: Path = typer.Argument(None, help="slurm|k8s: the scenario the recipe runs", show_default=False),
-    to: Tracker = typer.Option(None, "--to", help="mlflow (a local file store) or tensorboard (event files)",
+    to: Tracker = typer.Option(None, "--to", help="mlflow (a local file store), tensorboard (event files) or wandb "
+                                                "(offline: a local folder, `wandb sync` uploads it)",
                                show_default=False),
-    dest: str = typer.Option(None, "--dest", help="folder to write (default: RUN/mlruns or RUN/tensorboard); for "
+    dest: str = typer.Option(None, "--dest", help="folder to write (default: RUN/mlruns, RUN/tensorboard or RUN/wandb); for "
                                                   "mlflow also a tracking URI such as sqlite:///mlflow.db; for a "
                                                   "recipe the file (default: ./<scenario>.sbatch or .k8s.yaml)"),
     nnodes: int = typer.Option(None, "--nnodes", min=1, help="recipe: hosts (default: the scenario's placement, "
@@ -43,11 +45,12 @@ def export(
     time_limit: str = typer.Option("01:00:00", "--time-limit", help="slurm: the job's time limit"),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Export RUN to an experiment tracker (`export RUN --to mlflow|tensorboard`), or write SCENARIO's launch
-    recipe across hosts (`export slurm|k8s SCENARIO`).
+    """Export RUN to a tracker (`--to mlflow|tensorboard|wandb`) or SCENARIO's launch recipe (`export
+    slurm|k8s SCENARIO`).
 
-    A tracker gets one run per optimizer with its parameters, per-step metrics and the report attached
-    (optional extras: pip install 'distro-bench[mlflow]' or '[tensorboard]'). `slurm` writes an sbatch
+    A tracker gets one run per optimizer and seed with its parameters (run id, git commit, scenario hash, every
+    node's link and hardware, the model), per-step metrics and the report attached (optional extras: pip install
+    'distro-bench[mlflow]', '[tensorboard]' or '[wandb]'). `slurm` writes an sbatch
     script (submit it from its folder), `k8s` an indexed Job, a headless Service, the scenario as a ConfigMap and
     a claim for the results (docs/scaling-out.md)."""
     from distro_bench import api
@@ -66,7 +69,7 @@ def export(
         if scenario is not None:
             raise InputError(f"export: a second argument ({scenario}) is only for `export slurm|k8s SCENARIO`")
         if to is None:
-            raise InputError("export: --to mlflow|tensorboard is required for a run folder "
+            raise InputError("export: --to mlflow|tensorboard|wandb is required for a run folder "
                              "(or `export slurm|k8s SCENARIO` for a launch recipe)")
         result = api.export(run_dir, to.value, dest)
     if as_json:

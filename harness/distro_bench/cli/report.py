@@ -33,9 +33,16 @@ def report(
     run_dirs: list[Path] = typer.Argument(..., help="one run folder (its report) or several (a comparison)"),
     out: Path = typer.Option(None, parser=out_path, help="output folder (default: the run folder itself; for a comparison "
                                         "results/compare-<timestamp>/)"),
+    allow_different: bool = typer.Option(False, "--allow-different",
+                                         help="compare runs that differ in more than the optimizers under test "
+                                              "(workers, links, model, budget, seeds, backend, host); the "
+                                              "differences then head the report"),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Write report.md, report.html and plots/*.png for a run, or compare several runs."""
+    """Write report.md, report.html and plots/*.png for a run, or compare several runs.
+
+    Runs that differ in more than the optimizers under test are refused, every difference named (exit 2),
+    unless --allow-different."""
     from distro_bench import api
 
     with cli_errors():
@@ -44,7 +51,7 @@ def report(
             _notes(run)
             files = api.report(run, out)  # loaded once
         else:
-            run, files = None, api.compare(run_dirs, out)
+            run, files = None, api.compare(run_dirs, out, allow_different=allow_different)
     if as_json:
         print_json({**files.to_dict(), "runs": [str(p) for p in run_dirs],
                     **({"summary": run.summary.to_dict(), "verdicts": run.summary.verdicts()} if run else {})})

@@ -93,14 +93,17 @@ def _validate_json(scenario: Path) -> dict[str, Any]:
 
     from distro_bench import api
     from distro_bench.errors import HarnessError, ScenarioError
+    from distro_bench.scenario.problem_records import problem_record
 
     try:
         return _scenario_json(api.validate(scenario))
-    except ScenarioError as e:
-        print_json({"valid": False, "source": e.source, "problems": e.problems})
+    except ScenarioError as e:  # issue 52: each problem an object {field, value, message}
+        document = _document(scenario)
+        print_json({"valid": False, "source": e.source,
+                    "problems": [problem_record(p, document) for p in e.problems]})
         raise typer.Exit(e.exit_code) from None
     except HarnessError as e:
-        print_json({"valid": False, "source": str(scenario), "problems": [str(e)]})
+        print_json({"valid": False, "source": str(scenario), "problems": [problem_record(str(e))]})
         raise typer.Exit(e.exit_code) from None
     except Exception as e:  # a bug of ours: JSON all the same; the traceback in a file
         if os.environ.get("DISTRO_BENCH_DEBUG"):
@@ -113,6 +116,20 @@ def _validate_json(scenario: Path) -> dict[str, Any]:
         print_json({"valid": False, "source": str(scenario),
                     "internal_error": f"{type(e).__name__}: {str(e)[:500]}", "traceback_file": f.name})
         raise typer.Exit(1) from None
+
+
+def _document(scenario: Path) -> Any:
+    """The scenario file as parsed YAML (read as `validate` reads it), for the problems' values; None when it
+    cannot be read or parsed (those problems have no field)."""
+    import yaml
+
+    from distro_bench.errors import HarnessError
+    from distro_bench.scenario.loading import UniqueKeyLoader, read_scenario_text
+
+    try:
+        return yaml.load(read_scenario_text(scenario), Loader=UniqueKeyLoader)
+    except (HarnessError, yaml.YAMLError, RecursionError, ValueError, OverflowError):
+        return None
 
 
 def _region_lines(s: Scenario) -> list[str]:

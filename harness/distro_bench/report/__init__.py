@@ -17,10 +17,10 @@ def write_run_report(run_dir: Path | LoadedRun, out: Path | None = None) -> list
     return write(run_dir, out)
 
 
-def write_comparison(run_dirs: list[Path], out: Path) -> list[Path]:
+def write_comparison(run_dirs: list[Path], out: Path, allow_different: bool = False) -> list[Path]:
     from distro_bench.report.compare import write_comparison as write
 
-    return write(run_dirs, out)
+    return write(run_dirs, out, allow_different=allow_different)
 
 
 __all__ = ["write_comparison", "write_run_report"]

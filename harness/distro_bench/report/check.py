@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 
 from distro_bench.errors import InputError
 from distro_bench.report.analysis import total_bytes
+from distro_bench.report.differences import scenario_differences
 from distro_bench.report.load import LoadedRun
 from distro_bench.report.verdict import is_post_hoc
 from distro_bench.results import stats
@@ -286,26 +287,6 @@ def _loss_gap(base: str, cand: str, b: dict, c: dict, margin: float, allow_few_s
 
 
 # ---- against a reference run (issue 49) -----------------------------------------------------------------
-
-# Scenario fields that may differ between a run and its reference: words, the gate's own thresholds, and the
-# seeds (only the seeds both ran are paired).
-_MAY_DIFFER = ("name", "description", "checks", "train.seeds")
-
-
-def scenario_differences(mine: dict, ref: dict, prefix: str = "") -> list[str]:
-    """Dotted paths where two scenarios differ ('train.time_budget: 15s vs 30s'), leaving out _MAY_DIFFER."""
-    out: list[str] = []
-    for key in sorted(set(mine) | set(ref), key=str):
-        path = f"{prefix}{key}"
-        if path in _MAY_DIFFER:
-            continue
-        a, b = mine.get(key), ref.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            out += scenario_differences(a, b, path + ".")
-        elif a != b:
-            out.append(f"{path}: {a!r} vs {b!r}")
-    return out
-
 
 def _seed_figures(summary: dict, name: str) -> dict:
     s = (summary.get("optimizers") or {}).get(name) or {}

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from distro_bench.errors import InputError
+from distro_bench.errors import InputError, ScenarioError
 from distro_bench.report import analysis, markdown
 from distro_bench.report import html as html_render
 from distro_bench.report.describe import fmt, fmt_reduction
+from distro_bench.report.differences import run_differences
 from distro_bench.report.document import Banner, Bullets, Document, Figure, Para, Section, Table
 from distro_bench.report.events import against_unchanged
 from distro_bench.report.events_section import fmt_secs
@@ -152,13 +153,24 @@ def _grouped_bars(labels: list[str], optimizers: list[str], values: dict, title:
     return Figure(path, title, title + " (bars: mean over seeds; whiskers: one standard deviation over seeds).")
 
 
-def build_document(runs: list[LoadedRun], plots_dir: Path) -> Document:
-    labels = [f"R{i + 1} {r.data.scenario.get('name', r.data.name)}" for i, r in enumerate(runs)]
+def labels_of(runs: list[LoadedRun]) -> list[str]:
+    return [f"R{i + 1} {r.data.scenario.get('name', r.data.name)}" for i, r in enumerate(runs)]
+
+
+def build_document(runs: list[LoadedRun], plots_dir: Path, differences: list[str] | None = None) -> Document:
+    """The comparison; `differences` (run_differences, given with --allow-different) head it: a banner and the
+    first section."""
+    labels = labels_of(runs)
     optimizers: list[str] = []
     for r in runs:
         optimizers += [o for o in r.optimizers if o not in optimizers]
     basis = _bytes_basis(runs)
     banners = []
+    if differences:
+        banners.append(Banner("error", f"These runs differ in more than the optimizers under test ({len(differences)} "
+                                       "difference(s), listed first below): every change in this comparison mixes "
+                                       "the optimizers' effect with those differences. Compared because "
+                                       "--allow-different was given."))
     diffs = environment_differences(runs, labels)
     if diffs:
         banners.append(Banner("warn", "These runs come from DIFFERENT ENVIRONMENTS, so part of any difference may be "
@@ -223,6 +235,10 @@ def build_document(runs: list[LoadedRun], plots_dir: Path) -> Document:
         subtitle="Scenarios: " + ", ".join(scenarios) + f". Generated {datetime.now().isoformat(timespec='seconds')}.",
         banners=banners,
         sections=[
+            *([Section("Differences between the runs", [
+                Para("Every difference of each run from the first (R1) beyond the optimizers under test: the "
+                     "resolved scenarios' fields by dotted path, then backend, network emulation and host."),
+                Bullets(differences)])] if differences else []),
             Section("Runs", [Table(["run", "folder", "backend", "network emulated", "state", "git commit", "host", "torch"],
                                    run_rows, numeric=[False] * 8)]),
             Section("Comparison", [
@@ -272,12 +288,19 @@ def _events_sections(runs: list[LoadedRun], labels: list[str]) -> list[Section]:
     return out
 
 
-def write_comparison(run_dirs: list[Path], out: Path) -> list[Path]:
+def write_comparison(run_dirs: list[Path], out: Path, allow_different: bool = False) -> list[Path]:
+    """The comparison report of the runs; ScenarioError (exit 2) listing every difference when they differ in
+    more than the optimizers under test (report/differences.py), unless `allow_different`."""
     if len(run_dirs) < 2:
         raise InputError("a comparison needs at least two run folders")
     runs = [load_for_report(p) for p in run_dirs]
+    differences = run_differences(runs, labels_of(runs))
+    if differences and not allow_different:
+        raise ScenarioError("report: these runs differ in more than the optimizers under test, so they are not "
+                            "compared (--allow-different compares them anyway, the differences heading the report)",
+                            differences)
     out = ensure_report_dir(out)
-    doc = build_document(runs, out / "plots")
+    doc = build_document(runs, out / "plots", differences)
     md_path, html_path = out / "report.md", out / "report.html"
     atomic_write_text(md_path, markdown.render(doc, md_path), root=out)
     atomic_write_text(html_path, html_render.render(doc), root=out)

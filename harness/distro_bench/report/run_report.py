@@ -56,7 +56,9 @@ def _hardware_banners(run: LoadedRun) -> list[Banner]:
         for g in run.data.scenario.get("workers") or []:
             hw = g.get("hardware") if isinstance(g, dict) else None
             spec = hardware.get(hw) or HARDWARE.get(hw) if isinstance(hw, str) else hw
-            if isinstance(spec, dict) and (spec.get("tflops") or spec.get("device") in ("cuda", "auto")) \
+            # `device: auto` asks for whatever the host has (a GPU if any, else its CPU): no GPU was asked for
+            # unless the profile names one (`cuda`) or a GPU's throughput (`tflops`) for the CPU to stand in for.
+            if isinstance(spec, dict) and (spec.get("tflops") or spec.get("device") == "cuda") \
                     and spec.get("device") != "cpu":
                 asked[hw if isinstance(hw, str) else "inline"] = spec.get("tflops")
         if asked:
@@ -110,9 +112,17 @@ def verdict_section(run: LoadedRun) -> Section | None:
                            f"equal time; bytes per worker per step, tx + rx, {ranked[0].bytes_basis}."))
         blocks.append(Table(verdict.RANKING_COLUMNS, verdict.ranking_rows(ranked),
                             numeric=[True, False, True, False, True, True, True]))
+    decisions = {v.optimizer: verdict.decision(v, summary) for v in found}
+    local = (summary.get("run") or {}).get("backend") == "local"
     for v in found:
-        blocks.append(Para(f"{verdict.heading(v, summary)}: {verdict.sentence(v, scenario)}"))
-        blocks.append(Table(["figure", v.optimizer, f"{v.baseline} (baseline)", "comparison"],
+        d = decisions[v.optimizer]
+        if d.decided:
+            blocks.append(Para(f"{verdict.heading(v, summary)}: {verdict.sentence(v, scenario)}"))
+        else:  # the figures side by side, labelled as what they are: no table reads as a verdict it is not
+            blocks.append(Para(f"{verdict.heading(v, summary)}: no verdict ({d.why}). The figures below are "
+                               f"measurements{' on loopback' if local else ''}, side by side, not a verdict."))
+        blocks.append(Table(["figure", v.optimizer, f"{v.baseline} (baseline)",
+                             "comparison" if d.decided else "difference (no verdict)"],
                             [list(r) for r in verdict.rows(v)], numeric=[False, True, True, False]))
         blocks += [Para(f"Note: {n}.") for n in v.notes]
     target = summary.get("target")
@@ -128,7 +138,8 @@ def verdict_section(run: LoadedRun) -> Section | None:
                               "per-seed differences, a speed-up's [lo, hi] that of the per-seed ratios (a t-interval "
                               "of their logarithms)."
                               if any((v.seeds or 1) > 1 for v in found) else "")))
-    return Section("Verdict", blocks)
+    title = "Verdict" if any(d.decided for d in decisions.values()) else "Comparison (no verdict)"
+    return Section(title, blocks)
 
 
 def build_document(run: LoadedRun, plots_dir: Path) -> Document:

@@ -24,6 +24,7 @@ from distro_bench.results.stats import (
     restricted_time,
     restriction_s,
 )
+from distro_bench.results.summary import Summary, verdict_figures
 
 WIDTH = 80  # the block `run` prints fits an 80-column terminal or log
 
@@ -761,6 +762,43 @@ def _interval_words(iv: Interval, fmt: str = ".2f") -> str:
     return f"[{iv.lo:{fmt}}, {iv.hi:{fmt}}]"
 
 
+@dataclass(frozen=True)
+class Decision:
+    """What the verdict decides for one optimizer: `outcome` is "wins", "loses", "ties" or "no verdict"; `figure`
+    the words of the figure it decided on (empty for no verdict without one); `why` says why there is none."""
+
+    outcome: str
+    figure: str = ""
+    why: str | None = None
+
+    @property
+    def decided(self) -> bool:
+        return self.outcome != "no verdict"
+
+
+def decision(v: Verdict, summary: dict) -> Decision:
+    """The paired 95% interval's decision (see `headline`), shared by the report's headings and `run`'s lines so
+    that none of them says more than the verdict."""
+    sp = v.paired_target_speedup
+    if sp is not None and sp.n >= 2 and not v.post_hoc and not v.speedup_why and v.target is not None:
+        outcome = "wins" if sp.lo > 1 else "loses" if sp.hi < 1 else "ties"
+        if _bound_kind(v, sp) == "at least" and outcome != "wins":
+            outcome = "no verdict"  # a lower bound at or under 1 says nothing either way
+        elif _bound_kind(v, sp) == "at most" and outcome != "loses":
+            outcome = "no verdict"
+        return Decision(outcome, f"to val loss {v.target:.3g} {speedup_text(v, brackets=True)}",
+                        "the bound does not decide" if outcome == "no verdict" else None)
+    backend = (summary.get("run") or {}).get("backend")
+    gap = v.paired_equal_time
+    if gap is not None and gap.n >= 2 and backend != "local":
+        outcome = "wins" if gap.hi < 0 else "loses" if gap.lo > 0 else "ties"
+        side = "lower" if gap.mean < 0 else "higher"
+        return Decision(outcome, f"loss at equal time {abs(gap.mean):.2g} {side} {_interval_words(gap, '+.2g')}")
+    why = ("1 seed, no interval" if (v.seeds or 1) < 2 else
+           "local backend: no network emulated" if backend == "local" else "no paired figure")
+    return Decision("no verdict", why=why)
+
+
 def headline(v: Verdict, summary: dict) -> str:
     """One line that says who won: 'distro wins vs adamw: to val loss 3 2.6x sooner [2.30, 2.90]; 672x fewer
     bytes'. The decision is the paired 95% interval's: of the time-to-target speed-up where the
@@ -771,26 +809,33 @@ def headline(v: Verdict, summary: dict) -> str:
     60 s on 3 of 3 seeds)' (`speedup_text`)."""
     bytes_words = _bytes_words(v)
     tail = f"; {bytes_words}" if bytes_words else ""
-    sp = v.paired_target_speedup
-    if sp is not None and sp.n >= 2 and not v.post_hoc and not v.speedup_why and v.target is not None:
-        outcome = "wins" if sp.lo > 1 else "loses" if sp.hi < 1 else "ties"
-        if _bound_kind(v, sp) == "at least" and outcome != "wins":
-            outcome = "no verdict"  # a lower bound at or under 1 says nothing either way
-        elif _bound_kind(v, sp) == "at most" and outcome != "loses":
-            outcome = "no verdict"
-        head = f"{v.optimizer} {outcome} vs {v.baseline}" if outcome != "no verdict" else \
-            f"{v.optimizer} vs {v.baseline}: no verdict"
-        return f"{head}: to val loss {v.target:.3g} {speedup_text(v, brackets=True)}{tail}"
-    backend = (summary.get("run") or {}).get("backend")
-    gap = v.paired_equal_time
-    if gap is not None and gap.n >= 2 and backend != "local":
-        outcome = "wins" if gap.hi < 0 else "loses" if gap.lo > 0 else "ties"
-        side = "lower" if gap.mean < 0 else "higher"
-        return (f"{v.optimizer} {outcome} vs {v.baseline}: loss at equal time {abs(gap.mean):.2g} {side} "
-                f"{_interval_words(gap, '+.2g')}{tail}")
-    why = ("1 seed, no interval" if (v.seeds or 1) < 2 else
-           "local backend: no network emulated" if backend == "local" else "no paired figure")
-    return f"{v.optimizer} vs {v.baseline}: no verdict ({why}){tail}"
+    d = decision(v, summary)
+    if d.figure:
+        head = f"{v.optimizer} {d.outcome} vs {v.baseline}" if d.decided else f"{v.optimizer} vs {v.baseline}: no verdict"
+        return f"{head}: {d.figure}{tail}"
+    return f"{v.optimizer} vs {v.baseline}: no verdict ({d.why}){tail}"
+
+
+def closing_line(v: Verdict, summary: dict, figures: str) -> str:
+    """`run`'s last line for one optimizer: the decision first, then the figures (`figures`, from
+    results.summary.verdict_line), labelled as measurements, not a verdict, where there is none; on an
+    unemulated network they are the loopback's."""
+    d = decision(v, summary)
+    if d.decided:
+        return f"{v.optimizer} {d.outcome} vs {v.baseline}; {figures}"
+    where = " on loopback" if (summary.get("run") or {}).get("backend") == "local" else ""
+    return (f"{v.optimizer} vs {v.baseline}: no verdict ({d.why or 'the bound does not decide'}); "
+            f"measured{where}, not a verdict: {figures}")
+
+
+def closing_lines(summary: dict) -> list[str]:
+    """`closing_line` for every optimizer of the summary against its baseline."""
+    model = Summary.model_validate(summary)
+    base = model.optimizers.get(model.baseline or "")
+    if base is None:
+        return []
+    return [closing_line(v, summary, verdict_figures(model.optimizers[v.optimizer], base))
+            for v in verdicts(summary) if v.optimizer in model.optimizers]
 
 
 def verdict_lines(summary: dict) -> list[str]:
@@ -802,8 +847,15 @@ def verdict_lines(summary: dict) -> list[str]:
     lines: list[str] = []
     for v in found:
         lines += textwrap.wrap(headline(v, summary), WIDTH, subsequent_indent="  ", break_on_hyphens=False)
+    local = (summary.get("run") or {}).get("backend") == "local"
     for v in found:
-        lines.append(heading(v, summary))
+        d = decision(v, summary)
+        if d.decided:
+            lines.append(heading(v, summary))
+        else:  # labelled as what it is, as in the report: measurements side by side, not a verdict
+            lines += textwrap.wrap(f"{heading(v, summary)}: no verdict ({d.why}); figures measured"
+                                   f"{' on loopback' if local else ''}, not a verdict", WIDTH,
+                                   subsequent_indent="  ", break_on_hyphens=False)
         table = rows(v)
         w = [max(len(r[i]) for r in table) for i in range(3)]
         for label, mine, theirs, cmp in table:

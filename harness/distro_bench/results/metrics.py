@@ -31,6 +31,9 @@ METRIC_COLUMNS: dict[str, str] = {
     # issue 27: loss on the held-out tuning split (harness/distro_bench/train/data.py), evaluation steps of runs with
     # data.tune_batches only (a sweep's trials): what `sweep --pick best` selects on, never reported
     "tune_loss": "float64",
+    # issue 52: which run and commit each row is from, so frames of several runs combine without adding them by
+    # hand (the run folder's name; environment.json's git_commit; null in folders written before)
+    "run_id": "string", "git_commit": "string",
 }
 
 COST_KEYS = ["egress_bytes_to_target", "egress_usd_to_target", "gpu_hours_to_target", "gpu_usd_to_target",
@@ -403,11 +406,12 @@ def comparison_target(df: pd.DataFrame, explicit: float | None = None, how: str 
             if t is not None else "no validation loss recorded", "post_hoc": t is not None}
 
 
-def summary_frame(summary: dict[str, dict]) -> pd.DataFrame:
-    """summary.csv: one row per optimizer; each figure's interval flattened into `<key>_ci95_lo/_hi`."""
+def summary_frame(summary: dict[str, dict], run_id: str | None = None, git_commit: str | None = None) -> pd.DataFrame:
+    """summary.csv: one row per optimizer, with the run id and git commit (issue 52); each figure's interval
+    flattened into `<key>_ci95_lo/_hi`."""
     rows, ci_cols = [], []
     for name, v in summary.items():
-        row = {"optimizer": name, **{k: v.get(k) for k in SUMMARY_KEYS}}
+        row = {"optimizer": name, "run_id": run_id, "git_commit": git_commit, **{k: v.get(k) for k in SUMMARY_KEYS}}
         for k, bounds in (v.get("ci95") or {}).items():
             for side, x in zip(("lo", "hi"), bounds or (None, None)):
                 col = f"{k}_ci95_{side}"
@@ -415,4 +419,4 @@ def summary_frame(summary: dict[str, dict]) -> pd.DataFrame:
                 if col not in ci_cols:
                     ci_cols.append(col)
         rows.append(row)
-    return pd.DataFrame(rows, columns=["optimizer", *SUMMARY_KEYS, *ci_cols])
+    return pd.DataFrame(rows, columns=["optimizer", "run_id", "git_commit", *SUMMARY_KEYS, *ci_cols])

@@ -19,18 +19,21 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from distro_bench.errors import HarnessError, Interrupted, RunFolderWriteError, WorkerFailed
+import yaml
+
+from distro_bench.errors import HarnessError, InputError, Interrupted, RunFolderWriteError, WorkerFailed
 from distro_bench.net import owner
 from distro_bench.net.host import gpus as host_gpus
 from distro_bench.net.naming import new_run_id
 from distro_bench.report import write_run_report
-from distro_bench.results import metrics, runfiles
+from distro_bench.results import history, metrics, runfiles
 from distro_bench.results.bottleneck import site_link_loads
 from distro_bench.results.build import build_summary
 from distro_bench.results.cost import link_class_of
@@ -256,7 +259,10 @@ class RunLifecycle:
         return worker_dir(self._dir(), optimizer, seed, len(self.scenario.train.seed_list()))
 
     def train_all(self, launch: Launch) -> None:
-        for seed, name in self.runs():
+        runs = list(self.runs())
+        if (plan := getattr(self.sink, "plan", None)) is not None:  # a sink that shows the whole run's ETA
+            plan(len(runs))
+        for seed, name in runs:
             launch(name, seed)
 
     @contextmanager
@@ -423,10 +429,27 @@ def _write_results(run_dir: Path, scenario: Scenario, backend_name: str, state: 
              # mean over ranks and optimizers of the workers' calibration gathers (worker.latency_probe)
              "probe_allgather_s": sum(probes) / len(probes) if probes else None,
              "root_workers": _root_workers(_read_json(run_dir / "environment.json"))})
+    environment = _read_json(run_dir / "environment.json")
+    commit = environment.get("git_commit") if isinstance(environment.get("git_commit"), str) else None
+    df["run_id"], df["git_commit"] = run_dir.name, commit  # issue 52: rows of several runs combine as they are
+    df = df.astype({"run_id": "string", "git_commit": "string"})
     atomic_write_parquet(run_dir / "metrics.parquet", df)
     atomic_write_json(run_dir / "summary.json", summary)
-    atomic_write_text(run_dir / "summary.csv", metrics.summary_frame(summary["optimizers"]).to_csv(index=False))
+    atomic_write_text(run_dir / "summary.csv", metrics.summary_frame(summary["optimizers"], run_dir.name, commit)
+                      .to_csv(index=False))
+    _append_history(run_dir, summary, environment)
     return summary
+
+
+def _append_history(run_dir: Path, summary: dict, environment: dict) -> None:
+    """The run's figures appended to <out>/index.parquet (results/history.py). The index is a convenience beside
+    the run folder, which holds everything: a failure to write it is said on stderr, not raised."""
+    try:
+        scenario = yaml.safe_load(runfiles.read_text(run_dir, "scenario.yaml", "scenario.yaml"))
+        history.append_to_index(run_dir, summary, scenario if isinstance(scenario, dict) else {}, environment)
+    except (OSError, runfiles.RunFileError, InputError, yaml.YAMLError, ValueError) as e:
+        # one line on stderr (the run's own outputs are written; the index can be rebuilt from them)
+        print(f"warning: {run_dir.parent / history.INDEX} not updated: {type(e).__name__}: {e}", file=sys.stderr)
 
 
 def _root_workers(env: dict) -> bool:

@@ -10,11 +10,14 @@ agent reads the settings.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from distro_bench.backends.base import BackendOptions
 from distro_bench.errors import InputError
+from distro_bench.scenario.assign import apply_assignments, parse_assignments
 from distro_bench.scenario.loading import with_overrides
 from distro_bench.scenario.model import Scenario
 
@@ -23,6 +26,16 @@ MAX_REPEAT = 100
 MIN_TIMEOUT_S = 5.0
 
 BUDGET_FIELDS = ("steps", "time_budget", "tokens")
+
+
+def set_pairs(sets: Mapping[str, Any] | Sequence[str] | None) -> tuple[tuple[str, Any], ...] | None:
+    """`Overrides.sets` from {path: value} or from `--set` texts ["PATH=VALUE", ...] (parsed, InputError listing
+    every malformed one)."""
+    if not sets:
+        return None
+    if isinstance(sets, Mapping):
+        return tuple((str(p), v) for p, v in sets.items())
+    return tuple(parse_assignments(list(sets)).items())
 
 
 @dataclass(frozen=True)
@@ -36,11 +49,16 @@ class Overrides:
     tokens: str | int | None = None  # budget: tokens per optimizer, "2M"
     target_val_loss: float | None = None  # budget: stop at this val loss (capped by the steps or time budget)
     repeat: int | None = None  # K seeds: seed..seed+K-1
+    # `--set PATH=VALUE`: any scenario field by dotted path (scenario/assign.py), applied before the flags above,
+    # as (path, value) pairs (`set_pairs` makes them from {path: value} or ["PATH=VALUE", ...])
+    sets: tuple[tuple[str, Any], ...] | None = None
 
     def __post_init__(self) -> None:
         # Frozen: normalise through object.__setattr__ (a list of optimizers).
         if self.optimizers is not None:
             object.__setattr__(self, "optimizers", tuple(self.optimizers) or None)
+        if self.sets is not None:
+            object.__setattr__(self, "sets", tuple(self.sets) or None)
         problems = []
         if self.steps is not None and self.steps < 1:
             problems.append(f"steps: {self.steps}; give 1 or more")
@@ -63,6 +81,10 @@ class Overrides:
         none is given)."""
         if not self.changes_scenario():
             return scenario
+        if self.sets:
+            scenario = apply_assignments(scenario, dict(self.sets))
+            if not any(getattr(self, f.name) is not None for f in fields(self) if f.name != "sets"):
+                return scenario
         return with_overrides(scenario, steps=self.steps, seed=self.seed, time_budget=self.time_budget,
                               optimizers=list(self.optimizers) if self.optimizers else None,
                               tokens=self.tokens, target_val_loss=self.target_val_loss, repeat=self.repeat)
@@ -70,6 +92,15 @@ class Overrides:
     def given(self) -> dict[str, object]:
         """The fields that are set (for messages and tests)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+    def record(self) -> dict[str, Any]:
+        """What the run changed in its scenario, for environment.json's `overrides` (JSON-ready: `set` as
+        {path: value}, the optimizers as a list)."""
+        out: dict[str, Any] = {name: list(v) if isinstance(v, tuple) else v
+                               for name, v in self.given().items() if name != "sets"}
+        if self.sets:
+            out["set"] = dict(self.sets)
+        return out
 
 
 @dataclass(frozen=True)

@@ -291,6 +291,8 @@ def run_scenario(scenario: Scenario, options: RunSettings, sink: ProgressSink | 
     # environment.json: written once with the host's facts (a backend that fails to start leaves them), then
     # once more when the network is up, with what it is and what was measured (also when measuring is cut short).
     env = {**environment.collect(), "backend": backend_cls.name, "backend_reason": why}
+    if overrides is not None and overrides.changes_scenario():  # issue 52: what the command line changed
+        env["overrides"] = overrides.record()
     life.write_environment(env)
     try:
         with life.guard(), backend_cls(scenario, run_dir, backend_options, plan) as backend:

@@ -11,10 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from distro_bench.errors import InputError, ScenarioError
-from distro_bench.scenario import presets
+from distro_bench.scenario.assign import base_dict, parse_value, set_path, split_assignment
 from distro_bench.scenario.loading import scenario_from_dict
 from distro_bench.scenario.model import Scenario
 
@@ -41,32 +39,9 @@ class Axis:
         return parts[0] == "links" and len(parts) == 3 and parts[2] in RATE_FIELDS
 
 
-def parse_value(text: str) -> Any:
-    """'3e-3' -> 0.003, '8' -> 8, 'true' -> True, '10Mbit' -> '10Mbit' (units are the scenario's to check)."""
-    t = text.strip()
-    for cast in (int, float):
-        try:
-            return cast(t)
-        except ValueError:
-            pass
-    try:
-        v = yaml.safe_load(t)
-    except yaml.YAMLError:
-        return t
-    return v if isinstance(v, (bool, type(None))) else t
-
-
-_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_][A-Za-z0-9_.-]*)*$")
-
-
 def parse_set(text: str) -> Axis:
     """`optimizers.distro.lr=1e-3,3e-3,1e-2` -> Axis; InputError naming the flag when malformed."""
-    path, sep, rest = text.partition("=")
-    path = path.strip()
-    if not sep or not path:
-        raise InputError(f"--set {text!r}: write PATH=VALUE[,VALUE...], e.g. optimizers.distro.lr=1e-3,3e-3")
-    if not _PATH_RE.match(path) or ".." in path:
-        raise InputError(f"--set {text!r}: {path!r} is not a dotted field path like optimizers.distro.lr")
+    path, rest = split_assignment(text)  # the same parsing as `run --set` (scenario/assign.py)
     texts = tuple(v.strip() for v in rest.split(","))
     if not rest.strip() or any(not v for v in texts):
         raise InputError(f"--set {path}: empty value in {rest!r}; write values separated by commas")
@@ -137,49 +112,12 @@ def grid(axes: list[Axis]) -> list[Point]:
             for i, c in enumerate(combos)]
 
 
-def base_dict(scenario: Scenario) -> dict:
-    """The scenario as a plain document that re-validates to the same scenario (the corpus path made absolute)."""
-    data = scenario.model_dump(mode="json", exclude_none=True)
-    data["data"]["corpus"] = scenario.corpus_path()
-    return data
-
-
-BUDGETS = ("steps", "time_budget", "tokens")  # train.<one of these> is the budget: setting one replaces the others
-
-
-def _set_path(doc: dict, path: str, value: Any, scenario: Scenario) -> None:
-    parts = path.split(".")
-    if parts[0] == "train" and len(parts) == 2 and parts[1] in BUDGETS and isinstance(doc.get("train"), dict):
-        for other in BUDGETS:
-            if other != parts[1]:
-                doc["train"].pop(other, None)
-        if parts[1] == "steps" and isinstance(value, int) and isinstance(doc["train"].get("eval_every"), int):
-            doc["train"]["eval_every"] = min(doc["train"]["eval_every"], value)  # as `run --steps` does
-    if parts[0] == "optimizers" and len(parts) >= 2 and parts[1] not in scenario.optimizers:
-        raise InputError(f"--set {path}: {parts[1]!r} is not an optimizer of {scenario.name} "
-                         f"({', '.join(scenario.optimizers)})")
-    node = doc
-    for i, key in enumerate(parts[:-1]):
-        nxt = node.get(key)
-        if nxt is None:
-            nxt = {}
-            # links.<preset> / hardware.<preset> not spelled out in the scenario: start from the preset
-            if i == 1 and parts[0] in ("links", "hardware") and key in (
-                    presets.LINKS if parts[0] == "links" else presets.HARDWARE):
-                nxt = {"preset": key}
-            node[key] = nxt
-        elif not isinstance(nxt, dict):
-            raise InputError(f"--set {path}: {'.'.join(parts[:i + 1])} is a value ({nxt!r}), not a section with fields")
-        node = nxt
-    node[parts[-1]] = value
-
-
 def point_scenario(scenario: Scenario, point: Point, fixed: dict[str, Any] | None = None) -> Scenario:
     """The scenario with `fixed` settings (the same at every point: a budget, the seeds) and the point's values,
     validated: ScenarioError naming the --set that broke it."""
     doc = base_dict(scenario)
     for path, value in [*(fixed or {}).items(), *point.values.items()]:
-        _set_path(doc, path, value, scenario)
+        set_path(doc, path, value, scenario)
     try:
         return scenario_from_dict(doc, source=f"--set {point.label}", base_dir=scenario._base_dir)
     except ScenarioError as e:

@@ -38,8 +38,9 @@ def test_run_folder_has_every_file_and_the_schema(tiny_run):
     # the summary keys, then each figure's 95% interval over seeds and the seeds' own figures (issue 16)
     assert list(summary["optimizers"]["adamw"]) == [*SUMMARY_KEYS, "ci95", "per_seed"]
     csv = pd.read_csv(d / "summary.csv")
-    n = len(SUMMARY_KEYS) + 1
-    assert list(csv.columns[:n]) == ["optimizer", *SUMMARY_KEYS]
+    n = len(SUMMARY_KEYS) + 3
+    assert list(csv.columns[:n]) == ["optimizer", "run_id", "git_commit", *SUMMARY_KEYS]  # issue 52: run and commit
+    assert set(csv["run_id"]) == {d.name}
     assert csv.columns[n:].str.fullmatch(r".+_ci95_(lo|hi)").all()
     env = json.loads((d / "environment.json").read_text())
     assert env["backend"] == "local" and env["torch"] and env["kernel"]

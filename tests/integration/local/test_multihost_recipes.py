@@ -35,7 +35,7 @@ def test_sbatch_script_runs_under_a_fake_srun(tmp_path, write_scenario, cli):
            "DISTRO_BENCH_OUT": str(out), "DISTRO_BENCH_THREADS": "1"}
     proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (folder,) = list(out.iterdir())
+    (folder,) = [p for p in out.iterdir() if p.is_dir()]  # beside it: index.parquet
     run = api.load_run(folder)
     assert run.summary["run"]["backend"] == "multihost" and run.summary["run"]["state"] == "complete"
     assert run.summary["optimizers"]["adamw"]["ranks"] == 2 and run.summary["optimizers"]["adamw"]["replicas_identical"]
