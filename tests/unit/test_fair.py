@@ -124,7 +124,9 @@ def test_summary_csv_flattens_each_interval():
     row = csv.set_index("optimizer").loc["distro"]
     assert row["final_val_loss_ci95_lo"] == pytest.approx(out["distro"]["ci95"]["final_val_loss"][0])
     assert row["final_val_loss_ci95_hi"] > row["final_val_loss"] > row["final_val_loss_ci95_lo"]
-    assert list(csv.columns[: len(metrics.SUMMARY_KEYS) + 1]) == ["optimizer", *metrics.SUMMARY_KEYS]
+    # issue 52: each row says which run and commit it came from, then the summary keys in their order
+    assert list(csv.columns[: len(metrics.SUMMARY_KEYS) + 3]) == ["optimizer", "run_id", "git_commit",
+                                                                  *metrics.SUMMARY_KEYS]
 
 
 def test_one_seed_and_old_frames_have_null_intervals():

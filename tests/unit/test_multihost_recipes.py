@@ -285,7 +285,7 @@ def test_export_cli_writes_recipes_and_keeps_tracker_export(cli, tmp_path):
     assert len(validate_manifest((tmp_path / "m.yaml").read_text())) == 5
     assert (tmp_path / "m.yaml").stat().st_mode & 0o077 == 0  # it holds the run's Secret
     r = cli("export", tmp_path)  # a run folder without --to: a clear error, exit 2
-    assert r.exit_code == 2 and "--to mlflow|tensorboard is required" in r.output
+    assert r.exit_code == 2 and "--to mlflow|tensorboard|wandb is required" in r.output
     r = cli("export", "slurm", CI_SMOKE, "--nnodes", "3")
     assert r.exit_code == 2 and "--nnodes: 3 hosts cannot share" in r.output
     r = cli("export", "k8s", CI_SMOKE, "--placement", "0,1;2")

@@ -68,5 +68,6 @@ def test_a_fifo_rank0_jsonl_does_not_hang_the_coordinator(tmp_path, when):
     assert took < FINISH_BOUND_S, err[-2000:]
     assert proc.returncode == 2, err[-2000:]
     assert "rank0.jsonl: a FIFO, not a regular file; refused" in err, err[-2000:]
-    status = json.loads((next(out.iterdir()) / "status.json").read_text())
+    run_dir = next(p for p in out.iterdir() if p.is_dir())  # beside it: the runs' index.parquet (issue 52)
+    status = json.loads((run_dir / "status.json").read_text())
     assert status["state"] == "failed" and "rank0.jsonl" in status["reason"], status
