@@ -41,6 +41,6 @@ def test_three_sigterms_write_status_summary_and_report_and_exit_130(tmp_path):
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, (proc.returncode, err[-2000:])
-    run_dir = next(Path(out).iterdir())
+    run_dir = next(p for p in Path(out).iterdir() if p.is_dir())  # beside it: the runs' index.parquet
     assert json.loads((run_dir / "status.json").read_text())["state"] == "incomplete"
     assert (run_dir / "summary.json").is_file() and (run_dir / "report.md").is_file()
