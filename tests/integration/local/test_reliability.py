@@ -51,9 +51,18 @@ def backend(request):
 
     before = set(_our_namespaces())
     yield request.param
-    # New namespaces whose run has ended (a live owner is another run on this machine, still going).
-    left = {n for n in set(_our_namespaces()) - before if not owner_alive(run_id_of(n))}
-    assert not left, f"namespaces left behind: {left}"
+
+    def left() -> set[str]:
+        # New namespaces whose run has ended (a live owner is another run on this machine, still going).
+        return {n for n in set(_our_namespaces()) - before if not owner_alive(run_id_of(n))}
+
+    # A test of another CI lane that builds its namespaces itself (tests/integration/netns: a Star, no run and
+    # so no owner claim) shows the same; it removes them when it ends (a sites test: ~30 s). What is left of
+    # this test's runs stays: wait for the others to go, then judge (seen in CI: test_sites_net's lab).
+    deadline = time.monotonic() + 120
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left(), f"namespaces left behind: {left()}"
 
 
 def _our_namespaces() -> list[str]:
