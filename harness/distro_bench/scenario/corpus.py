@@ -16,6 +16,8 @@ import os
 import stat
 from pathlib import Path
 
+from distro_bench.scenario.confined import ConfinedReadError, kind_of, read_confined
+
 TEXT_SUFFIXES = {".txt", ".md", ".rst", ".py", ".json", ".yaml", ".yml", ".csv", ".tex", ".html"}
 MAX_CORPUS_BYTES = 64 * 2**20  # 64 MiB of bytes: 512 MiB of int64 tokens per rank; ~140x builtin:pydoc
 MAX_CORPUS_FILES = 10_000
@@ -24,18 +26,6 @@ MAX_WALK_ENTRIES = 100_000
 
 class CorpusError(ValueError):
     """A corpus that cannot be read within the rules; the message names the path and what is valid."""
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
 
 
 def _stat(path: Path) -> os.stat_result:
@@ -56,7 +46,7 @@ def corpus_files(path: Path) -> list[tuple[Path, int]]:
                               f"({MAX_CORPUS_BYTES // 2**20} MiB)")
         return [(path, st.st_size)]
     if not stat.S_ISDIR(st.st_mode):
-        raise CorpusError(f"{str(path)!r} is {_kind(st.st_mode)}; a corpus is a text file or a folder of text files")
+        raise CorpusError(f"{str(path)!r} is {kind_of(st.st_mode)}; a corpus is a text file or a folder of text files")
     files: list[tuple[Path, int]] = []
     total = seen = 0
     # Iterative, symlinks not followed: a loop or a link to / cannot make the walk endless.
@@ -91,27 +81,18 @@ def corpus_files(path: Path) -> list[tuple[Path, int]]:
 
 def _read_one(path: Path, budget: int, within: Path | None = None) -> bytes:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        raise CorpusError(f"{str(path)!r} cannot be opened ({e.strerror or e}; symlinks in a corpus folder are not "
-                          "followed)") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):  # checked before fdopen, which refuses a folder with its own error
-        os.close(fd)
-        raise CorpusError(f"{str(path)!r} is {_kind(st.st_mode)}, not a regular file")
-    with os.fdopen(fd, "rb") as f:
-        if within is not None:  # the descriptor's own path: a folder on the way swapped for a symlink is caught
-            try:
-                real = Path(os.readlink(f"/proc/self/fd/{fd}"))
-            except OSError:  # no /proc: the resolved path the caller checked stands
-                real = path
-            if not real.is_relative_to(within):
-                raise CorpusError(f"{str(path)!r}: the file opened is {real}, outside {within} (a folder on the way "
-                                  "is a symlink out of it)")
-        data = f.read(budget + 1)
-    if len(data) > budget:
-        raise CorpusError(f"{str(path)!r}: the corpus grew past {MAX_CORPUS_BYTES:,} bytes while it was read")
-    return data
+        return read_confined(path, budget, within).data
+    except ConfinedReadError as e:
+        if e.why in ("missing", "unopenable"):
+            why = "No such file or directory" if e.why == "missing" else e.detail
+            raise CorpusError(f"{str(path)!r} cannot be opened ({why}; symlinks in a corpus folder are not "
+                              "followed)") from None
+        if e.why == "not_regular":
+            raise CorpusError(f"{str(path)!r} is {e.detail}, not a regular file") from None
+        if e.why == "outside":
+            raise CorpusError(f"{str(path)!r}: the file opened is {e.detail}, outside {within} (a folder on the way "
+                              "is a symlink out of it)") from None
+        raise CorpusError(f"{str(path)!r}: the corpus grew past {MAX_CORPUS_BYTES:,} bytes while it was read") from None
 
 
 def read_corpus(path: Path, within: Path | None = None) -> bytes:

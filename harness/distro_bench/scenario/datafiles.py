@@ -2,8 +2,7 @@
 tokenizer.json, and pre-tokenised token files (nanoGPT's flat `.bin`, a parquet file or a `save_to_disk` folder
 with an `input_ids` column).
 
-Each file is opened once (O_NOFOLLOW, non-blocking), checked on its descriptor to be a regular file within a
-cap, and read whole, as corpora and traces are (scenario/corpus.py, scenario/trace.py). The run copies the bytes
+Each file is read once through scenario/confined.py, as corpora and traces are. The run copies the bytes
 validation read into its folder (scenario/loading.py dump_for_run) and the workers read that copy: a file or a
 folder on the way swapped for a symlink after `validate` cannot make a worker read another file (issue 51).
 numpy, pyarrow, datasets and tokenizers are imported only where a file needs them.
@@ -12,10 +11,10 @@ numpy, pyarrow, datasets and tokenizers are imported only where a file needs the
 from __future__ import annotations
 
 import json
-import os
-import stat
 from pathlib import Path
 from typing import Any
+
+from distro_bench.scenario.confined import ConfinedReadError, read_confined
 
 MAX_CONFIG_BYTES = 1 * 2**20  # a config.json is a few kB
 MAX_TOKENIZER_BYTES = 64 * 2**20  # GPT-2's tokenizer.json is 1.4 MB, Llama 3's 9 MB
@@ -31,32 +30,21 @@ class DataFileError(ValueError):
 
 def read_file(path: Path, cap: int, what: str, within: Path | None = None) -> bytes:
     """The bytes of the regular file at `path` (its last component not a symlink), at most `cap` of them; with
-    `within`, the file opened must lie in that folder (the descriptor's own path: a folder on the way swapped for
-    a symlink is caught)."""
+    `within`, the file opened must lie in that folder (scenario/confined.py)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise DataFileError(f"{what} {str(path)!r}: no such file") from None
-    except (OSError, ValueError) as e:
-        raise DataFileError(f"{what} {str(path)!r} cannot be opened ({getattr(e, 'strerror', None) or e}; "
-                            "a symlink is not followed)") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise DataFileError(f"{what} {str(path)!r} is not a regular file")
-    with os.fdopen(fd, "rb") as f:
-        if within is not None:
-            try:
-                real = Path(os.readlink(f"/proc/self/fd/{fd}"))
-            except OSError:  # no /proc: the resolved path the caller checked stands
-                real = path
-            if not real.is_relative_to(within):
-                raise DataFileError(f"{what} {str(path)!r}: the file opened is {real}, outside {within} (a folder on "
-                                    "the way is a symlink out of it)")
-        data = f.read(cap + 1)
-    if len(data) > cap:
-        raise DataFileError(f"{what} {str(path)!r} is more than {cap:,} bytes ({cap // 2**20} MiB), the cap of a {what}")
-    return data
+        return read_confined(path, cap, within).data
+    except ConfinedReadError as e:
+        if e.why == "missing":
+            raise DataFileError(f"{what} {str(path)!r}: no such file") from None
+        if e.why == "unopenable":
+            raise DataFileError(f"{what} {str(path)!r} cannot be opened ({e.detail}; a symlink is not followed)") from None
+        if e.why == "not_regular":
+            raise DataFileError(f"{what} {str(path)!r} is not a regular file") from None
+        if e.why == "outside":
+            raise DataFileError(f"{what} {str(path)!r}: the file opened is {e.detail}, outside {within} (a folder on "
+                                "the way is a symlink out of it)") from None
+        raise DataFileError(f"{what} {str(path)!r} is more than {cap:,} bytes ({cap // 2**20} MiB), the cap of a "
+                            f"{what}") from None
 
 
 def hf_config(data: bytes, where: str) -> dict[str, Any]:

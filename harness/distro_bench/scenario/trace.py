@@ -13,12 +13,12 @@ cannot shape to zero); docs/network-changes.md says why tbf and not the delay li
 
 from __future__ import annotations
 
-import errno
 import math
-import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+
+from distro_bench.scenario.confined import ConfinedReadError, read_confined
 
 MTU_BYTES = 1500
 FLOOR_BPS = 8000  # the smallest rate the scenario's units and tbf accept
@@ -106,45 +106,26 @@ class TraceFile:
         return 0o644 if self.mode & stat.S_IROTH else 0o600
 
 
-def _kind(mode: int) -> str:
-    return ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
-            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket")
-
-
 def open_trace(path: Path, folder: Path | None = None) -> TraceFile:
-    """Open `path` once (O_NOFOLLOW: its last component must not be a symlink, so pass a resolved path;
-    non-blocking: a FIFO cannot hang), check on the open descriptor that it is a regular file within
-    MAX_TRACE_BYTES and, when `folder` is given, that the file opened lies in it (the descriptor's own path:
-    a folder on the way swapped for a symlink is caught), and read it. TraceError naming the file otherwise."""
+    """Read `path` once through scenario/confined.py (pass a resolved path: its last component must not be a
+    symlink), a regular file within MAX_TRACE_BYTES lying in `folder` when given. TraceError naming the file."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise TraceError(f"trace {path}: no such file") from None
-    except OSError as e:
-        why = "a symlink (only resolved paths are opened)" if e.errno == errno.ELOOP else (e.strerror or type(e).__name__)
-        raise TraceError(f"trace {path}: cannot be opened ({why})") from None
-    except ValueError as e:  # a NUL in the path
-        raise TraceError(f"trace {path!r}: cannot be opened ({e})") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):  # checked before fdopen, which refuses a folder with its own error
-        os.close(fd)
-        raise TraceError(f"trace {path}: {_kind(st.st_mode)}, not a regular file; a trace is a Mahimahi or CSV file")
-    with os.fdopen(fd, "rb") as f:
-        if folder is not None:
-            try:
-                real = Path(os.readlink(f"/proc/self/fd/{fd}"))
-            except OSError:  # no /proc: the resolved path checked by the caller stands
-                real = path
-            if not real.is_relative_to(folder):
-                raise TraceError(f"trace {path}: the file opened is {real}, outside {folder} (a folder on the way "
-                                 "changed while it was opened)")
-        if st.st_size > MAX_TRACE_BYTES:
-            raise TraceError(f"trace {path}: {st.st_size} bytes, above the cap of {MAX_TRACE_BYTES} bytes "
-                             f"({MAX_TRACE_BYTES // 2**20} MiB) for a trace file")
-        data = f.read(MAX_TRACE_BYTES + 1)  # a file that grew after fstat stops at the cap too
-    if len(data) > MAX_TRACE_BYTES:
-        raise TraceError(f"trace {path}: above the cap of {MAX_TRACE_BYTES} bytes for a trace file")
-    return TraceFile(path=path, data=data, mode=stat.S_IMODE(st.st_mode))
+        f = read_confined(path, MAX_TRACE_BYTES, folder)
+    except ConfinedReadError as e:
+        if e.why == "missing":
+            raise TraceError(f"trace {path}: no such file") from None
+        if e.why == "unopenable":
+            why = "a symlink (only resolved paths are opened)" if e.symlink else e.detail
+            raise TraceError(f"trace {path}: cannot be opened ({why})") from None
+        if e.why == "not_regular":
+            raise TraceError(f"trace {path}: {e.detail}, not a regular file; a trace is a Mahimahi or CSV file") from None
+        if e.why == "outside":
+            raise TraceError(f"trace {path}: the file opened is {e.detail}, outside {folder} (a folder on the way "
+                             "changed while it was opened)") from None
+        size = f"{e.detail} bytes, " if e.detail is not None else ""
+        raise TraceError(f"trace {path}: {size}above the cap of {MAX_TRACE_BYTES} bytes "
+                         f"({MAX_TRACE_BYTES // 2**20} MiB) for a trace file") from None
+    return TraceFile(path=f.path, data=f.data, mode=f.mode)
 
 
 def read_trace_bytes(path: Path) -> bytes:
