@@ -21,7 +21,7 @@ from distro_bench.backends.requirements import (
     engine_problems,
 )
 from distro_bench.run import preflight
-from tests.unit.test_preflight import HOST, without
+from tests.unit.run.test_preflight import HOST, without
 
 
 def _kinds(reqs: list[Requirement]) -> list[str]:

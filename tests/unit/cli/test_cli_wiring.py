@@ -16,7 +16,7 @@ import typer
 from distro_bench.cli import app
 from tests.helpers import make_run
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _commands(group: click.Group, prefix=()):

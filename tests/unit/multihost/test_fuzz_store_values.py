@@ -4,7 +4,7 @@ refuses it with a HarnessError that names it: never another exception (an intern
 outside the run folder's worker folders, and the server keeps serving the others.
 
 Seeded (hypothesis, derandomized): the same cases every run. CI runs DISTRO_BENCH_FUZZ_CASES (default 200) per
-reader; the full run is `DISTRO_BENCH_FUZZ_CASES=2000 .venv/bin/python -m pytest tests/unit/test_fuzz_store_values.py`.
+reader; the full run is `DISTRO_BENCH_FUZZ_CASES=2000 .venv/bin/python -m pytest tests/unit/multihost/test_fuzz_store_values.py`.
 """
 
 from __future__ import annotations

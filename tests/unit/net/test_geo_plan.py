@@ -34,7 +34,7 @@ from distro_bench.scenario.model import region_matrix
 from distro_bench.scenario.region_presets import REGION_PRESETS
 from tests.helpers import tiny_scenario_dict
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 LINE = Capabilities(root=True, kernel="test", iproute2="iproute2-6.1.0", nsenter=True, netns=True, netns_error=None,
                     qdiscs=("pfifo", "tbf", "htb"), iperf3=True, ping=True, ethtool=True,
                     delayline=True, delayline_detail="importable", docker=None)

@@ -36,7 +36,7 @@ from distro_bench.scenario.loading import load_scenario, scenario_from_dict
 from distro_bench.scenario.model import site_layout
 from tests.helpers import tiny_scenario_dict
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CAPS: dict = {"root": True, "kernel": "test", "iproute2": "iproute2-6.1.0", "nsenter": True, "netns": True,
               "netns_error": None, "iperf3": True, "ping": True, "ethtool": True, "delayline_detail": "importable",
               "docker": None}

@@ -14,7 +14,7 @@ import pytest
 
 from tests.helpers import make_run
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _load(name: str):

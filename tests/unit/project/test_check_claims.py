@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("check_claims", REPO / "scripts" / "check_claims.py")
 assert _spec is not None and _spec.loader is not None
 cc = importlib.util.module_from_spec(_spec)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "benchmarks" / "gpu_acceptance.sh"
 STEPS = ["environment", "fidelity", "run", "ladder", "optimizer-compute"]
 

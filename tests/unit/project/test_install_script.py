@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 FAKE_PYTHON = r"""#!/usr/bin/env bash
 echo "$*" >> "$(dirname "$0")/../calls.log"

@@ -14,7 +14,7 @@ from distro_bench.train.models import parameter_count
 from distro_bench.train.projection import FRAME, MSS, project
 from tests.helpers import load_script
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import EXTENDED
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("nodeid", sorted(EXTENDED))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.helpers import load_script
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PACKAGE = REPO / "harness" / "distro_bench"
 structure = load_script(REPO / "scripts" / "structure.py")
 

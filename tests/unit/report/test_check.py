@@ -161,7 +161,7 @@ def test_ci_and_the_example_workflow_run_the_gate():
 
     import yaml
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     steps = yaml.safe_load((root / ".github/workflows/distro-bench.yml").read_text())["jobs"]["gate"]["steps"]
     runs = [s.get("run", "") for s in steps]
     i_run = next(i for i, r in enumerate(runs) if "run scenarios/ci-gate.yaml --backend netns" in r)
@@ -180,7 +180,7 @@ def test_the_ci_gate_asks_the_equal_time_question_on_shaped_links():
 
     from distro_bench.scenario.loading import load_scenario
 
-    s = load_scenario(Path(__file__).resolve().parents[2] / "scenarios" / "ci-gate.yaml")
+    s = load_scenario(Path(__file__).resolve().parents[3] / "scenarios" / "ci-gate.yaml")
     assert s.train.time_budget is not None and s.train.steps is None
     assert len(s.train.seeds) >= 3
     links = {n.link_name: n.link for n in s.nodes()}

@@ -12,7 +12,7 @@ import yaml
 from distro_bench.results import metrics
 from distro_bench.results.rundir import SCHEMA_VERSION, atomic_write_json, atomic_write_parquet
 from distro_bench.results.summary import Summary
-from tests.unit.test_fair import records
+from tests.unit.results.test_fair import records
 
 
 def make_repeated_run(root, finals: dict[str, list[float]], checks: dict, name="rep"):

@@ -91,7 +91,7 @@ def test_a_rebuilt_summary_is_built_by_the_same_builder_as_finalize(tmp_path):
     from distro_bench.report.load import load_for_report
     from distro_bench.results import metrics
     from distro_bench.results.build import build_summary
-    from tests.unit.test_fair import records
+    from tests.unit.results.test_fair import records
 
     run = tmp_path / "crashed"
     recs = []

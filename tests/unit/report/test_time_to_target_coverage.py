@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("time_to_target_coverage",
                                                REPO / "benchmarks" / "time_to_target_coverage.py")
 assert _spec is not None and _spec.loader is not None

@@ -208,7 +208,7 @@ def test_report_and_project_out_that_is_a_file_is_an_input_error(tmp_path, args)
     run = make_run(tmp_path, seeds=1, steps=4)
     f = tmp_path / "afile"
     f.write_text("x")
-    argv = [str(run) if a == "RUN" else str(Path(__file__).resolve().parents[2] / a) if a.endswith(".yaml") else a
+    argv = [str(run) if a == "RUN" else str(Path(__file__).resolve().parents[3] / a) if a.endswith(".yaml") else a
             for a in args]
     r = CliRunner().invoke(app, [*argv, "--out", str(f)])
     assert r.exit_code == 2, r.output

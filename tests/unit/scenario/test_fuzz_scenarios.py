@@ -27,7 +27,7 @@ from tests.helpers import tiny_scenario_dict
 pytestmark = pytest.mark.slow  # hundreds of validations twice: minutes on the shared 2-core host
 
 # 400 seeded cases at every landing (CI's minutes, issue 38); the issue's 2,000-case run is
-# `DISTRO_BENCH_FUZZ_CASES=2000 .venv/bin/python -m pytest -m slow tests/unit/test_fuzz_scenarios.py -s`.
+# `DISTRO_BENCH_FUZZ_CASES=2000 .venv/bin/python -m pytest -m slow tests/unit/scenario/test_fuzz_scenarios.py -s`.
 CASES = int(os.environ.get("DISTRO_BENCH_FUZZ_CASES", "400"))
 PER_CASE_S = 60.0
 

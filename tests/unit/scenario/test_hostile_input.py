@@ -252,7 +252,7 @@ def test_collective_timeout_allocates_no_weights(monkeypatch):
 
 def test_local_backend_refuses_a_trace_unless_unemulated_is_allowed(tmp_path):
     from distro_bench.run.preflight import Needs, problems
-    from tests.unit.test_preflight import HOST
+    from tests.unit.run.test_preflight import HOST
 
     (tmp_path / "t.csv").write_text("0,1000000\n1,2000000\n")
     s = load_scenario(_trace_scenario(tmp_path, "t.csv"))

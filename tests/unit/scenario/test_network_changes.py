@@ -292,7 +292,7 @@ def test_outage_cause_names_the_link_and_every_node_it_took_down(tmp_path):
 def test_validate_lists_the_changes_a_run_will_see(cli):
     from pathlib import Path
 
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     r = cli("validate", repo / "scenarios" / "home-dsl-outage.yaml")
     assert r.exit_code == 0, r.output
     assert "changes during each optimizer's run" in r.output and "at 30s: alice link dsl-drops down for 5s" in r.output

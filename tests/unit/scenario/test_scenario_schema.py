@@ -11,7 +11,7 @@ import pytest
 
 from distro_bench.scenario.schema import COMMITTED_PATH, scenario_schema, yaml12_load
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))
 
 

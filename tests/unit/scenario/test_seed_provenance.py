@@ -11,7 +11,7 @@ import yaml
 from distro_bench.errors import ScenarioError
 from distro_bench.scenario.loading import load_scenario, with_overrides
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 BASE = {"name": "kept-apart", "workers": [{"count": 2, "hardware": "host"}], "train": {"steps": 20, "seeds": [1, 2, 3]},
         "optimizers": {"adamw": {"lr": 1e-3}}}
 

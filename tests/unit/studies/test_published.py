@@ -29,7 +29,7 @@ from distro_bench.train.projection import analytic_shapes
 from tests.helpers import make_run
 
 POINTS = {p.id: p for p in load_points()}
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("preset", ["tiny", "base", "llama-1.2b"])

@@ -15,7 +15,7 @@ from distro_bench.studies.sweep import run_sweep
 from distro_bench.studies.sweep_grid import grid, parse_set, parse_sets, point_scenario, validate_grid
 from tests.unit.runfolders import make_run
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SMOKE = ROOT / "scenarios" / "ci-smoke.yaml"
 HOME = ROOT / "scenarios" / "home-dsl.yaml"
 

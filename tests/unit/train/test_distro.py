@@ -125,7 +125,7 @@ def test_sends_top_k_per_chunk_only():
 
 @pytest.mark.parametrize(("values", "shapes"), [
     # The reference is DeMo's own algorithm (1-D and 2-D tensors, its divisor chunking): shapes on which
-    # DisTrO's chunking is DeMo's; tests/unit/test_distro_reference.py shows where they part on purpose.
+    # DisTrO's chunking is DeMo's; tests/unit/train/test_distro_reference.py shows where they part on purpose.
     ("fp32", [(48, 40), (40,), (12, 64), (16, 16)]),
     # 1-bit values make many updates cancel to exactly 0 in exact arithmetic on odd chunk shapes, where
     # the two implementations' rounding then picks different signs; power-of-two chunks have no such zeros.

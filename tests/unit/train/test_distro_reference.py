@@ -25,7 +25,7 @@ from distro_bench.train.optim.base import PhaseTimer
 from distro_bench.train.optim.distro import DisTrO, DisTrOConfig
 from tests.pair_workers import run_workers
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 WORLD = 3
 STEPS = 5
 # Shapes on which DeMo's divisor rule and DisTrO's chunking agree (a divisor >= chunk / 2 exists or the

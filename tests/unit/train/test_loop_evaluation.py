@@ -11,9 +11,9 @@ import torch
 from distro_bench.results import fair, metrics
 from distro_bench.run.progress import AcrossRanks
 from distro_bench.train.loop import mean_loss
-from tests.unit import test_worker_loop
-from tests.unit.test_distro import _params, _set_grads, _strategy, _timer
-from tests.unit.test_worker_loop import records
+from tests.unit.train import test_worker_loop
+from tests.unit.train.test_distro import _params, _set_grads, _strategy, _timer
+from tests.unit.train.test_worker_loop import records
 
 # The worker loop's fixtures (one worker alone, one thread; a TrainLoop of the tiny scenario), by name
 alone, make_loop = test_worker_loop.alone, test_worker_loop.make_loop
