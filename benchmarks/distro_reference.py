@@ -4,7 +4,7 @@ Source: Peng, Quesnelle, Kingma, "DeMo: Decoupled Momentum Optimization" (arXiv 
 and its reference optimizer (github.com/bloc97/DeMo, demo.py), read for the details the paper leaves out:
 chunk sizes, which tensors are weight-decayed, how the gathered coefficients are combined. Written here
 from those equations; it imports nothing from `harness`, so a chunking, weight-decay or aggregation
-difference in the product shows up as a failing comparison (tests/unit/test_distro_reference.py).
+difference in the product shows up as a failing comparison (tests/unit/train/test_distro_reference.py).
 
 Per parameter tensor p with gradient g, learning rate lr, every step:
 

@@ -10,7 +10,7 @@ FAILed, 2 on bad arguments, else 0:
 1. environment: torch, CUDA, the device's name, NCCL's version, the GPU count, the harness's Python dependencies,
    and a one-rank process group (NCCL on CUDA, gloo on the CPU) that all-reduces on the device.
 2. fidelity: our DisTrO against DeMo written from its equations (benchmarks/distro_reference.py), three workers
-   on threads, both on the device, by the comparison of tests/unit/test_distro_reference.py (its core is reused,
+   on threads, both on the device, by the comparison of tests/unit/train/test_distro_reference.py (its core is reused,
    not copied); on CUDA also ours on CUDA against ours on the CPU. Bit-identity is not expected there: the DCTs
    are GEMMs, and cuBLAS blocks and sums them in another order than the CPU's BLAS (no FFT is involved), so
    float32 results differ by about 1e-7 relative. The tolerance is the test's: each step moves a parameter by
@@ -172,8 +172,8 @@ def step_environment(device: str) -> Step:
 # ---- 2. fidelity --------------------------------------------------------------------------------------------
 
 def _reference_tests() -> ModuleType:
-    """tests/unit/test_distro_reference.py: the comparison's device-generic core."""
-    return importlib.import_module("tests.unit.test_distro_reference")
+    """tests/unit/train/test_distro_reference.py: the comparison's device-generic core."""
+    return importlib.import_module("tests.unit.train.test_distro_reference")
 
 
 def step_fidelity(device: str, large: bool) -> Step:

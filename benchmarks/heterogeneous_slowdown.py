@@ -2,7 +2,7 @@
 (compute_scale 1/k) should compute k times as long as its peers, and they should wait the difference.
 Prints the measured ratio and waits; asserts nothing. CPU contention from other processes changes
 these figures (it inflates the measured compute that the stretch multiplies), which is why they are a
-benchmark and not a test; the tests check the worker's accounting exactly (tests/unit/test_stretch.py).
+benchmark and not a test; the tests check the worker's accounting exactly (tests/unit/train/test_compute_scale.py).
 
     python benchmarks/heterogeneous_slowdown.py [--scale 0.25] [--steps 16] [--repeat 1]
 """

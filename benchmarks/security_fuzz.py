@@ -1,7 +1,7 @@
 """The security fuzzers at full size (issue 51 item 9): hostile scenarios through `validate`, and forged run folders
 (stored and live files) through the coordinator's live readers, `check`, `report` and `export`.
 
-The same generators and checks as CI's (tests/unit/test_fuzz_scenarios.py, tests/unit/test_forged_runfolders.py),
+The same generators and checks as CI's (tests/unit/scenario/test_fuzz_scenarios.py, tests/unit/results/test_forged_runfolders.py),
 seeded, at the sizes the issue names; CI runs 400 and 250 of them. Prints each fuzzer's figures (cases, outcomes,
 internal errors, hangs, the slowest case) and exits 1 when either found an internal error, a hang or a change
 outside the run folders.
@@ -44,14 +44,14 @@ def main() -> int:
     load = os.getloadavg()
     print(f"host: {os.cpu_count()} cores, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     failed = 0
-    rc, lines, took = run_fuzzer("tests/unit/test_fuzz_scenarios.py", {"DISTRO_BENCH_FUZZ_CASES": str(args.scenarios)},
+    rc, lines, took = run_fuzzer("tests/unit/scenario/test_fuzz_scenarios.py", {"DISTRO_BENCH_FUZZ_CASES": str(args.scenarios)},
                                  r"^\.?fuzz: ")
     print(f"scenarios: {args.scenarios} through validate and validate --json in {took:.0f} s, "
           f"{'PASS (0 internal errors)' if rc == 0 else 'FAIL'}")
     for ln in lines:
         print("  " + ln.lstrip("."))
     failed += rc != 0
-    rc, lines, took = run_fuzzer("tests/unit/test_forged_runfolders.py::test_forged_run_folders_fail_cleanly",
+    rc, lines, took = run_fuzzer("tests/unit/results/test_forged_runfolders.py::test_forged_run_folders_fail_cleanly",
                                  {"DISTRO_BENCH_FORGED_CASES": str(args.folders),
                                   "DISTRO_BENCH_FORGED_REAL_PLOTS_EVERY": str(args.real_plots_every)},
                                  r"forged folders in")

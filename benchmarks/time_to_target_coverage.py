@@ -14,7 +14,7 @@ It prints, over `--trials` shoot-outs of `--seeds` seeds:
   holds the true geometric speed-up;
 - with the baseline's crossing beyond the 60 s budget on every seed (right-censored): the share whose headline
   is a bound ("at least Nx sooner"), and whose bound is at or under the true speed-up.
-tests/unit/test_time_to_target_coverage.py asserts the same on a smaller fixed set of trials.
+tests/unit/report/test_time_to_target_coverage.py asserts the same on a smaller fixed set of trials.
 """
 
 from __future__ import annotations

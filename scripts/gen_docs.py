@@ -8,7 +8,7 @@
   between `<!-- BEGIN GENERATED: name -->` and `<!-- END GENERATED: name -->` markers.
 
     python scripts/gen_docs.py           rewrite them
-    python scripts/gen_docs.py --check   exit 1 and name each file that differs (tests/unit/test_docs.py does this)
+    python scripts/gen_docs.py --check   exit 1 and name each file that differs (tests/unit/project/test_docs.py does this)
 """
 
 from __future__ import annotations

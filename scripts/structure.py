@@ -10,7 +10,7 @@
   optional ones (HEAVY_LIBS) in the modules LAZY_HEAVY_ALLOWED names, which must stay importable without them.
 
     python scripts/structure.py           print it all
-    python scripts/structure.py --check   also exit 1 on any violation (tests/unit/test_structure.py runs the rules)
+    python scripts/structure.py --check   also exit 1 on any violation (tests/unit/project/test_structure.py runs the rules)
 
 An edge goes to the module an import names: `import a.b` -> a.b; `from a import b` -> a.b where a.b is a module,
 else a. Parent packages that Python also runs on the way are not edges.

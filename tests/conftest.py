@@ -1,7 +1,7 @@
 """Shared fixtures (a CLI runner, scenarios written to a temp folder) and the markers each folder implies.
 
 Folders and markers (select with -m, e.g. `-m "not root and not docker"` on a laptop):
-  tests/unit/                 none: no root, no Docker
+  tests/unit/                 none: no root, no Docker (tests/unit/<package>/: one folder per package, docs/testing.md)
   tests/integration/local/    none: real worker processes on the local backend (loopback)
   tests/integration/netns/    root: network namespaces, tc, the delay line
   tests/integration/docker/   docker: a Docker engine and the worker image

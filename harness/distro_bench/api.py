@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from distro_bench.studies.published import PointResult
     from distro_bench.studies.sweep_grid import Point, SweepResult
 
-# CLI command -> the api functions it calls (tests/unit/test_api_coverage.py: every command has an entry, every
+# CLI command -> the api functions it calls (tests/unit/api/test_api_coverage.py: every command has an entry, every
 # entry names a function here and the command's module calls it; docs/python-api.md lists the commands).
 COMMANDS: dict[str, tuple[str, ...]] = {
     "run": ("run",),
