@@ -33,7 +33,7 @@ EDGE = ("distro_bench.cli", "distro_bench.api")  # where lazy imports keep `dist
 # Libraries heavy or optional enough that a module which must stay importable without them may import them late
 # (pyroute2 too: 0.7 s to import, Linux netlink only, and every backend's module loads net/ns.py).
 HEAVY_LIBS = frozenset({"torch", "matplotlib", "pandas", "pyarrow", "datasets", "mlflow", "tensorboard", "wandb",
-                        "docker", "pyroute2", "numpy", "tokenizers", "transformers", "huggingface_hub"})
+                        "docker", "pyroute2", "numpy", "tokenizers", "transformers", "huggingface_hub", "scipy"})
 
 _DOCKER = "the docker SDK loads only when the docker backend talks to the engine; the registry imports this module"
 _NETLINK = "pyroute2 loads only when a host's interfaces or namespaces are read or changed (not to plan or report)"
@@ -53,6 +53,8 @@ LAZY_HEAVY_ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     "distro_bench.net.host": (frozenset({"docker", "torch"}), ("the host probe (doctor) reports docker and the GPUs "
                               "when they are there, and must run without either")),
     "distro_bench.net.ns": (frozenset({"pyroute2"}), _NETLINK),
+    "distro_bench.results.stats": (frozenset({"scipy"}), ("scipy.stats takes ~0.3 s to import and only a computed "
+                                   "interval or p-value needs it: `import distro_bench.api` and `--help` stay fast")),
     "distro_bench.run.environment": (frozenset({"torch"}), ("records torch's version; the runner imports it on "
                                      "the CLI's path, where torch must not load before a worker needs it")),
     "distro_bench.scenario.hfcorpus": (frozenset({"datasets", "huggingface_hub"}),

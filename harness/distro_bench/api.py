@@ -17,9 +17,9 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from distro_bench.errors import InputError
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from distro_bench.backends.docker.image import BuildResult
     from distro_bench.export.trackers import ExportResult
     from distro_bench.net.host import HostInfo
-    from distro_bench.net.linktest import Check
+    from distro_bench.net.linkcheck import LinksProgress, LinksReport, ScheduleReport
     from distro_bench.report.check import CheckReport
     from distro_bench.report.load import Run
     from distro_bench.results.history import Point as HistoryPoint
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 # entry names a function here and the command's module calls it; docs/python-api.md lists the commands).
 COMMANDS: dict[str, tuple[str, ...]] = {
     "run": ("run",),
-    "validate": ("validate",),
+    "validate": ("validate", "validate_document"),
     "schema": ("schema",),
     "report": ("load_run", "report", "compare"),
     "check": ("load_run", "check", "check_to_dict"),
@@ -98,6 +98,38 @@ def validate(scenario: str | Path) -> Scenario:
     if problems:
         raise ScenarioError(str(scenario), problems)
     return s
+
+
+@dataclass(frozen=True)
+class ValidateDocument:
+    """`validate --json`'s document and the exit code that goes with it (0 when valid, else the error's: 2 for a
+    scenario's problems)."""
+
+    document: dict[str, Any]  # {"valid": true, the resolved scenario} or {"valid": false, "source", "problems"}
+    exit_code: int = 0  # what the CLI exits with: 0, or the error's code
+
+    @property
+    def valid(self) -> bool:
+        return self.document.get("valid") is True
+
+
+def validate_document(scenario: str | Path) -> ValidateDocument:
+    """`validate` as the public JSON document (what `validate --json` prints): the resolved scenario (presets
+    expanded, units normalised) with `"valid": true`; on bad input `"valid": false` and every problem as an object
+    {field, value, message} (issue 52), never an exception. A bug of ours still raises."""
+    from distro_bench.errors import HarnessError, ScenarioError
+    from distro_bench.scenario.problem_records import parsed_file, problem_record
+    from distro_bench.scenario.resolved import scenario_document
+
+    try:
+        return ValidateDocument(scenario_document(validate(scenario)))
+    except ScenarioError as e:
+        parsed = parsed_file(Path(scenario))
+        return ValidateDocument({"valid": False, "source": e.source,
+                                 "problems": [problem_record(p, parsed) for p in e.problems]}, e.exit_code)
+    except HarnessError as e:
+        return ValidateDocument({"valid": False, "source": str(scenario), "problems": [problem_record(str(e))]},
+                                e.exit_code)
 
 
 def schema() -> dict[str, Any]:
@@ -181,8 +213,11 @@ class NodeRun:
     reason: str | None = None
     summary: Summary | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"node_rank": self.node_rank, "run_dir": str(self.run_dir), "state": self.state, "host": self.host}
+    def to_dict(self) -> dict[str, Any]:  # the summary has its own document (summary.json); `reason` is said aside
+        from pydantic_core import to_jsonable_python
+
+        d: dict[str, Any] = to_jsonable_python({k: v for k, v in vars(self).items() if k not in ("reason", "summary")})
+        return d
 
 
 def node(scenario: str | Path, *, rdzv: str, node_rank: int, nnodes: int | None = None, iface: str | None = None,
@@ -264,7 +299,10 @@ class ReportFiles:
     plots: list[Path]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"markdown": str(self.markdown), "html": str(self.html), "plots": [str(p) for p in self.plots]}
+        from pydantic_core import to_jsonable_python
+
+        d: dict[str, Any] = to_jsonable_python(asdict(self))
+        return d
 
 
 def report(run: str | Path | Run, out: str | Path | None = None) -> ReportFiles:
@@ -350,7 +388,7 @@ class DoctorReport:
     backend_auto: str  # what --backend auto would use, and why (or "none (why not)")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"host": self.host.to_dict(), "readiness": self.readiness, "backend_auto": self.backend_auto}
+        return asdict(self)
 
 
 def doctor() -> DoctorReport:
@@ -369,68 +407,6 @@ def doctor() -> DoctorReport:
     return DoctorReport(host=h, readiness=ready, backend_auto=auto)
 
 
-class LinksProgress(Protocol):
-    """What `links` tells as it goes (the CLI prints each)."""
-
-    def measuring(self, tool: str, lo: float, hi: float) -> None:
-        """Before the links come up: the goodput tool and the pass range (fractions of the configured rate)."""
-
-    def network(self, link_engine: str, reason: str, not_emulated: list[str], queues: list[str]) -> None:
-        """The links are up: the engine in use, why, what could not be emulated, and what each direction's
-        queue holds before it drops (linktest.queue_notes)."""
-
-    def check(self, check: Check) -> None:
-        """One measurement, as soon as it is made."""
-
-
-class _QuietLinks:
-    def measuring(self, tool: str, lo: float, hi: float) -> None:
-        pass
-
-    def network(self, link_engine: str, reason: str, not_emulated: list[str], queues: list[str]) -> None:
-        pass
-
-    def check(self, check: Check) -> None:
-        pass
-
-
-@dataclass(frozen=True)
-class LinksReport:
-    """Each node's goodput up and down and RTT, measured against the scenario's spec."""
-
-    scenario: str
-    link_engine: str
-    goodput_tool: str
-    checks: list[Check]
-    queues: list[str] = field(default_factory=list)  # what each direction holds before it drops
-
-    @property
-    def passed(self) -> bool:
-        return not any(c.status == "FAIL" for c in self.checks)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"scenario": self.scenario, "link_engine": self.link_engine, "goodput_tool": self.goodput_tool,
-                "passed": self.passed, "queues": self.queues,
-                "checks": [{"node": c.node, "check": c.what, "configured": c.configured, "measured": c.measured,
-                            "unit": c.unit, "ratio": c.ratio, "status": c.status, "criterion": c.note, "tool": c.tool}
-                           for c in self.checks]}
-
-
-def _tolerance(tolerance: str | tuple[float, float]) -> tuple[float, float]:
-    if isinstance(tolerance, str):
-        try:
-            lo, hi = (float(x.strip().rstrip("%")) for x in tolerance.split(","))
-        except ValueError:
-            raise InputError(f"--tolerance {tolerance!r}: write LO,HI as fractions of the rate, e.g. 0.90,1.02") from None
-        if "%" in tolerance:
-            lo, hi = lo / 100, hi / 100
-    else:
-        lo, hi = tolerance
-    if not 0 < lo < hi:
-        raise InputError(f"--tolerance {tolerance!r}: need 0 < LO < HI")
-    return lo, hi
-
-
 @dataclass(frozen=True)
 class _LinkSetup:
     scenario: Scenario
@@ -445,9 +421,10 @@ def _link_setup(scenario: str | Path | Scenario, link_engine: str | None, allow_
     """The checks before any namespace exists: the tolerance, the scenario, what netns can emulate here."""
     from distro_bench.backends.base import BackendOptions
     from distro_bench.backends.netns import NetnsBackend
+    from distro_bench.net.linkcheck import parse_tolerance
     from distro_bench.run import preflight
 
-    lo, hi = _tolerance(tolerance)
+    lo, hi = parse_tolerance(tolerance)
     s = _scenario(scenario)
     opts = BackendOptions(link_engine=link_engine or s.network.link_engine,
                           allow_unemulated=allow_unemulated or s.network.allow_unemulated)
@@ -469,57 +446,17 @@ def links(scenario: str | Path | Scenario, *, link_engine: str | None = None,
     the goodput pass range LO,HI as fractions of the configured rate ("0.90,1.02", "90%,102%" or a pair);
     `goodput_tool`: auto (iperf3 where installed, else a Python TCP probe), iperf3 or python. Needs root."""
     from distro_bench.backends.netns import NetnsBackend
-    from distro_bench.net import linktest
+    from distro_bench.net import linkcheck, linktest
 
-    if goodput_tool not in linktest.GOODPUT_TOOLS:
-        raise InputError(f"--goodput-tool: unknown tool {goodput_tool!r}; one of {', '.join(linktest.GOODPUT_TOOLS)}")
+    linkcheck.goodput_tool_named(goodput_tool)
     setup = _link_setup(scenario, link_engine, allow_unemulated, tolerance, goodput_tool)
-    tell = progress or _QuietLinks()
-    tool = linktest.goodput_tool(goodput_tool)
-    tell.measuring(tool, setup.lo, setup.hi)
+    tell = progress or linkcheck.QuietLinks()
+    tell.measuring(linktest.goodput_tool(goodput_tool), setup.lo, setup.hi)
     with tempfile.TemporaryDirectory(prefix="dbench-links-") as tmp:
         backend = NetnsBackend(setup.scenario, Path(tmp), setup.options, setup.plan)
         with backend:
-            net = backend.describe()
-            queues = linktest.queue_notes(net["nodes"])
-            tell.network(net["link_engine"], net["link_engine_reason"], list(net["not_emulated"]), queues)
-            far_ns, far_addr = backend.far_end()
-            checks = linktest.measure(backend.link_targets(), far_ns, far_addr, seconds=seconds,
-                                      goodput_range=(setup.lo, setup.hi), tool=goodput_tool, on_check=tell.check)
-    return LinksReport(scenario=setup.scenario.name, link_engine=net["link_engine"], goodput_tool=tool,
-                       checks=list(checks), queues=queues)
-
-
-MAX_CHANGE_LATENESS_S = 0.2  # a schedule change applied later than this fails `links_schedule`
-
-
-@dataclass(frozen=True)
-class ScheduleReport:
-    """One node's rate per window while the links' schedules and traces play, against the rate asked for."""
-
-    scenario: str
-    node: int
-    direction: str
-    window_s: float
-    asked_bps: list[float]
-    wire_bps: list[float]  # egress frames
-    goodput_bps: list[float]  # receiver payload
-    lateness_s: list[float]  # per applied change: how late it came
-    correlation: float  # Pearson r of wire and asked
-    total_ratio: float  # total wire / total asked
-    windows_outside: int  # settled windows outside the tolerance
-    windows_settled: int  # windows neither holding a change nor right after one
-    tolerance: tuple[float, float]
-
-    @property
-    def passed(self) -> bool:
-        return not self.windows_outside and not any(x > MAX_CHANGE_LATENESS_S for x in self.lateness_s)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"scenario": self.scenario, "node": self.node, "direction": self.direction, "window_s": self.window_s,
-                "asked_bps": self.asked_bps, "wire_bps": self.wire_bps, "goodput_bps": self.goodput_bps,
-                "lateness_s": self.lateness_s, "correlation": self.correlation, "total_ratio": self.total_ratio,
-                "windows_outside": self.windows_outside, "passed": self.passed}
+            return linkcheck.check_links(backend, setup.scenario.name, goodput_range=(setup.lo, setup.hi),
+                                         seconds=seconds, goodput_tool=goodput_tool, progress=tell)
 
 
 def links_schedule(scenario: str | Path | Scenario, *, node: int = 0, direction: str = "up",
@@ -531,32 +468,15 @@ def links_schedule(scenario: str | Path | Scenario, *, node: int = 0, direction:
     least 10 s, or a trace's period). Fails when a settled window falls outside `tolerance` of the asked rate or a change came more
     than 200 ms late. Needs root."""
     from distro_bench.backends.netns import NetnsBackend
-    from distro_bench.net.schedtest import measure_schedule
-    from distro_bench.scenario.timeline import compile_timeline
-    from distro_bench.scenario.trace import load_trace
+    from distro_bench.net import linkcheck
 
     setup = _link_setup(scenario, link_engine, allow_unemulated, tolerance, "auto")
-    s = setup.scenario
-    if direction not in ("up", "down"):
-        raise InputError(f"--direction: {direction!r}; one of up, down")
-    if node >= s.world_size:
-        raise InputError(f"--node: {node}; this scenario has ranks 0..{s.world_size - 1}")
-    tl = compile_timeline(s)
-    mine = [c for c in tl.timed if c.rank == node and c.kind == "schedule" and direction in c.directions]
-    trace = next((t for t in tl.traces if t.rank == node and t.direction == direction), None)
-    if not mine and trace is None:
-        raise InputError(f"--schedule: node {node}'s {direction} link has no timed schedule entry or trace to follow")
-    length = load_trace(trace.path).period_s if trace else (mine[-1].at_s or 0.0) + max(seconds, 10.0)
+    plan = linkcheck.plan_schedule(setup.scenario, node=node, direction=direction, seconds=seconds)
     with tempfile.TemporaryDirectory(prefix="dbench-links-") as tmp:
-        backend = NetnsBackend(s, Path(tmp), setup.options, setup.plan)
+        backend = NetnsBackend(setup.scenario, Path(tmp), setup.options, setup.plan)
         with backend:
-            m = measure_schedule(backend, tl, rank=node, direction=direction, seconds=length)
-    ratios = m.ratios()
-    return ScheduleReport(
-        scenario=s.name, node=node, direction=direction, window_s=m.window_s, asked_bps=m.expected_bps,
-        wire_bps=m.wire_bps, goodput_bps=m.goodput_bps, lateness_s=m.lateness_s(), correlation=m.correlation(),
-        total_ratio=m.total_ratio(), windows_outside=sum(not setup.lo <= r[1] <= setup.hi for r in ratios),
-        windows_settled=len(ratios), tolerance=(setup.lo, setup.hi))
+            return linkcheck.check_schedule(backend, setup.scenario.name, plan, node=node, direction=direction,
+                                            tolerance=(setup.lo, setup.hi))
 
 
 # ---- containers and housekeeping ------------------------------------------------------------------
@@ -652,6 +572,10 @@ def __getattr__(name: str) -> Any:
         from distro_bench.report.load import Run
 
         return Run
+    if name in ("LinksProgress", "LinksReport", "ScheduleReport"):  # net/linkcheck.py; loads pydantic's scenario
+        from distro_bench.net import linkcheck
+
+        return getattr(linkcheck, name)
     if name == "Summary":  # public here, loaded on first use: pydantic and numpy are most of an import's time
         from distro_bench.results.summary import Summary
 
@@ -660,6 +584,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["COMMANDS", "CleanResult", "DoctorReport", "LinksProgress", "LinksReport", "NodeRun", "ReportFiles", "Run",
-           "ScheduleReport", "Summary", "build_image", "check", "check_to_dict", "clean", "compare", "doctor", "export",
-           "export_recipe", "history", "links", "links_schedule", "load_run", "node", "plot_history", "project",
-           "published", "report", "run", "schema", "sweep", "validate"]
+           "ScheduleReport", "Summary", "ValidateDocument", "build_image", "check", "check_to_dict", "clean", "compare",
+           "doctor", "export", "export_recipe", "history", "links", "links_schedule", "load_run", "node", "plot_history",
+           "project", "published", "report", "run", "schema", "sweep", "validate", "validate_document"]

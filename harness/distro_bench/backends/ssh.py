@@ -28,12 +28,13 @@ from distro_bench.backends.inventory import Inventory, ResolvedHost
 from distro_bench.backends.requirements import Needs, Problem, Requirement
 from distro_bench.errors import HarnessError
 from distro_bench.net.host import HostInfo
+from distro_bench.scenario.timeouts import Timeouts
 
 SSH = "ssh"
 # ssh gives up on a host that stops answering after ALIVE_S x ALIVE_COUNT (a host that dropped off the network);
 # the agents decide sooner among themselves (multihost/store.py LOST_AFTER_S), this only ends our pipe.
-ALIVE_S = 5
-ALIVE_COUNT = 4
+ALIVE_S = Timeouts.SSH_ALIVE_S  # scenario/timeouts.py, with every other wait
+ALIVE_COUNT = Timeouts.SSH_ALIVE_COUNT
 REMOTE_TMP = "/tmp"
 
 # Run on each host before its agent, with the scenario's files as a tar archive on stdin: a private folder

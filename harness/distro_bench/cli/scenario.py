@@ -4,7 +4,7 @@ options -> distro_bench.api -> Rich output. Registered in harness/distro_bench/c
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -47,7 +47,7 @@ def validate(
     allow_corpus_outside(allow_corpus_outside_)
 
     if as_json:
-        print_json(_validate_json(scenario))
+        _validate_json(scenario)
         return
     with cli_errors():
         s = api.validate(scenario)
@@ -85,26 +85,16 @@ def validate(
     console.print(f"[green]{markup_text(scenario)} is valid[/]", soft_wrap=True)  # a path is never broken in two
 
 
-def _validate_json(scenario: Path) -> dict[str, Any]:
-    """`validate --json`'s document; on bad input `{"valid": false, "problems": [...]}` on stdout and exit 2, on
-    a bug of ours `{"valid": false, "internal_error": ...}` and exit 1 (the traceback in a file): never a raw
-    traceback, whatever the scenario holds."""
+def _validate_json(scenario: Path) -> None:
+    """Print `validate --json`'s document (distro_bench.api.validate_document); on bad input `{"valid": false,
+    "problems": [...]}` and exit 2, on a bug of ours `{"valid": false, "internal_error": ...}` and exit 1 (the
+    traceback in a file): never a raw traceback, whatever the scenario holds."""
     import os
 
     from distro_bench import api
-    from distro_bench.errors import HarnessError, ScenarioError
-    from distro_bench.scenario.problem_records import problem_record
 
     try:
-        return _scenario_json(api.validate(scenario))
-    except ScenarioError as e:  # issue 52: each problem an object {field, value, message}
-        document = _document(scenario)
-        print_json({"valid": False, "source": e.source,
-                    "problems": [problem_record(p, document) for p in e.problems]})
-        raise typer.Exit(e.exit_code) from None
-    except HarnessError as e:
-        print_json({"valid": False, "source": str(scenario), "problems": [problem_record(str(e))]})
-        raise typer.Exit(e.exit_code) from None
+        result = api.validate_document(scenario)
     except Exception as e:  # a bug of ours: JSON all the same; the traceback in a file
         if os.environ.get("DISTRO_BENCH_DEBUG"):
             raise
@@ -116,20 +106,9 @@ def _validate_json(scenario: Path) -> dict[str, Any]:
         print_json({"valid": False, "source": str(scenario),
                     "internal_error": f"{type(e).__name__}: {str(e)[:500]}", "traceback_file": f.name})
         raise typer.Exit(1) from None
-
-
-def _document(scenario: Path) -> Any:
-    """The scenario file as parsed YAML (read as `validate` reads it), for the problems' values; None when it
-    cannot be read or parsed (those problems have no field)."""
-    import yaml
-
-    from distro_bench.errors import HarnessError
-    from distro_bench.scenario.loading import UniqueKeyLoader, read_scenario_text
-
-    try:
-        return yaml.load(read_scenario_text(scenario), Loader=UniqueKeyLoader)
-    except (HarnessError, yaml.YAMLError, RecursionError, ValueError, OverflowError):
-        return None
+    print_json(result.document)
+    if not result.valid:
+        raise typer.Exit(result.exit_code)
 
 
 def _region_lines(s: Scenario) -> list[str]:
@@ -173,44 +152,6 @@ def _link_cell(link: LinkSpec | None) -> str:
 
     rates = f"{format_rate(link.up) if link.up else '-'}/{format_rate(link.down) if link.down else '-'}"
     return " ".join([rates, *describe_parts(link.impairments(), short=True)])
-
-
-def _scenario_json(s: Scenario) -> dict[str, Any]:
-    return {
-        "valid": True, "name": s.name, "world_size": s.world_size, "baseline": s.baseline,
-        "model": s.resolved_model(),
-        "train": s.train.model_dump(mode="json"),
-        "nodes": [{"rank": n.rank, "name": n.name, "hardware": n.hardware_name, "compute_scale": n.compute_scale,
-                   "link": n.link_name,
-                   "up_bps": n.link.up if n.link else None, "down_bps": n.link.down if n.link else None,
-                   **_impairments_json(n.link), "region": n.region, "site": n.site} for n in s.nodes()],
-        "optimizers": {k: v.model_dump() for k, v in s.optimizer_configs().items()},
-        "regions": _regions_json(s),
-        "sites": _sites_json(s),
-    }
-
-
-def _impairments_json(link: LinkSpec | None) -> dict[str, float]:
-    """Every impairment of the table by its Impairment field (`delay_s`, `loss`, `duplicate`, ...), one-way."""
-    from distro_bench.scenario.impairments import IMPAIRMENTS
-
-    return {row.attr: getattr(link, row.key) if link else 0.0 for row in IMPAIRMENTS}
-
-
-def _regions_json(s: Scenario) -> list[dict[str, Any]] | None:
-    from distro_bench.scenario.model import region_matrix
-    from distro_bench.scenario.regions import describe_json
-
-    m = region_matrix(s)
-    return describe_json(m, [n.region for n in s.nodes() if n.region is not None]) if m is not None else None
-
-
-def _sites_json(s: Scenario) -> dict[str, Any] | None:
-    from distro_bench.scenario.model import site_layout
-    from distro_bench.scenario.sites import describe_json
-
-    lay = site_layout(s)
-    return describe_json(lay, [n.name for n in s.nodes()]) if lay is not None else None
 
 
 def schema(

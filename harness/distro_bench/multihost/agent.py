@@ -63,7 +63,8 @@ from distro_bench.run.lifecycle import (
 from distro_bench.run.overrides import Overrides, RunSettings
 from distro_bench.scenario.loading import load_scenario
 from distro_bench.scenario.placement import ENV_NODE_RANK, ENV_PLACEMENT, Placement, from_scenario
-from distro_bench.train.liveness import Timeouts, WireCounter
+from distro_bench.scenario.timeouts import Timeouts
+from distro_bench.train.liveness import WireCounter
 
 BACKEND = "multihost"
 TOKEN_FILE = ".multihost-token"

@@ -19,6 +19,7 @@ from pathlib import Path
 from distro_bench.errors import HarnessError
 from distro_bench.multihost.channel import ChannelError, StoreClient, StoreServer
 from distro_bench.results import runfiles
+from distro_bench.scenario.timeouts import Timeouts
 
 CHUNK = 4 * 1024 * 1024
 # The agents' own traffic crosses the shaped interfaces and the wire counters during training, so it is
@@ -26,8 +27,9 @@ CHUNK = 4 * 1024 * 1024
 # (whose store calls stay on the host) watches every heartbeat and raises `abort` for everyone.
 HEARTBEAT_S = 5.0
 WATCH_S = 5.0
-# A host whose heartbeat has not changed for this long is lost (killed, crashed, cut off).
-LOST_AFTER_S = 20.0
+# A host whose heartbeat has not changed for this long is lost (killed, crashed, cut off): the coordinator's
+# policy (scenario/timeouts.py), the same on every host.
+LOST_AFTER_S = Timeouts.PEER_LOST_S
 
 
 class PeerLost(HarnessError):

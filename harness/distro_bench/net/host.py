@@ -23,7 +23,7 @@ from functools import lru_cache
 from distro_bench.net import naming, owner
 from distro_bench.net import ns as net_ns  # called through the module: tests wrap its functions
 from distro_bench.net.ns import NetCommandError
-from distro_bench.train.liveness import timeout_scale
+from distro_bench.scenario.timeouts import timeout_scale
 
 # Arguments that make each qdisc valid on its own at the root (tbf, for one, refuses to exist without a rate).
 QDISC_TRIALS: dict[str, list[str]] = {

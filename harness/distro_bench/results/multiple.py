@@ -5,7 +5,8 @@ different from the best?"). Each 95% interval alone is wrong 5% of the time, so 
 equal methods one is "significant" half the time, and ranking by means crowns a winner biased towards luck.
 Holm's step-down procedure keeps the chance of any false claim in the family at 5% without assuming the tests
 independent (they share seeds and a reference, so they are not). It is uniformly more powerful than Bonferroni
-and needs only the p-values; scipy and statsmodels have it, but neither is a dependency, and it is six lines.
+and needs only the p-values; statsmodels has it (scipy's false_discovery_control only Benjamini-Hochberg), but
+it is not a dependency, and it is six lines.
 
 An order between methods, or "the best", is a claim about pairs, so it comes from the family of all pairs
 (`all_pairs`), never from tests against a best picked by the same data (issue 49).

@@ -57,6 +57,7 @@ from distro_bench.scenario import hfcorpus, methods
 from distro_bench.scenario.loading import dump_scenario
 from distro_bench.scenario.model import BUILTIN_CORPORA, Scenario
 from distro_bench.scenario.placement import from_scenario
+from distro_bench.scenario.timeouts import Timeouts
 
 SCENARIO_FILE = "scenario.yaml"
 # The agents' store secret of this run (multihost/secret.py), made here and unpacked with the scenario into each
@@ -65,8 +66,9 @@ SECRET_FILE = "agents.secret"
 # After Ctrl-C, or once host 0's agent is done: how long the other agents get to end on their own (torchrun stops
 # in up to 20 s, then the shaping is removed and node 0 writes the folder and its report) before ssh is killed.
 STOP_S = 120.0
-# The agents' stream beats every 5 s (multihost/stream.py): a host silent this long is named in a note.
-SILENT_S = 30.0
+# The agents' stream beats every 5 s (multihost/stream.py): a host silent this long is named in a note
+# (scenario/timeouts.py, with every other wait).
+SILENT_S = Timeouts.REMOTE_SILENT_S
 _WORKDIR = re.compile(r"^/[A-Za-z0-9_./-]*/dbench-ssh\.[A-Za-z0-9]+$")
 
 

@@ -39,9 +39,10 @@ from distro_bench.run.progress import AcrossRanks
 from distro_bench.scenario.model import Scenario
 from distro_bench.scenario.replay import banner as replay_banner
 from distro_bench.scenario.timeline import compile_timeline
+from distro_bench.scenario.timeouts import HostLoad, Timeouts
 from distro_bench.scenario.units import format_duration
 from distro_bench.train.inputs import check_inputs
-from distro_bench.train.liveness import Dead, HostLoad, LivenessJudge, Timeouts, heartbeat_age, read_heartbeat
+from distro_bench.train.liveness import Dead, LivenessJudge, heartbeat_age, read_heartbeat
 from distro_bench.train.replay import memory_problem as replay_memory_problem
 
 # RunOptions: the name tests and scripts use for the runner's settings (run/overrides.py RunSettings).

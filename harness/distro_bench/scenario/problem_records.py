@@ -9,10 +9,25 @@ from __future__ import annotations
 
 import datetime
 import re
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+from distro_bench.errors import HarnessError
+from distro_bench.scenario.loading import UniqueKeyLoader, read_scenario_text
 
 FIELD_RE = re.compile(r"^[A-Za-z_][\w-]*(?:\[\d+\])*(?:\.[\w-]+(?:\[\d+\])*)*$")
 _PART_RE = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def parsed_file(scenario: Path) -> Any:
+    """The scenario file as parsed YAML (read as `validate` reads it), for the problems' values; None when it
+    cannot be read or parsed (those problems have no field)."""
+    try:
+        return yaml.load(read_scenario_text(scenario), Loader=UniqueKeyLoader)
+    except (HarnessError, yaml.YAMLError, RecursionError, ValueError, OverflowError):
+        return None
 
 
 def value_at(document: Any, field: str) -> Any:

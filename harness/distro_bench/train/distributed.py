@@ -17,7 +17,7 @@ import torch.distributed as dist
 from distro_bench.scenario.budget import Decision
 from distro_bench.scenario.model import Node
 from distro_bench.scenario.placement import scenario_rank
-from distro_bench.train.liveness import HostLoad
+from distro_bench.scenario.timeouts import COLLECTIVE_TIMEOUT_ENV, HostLoad
 
 # Calibration gathers per worker: scheduling delays on a busy host are heavy-tailed (1-40 ms a gather on
 # 2 cores), and 20 of them put the mean within about 10% for the cost of 20 extra forward/backward passes.
@@ -55,13 +55,27 @@ def claim_device(node: Node, local_rank: int) -> torch.device:
     return device
 
 
+def collective_timeout_s() -> float:
+    """The collective (and rendezvous) timeout the coordinator gave this worker, already scaled to its host
+    (scenario/timeouts.py Timeouts): every launcher sets it, so a worker without it was started by hand."""
+    raw = os.environ.get(COLLECTIVE_TIMEOUT_ENV)
+    try:
+        value = float(raw) if raw is not None else None
+    except ValueError:
+        value = None
+    if value is None or not value > 0 or value == float("inf"):
+        raise RuntimeError(f"{COLLECTIVE_TIMEOUT_ENV}: {raw!r} is not valid; the coordinator sets it to the collective "
+                           "timeout in seconds (a number above 0): start workers through `distro-bench run` or "
+                           "`distro-bench node`, or set it yourself")
+    return value
+
+
 def init_process_group(device: torch.device, rank: int, world: int) -> None:
     """The default process group, unless this worker trains alone (world 1, no MASTER_ADDR)."""
     if world <= 1 and "MASTER_ADDR" not in os.environ:
         return
     backend = os.environ.get("DISTRO_BENCH_DIST_BACKEND") or ("nccl" if device.type == "cuda" else "gloo")
-    # The coordinator's collective timeout, already scaled to the host's load (train/liveness.py Timeouts).
-    timeout = timedelta(seconds=float(os.environ.get("DISTRO_BENCH_TIMEOUT_S", "300")))
+    timeout = timedelta(seconds=collective_timeout_s())
     kwargs: dict[str, Any] = {"device_id": device} if backend == "nccl" else {}
     try:
         store = rendezvous_store(rank, world, timeout)

@@ -2,9 +2,9 @@
 and that it still runs), its wire byte counters, and its death with the coordinator that started it.
 The coordinator reads heartbeats with `read_heartbeat` and `heartbeat_age` without importing torch.
 
-And how the coordinator judges a worker from outside (issue 38): every wait is bounded by one `Timeouts`,
-scaled by the host's load (or DISTRO_BENCH_TIMEOUT_SCALE), and a worker is dead only on evidence
-(`LivenessJudge`): its process is stopped (state T in /proc/<pid>/stat) or has used no CPU time, *and* its
+And how the coordinator judges a worker from outside (issue 38): every wait is bounded by one `Timeouts`
+(scenario/timeouts.py, the coordinator's policy), and a worker is dead only on evidence (`LivenessJudge`): its
+process is stopped (state T, read with psutil) or has used no CPU time, *and* its
 heartbeat is silent, for a bound that grows with the load. A rank whose heartbeat is late but which is
 runnable and consuming CPU is slow, not dead: a busy host is not a dead worker."""
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import math
 import os
 import signal
 import stat
@@ -23,8 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from distro_bench.errors import InputError
+import psutil
+
 from distro_bench.results import runfiles
+from distro_bench.scenario.timeouts import HostLoad, Timeouts
 
 
 class RecordTail:
@@ -154,112 +155,29 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-# ---- how long the coordinator waits, scaled by the host -------------------------------------------
-
-TIMEOUT_SCALE_ENV = "DISTRO_BENCH_TIMEOUT_SCALE"
-
-
-@dataclass(frozen=True)
-class HostLoad:
-    """The host's load averages (1, 5, 15 min) and CPU count: what every "waited too long" message names."""
-
-    load1: float
-    load5: float
-    load15: float
-    cpus: int
-
-    @classmethod
-    def now(cls) -> HostLoad:
-        try:
-            l1, l5, l15 = os.getloadavg()
-        except OSError:  # no /proc/loadavg: judge as an idle host
-            l1 = l5 = l15 = 0.0
-        return cls(l1, l5, l15, os.cpu_count() or 1)
-
-    @property
-    def factor(self) -> float:
-        """How much slower than idle a process may run here: runnable tasks per CPU, at least 1."""
-        return max(1.0, self.load1 / self.cpus)
-
-    def describe(self) -> str:
-        return f"host load average {self.load1:.1f} {self.load5:.1f} {self.load15:.1f} on {self.cpus} CPUs"
-
-
-def timeout_scale(load: HostLoad | None = None) -> float:
-    """The multiplier of every base timeout: DISTRO_BENCH_TIMEOUT_SCALE when set, else the host's load
-    factor (runnable tasks per CPU, at least 1)."""
-    raw = os.environ.get(TIMEOUT_SCALE_ENV)
-    if raw is not None and raw.strip():
-        try:
-            value = float(raw)
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and 0.1 <= value <= 1000):
-            raise InputError(f"{TIMEOUT_SCALE_ENV}: {raw!r} is not valid; give a number from 0.1 to 1000 "
-                             "(the multiplier of every timeout), or unset it to scale with the host's load")
-        return value
-    return (load or HostLoad.now()).factor
-
-
-@dataclass(frozen=True, kw_only=True)
-class Timeouts:
-    """Every wait of a run, in seconds, in one place: base values for an idle host times `scale`.
-
-    The collective timeout's base comes from the scenario (harness/distro_bench/run/lifecycle.py
-    collective_timeout_s: the baseline's exchange over the slowest link, and the links' delays)."""
-
-    scale: float  # the multiplier applied (timeout_scale)
-    load: HostLoad  # the host when they were derived
-    docker_api_s: float  # one request to the Docker engine (the SDK's default is 10 s)
-    container_start_s: float  # node containers created and running
-    startup_grace_s: float  # a worker's start-up (imports, data, connecting) before its first record
-    collective_s: float  # a collective (and the rendezvous) may block this long
-    stopped_s: float  # a process stopped (state T) with a silent heartbeat this long is dead
-    unresponsive_s: float  # no CPU time used and a silent heartbeat this long (times the live load) is dead
-
-    # Base values on an idle host (scale 1).
-    DOCKER_API_S = 60.0
-    CONTAINER_START_S = 120.0
-    STARTUP_GRACE_S = 120.0
-    STOPPED_S = 5.0
-    UNRESPONSIVE_S = 30.0
-
-    @classmethod
-    def for_host(cls, collective_base_s: float = 300.0, *, scale: float | None = None,
-                 load: HostLoad | None = None) -> Timeouts:
-        load = load or HostLoad.now()
-        k = timeout_scale(load) if scale is None else scale
-        return cls(scale=k, load=load, docker_api_s=cls.DOCKER_API_S * k, container_start_s=cls.CONTAINER_START_S * k,
-                   startup_grace_s=cls.STARTUP_GRACE_S * k, collective_s=collective_base_s * k,
-                   stopped_s=cls.STOPPED_S, unresponsive_s=cls.UNRESPONSIVE_S * k)
-
-    def exceeded(self, what: str, waited_s: float) -> str:
-        """The message of a wait that ran out: what was waited for, how long, and the host's load now."""
-        return (f"{what}: no answer after {waited_s:.0f}s ({HostLoad.now().describe()}; timeouts were scaled "
-                f"x{self.scale:.1f} for the load at the start; set {TIMEOUT_SCALE_ENV} to wait longer)")
-
-
 # ---- a worker judged from outside: dead on evidence only ------------------------------------------
+
+# psutil's status names as the kernel's one-letter states (/proc/<pid>/stat), which the messages show.
+_STATE_LETTER = {psutil.STATUS_RUNNING: "R", psutil.STATUS_SLEEPING: "S", psutil.STATUS_DISK_SLEEP: "D",
+                 psutil.STATUS_STOPPED: "T", psutil.STATUS_TRACING_STOP: "t", psutil.STATUS_ZOMBIE: "Z",
+                 psutil.STATUS_DEAD: "X", psutil.STATUS_IDLE: "I", psutil.STATUS_PARKED: "P"}
+
 
 @dataclass(frozen=True)
 class ProcStat:
     state: str  # R, S, D, T (stopped), t (stopped by a tracer), Z, ...
-    cpu_ticks: int  # utime + stime, all of the process's threads
+    cpu_s: float  # user + system CPU time, all of the process's threads
 
 
 def read_proc_stat(pid: int) -> ProcStat | None:
-    """State and CPU time of `pid` from /proc/<pid>/stat, None when there is no such process (or no /proc)."""
+    """State and CPU time of `pid` (psutil), None when there is no such process or it cannot be read."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            data = f.read()
-    except OSError:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            status, times = proc.status(), proc.cpu_times()
+    except psutil.Error:
         return None
-    try:
-        # The command name (field 2) may hold spaces and parentheses: the fields start after the last ')'.
-        fields = data[data.rindex(")") + 2:].split()
-        return ProcStat(state=fields[0], cpu_ticks=int(fields[11]) + int(fields[12]))
-    except (ValueError, IndexError):
-        return None
+    return ProcStat(state=_STATE_LETTER.get(status, "?"), cpu_s=times.user + times.system)
 
 
 @dataclass
@@ -267,8 +185,8 @@ class _Watch:
     pid: Callable[[], int | None]  # the worker's pid as this host sees it (None: not known, e.g. no engine answer)
     heartbeat: Path
     started: float  # monotonic
-    ticks: int | None = None
-    ticks_changed: float = 0.0  # monotonic, when its CPU time last grew
+    cpu_s: float | None = None
+    cpu_changed: float = 0.0  # monotonic, when its CPU time last grew
     stopped_since: float | None = None
     seen: bool = False  # its /proc entry was read once (else /proc is not this host's view of it)
 
@@ -295,7 +213,7 @@ class LivenessJudge:
 
     def watch(self, rank: int, pid: Callable[[], int | None], heartbeat: Path) -> None:
         now = self.clock()
-        self.watches[rank] = _Watch(pid=pid, heartbeat=heartbeat, started=now, ticks_changed=now)
+        self.watches[rank] = _Watch(pid=pid, heartbeat=heartbeat, started=now, cpu_changed=now)
 
     def _silent(self, w: _Watch, now: float) -> float:
         """Seconds the heartbeat has been silent; before its first beat, since the worker started."""
@@ -321,8 +239,8 @@ class LivenessJudge:
                         f"{bound:.0f}s at {self.load().describe()})")
             return None
         w.seen = True
-        if w.ticks != st.cpu_ticks:
-            w.ticks, w.ticks_changed = st.cpu_ticks, now
+        if w.cpu_s != st.cpu_s:
+            w.cpu_s, w.cpu_changed = st.cpu_s, now
         if st.state in ("T", "t"):
             w.stopped_since = w.stopped_since if w.stopped_since is not None else now
             stopped_for = now - w.stopped_since
@@ -331,7 +249,7 @@ class LivenessJudge:
                         f"heartbeat silent for {silent:.0f}s)")
             return None
         w.stopped_since = None
-        idle = now - w.ticks_changed
+        idle = now - w.cpu_changed
         bound = self.timeouts.unresponsive_s * factor
         if idle > bound and silent > bound:
             return (f"is frozen (process {pid} in state {st.state} used no CPU time for {idle:.0f}s and its "

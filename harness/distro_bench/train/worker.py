@@ -9,7 +9,8 @@ DIR/rank<R>.jsonl, flushed each step, so a crash loses at most the step in fligh
 phases, is harness/distro_bench/train/loop.py. It never imports a backend.
 
 Backend-provided environment: DISTRO_BENCH_WIRE_IFACE (interface whose counters are the wire bytes),
-DISTRO_BENCH_TIMEOUT_S (collective timeout), DISTRO_BENCH_DIST_BACKEND (gloo|nccl),
+DISTRO_BENCH_TIMEOUT_S (collective timeout in s, scaled by the coordinator; required where the worker joins a group),
+DISTRO_BENCH_DIST_BACKEND (gloo|nccl),
 DISTRO_BENCH_COMPUTE_SCALE (overrides the hardware profile's relative speed), DISTRO_BENCH_THREADS (torch
 threads), DISTRO_BENCH_PARENT_PID (the coordinator this worker dies with).
 """

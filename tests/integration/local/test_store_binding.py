@@ -35,7 +35,8 @@ def _connects(addr: str, port: int) -> bool:
 
 def test_rank0_store_answers_on_master_addr_only():
     port = free_port()
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "1", "RANK": "0"}
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "1", "RANK": "0",
+           "DISTRO_BENCH_TIMEOUT_S": "60"}
     proc = subprocess.Popen([sys.executable, "-c", WORKER], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -79,7 +80,7 @@ init_process_group(torch.device("cpu"), rank, 2)
 t = torch.tensor([rank + 1.0]); dist.all_reduce(t); print(t.item(), flush=True)
 close_process_group()
 """
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2",
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2", "DISTRO_BENCH_TIMEOUT_S": "60",
            "GLOO_SOCKET_IFNAME": "lo"}
     procs = [subprocess.Popen([sys.executable, "-c", code, str(r)], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for r in (0, 1)]

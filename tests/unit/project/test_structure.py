@@ -31,6 +31,7 @@ LAZY_HEAVY = {
     "distro_bench.multihost.iface": {"pyroute2"},
     "distro_bench.net.host": {"docker", "torch"},
     "distro_bench.net.ns": {"pyroute2"},
+    "distro_bench.results.stats": {"scipy"},
     "distro_bench.run.environment": {"torch"},
     "distro_bench.scenario.hfcorpus": {"datasets", "huggingface_hub"},
     "distro_bench.scenario.datafiles": {"numpy", "pyarrow", "datasets", "tokenizers"},

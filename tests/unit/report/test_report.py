@@ -184,6 +184,25 @@ def test_one_t_quantile_exact_for_any_df():
     assert iv.mean == pytest.approx(-1.0) and iv.spans
 
 
+@pytest.mark.parametrize("df", [1, 2, 2.5, 7, 30, 120, 1e4])
+def test_t_quantile_and_p_value_agree_with_high_precision_to_1e9(df):
+    # scipy.stats (issue 50: it replaced a continued fraction and a bisection) against mpmath at 30 digits:
+    # P(|T| > t) = I_{df/(df+t^2)}(df/2, 1/2), its root at 1 - level the quantile.
+    mpmath = pytest.importorskip("mpmath")
+    from distro_bench.results.stats import t_critical, t_two_sided_p
+
+    mpmath.mp.dps = 30
+
+    def p_exact(t):
+        return mpmath.betainc(df / 2, 0.5, 0, df / (df + t * t), regularized=True)
+
+    for level in (0.9, 0.95, 0.99):
+        exact = mpmath.findroot(lambda t, level=level: p_exact(t) - (1 - level), t_critical(df, level))
+        assert t_critical(df, level) == pytest.approx(float(exact), rel=1e-9)
+    for t in (0.0, 0.5, 2.0, 5.0):
+        assert t_two_sided_p(t, df) == pytest.approx(float(p_exact(mpmath.mpf(t))), abs=1e-9)
+
+
 # ---- the HTML in a real browser ------------------------------------------------------------------
 
 _CHECKER = """<script>

@@ -11,14 +11,8 @@ import time
 import pytest
 
 from distro_bench.errors import HarnessError, InputError
-from distro_bench.train.liveness import (
-    TIMEOUT_SCALE_ENV,
-    HostLoad,
-    LivenessJudge,
-    Timeouts,
-    read_proc_stat,
-    timeout_scale,
-)
+from distro_bench.scenario.timeouts import TIMEOUT_SCALE_ENV, HostLoad, Timeouts, timeout_scale
+from distro_bench.train.liveness import LivenessJudge, read_proc_stat
 
 IDLE = HostLoad(0.1, 0.1, 0.1, 2)
 BUSY = HostLoad(20.0, 18.0, 10.0, 2)  # ten runnable tasks per CPU
@@ -57,9 +51,9 @@ def _cpu_settled(pid: int) -> None:
     while time.monotonic() < deadline:
         st = read_proc_stat(pid)
         assert st is not None, f"process {pid} is gone"
-        if st.state == "S" and st.cpu_ticks == last:
+        if st.state == "S" and st.cpu_s == last:
             return
-        last = st.cpu_ticks
+        last = st.cpu_s
         time.sleep(1.0)
     raise AssertionError(f"process {pid} kept using CPU for 60 s: {read_proc_stat(pid)}")
 
@@ -70,8 +64,8 @@ def _cpu_grew(pid: int, since: int) -> int:
     while time.monotonic() < deadline:
         st = read_proc_stat(pid)
         assert st is not None, f"process {pid} is gone"
-        if st.cpu_ticks > since:
-            return st.cpu_ticks
+        if st.cpu_s > since:
+            return st.cpu_s
         time.sleep(0.05)
     raise AssertionError(f"process {pid} got no CPU time in 60 s: {read_proc_stat(pid)}")
 
@@ -114,7 +108,7 @@ def test_read_proc_stat_reads_state_and_cpu_time_of_a_name_with_parentheses(proc
     p = procs("import time\nwhile True: pass")
     time.sleep(0.3)
     st = read_proc_stat(p.pid)
-    assert st is not None and st.state in ("R", "S") and st.cpu_ticks >= 0
+    assert st is not None and st.state in ("R", "S") and st.cpu_s >= 0
     assert read_proc_stat(2**22 + 12345) is None
 
 
@@ -149,7 +143,7 @@ def test_a_busy_rank_with_a_silent_heartbeat_is_slow_not_dead(procs, tmp_path):
         _cpu_grew(p.pid, seen)  # real CPU time for the busy loop since the judge last looked, waited for
         clock.t += 3600
         assert judge.judge(1) is None
-        seen = read_proc_stat(p.pid).cpu_ticks  # at least what the judge just read
+        seen = read_proc_stat(p.pid).cpu_s  # at least what the judge just read
 
 
 def test_a_rank_using_no_cpu_and_silent_is_dead_after_a_bound_that_grows_with_the_load(procs, tmp_path):
@@ -253,3 +247,21 @@ def test_a_rendezvous_that_runs_out_names_what_how_long_and_the_load(monkeypatch
         close_process_group()
     msg = str(e.value)
     assert f"rendezvous of 2 ranks at 127.0.0.1:{port} did not complete in 2s" in msg and "load average" in msg, msg
+
+
+@pytest.mark.parametrize("raw", [None, "", "soon", "0", "-5", "inf"])
+def test_a_worker_without_the_coordinators_collective_timeout_refuses_to_start(monkeypatch, raw):
+    # Issue 50: no fallback of its own (it was 300 s, unscaled): the coordinator always sets the value.
+    pytest.importorskip("torch")
+    from distro_bench.scenario.timeouts import COLLECTIVE_TIMEOUT_ENV
+    from distro_bench.train.distributed import collective_timeout_s
+
+    if raw is None:
+        monkeypatch.delenv(COLLECTIVE_TIMEOUT_ENV, raising=False)
+    else:
+        monkeypatch.setenv(COLLECTIVE_TIMEOUT_ENV, raw)
+    with pytest.raises(RuntimeError) as e:
+        collective_timeout_s()
+    assert COLLECTIVE_TIMEOUT_ENV in str(e.value) and repr(raw) in str(e.value)
+    monkeypatch.setenv(COLLECTIVE_TIMEOUT_ENV, "41")
+    assert collective_timeout_s() == 41.0

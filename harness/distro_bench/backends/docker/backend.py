@@ -56,7 +56,7 @@ from distro_bench.net.engines import plan_links
 from distro_bench.net.ns import NetnsRef, offloads_off, peer_ifname
 from distro_bench.net.splice import NODE_SIDE, SWITCH_SIDE, splice, undo
 from distro_bench.scenario.model import Node, Scenario
-from distro_bench.train.liveness import Timeouts, timeout_scale
+from distro_bench.scenario.timeouts import Timeouts, timeout_scale
 
 LABEL_RANK = "distro-bench.rank"
 DROPPED_CAPS = ["ALL"]

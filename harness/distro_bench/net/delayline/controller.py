@@ -21,14 +21,14 @@ from distro_bench.net import owner
 from distro_bench.net.delayline.forwarder import write_json
 from distro_bench.net.link import Impairment
 from distro_bench.net.ns import NetnsRef
-from distro_bench.train.liveness import HostLoad, timeout_scale
+from distro_bench.scenario.timeouts import HostLoad, timeout_scale
 
 
 class DelayLine:
     """Owns one forwarder process inside `netns` (a name from `ip netns`, or a path such as
     /proc/<pid>/ns/net), between `iface_a` (node side) and `iface_b` (switch side)."""
 
-    # On an idle host; scaled with the host's load when a line starts (train/liveness.py timeout_scale: a hogged
+    # On an idle host; scaled with the host's load when a line starts (scenario/timeouts.py timeout_scale: a hogged
     # CI host took over 10 s to start one of the two forwarders of a docker test).
     START_TIMEOUT_S = 10.0
 
