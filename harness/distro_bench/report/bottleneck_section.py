@@ -8,20 +8,21 @@ from typing import Any
 from distro_bench.report.document import Para, Section, Table
 from distro_bench.results.bottleneck import MODEL, bottlenecks, site_link_loads
 from distro_bench.results.format import fmt_seconds
+from distro_bench.results.summary import Summary
 from distro_bench.scenario.loading import scenario_from_dict
 
 COLUMNS = ["optimizer", "bound by", "its time/step", "of the step", "next link", "its time/step", "step time", "bytes"]
 
 
-def _figures(summary: dict, scenario: dict) -> dict | None:
-    found = summary.get("bottlenecks")
+def _figures(summary: Summary, scenario: dict) -> dict | None:
+    found = summary.bottlenecks
     if found or not isinstance(scenario, dict) or not scenario.get("sites"):
         return found or None
     try:
         loads = site_link_loads(scenario_from_dict(scenario, stored=True))
     except Exception:  # a folder whose scenario no longer validates: no section rather than a failed report
         return None
-    return bottlenecks(summary.get("optimizers") or {}, loads) if loads else None
+    return bottlenecks({n: s.to_dict() for n, s in summary.optimizers.items()}, loads) if loads else None
 
 
 def bottleneck_rows(figures: dict[str, Any]) -> list[list[str]]:
@@ -37,8 +38,8 @@ def bottleneck_rows(figures: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def bottleneck_section(summary: dict, scenario: dict) -> Section | None:
-    figures = _figures(summary, scenario)
+def bottleneck_section(summary: Summary | dict, scenario: dict) -> Section | None:
+    figures = _figures(Summary.of(summary), scenario)
     rows = bottleneck_rows(figures) if figures else []
     if not rows:
         return None

@@ -29,6 +29,7 @@ from distro_bench.report.stats import NOT_SIGNIFICANT, Sample
 from distro_bench.report.style import bar_style, human_bytes, new_figure, note_on_axes, save
 from distro_bench.results import stats as seed_stats
 from distro_bench.results.rundir import atomic_write_text, ensure_report_dir
+from distro_bench.results.summary import OptimizerSummary
 
 # What makes two runs' environments different enough to say so.
 ENV_KEYS = ["git_commit", "git_dirty", "host", "torch", "python", "harness_version", "cuda", "kernel"]
@@ -49,7 +50,7 @@ def environment_differences(runs: list[LoadedRun], labels: list[str]) -> list[st
 
 
 def _bytes_basis(runs: list[LoadedRun]) -> str:
-    every = [s for r in runs for s in r.data.summary.get("optimizers", {}).values()]
+    every = [s for r in runs for s in r.summary.optimizers.values()]
     return "wire" if every and all(analysis.total_bytes(s, "wire") for s in every) else "payload"
 
 
@@ -59,8 +60,8 @@ FIGURES = {"step_time": "step_time_s_mean", "final_loss": "final_loss"}  # plus 
 def seed_figures(run: LoadedRun, optimizer: str, basis: str) -> dict[str, dict[str, float]]:
     """figure -> {seed: value} for one optimizer of one run, from summary.json's `per_seed` (a run folder
     without it: its summary, as one seed "-")."""
-    s = run.data.summary.get("optimizers", {}).get(optimizer) or {}
-    per = s.get("per_seed") or ({"-": s} if s else {})
+    s = run.summary.optimizers.get(optimizer)
+    per: dict = (s.per_seed or {"-": s.to_dict()}) if s is not None else {}
     out: dict[str, dict[str, float]] = {k: {} for k in ("step_time", "bytes", "final_loss")}
     for seed, v in per.items():
         if not isinstance(v, dict):
@@ -191,7 +192,7 @@ def build_document(runs: list[LoadedRun], plots_dir: Path, differences: list[str
     emulated: dict[object, str] = {True: "yes", False: "NO"}
     for lab, r in zip(labels, runs):
         env, net = r.data.environment, r.data.environment.get("network") or {}
-        run_rows.append([lab, r.data.name, r.data.summary.get("run", {}).get("backend") or env.get("backend", "?"),
+        run_rows.append([lab, r.data.name, r.summary.run.backend or env.get("backend", "?"),
                          emulated.get(net.get("network_emulated"), "unknown"), r.state,
                          str(env.get("git_commit") or "?")[:12], str(env.get("host", "?")), str(env.get("torch", "?"))])
 
@@ -203,7 +204,7 @@ def build_document(runs: list[LoadedRun], plots_dir: Path, differences: list[str
         for lab, r in zip(labels, runs):
             if (lab, opt) not in stats:
                 continue
-            st, s = stats[(lab, opt)], r.data.summary.get("optimizers", {}).get(opt, {})
+            st, s = stats[(lab, opt)], r.summary.optimizers.get(opt) or OptimizerSummary()
             ref = per_seed[(ref_label, opt)]
             change = {key: "reference" if lab == ref_label else
                       seed_change(ref[key], per_seed[(lab, opt)][key], "diff" if key == "final_loss" else "ratio")
@@ -211,9 +212,9 @@ def build_document(runs: list[LoadedRun], plots_dir: Path, differences: list[str
 
             rows.append([opt, lab, f"{fmt(st['step_time'].mean)} ± {fmt(st['step_time'].std, '.2g')}", change["step_time"],
                          fmt(st["bytes"].mean / 1e6 if st["bytes"].n else None, ".4g"), change["bytes"],
-                         fmt_reduction(s.get("reduction_vs_baseline")),
+                         fmt_reduction(s.reduction_vs_baseline),
                          f"{fmt(st['final_loss'].mean, '.4f')} ± {fmt(st['final_loss'].std, '.2g')}", change["final_loss"],
-                         fmt(s.get("final_val_loss"), ".4f")])
+                         fmt(s.final_val_loss, ".4f")])
     table = Table(["optimizer", "run", "step time s", "vs first run", f"{basis} MB/step", "vs first run",
                    "reduction vs baseline", "final loss", "vs first run", "final val loss"], rows,
                   numeric=[False, False, True, True, True, True, True, True, True, True])

@@ -98,10 +98,9 @@ def scenario_blocks(run: LoadedRun) -> list:
     intro = (f"{s.get('name', run.data.name)}: {s.get('description', '')}".rstrip(": ")
              + f" {total} workers in a star: each node's access link (up = node to switch, down = switch to node) "
                "meets a core switch.")
-    facts = run.data.summary.get("model")
-    model_words = _model_words(model if isinstance(model, dict) else {}, facts if isinstance(facts, dict) else {})
-    loss = run.data.summary.get("loss")
-    unit = f" Losses in {loss['unit']}." if isinstance(loss, dict) and isinstance(loss.get("unit"), str) else ""
+    model_words = _model_words(model if isinstance(model, dict) else {}, run.summary.model or {})
+    loss = run.summary.loss or {}
+    unit = f" Losses in {loss['unit']}." if isinstance(loss.get("unit"), str) else ""
     source = data.get("tokens") or data.get("corpus")
     if data.get("tokenizer"):
         source = f"{source} through tokenizer {data.get('tokenizer')}"
@@ -137,19 +136,20 @@ def summary_table(run: LoadedRun) -> Table:
                "payload MB/step", "wire MB/step", "reduction vs baseline", "final loss", "final val loss",
                "replicas", "tokens/s"]
     rows = []
-    for name, s in run.data.summary.get("optimizers", {}).items():
+    for name, s in run.summary.optimizers.items():
         payload, wire = analysis.total_bytes(s, "payload"), analysis.total_bytes(s, "wire")
-        replicas = {True: "identical", False: "DIFFER", None: "n/a"}.get(s.get("replicas_identical"), "n/a")
-        if s.get("replicas_identical") is False and s.get("replicas_diverged_at_step") is not None:
-            replicas += f" (from step {s['replicas_diverged_at_step']})"
-        rows.append([name + (" (baseline)" if name == run.baseline else ""), fmt(s.get("steps"), "d" if isinstance(s.get("steps"), int) else ".1f"),
-                     fmt(s.get("step_time_s_mean")), fmt(s.get("step_time_s_p50")), fmt(s.get("compute_s_mean")),
-                     fmt(s.get("comm_s_mean")), fmt(s.get("wait_s_mean")),
+        replicas = {True: "identical", False: "DIFFER", None: "n/a"}[s.replicas_identical]
+        if s.replicas_identical is False and s.replicas_diverged_at_step is not None:
+            replicas += f" (from step {s.replicas_diverged_at_step})"
+        rows.append([name + (" (baseline)" if name == run.baseline else ""),
+                     fmt(s.steps, "d" if isinstance(s.steps, int) else ".1f"),
+                     fmt(s.step_time_s_mean), fmt(s.step_time_s_p50), fmt(s.compute_s_mean),
+                     fmt(s.comm_s_mean), fmt(s.wait_s_mean),
                      fmt(payload / 1e6 if payload is not None else None, ".4g"),
                      fmt(wire / 1e6 if wire is not None else None, ".4g", none="not measured"),
-                     fmt_reduction(s.get("reduction_vs_baseline"), s.get("reduction_basis")),
-                     fmt(s.get("final_loss"), ".4f"), fmt(s.get("final_val_loss"), ".4f"), replicas,
-                     fmt(s.get("tokens_per_s"), ",.0f")])
+                     fmt_reduction(s.reduction_vs_baseline, s.reduction_basis),
+                     fmt(s.final_loss, ".4f"), fmt(s.final_val_loss, ".4f"), replicas,
+                     fmt(s.tokens_per_s, ",.0f")])
     return Table(headers, rows)
 
 
@@ -437,8 +437,8 @@ def environment_table(run: LoadedRun) -> Table:
     env = run.data.environment
     keys = [k for k in ENV_KEYS if k in env] + [k for k in env if k not in ENV_KEYS and k != "network"]
     rows = [[k, _applied(env[k]) if isinstance(env[k], (dict, list)) else fmt(env[k], "")] for k in keys]
-    run_info = run.data.summary.get("run", {})
-    for k in ("started", "finished"):
-        if run_info.get(k):
-            rows.append([k, str(run_info[k])])
+    run_info = run.summary.run
+    for k, v in (("started", run_info.started), ("finished", run_info.finished)):
+        if v:
+            rows.append([k, str(v)])
     return Table(["key", "value"], rows or [["(none recorded)", ""]], numeric=[False, False])

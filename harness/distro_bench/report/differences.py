@@ -49,7 +49,7 @@ def _facts(run: LoadedRun) -> dict[str, object]:
     """The facts of a run outside its scenario that change what its figures mean."""
     env = run.data.environment
     net = env.get("network") if isinstance(env.get("network"), dict) else {}
-    return {"backend": (run.data.summary.get("run") or {}).get("backend") or env.get("backend"),
+    return {"backend": run.summary.run.backend or env.get("backend"),
             "network emulated": net.get("network_emulated") if isinstance(net, dict) else None,
             "host": env.get("host")}
 

@@ -46,25 +46,34 @@ class LoadedRun:
     data: RunData
     notes: list[str] = field(default_factory=list)
 
+    @cached_property
+    def summary(self) -> Summary:
+        """summary.json (or the one rebuilt from the workers' records), typed: what every report section reads."""
+        try:
+            return Summary.model_validate(self.data.summary)
+        except ValidationError as e:
+            raise InputError(f"{self.data.path / 'summary.json'}: not a distro-bench summary ({e.error_count()} "
+                             f"problem(s): {e.errors(include_url=False)[0]['msg']})") from None
+
     @property
     def state(self) -> str:
-        return str(self.data.status.get("state") or self.data.summary.get("run", {}).get("state") or "unknown")
+        return str(self.data.status.get("state") or self.summary.run.state or "unknown")
 
     @property
     def reason(self) -> str | None:
-        return self.data.status.get("reason") or self.data.summary.get("run", {}).get("reason")
+        return self.data.status.get("reason") or self.summary.run.reason
 
     @property
     def optimizers(self) -> list[str]:
         """Scenario order first (the summary keeps it), then any optimizer only the metrics know."""
-        names = list(self.data.summary.get("optimizers", {}))
+        names = list(self.summary.optimizers)
         if len(self.data.metrics):
             names += [str(o) for o in self.data.metrics["optimizer"].unique() if str(o) not in names]
         return names
 
     @property
     def baseline(self) -> str | None:
-        return self.data.summary.get("baseline") or self.data.scenario.get("baseline")
+        return self.summary.baseline or self.data.scenario.get("baseline")
 
     @property
     def network_nodes(self) -> list[dict]:
@@ -115,13 +124,8 @@ class Run:
     def load(cls, path: str | Path) -> Run:
         """Read a run folder (one whose harness died before summarising is rebuilt from the workers' records)."""
         loaded = load_for_report(path)
-        try:
-            summary = Summary.model_validate(loaded.data.summary)
-        except ValidationError as e:
-            raise InputError(f"{Path(path) / 'summary.json'}: not a distro-bench summary ({e.error_count()} "
-                             f"problem(s): {e.errors(include_url=False)[0]['msg']})") from None
         d = loaded.data
-        return cls(path=d.path, scenario=d.scenario, environment=d.environment, summary=summary, metrics=d.metrics,
+        return cls(path=d.path, scenario=d.scenario, environment=d.environment, summary=loaded.summary, metrics=d.metrics,
                    status=d.status, notes=list(loaded.notes), _loaded=loaded)
 
     @property

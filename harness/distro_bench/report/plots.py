@@ -14,6 +14,7 @@ from distro_bench.report.events import marks, trace_rates
 from distro_bench.report.load import LoadedRun
 from distro_bench.report.stats import t_critical
 from distro_bench.report.style import SEGMENTS, bar_style, human_bytes, new_figure, note_on_axes, save, series_style
+from distro_bench.results.summary import OptimizerSummary
 
 LOSS_UNIT = "loss (cross-entropy, nats/token)"
 
@@ -207,7 +208,7 @@ def loss_vs_time(run: LoadedRun, out: Path) -> Figure:
 def bytes_per_step(run: LoadedRun, out: Path) -> Figure:
     """Horizontal bars on a linear axis from zero, each annotated with its bytes and its share of the
     baseline's, so a 565x reduction looks like one (a log axis from an arbitrary floor made it look 3x)."""
-    summaries = run.data.summary.get("optimizers", {})
+    summaries = run.summary.optimizers
     names = [n for n in run.optimizers if n in summaries]
     some_wire = any(analysis.total_bytes(summaries[n], "wire") for n in names)
     kinds = [("payload", "payload (handed to collectives)")] + ([("wire", "wire (counted on the interface)")]
@@ -237,7 +238,7 @@ def bytes_per_step(run: LoadedRun, out: Path) -> Figure:
             ax.barh([y for y, _ in shown], [v for _, v in shown], height, label=label, **style)
     labels = []
     for n in names:
-        red = summaries[n].get("reduction_vs_baseline")
+        red = summaries[n].reduction_vs_baseline
         labels.append(n + ("\n(baseline)" if n == run.baseline else
                            f"\n{red:,.0f}x fewer bytes" if red and red >= 10 else
                            f"\n{red:.2f}x reduction" if red else ""))
@@ -251,7 +252,7 @@ def bytes_per_step(run: LoadedRun, out: Path) -> Figure:
         ax.set_xlim(0, top * 1.45)  # room for the annotations right of the longest bar
         ax.legend(loc="lower right")
     if names and not some_wire:
-        backend = run.data.environment.get("backend") or run.data.summary.get("run", {}).get("backend") or "this"
+        backend = run.data.environment.get("backend") or run.summary.run.backend or "this"
         ax.set_xlabel(f"bytes per worker per step (wire bytes were not measured by the {backend} backend: payload only)")
     path = out / "bytes_per_step.png"
     save(fig, path, root=out.parent)  # nothing below the report's folder followed (plots/ included)
@@ -332,12 +333,12 @@ def per_rank(run: LoadedRun, out: Path) -> Figure:
 
 
 def _target_value(run: LoadedRun) -> float | None:
-    v = (run.data.summary.get("target") or {}).get("val_loss")
+    v = (run.summary.target or {}).get("val_loss")
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def _time_budget(run: LoadedRun) -> float | None:
-    b = (run.data.summary.get("run") or {}).get("budget") or {}
+    b = run.summary.run.budget or {}
     v = b.get("value") if isinstance(b, dict) and b.get("kind") == "time" else None
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
@@ -345,16 +346,16 @@ def _time_budget(run: LoadedRun) -> float | None:
 def _summary_targets(run: LoadedRun) -> tuple[dict, str] | None:
     """optimizer -> (seconds, half-width or None, steps) or None when not reached, from summary.json
     (issue 16's keys: interpolated, mean over seeds); None for a run folder without them."""
-    opts = run.data.summary.get("optimizers", {})
-    if not opts or not all("time_to_target_s" in s for s in opts.values()):
+    opts = run.summary.optimizers
+    # the key written, even as null (not reached): a folder from before issue 16 lacks it
+    if not opts or not all("time_to_target_s" in s.model_fields_set for s in opts.values()):
         return None
     out = {}
     for n, s in opts.items():
-        t = s.get("time_to_target_s")
-        ci = (s.get("ci95") or {}).get("time_to_target_s")
-        out[n] = None if t is None else (float(t), (ci[1] - ci[0]) / 2 if ci else None, s.get("steps_to_target"))
-    target = run.data.summary.get("target")
-    target = target if isinstance(target, dict) else {}
+        t = s.time_to_target_s
+        ci = (s.ci95 or {}).get("time_to_target_s")
+        out[n] = None if t is None else (float(t), (ci[1] - ci[0]) / 2 if ci else None, s.steps_to_target)
+    target = run.summary.target or {}
     given = target.get("how")
     how: str = given if isinstance(given, str) and given else "the run's target"
     val = target.get("val_loss")
@@ -380,8 +381,8 @@ def time_to_target(run: LoadedRun, out: Path) -> Figure | None:
     for i, n in enumerate(names):
         hit = reached[n]
         if hit is None:
-            o = run.data.summary.get("optimizers", {}).get(n) or {}
-            k, seeds = o.get("target_reached"), o.get("seeds")
+            o = run.summary.optimizers.get(n) or OptimizerSummary()
+            k, seeds = o.target_reached, o.seeds
             ax.text(0, i, "  not reached" + (f" by every seed ({k}/{seeds} did)" if seeds and seeds > 1 and k is not None
                                              else ""), va="center", fontsize=8)
             continue

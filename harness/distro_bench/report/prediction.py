@@ -21,7 +21,7 @@ def calibrated_round_overhead(run: LoadedRun, pred: dict) -> float | None:
     """Per-round host cost (software and scheduling) during this run: the workers' calibration gather
     (summary.json's run.probe_allgather_s, N-1 rounds of 8 bytes, each after a training-sized forward and
     backward) per round, less the links' own round trip."""
-    probe = run.data.summary.get("run", {}).get("probe_allgather_s")
+    probe = run.summary.run.probe_allgather_s
     n = pred.get("world_size") or 0
     if not probe or n < 2:
         return None
@@ -36,8 +36,8 @@ def prediction_rows(run: LoadedRun) -> list[dict]:
     rows = []
     for name, p in pred.get("optimizers", {}).items():
         df = run.data.metrics[run.data.metrics["optimizer"] == name]
-        s = run.data.summary.get("optimizers", {}).get(name)
-        if not len(df) or not s:
+        s = run.summary.optimizers.get(name)
+        if not len(df) or s is None or not s.to_dict():  # no figures of its own recorded
             continue
         comm = measured_comm_s(df)
         comm_median = measured_comm_s(df, "median")
@@ -45,9 +45,9 @@ def prediction_rows(run: LoadedRun) -> list[dict]:
         rows.append({
             "optimizer": name,
             "payload_predicted": p["payload_tx_bytes"] + p["payload_rx_bytes"],
-            "payload_measured": (s["payload_tx_bytes_per_step"] or 0) + (s["payload_rx_bytes_per_step"] or 0),
+            "payload_measured": (s.payload_tx_bytes_per_step or 0) + (s.payload_rx_bytes_per_step or 0),
             "wire_predicted": p["wire_tx_bytes"],
-            "wire_measured": s.get("wire_tx_bytes_per_step"),
+            "wire_measured": s.wire_tx_bytes_per_step,
             "rounds": p["rounds"],
             "overhead_per_round": overhead,
             "comm_predicted": predicted,
@@ -57,8 +57,8 @@ def prediction_rows(run: LoadedRun) -> list[dict]:
             "comm_ratio_median": comm_median / predicted if predicted else None,
             "emulated": pred.get("network_emulated", False),
             "floor_ratio": p.get("floor_ratio"),  # issue 37: the encoding's payload bits over their floor
-            "floor_ratio_empirical": s.get("floor_ratio_empirical"),  # over the floor of what was really sent
-            "framing_ratio": s.get("framing_ratio"),  # measured wire over payload, tx + rx
+            "floor_ratio_empirical": s.floor_ratio_empirical,  # over the floor of what was really sent
+            "framing_ratio": s.framing_ratio,  # measured wire over payload, tx + rx
         })
     return rows
 
@@ -67,15 +67,15 @@ def byte_model_notes(run: LoadedRun) -> list[str]:
     """Issue 47: a method that does not predict its bytes ("counted, not predicted"), and one whose counted payload
     differs from its prediction (flagged), from summary.json's `bytes_vs_prediction`."""
     notes = []
-    for name, s in (run.data.summary.get("optimizers") or {}).items():
-        verdict = s.get("bytes_vs_prediction") if isinstance(s, dict) else None
+    for name, s in run.summary.optimizers.items():
+        verdict = s.bytes_vs_prediction
         if verdict == "not predicted":
             notes.append(f"{name}: bytes counted, not predicted (the method has no byte model: "
                          "predict_collectives or predict_period).")
         elif verdict == "differs":
-            counted = (s.get("payload_tx_bytes_per_step") or 0) + (s.get("payload_rx_bytes_per_step") or 0)
+            counted = (s.payload_tx_bytes_per_step or 0) + (s.payload_rx_bytes_per_step or 0)
             notes.append(f"{name}: FLAGGED, counted payload {fmt(counted)} B/step differs from its prediction "
-                         f"{fmt(s.get('payload_predicted_bytes_per_step'))} B/step: the method's byte model and "
+                         f"{fmt(s.payload_predicted_bytes_per_step)} B/step: the method's byte model and "
                          "what it sent disagree.")
     return notes
 

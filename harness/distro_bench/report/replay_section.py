@@ -9,38 +9,39 @@ from __future__ import annotations
 
 from distro_bench.report.document import Para, Section, Table
 from distro_bench.results.format import fmt_bytes, fmt_seconds, fmt_times
+from distro_bench.results.summary import Summary
 
 COLUMNS = ["optimizer", "step", "compute (profile)", "codec", "comm", "payload/step", "wire sent/step",
            "predicted sent", "wire / predicted", "compute share", "fraction of bytes replayed",
            "peak RSS/worker (buffers, no model)", "comm predicted", "comm / predicted"]
 
 
-def is_replay(summary: dict) -> bool:
-    return (summary.get("run") or {}).get("mode") == "replay"
+def is_replay(summary: Summary | dict) -> bool:
+    return Summary.of(summary).run.mode == "replay"
 
 
 def _share(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.0f}%"
 
 
-def replay_rows(summary: dict, prediction: dict) -> list[list[str]]:
+def replay_rows(summary: Summary | dict, prediction: dict) -> list[list[str]]:
     """One row per optimizer (COLUMNS). `prediction`: prediction.json's `optimizers` ({} where absent)."""
     rows = []
-    for name, s in (summary.get("optimizers") or {}).items():
-        r = s.get("replay") or {}
-        wire = s.get("wire_tx_bytes_per_step")
+    for name, s in Summary.of(summary).optimizers.items():
+        r = s.replay or {}
+        wire = s.wire_tx_bytes_per_step
         predicted = (prediction.get(name) or {}).get("wire_tx_bytes")
         fraction = r.get("fraction")
-        comm, comm_predicted = s.get("comm_s_mean"), (prediction.get(name) or {}).get("comm_s")
+        comm, comm_predicted = s.comm_s_mean, (prediction.get(name) or {}).get("comm_s")
         rows.append([
-            name, fmt_seconds(s.get("step_time_s_mean")), fmt_seconds(r.get("compute_s")),
-            fmt_seconds(r.get("codec_s")), fmt_seconds(s.get("comm_s_mean")),
-            fmt_bytes(_sum(s.get("payload_tx_bytes_per_step"), s.get("payload_rx_bytes_per_step"))),
+            name, fmt_seconds(s.step_time_s_mean), fmt_seconds(r.get("compute_s")),
+            fmt_seconds(r.get("codec_s")), fmt_seconds(s.comm_s_mean),
+            fmt_bytes(_sum(s.payload_tx_bytes_per_step, s.payload_rx_bytes_per_step)),
             fmt_bytes(wire), fmt_bytes(predicted),
             fmt_times(wire / predicted) if wire is not None and predicted else "n/a",
             _share(r.get("utilisation")),
             "all" if fraction in (None, 1, 1.0) else f"{fraction:g} of the bytes",
-            fmt_bytes(s.get("max_rss_bytes")),
+            fmt_bytes(s.max_rss_bytes),
             fmt_seconds(comm_predicted),
             fmt_times(comm / comm_predicted) if comm is not None and comm_predicted else "n/a",
         ])
@@ -66,7 +67,7 @@ EXPLAINED = ("A byte replay: the workers trained nothing. Each step every worker
              "trains.")
 
 
-def replay_lines(summary: dict, prediction: dict) -> list[str]:
+def replay_lines(summary: Summary | dict, prediction: dict) -> list[str]:
     """Plain text for the end of `distro-bench run` on a replay: the explanation's first line and the table."""
     rows = replay_rows(summary, prediction)
     if not rows:
@@ -87,7 +88,7 @@ def replay_lines(summary: dict, prediction: dict) -> list[str]:
     return lines
 
 
-def replay_section(summary: dict, prediction: dict) -> Section | None:
+def replay_section(summary: Summary | dict, prediction: dict) -> Section | None:
     rows = replay_rows(summary, prediction)
     if not rows:
         return None

@@ -26,13 +26,13 @@ def _banners(run: LoadedRun) -> list[Banner]:
     out += [Banner("warn", n) for n in run.notes]
     if not len(run.data.metrics):
         out.append(Banner("error", "No training step was recorded: there is nothing to plot."))
-    for name, s in run.data.summary.get("optimizers", {}).items():
-        if s.get("replicas_identical") is False:
+    for name, s in run.summary.optimizers.items():
+        if s.replicas_identical is False:
             out.append(Banner("error", f"{name}: the workers ended with different parameters (replicas diverged); "
                                        "its results are not those of one model."))
-    if is_replay(run.data.summary):  # a replay's compute is the profile's by design: no hardware stood in for it
-        fractions = {n: float(s.get("replay_fraction") or (s.get("replay") or {}).get("fraction") or 1.0)
-                     for n, s in run.data.summary.get("optimizers", {}).items()}
+    if is_replay(run.summary):  # a replay's compute is the profile's by design: no hardware stood in for it
+        fractions = {n: float(s.replay_fraction or (s.replay or {}).get("fraction") or 1.0)
+                     for n, s in run.summary.optimizers.items()}
         out.append(Banner("info", f"A {WHAT}: nothing was trained. The workers sent the messages the byte model "
                                   f"predicts for each method over the links, with compute from the hardware profiles; "
                                   f"{fraction_words(fractions)} (see Replay)."))
@@ -77,14 +77,14 @@ def _hardware_banners(run: LoadedRun) -> list[Banner]:
 
 def _reduction_sentences(run: LoadedRun) -> list[str]:
     out = []
-    for name, s in run.data.summary.get("optimizers", {}).items():
-        red = s.get("reduction_vs_baseline")
+    for name, s in run.summary.optimizers.items():
+        red = s.reduction_vs_baseline
         if name == run.baseline or red is None:
             continue
         verb = "fewer" if red >= 1 else "more"
         factor = red if red >= 1 else 1 / red
         out.append(f"{name} exchanges {describe.fmt_reduction(factor)} {verb} bytes per worker per step than "
-                   f"{run.baseline} ({s.get('reduction_basis') or 'payload'} bytes, sent + received).")
+                   f"{run.baseline} ({s.reduction_basis or 'payload'} bytes, sent + received).")
     return out
 
 
@@ -100,11 +100,11 @@ def _checks_section(run: LoadedRun) -> Section:
 
 def verdict_section(run: LoadedRun) -> Section | None:
     """One block per optimizer against the baseline (harness/distro_bench/report/verdict.py, shared with `run`'s output)."""
-    summary = run.data.summary
+    summary = run.data.summary  # the verdict's functions take the mapping
     found = verdict.verdicts(summary)
     if not found:
         return None
-    scenario = summary.get("run", {}).get("scenario") or run.data.scenario.get("name")
+    scenario = run.summary.run.scenario or run.data.scenario.get("name")
     blocks: list = [Para("In one line: " + "; ".join(verdict.headline(v, summary) for v in found) + ".")]
     if ranked := verdict.ranking(summary):
         blocks.append(Para(f"Ranking of all {len(ranked)} optimizers by mean, not a test: by time to target (restricted "
@@ -113,7 +113,7 @@ def verdict_section(run: LoadedRun) -> Section | None:
         blocks.append(Table(verdict.RANKING_COLUMNS, verdict.ranking_rows(ranked),
                             numeric=[True, False, True, False, True, True, True]))
     decisions = {v.optimizer: verdict.decision(v, summary) for v in found}
-    local = (summary.get("run") or {}).get("backend") == "local"
+    local = run.summary.run.backend == "local"
     for v in found:
         d = decisions[v.optimizer]
         if d.decided:
@@ -125,8 +125,8 @@ def verdict_section(run: LoadedRun) -> Section | None:
                              "comparison" if d.decided else "difference (no verdict)"],
                             [list(r) for r in verdict.rows(v)], numeric=[False, True, True, False]))
         blocks += [Para(f"Note: {n}.") for n in v.notes]
-    target = summary.get("target")
-    if isinstance(target, dict) and target.get("how"):
+    target = run.summary.target
+    if target is not None and target.get("how"):
         blocks.append(Para(f"Target: val loss {describe.fmt(target.get('val_loss'), '.4g')}, {target['how']}. "
                            "Times to target are read on each method's own evaluations, interpolated between the two "
                            "that bracket the crossing, with intervals that carry that width; loss at equal wall-clock "
@@ -143,23 +143,23 @@ def verdict_section(run: LoadedRun) -> Section | None:
 
 
 def build_document(run: LoadedRun, plots_dir: Path) -> Document:
-    s = run.data.summary.get("run", {})
+    s = run.summary.run
     title = f"distro-bench report: {run.data.scenario.get('name', run.data.name)}"
-    subtitle = (f"Run {run.data.name}; backend {s.get('backend') or run.data.environment.get('backend', 'unknown')}; "
-                f"state {run.state}; {s.get('world_size') or '?'} workers; started {s.get('started', 'unknown')}.")
+    subtitle = (f"Run {run.data.name}; backend {s.backend or run.data.environment.get('backend', 'unknown')}; "
+                f"state {run.state}; {s.world_size or '?'} workers; started {s.started or 'unknown'}.")
     figures = plots.run_plots(run, plots_dir)
     summary_blocks: list[Block] = [describe.summary_table(run)]
     summary_blocks += [Para(t) for t in _reduction_sentences(run)]
     summary_blocks.append(Para("Bytes are per worker per step, step 0 excluded; the step time is the slowest worker's; "
                                "final loss is the training loss over the last 10% of steps, final val loss the "
                                "held-out loss at the last evaluation."))
-    replay = is_replay(run.data.summary)
+    replay = is_replay(run.summary)
     sections = [
-        *filter(None, [replay_section(run.data.summary, predicted_optimizers(run.data.path)) if replay
+        *filter(None, [replay_section(run.summary, predicted_optimizers(run.data.path)) if replay
                        else verdict_section(run)]),
         Section("Scenario", describe.scenario_blocks(run)),
         Section("Summary", summary_blocks),
-        *filter(None, [bottleneck_section(run.data.summary, run.data.scenario)]),
+        *filter(None, [bottleneck_section(run.summary, run.data.scenario)]),
         *filter(None, [events_section(run), churn_section(run)]),
         *([] if replay else [_checks_section(run)]),  # a replay has no loss for a gate to read
         Section("Plots", figures or [Para("No plots: no training step was recorded.")]),

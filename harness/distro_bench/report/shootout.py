@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from distro_bench.report.verdict import _time_budget, is_post_hoc
 from distro_bench.results.multiple import AllPairs, Family, all_pairs, best_by_mean, compare_family
 from distro_bench.results.stats import before_first_evaluation, finite, restricted_bounds, restriction_s
+from distro_bench.results.summary import Summary
 
 TIME, LOSS = "time_to_target_s", "val_loss_at_equal_time"
 
@@ -40,26 +41,28 @@ class FigureComparisons:
         return self.pairs.best
 
 
-def _optimizers(summary: dict) -> dict[str, dict]:
-    return {n: s for n, s in (summary.get("optimizers") or {}).items() if isinstance(s, dict) and s.get("per_seed")}
+def _per_seed(summary: Summary) -> dict[str, dict[str, dict]]:
+    """method -> its `per_seed` figures, for the methods that have any."""
+    return {n: s.per_seed for n, s in summary.optimizers.items() if s.per_seed}
 
 
-def seed_losses(summary: dict) -> dict[str, dict[str, float]]:
+def seed_losses(summary: Summary | dict) -> dict[str, dict[str, float]]:
     """method -> {seed: val loss at equal time} for every finite figure."""
-    return {n: {k: float(v[LOSS]) for k, v in s["per_seed"].items() if finite(v.get(LOSS))}
-            for n, s in _optimizers(summary).items()}
+    return {n: {k: float(v[LOSS]) for k, v in per.items() if finite(v.get(LOSS))}
+            for n, per in _per_seed(Summary.of(summary)).items()}
 
 
-def seed_times(summary: dict) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
+def seed_times(summary: Summary | dict) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
     """method -> {seed: min(T, tau)} (a miss counts tau, the run's horizon: results/stats.restriction_s; a
     crossing, interval-censored between two evaluations, counts its interpolated estimate), and the methods
     that cannot take part, with why: a seed that crossed before its first evaluation (known only as (0, t]),
     or a miss with no training time to bound it."""
-    opts = _optimizers(summary)
-    tau = restriction_s([s["per_seed"] for s in opts.values()], _time_budget(summary))
+    typed = Summary.of(summary)
+    opts = _per_seed(typed)
+    tau = restriction_s(list(opts.values()), _time_budget(typed.to_dict()))
     out, left_out = {}, {}
-    for name, s in opts.items():
-        vals = restricted_bounds(s["per_seed"], tau)
+    for name, per in opts.items():
+        vals = restricted_bounds(per, tau)
         if vals is None:
             left_out[name] = "a seed missed the target and its training time is not recorded"
         elif any(before_first_evaluation(lo, hi) for lo, _, hi in vals.values()):
@@ -78,11 +81,12 @@ def _families(figure: str, values: dict[str, dict[str, float]], baseline: str, l
                              all_pairs(values, figure, log=log, descriptive=descriptive), left_out)
 
 
-def comparisons(summary: dict) -> dict[str, FigureComparisons]:
+def comparisons(summary: Summary | dict) -> dict[str, FigureComparisons]:
     """{figure: its families} for the figures the run allows (a figure is absent where the baseline lacks it)."""
-    baseline = summary.get("baseline") or next(iter(summary.get("optimizers") or {}), "")
+    summary = Summary.of(summary)
+    baseline = summary.baseline or next(iter(summary.optimizers), "")
     times, left_out = seed_times(summary)
-    post_hoc = is_post_hoc(summary)  # times to a target chosen after the data: described, never tested
+    post_hoc = is_post_hoc(summary.to_dict())  # times to a target chosen after the data: described, never tested
     out = {}
     for figure, values, log, why in ((TIME, times, True, left_out), (LOSS, seed_losses(summary), False, {})):
         fam = _families(figure, values, baseline, log, why, descriptive=post_hoc and figure == TIME)

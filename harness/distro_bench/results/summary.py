@@ -179,6 +179,12 @@ class Summary(_Record):
     def _migrate(cls, data: Any) -> Any:
         return migrate(data) if isinstance(data, dict) else data
 
+    @classmethod
+    def of(cls, summary: Summary | dict) -> Summary:
+        """`summary` typed: a Summary as it is, a summary.json mapping validated (and migrated) once, at the
+        boundary of a reader that callers hand either."""
+        return summary if isinstance(summary, Summary) else cls.model_validate(summary)
+
     schema_version: int = 1
     run: RunInfo = Field(default_factory=RunInfo)
     baseline: str | None = None

@@ -23,6 +23,10 @@ def _flat(text: str) -> str:
 
 
 def test_run_report_files_and_content(cli, tmp_path):
+    from distro_bench.report import describe
+    from distro_bench.report.check import measured_text, run_checks
+    from distro_bench.report.load import load_for_report
+
     run = make_run(tmp_path)
     r = cli("report", run)
     assert r.exit_code == 0, r.output
@@ -33,11 +37,18 @@ def test_run_report_files_and_content(cli, tmp_path):
         assert f"(plots/{name}.png)" in md
     # the scenario in words, the summary with the reduction factor, emulation, environment
     assert "4 workers on host" in md and "link dsl: up 10Mbit, down 50Mbit, delay 15ms ±3ms, loss 0.1%" in md
-    assert re.search(r"\| distro \|.*\| 1,000x \(wire\) \|", md)
+    loaded = load_for_report(run)
+    distro = loaded.summary.optimizers["distro"]
+    assert distro.reduction_vs_baseline == pytest.approx(1000, rel=0.01) and distro.reduction_basis == "wire"
+    row = next(r for r in describe.summary_table(loaded).rows if r[0] == "distro")
+    assert row[9] == describe.fmt_reduction(distro.reduction_vs_baseline, "wire")  # the summary's figure, its basis
+    # the reduction's sentence, in words once
     assert "distro exchanges 1,000x fewer bytes per worker per step than adamw" in md
     assert "delay, jitter, loss: no netem in this kernel" in md
     assert "| git_commit | " + "a" * 40 + " |" in md
-    assert "## Checks" in md and "| reduction vs adamw | distro | 1,000.0x | >= 100x | PASS |" in md
+    (gate,) = [r for r in run_checks(loaded).results if r.optimizer == "distro" and r.check.startswith("reduction")]
+    assert gate.measured == pytest.approx(1000, rel=0.01) and gate.status == "PASS"
+    assert "## Checks" in md and f"| {gate.check} | distro | {measured_text(gate)} | {gate.threshold} | PASS |" in md
     assert "FAILED" not in md.split("## Scenario")[0]
 
 
@@ -84,12 +95,19 @@ def test_run_with_no_steps_still_gets_a_report(tmp_path):
 
 
 def test_wire_not_measured_is_said(tmp_path):
-    from distro_bench.report import write_run_report
+    from distro_bench.report import describe, write_run_report
+    from distro_bench.report.load import load_for_report
 
     run = make_run(tmp_path, wire=False)
     write_run_report(run)
+    loaded = load_for_report(run)
+    distro = loaded.summary.optimizers["distro"]
+    assert distro.wire_tx_bytes_per_step is None and distro.reduction_basis == "payload"
+    assert distro.reduction_vs_baseline == pytest.approx(1000, rel=0.01)
+    row = next(r for r in describe.summary_table(loaded).rows if r[0] == "distro")
+    assert row[8] == "not measured" and row[9].endswith(" (payload)")  # wire MB/step; the reduction's basis
     md = (run / "report.md").read_text()
-    assert "not measured" in md and "1,000x (payload)" in md
+    assert "| not measured |" in md and row[9] in md
 
 
 def test_straggler_plot_and_report_out_folder(cli, tmp_path):
@@ -107,6 +125,9 @@ def test_report_bad_folder_exits_2(cli, tmp_path):
 
 
 def test_comparison_of_two_scenarios(cli, tmp_path):
+    from distro_bench.report.differences import run_differences
+    from distro_bench.report.load import load_for_report
+
     a = make_run(tmp_path, "a", scenario="home-dsl")
     b = make_run(tmp_path, "b", scenario="datacenter", link={"up": "10Gbit", "down": "10Gbit"},
                  optimizers={"adamw": (2_000_000, 2_000_000, 2.4, 0.05), "distro": (1_000, 3_000, 2.55, 0.05)})
@@ -122,7 +143,10 @@ def test_comparison_of_two_scenarios(cli, tmp_path):
     r = cli("report", a, b, "--out", out, "--allow-different")
     assert r.exit_code == 0, r.output
     md = (out / "report.md").read_text()
-    assert "These runs differ in more than the optimizers under test (5 difference(s)" in md.split("\n## ")[0]
+    differences = run_differences([load_for_report(a), load_for_report(b)])
+    assert len(differences) == 5
+    assert f"These runs differ in more than the optimizers under test ({len(differences)} difference(s)" in \
+        md.split("\n## ")[0]
     first = md.split("\n## ")[1]  # the differences head the report
     assert first.startswith("Differences between the runs") and "R2 vs R1: links.dsl.up: '10Gbit' vs '10Mbit'" in first
     assert "R1 home-dsl" in md and "R2 datacenter" in md

@@ -21,8 +21,8 @@ def test_fixture_is_a_loadable_run_with_a_reduction(synth_run):
 
     run = load_for_report(synth_run)
     assert run.state == "complete" and run.optimizers == ["adamw", "distro"]
-    red = run.data.summary["optimizers"]["distro"]["reduction_vs_baseline"]
-    assert red == pytest.approx(1000, rel=0.01)
+    assert run.summary.to_dict() == run.data.summary  # the typed view reports read holds what the folder holds
+    assert run.summary.optimizers["distro"].reduction_vs_baseline == pytest.approx(1000, rel=0.01)
 
 
 def test_breakdown_adds_up_to_the_step_time(synth_run):
@@ -111,7 +111,9 @@ def test_a_rebuilt_summary_is_built_by_the_same_builder_as_finalize(tmp_path):
             "checks": {"target_val_loss": 2.8}, "costs": {"egress_usd_per_gb": 0.09}}
     (run / "scenario.yaml").write_text(yaml.safe_dump(scen))
     atomic_write_json(run / "status.json", {"state": "running", "reason": None})
-    s = load_for_report(run).data.summary
+    loaded = load_for_report(run)
+    s = loaded.data.summary
+    assert loaded.summary.optimizers["distro"].seeds == 3 and loaded.summary.run.world_size == 2  # typed as well
     assert s["run"]["budget"]["kind"] == "steps" and s["run"]["budget"]["value"] == 10 and s["run"]["seeds"] == [0, 1, 2]
     assert s["target"] == {"val_loss": 2.8, "how": "checks.target_val_loss in the scenario", "post_hoc": False}
     assert s["costs"]["egress_usd_per_gb"] == 0.09 and s["run"]["world_size"] == 2

@@ -37,6 +37,14 @@ def test_typed_and_dict_access_agree_and_extras_survive():
     assert d.bytes_per_step() == 2130.0 + 2118.0
 
 
+def test_of_types_a_mapping_once_and_keeps_a_summary_as_it_is():
+    typed = Summary.of(_summary())
+    assert isinstance(typed, Summary) and Summary.of(typed) is typed
+    assert typed.optimizers["distro"].reduction_vs_baseline == 565.0 and typed.run.budget == {"kind": "steps", "value": 50}
+    old = {**_summary(), "target": {"val_loss": 2.75, "how": "the worst optimizer's best val loss"}}
+    assert Summary.of(old).target["post_hoc"] is True  # migrated as it is typed (MIGRATIONS)
+
+
 def test_verdict_line():
     (line,) = Summary.model_validate(_summary()).verdicts()
     assert line == "distro: 8.0x faster steps, 565x fewer wire bytes, val loss +0.59 vs adamw"
