@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from distro_bench.results import fair
+from distro_bench.results.figures import total_bytes as total_bytes  # one sum of bytes (issue 50); re-exported
 
 BREAKDOWN = ["compute", "compress", "communicate", "apply", "wait for slowest", "other"]
 
@@ -108,11 +109,3 @@ def time_to_target(steps_by_opt: dict[str, pd.DataFrame], target: float | None =
     else:
         expl = f"target {basis} {chosen:.4f}: the best {worst} reached (the only optimizer)"
     return TargetResult(target=chosen, basis=basis, explanation=expl, reached=reached)
-
-
-def total_bytes(summary: dict, kind: str) -> float | None:
-    """tx + rx bytes per worker per step of one optimizer's summary; kind: payload | wire."""
-    tx, rx = summary.get(f"{kind}_tx_bytes_per_step"), summary.get(f"{kind}_rx_bytes_per_step")
-    if tx is None or rx is None:
-        return None
-    return float(tx) + float(rx)

@@ -28,11 +28,11 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from distro_bench.errors import InputError
-from distro_bench.report.analysis import total_bytes
 from distro_bench.report.differences import scenario_differences
 from distro_bench.report.load import LoadedRun
 from distro_bench.report.verdict import is_post_hoc
 from distro_bench.results import stats
+from distro_bench.results.figures import reduction, reduction_basis
 from distro_bench.scenario.gates import FIXED, GATES
 
 MIN_SEEDS = 3  # two seeds give a t interval 12.7 standard errors wide: a gate on it cannot fail or pass honestly
@@ -126,11 +126,14 @@ def _judge(values: list[float], threshold: float, higher_is_better: bool) -> tup
     return iv.mean, [iv.lo, iv.hi], margin, status, note
 
 
-def _pair_reduction(base: dict, cand: dict) -> tuple[float | None, str]:
-    """Baseline bytes over candidate bytes (tx + rx per worker per step): wire when both measured it."""
-    basis = "wire" if total_bytes(base, "wire") and total_bytes(cand, "wire") else "payload"
-    b, c = total_bytes(base, basis), total_bytes(cand, basis)
-    return (b / c if b and c else None), basis
+def _seed_reductions(base: dict, cand: dict) -> tuple[list[float | None], str]:
+    """Each paired seed's reduction (baseline bytes over candidate bytes, tx + rx per worker per step) and the
+    one basis they share (results/figures.py reduction_basis: wire where every paired seed of both counted it)."""
+    bs, cs = base.get("per_seed") or {}, cand.get("per_seed") or {}
+    common = [k for k in cs if k in bs]
+    pairs = [(bs[k], cs[k]) for k in common] if common else [(base, cand)]
+    basis = reduction_basis([b for b, _ in pairs], [c for _, c in pairs])
+    return [reduction(b, c, basis) for b, c in pairs], basis
 
 
 def unshaped_network(run: LoadedRun) -> str | None:
@@ -222,10 +225,9 @@ def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_g
             add(CheckResult(f"{red_gate.label} vs {base}", cand, None, red_gate.threshold_text(min_reduction), FAIL,
                             f"no summary for {cand if s is None else base}: it recorded no step", gate=red_gate.key))
         else:
-            pairs = _per_seed(base_summary, s, _pair_reduction)
-            reds = [r for r, _ in pairs if r is not None]
-            basis = pairs[0][1] if pairs else "payload"
-            if len(reds) < len(pairs) or not reds:
+            all_reds, basis = _seed_reductions(base_summary, s)
+            reds = [r for r in all_reds if r is not None]
+            if len(reds) < len(all_reds) or not reds:
                 add(CheckResult(f"{red_gate.label} vs {base}", cand, None, red_gate.threshold_text(min_reduction), FAIL,
                                 "bytes not recorded", gate=red_gate.key))
             else:
@@ -323,7 +325,10 @@ def against_checks(run: LoadedRun, ref: LoadedRun, base: str | None, candidates:
                                        f"no seed that both runs ran for {cand} and {base}", gate=key))
                 continue
             if key == "max_reduction_drop":
-                pairs = [(_pair_reduction(b_now[k], c_now[k])[0], _pair_reduction(b_ref[k], c_ref[k])[0]) for k in seeds]
+                now_basis = reduction_basis([b_now[k] for k in seeds], [c_now[k] for k in seeds])
+                ref_basis = reduction_basis([b_ref[k] for k in seeds], [c_ref[k] for k in seeds])
+                pairs = [(reduction(b_now[k], c_now[k], now_basis), reduction(b_ref[k], c_ref[k], ref_basis))
+                         for k in seeds]
             else:
                 pairs = [(_equal_time_gap(b_now[k], c_now[k]), _equal_time_gap(b_ref[k], c_ref[k])) for k in seeds]
             bad = [k for k, (x, y) in zip(seeds, pairs) if not (stats.finite(x) and stats.finite(y))

@@ -14,6 +14,7 @@ import textwrap
 from dataclasses import dataclass, field
 
 from distro_bench.results import cost as _cost
+from distro_bench.results.figures import reduction, reduction_basis, total_bytes
 from distro_bench.results.format import fmt_bytes
 from distro_bench.results.stats import (
     Interval,
@@ -27,14 +28,6 @@ from distro_bench.results.stats import (
 from distro_bench.results.summary import Summary, verdict_figures
 
 WIDTH = 80  # the block `run` prints fits an 80-column terminal or log
-
-
-def total_bytes(summary: dict, kind: str) -> float | None:
-    """tx + rx bytes per worker per step (as report/analysis.py's, without importing pandas for the CLI)."""
-    tx, rx = summary.get(f"{kind}_tx_bytes_per_step"), summary.get(f"{kind}_rx_bytes_per_step")
-    if tx is None or rx is None:
-        return None
-    return float(tx) + float(rx)
 
 
 @dataclass(frozen=True)
@@ -232,10 +225,12 @@ def _count(v) -> int | None:
 
 
 def _bytes(base: dict, cand: dict) -> tuple[float | None, str | None]:
-    basis = "wire" if total_bytes(base, "wire") and total_bytes(cand, "wire") else "payload"
-    b, c = total_bytes(base, basis), total_bytes(cand, basis)
-    if b and c:
-        return b / c, basis
+    """The reduction and its basis (results/figures.py's one rule; a mean over seeds has wire bytes only where
+    every seed counted them)."""
+    basis = reduction_basis([base], [cand])
+    r = reduction(base, cand, basis)
+    if r:
+        return r, basis
     red = cand.get("reduction_vs_baseline")
     return (float(red), cand.get("reduction_basis")) if red else (None, None)
 
@@ -899,7 +894,7 @@ def ranking(summary: dict) -> list[Ranked]:
     opts = {k: v for k, v in (summary.get("optimizers") or {}).items() if isinstance(v, dict)}
     if len(opts) < 3:
         return []
-    basis = "wire" if all(total_bytes(s, "wire") for s in opts.values()) else "payload"
+    basis = reduction_basis(opts.values())
 
     per = {n: s.get("per_seed") or {} for n, s in opts.items()}
     tau = restriction_s(per.values(), _time_budget(summary)) if all(per.values()) else None

@@ -7,10 +7,11 @@ added. Every model allows extra keys, so a summary written by a newer harness st
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
+from distro_bench.results import figures
 from distro_bench.results.format import fmt_times as _times
 from distro_bench.results.stats import paired_difference, ratio_interval
 
@@ -41,86 +42,34 @@ class _Record(BaseModel):
         return self.model_dump(mode="json", exclude_unset=True)
 
 
-class OptimizerSummary(_Record):
-    """One optimizer's figures: per worker per step, steady state (step 0 left out), means over seeds."""
+class _OptimizerRecord(_Record):
+    """What an optimizer's summary holds besides its figures: the replay's settings, the intervals, each seed's."""
 
-    # DESIGN.md contract
-    steps: Number | None = None
-    step_time_s_mean: float | None = None
-    step_time_s_p50: float | None = None
-    compute_s_mean: float | None = None
-    comm_s_mean: float | None = None
-    payload_tx_bytes_per_step: float | None = None
-    payload_rx_bytes_per_step: float | None = None
-    wire_tx_bytes_per_step: float | None = None
-    wire_rx_bytes_per_step: float | None = None
-    final_loss: float | None = None
-    final_val_loss: float | None = None
-    reduction_vs_baseline: float | None = None
-    # additions (metrics.SUMMARY_KEYS)
-    reduction_basis: str | None = None  # "wire" | "payload"
-    compress_s_mean: float | None = None
-    apply_s_mean: float | None = None
-    wait_s_mean: float | None = None
-    collectives_per_step: float | None = None
-    ring_bytes_per_step: float | None = None
-    wire_overhead: float | None = None
-    first_val_loss: float | None = None
-    wall_time_s: float | None = None
-    tokens_per_s: float | None = None
-    ranks: int | None = None
-    replicas_identical: bool | None = None
-    replicas_diverged_at_step: int | None = None
-    param_checksum: str | None = None
-    # fair comparison (issue 16): repeats, time to target, equal-budget losses, 95% intervals
-    seeds: int | None = None
-    train_time_s: float | None = None  # the budget clock: training seconds, evaluations excluded
-    lr_schedule_steps: float | None = None  # steps the lr schedule was laid over (estimated for a time budget)
-    target_reached: int | None = None  # seeds that reached the target
-    time_to_target_s: float | None = None
-    tokens_to_target: float | None = None
-    steps_to_target: float | None = None
-    val_loss_at_equal_time: float | None = None
-    val_loss_at_equal_steps: float | None = None
-    time_to_target_exact: bool | None = None  # issue 35: false when a seed crossed before its first grid evaluation
-    time_to_target_lo_s: float | None = None  # issue 35: the lower bound of the time (0 for an interval-censored seed)
-    time_to_target_hi_s: float | None = None  # issue 49: the upper bound (the first evaluation at or below the target)
-    final_tune_loss: float | None = None  # issue 27: the tuning split's loss, what a sweep selects on
-    # issue 29: cost to the target (harness/distro_bench/results/cost.py; null where a seed missed it or nothing is priced)
-    egress_bytes_to_target: float | None = None  # all workers' egress, (tx + rx) / 2 on costs.bytes_basis
-    egress_usd_to_target: float | None = None
-    gpu_hours_to_target: float | None = None  # worker-hours (costs.hours_unit says GPU-h or CPU-h)
-    gpu_usd_to_target: float | None = None
-    energy_j_to_target: float | None = None  # null: not measured (costs.energy_note says why)
-    # issue 29: churn (harness/distro_bench/results/metrics.py churn_figures)
-    churn_leaves: float | None = None
-    lost_steps: float | None = None  # worker-steps computed but lost with a leaver
-    worker_availability: float | None = None  # share of the world's worker-steps trained
-    goodput_tokens_per_s: float | None = None  # tokens that reached the shared model per training second
-    state_handover_bytes: float | None = None  # the shared state sent to workers that came back
-    # issue 37: payload bits over their information floor; wire bytes over payload bytes
-    floor_ratio: float | None = None
-    framing_ratio: float | None = None
-    floor_ratio_empirical: float | None = None
-    # issue 37: useful model FLOPs (6 x parameters per token that reached the model) per training second
-    goodput_model_flops_per_s: float | None = None
-    goodput_model_flops_per_s_per_worker: float | None = None
-    goodput_of_peak: float | None = None  # of the profiles' peak, where every worker ran on such a GPU
-    max_rss_bytes: int | None = None  # the largest peak resident memory of any of its workers
-    # issue 47: the prediction's payload (tx + rx) and whether the counted one matches it (results/build.py)
-    payload_predicted_bytes_per_step: float | None = None
-    bytes_vs_prediction: str | None = None  # "matches" | "differs" | "not predicted"; null: not recorded
     # issue 34: in a replay, the compute, codec and fraction replayed, and the share of a step that was compute
     replay: dict[str, Any] | None = None
-    replay_fraction: float | None = None  # issue 48: a byte replay's fraction of the predicted bytes (else null)
     ci95: dict[str, list[float] | None] | None = None
     per_seed: dict[str, dict] | None = None
 
     def bytes_per_step(self, basis: str | None = None) -> float | None:
-        """tx + rx per worker per step on `basis` (wire, payload; default: this summary's reduction basis)."""
-        basis = basis or self.reduction_basis or ("wire" if self.wire_tx_bytes_per_step is not None else "payload")
-        tx, rx = self.get(f"{basis}_tx_bytes_per_step"), self.get(f"{basis}_rx_bytes_per_step")
-        return None if tx is None and rx is None else (tx or 0) + (rx or 0)
+        """tx + rx per worker per step on `basis` (wire, payload; default: this summary's reduction basis, else
+        wire where counted): results/figures.py total_bytes, the one place bytes are added up."""
+        if basis is None and self.get("reduction_basis") is None:
+            return figures.bytes_per_step(self)
+        return figures.total_bytes(self, basis or self.get("reduction_basis"))
+
+
+if TYPE_CHECKING:
+    class OptimizerSummary(_OptimizerRecord):
+        """One optimizer's figures (statically: each figure's attribute, as results/figures.py's rows say)."""
+
+        def __getattr__(self, name: str) -> Any: ...
+else:
+    # One optimizer's figures: per worker per step, steady state (step 0 left out), means over seeds. One field
+    # per row of results/figures.py, named as its key (issue 50: the table is the one list of figures).
+    OptimizerSummary = create_model(
+        "OptimizerSummary", __base__=_OptimizerRecord, __module__=__name__,
+        __doc__="One optimizer's figures: per worker per step, steady state (step 0 left out), means over seeds.",
+        **{f.key: (f.kind | None, None) for f in figures.FIGURES})
 
 
 class RunInfo(_Record):

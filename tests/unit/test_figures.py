@@ -1,0 +1,59 @@
+"""results/figures.py: the one table of figures, and the one reduction with its one basis rule (issue 50)."""
+
+from __future__ import annotations
+
+import pytest
+
+from distro_bench.results import figures, metrics
+from distro_bench.results.summary import OptimizerSummary
+from distro_bench.scenario.gates import GATES
+from distro_bench.studies.sweep import POINT_KEYS
+
+
+def test_the_summary_keys_and_the_model_come_from_the_table():
+    keys = [f.key for f in figures.FIGURES]
+    assert keys == metrics.SUMMARY_KEYS
+    assert len(set(keys)) == len(keys)
+    for f in figures.FIGURES:  # one attribute per key, typed as its row says
+        assert f.key in OptimizerSummary.model_fields
+        assert OptimizerSummary.model_fields[f.key].annotation == (f.kind | None)
+    assert {k for k in POINT_KEYS if k in figures.BY_KEY} == {f.key for f in figures.FIGURES if f.point}
+
+
+def test_every_gate_judges_one_figure():
+    gated = [g.key for _, g in figures.gated()]
+    assert sorted(gated) == sorted(GATES)
+
+
+def _side(wire: float | None, payload: float) -> dict:
+    return {"wire_tx_bytes_per_step": wire, "wire_rx_bytes_per_step": wire,
+            "payload_tx_bytes_per_step": payload, "payload_rx_bytes_per_step": payload}
+
+
+def test_one_basis_for_a_comparison_wire_only_where_both_sides_counted_it():
+    base, cand = _side(1000.0, 800.0), _side(10.0, 8.0)
+    assert figures.reduction_basis([base], [cand]) == "wire"
+    assert figures.reduction(base, cand, "wire") == pytest.approx(100.0)
+    blind = _side(None, 8.0)  # one side without wire counters: both on payload, never wire over payload
+    assert figures.reduction_basis([base], [blind]) == "payload"
+    assert figures.reduction(base, blind, "payload") == pytest.approx(100.0)
+    # one seed of a side without wire bytes puts the whole comparison on payload
+    assert figures.reduction_basis([base, _side(None, 800.0)], [cand, cand]) == "payload"
+    assert figures.total_bytes({"wire_tx_bytes_per_step": 3.0}, "wire") is None  # both directions or none
+
+
+def test_summarize_pairs_each_method_with_the_baseline_on_their_shared_basis():
+    rows = []
+    for opt, wire, payload in (("adamw", 1000, 900), ("distro", 10, 9), ("blind", None, 90)):
+        for step in range(3):
+            rows.append({"optimizer": opt, "rank": 0, "step": step, "seed": 0, "loss": 1.0, "step_time_s": 0.1,
+                         "compute_s": 0.05, "comm_s": 0.05, "t_start": step * 0.1, "t_ready": step * 0.1,
+                         "payload_tx_bytes": payload, "payload_rx_bytes": payload, "collectives": 1,
+                         "ring_bytes": 0.0, "wire_tx_bytes": wire, "wire_rx_bytes": wire, "tokens": 10,
+                         "data_s": 0.0, "stretch_s": 0.0, "compress_s": 0.0, "apply_s": 0.0, "lr": 0.1,
+                         "train_time_s": step * 0.1})
+    out = metrics.summarize(metrics.records_to_frame(rows), [], "adamw")
+    assert out["distro"]["reduction_basis"] == "wire"
+    assert out["distro"]["reduction_vs_baseline"] == pytest.approx(100.0)
+    assert out["blind"]["reduction_basis"] == "payload"  # its own pair falls back, not the whole run
+    assert out["blind"]["reduction_vs_baseline"] == pytest.approx(10.0)
