@@ -57,3 +57,34 @@ def test_summarize_pairs_each_method_with_the_baseline_on_their_shared_basis():
     assert out["distro"]["reduction_vs_baseline"] == pytest.approx(100.0)
     assert out["blind"]["reduction_basis"] == "payload"  # its own pair falls back, not the whole run
     assert out["blind"]["reduction_vs_baseline"] == pytest.approx(10.0)
+
+
+def _records(opt: str, wire: int | None, val: list[tuple[int, float]]) -> list[dict]:
+    """Two ranks, six steps, `wire` bytes each way per rank per step; val losses at the given steps."""
+    vals = dict(val)
+    return [{"optimizer": opt, "rank": r, "step": step, "seed": 0, "loss": 1.0, "val_loss": vals.get(step),
+             "step_time_s": 1.0, "compute_s": 0.5, "comm_s": 0.5, "t_start": float(step), "t_ready": float(step),
+             "train_time_s": float(step + 1), "payload_tx_bytes": 7, "payload_rx_bytes": 7, "collectives": 1,
+             "ring_bytes": 0.0, "wire_tx_bytes": wire, "wire_rx_bytes": wire, "tokens": 10, "data_s": 0.0,
+             "stretch_s": 0.0, "compress_s": 0.0, "apply_s": 0.0, "lr": 0.1}
+            for step in range(6) for r in range(2)]
+
+
+def test_wire_bytes_to_target_from_the_step_records():
+    # adamw crosses 2.0 at its evaluation after step 5 (6 steps), distro after step 3 (4 steps)
+    recs = (_records("adamw", 1000, [(1, 3.0), (3, 2.5), (5, 2.0)])
+            + _records("distro", 10, [(1, 3.0), (3, 2.0), (5, 1.6)]))
+    out = metrics.summarize(metrics.records_to_frame(recs), [], "adamw", target=2.0)
+    a, d = out["adamw"], out["distro"]
+    assert a["steps_to_target"] == pytest.approx(6.0) and d["steps_to_target"] == pytest.approx(4.0)
+    assert a["wire_bytes_to_target"] == pytest.approx(6 * 2000)  # 6 steps x (1000 tx + 1000 rx) per worker
+    assert d["wire_bytes_to_target"] == pytest.approx(4 * 20)
+    assert figures.BY_KEY["wire_bytes_to_target"].better == "lower"
+    assert OptimizerSummary.model_validate(d).wire_bytes_to_target == pytest.approx(80)
+
+
+def test_wire_bytes_to_target_is_null_without_wire_counters_or_a_crossing():
+    recs = _records("adamw", None, [(1, 3.0), (3, 2.0)]) + _records("distro", 10, [(1, 2.5), (3, 2.4)])
+    out = metrics.summarize(metrics.records_to_frame(recs), [], "adamw", target=2.0)
+    assert out["adamw"]["wire_bytes_to_target"] is None  # payload bytes are not wire bytes
+    assert out["distro"]["wire_bytes_to_target"] is None  # never reached

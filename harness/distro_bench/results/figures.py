@@ -25,6 +25,7 @@ and a line in the docs (scripts/gen_docs.py regenerates the table). Import-light
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -104,6 +105,23 @@ def reduction(base: Mapping[str, Any] | Any, cand: Mapping[str, Any] | Any, basi
 def bytes_per_step(figures: Mapping[str, Any] | Any) -> float | None:
     """tx + rx per worker per step of one side on its own: wire where counted, else payload."""
     return total_bytes(figures, "wire") if total_bytes(figures, "wire") is not None else total_bytes(figures, "payload")
+
+
+# ---- figures computed by their own row ---------------------------------------------------------------------
+
+def wire_bytes_to_target(seed: SeedRecords) -> float | None:
+    """Wire bytes (tx + rx) per worker over the steps until the target was reached: every step up to and including
+    the one whose evaluation crossed it (ceil(steps_to_target) steps, warm-up step 0 included: its bytes were
+    sent too), summed over ranks and divided by them. None where the seed missed the target or a step in that
+    range has no wire counter (never mixed with payload bytes)."""
+    steps = seed.figures.get("steps_to_target")
+    if steps is None or not len(seed.rows):
+        return None
+    rows = seed.rows[(seed.rows["step"] >= 0) & (seed.rows["step"] < math.ceil(steps - 1e-9))]
+    if not len(rows) or rows["wire_tx_bytes"].isna().any() or rows["wire_rx_bytes"].isna().any():
+        return None
+    total = float(rows["wire_tx_bytes"].astype("float64").sum() + rows["wire_rx_bytes"].astype("float64").sum())
+    return total / rows["rank"].nunique()
 
 
 # ---- the table ---------------------------------------------------------------------------------------------
@@ -218,6 +236,10 @@ FIGURES: tuple[Figure, ...] = (
     _f("replay_fraction", "fraction of the predicted bytes a replay carried", "1", _N, _BUILD, seeds="same"),
     # issue 49
     _f("time_to_target_hi_s", "time to target, upper bound", "s", _S, _FAIR, within=(0.0, "train_time_s")),
+    # issue 50: what reaching the target cost on the wire, per worker (the per-step figures hide the step count)
+    _f("wire_bytes_to_target", "wire bytes per worker until the target was reached (tx + rx)", "bytes", _B,
+       "results/figures.py wire_bytes_to_target", compare="ratio", better="lower", within=(0.0, None),
+       compute=wire_bytes_to_target),
 )
 
 BY_KEY: dict[str, Figure] = {f.key: f for f in FIGURES}
