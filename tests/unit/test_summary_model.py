@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 
 from distro_bench.cli.progress import PlainProgress
+from distro_bench.report.verdict_words import figure_lines
 from distro_bench.results import metrics
 from distro_bench.results.summary import OptimizerSummary, Summary
 
@@ -38,7 +39,7 @@ def test_typed_and_dict_access_agree_and_extras_survive():
 
 
 def test_verdict_line():
-    (line,) = Summary.model_validate(_summary()).verdicts()
+    (line,) = figure_lines(_summary())
     assert line == "distro: 8.0x faster steps, 565x fewer wire bytes, val loss +0.59 vs adamw"
 
 

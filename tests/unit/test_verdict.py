@@ -7,6 +7,7 @@ import copy
 import pytest
 
 from distro_bench.report.verdict import sentence, verdict_lines, verdicts
+from distro_bench.report.verdict_words import figure_lines
 
 
 def _opt(step, ttt, eq_time, eq_steps, wire, *, seeds=3, half=None):
@@ -241,14 +242,13 @@ def test_later_names_the_inverse_ratio_and_its_interval():
 
 
 def test_the_runs_last_line_uses_the_verdicts_figure():
-    from distro_bench.results.summary import Summary
 
     base = [3.0, 2.5, 3.5]
     s = _paired_summary(base, [b - d for b, d in zip(base, (0.05, 0.045, 0.055))], [40.0, 30.0, 50.0], [20.0, 15.0, 26.0])
     for o in s["optimizers"].values():
         o["final_val_loss"] = 9.0  # a different figure: the last line must not use it
     (v,) = verdicts(s)
-    (line,) = Summary.model_validate(s).verdicts()
+    (line,) = figure_lines(s)
     d = v.loss_diff_equal_time
     assert f"val loss at equal time {d.mean:+.2f} ± {d.half:.2f}" in line
 

@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from distro_bench.results import figures
-from distro_bench.results.format import fmt_times as _times
-from distro_bench.results.stats import paired_difference, ratio_interval
 
 Number = int | float
 
@@ -143,52 +141,5 @@ class Summary(_Record):
     # "final_val_bits_per_byte": {optimizer: x}}: bits per byte where the text is known, so tokenizers compare
     loss: dict[str, Any] | None = None
 
-    def verdicts(self) -> list[str]:
-        """One line per optimizer against the baseline, e.g.
-        `distro: 8.0x faster steps, 565x fewer wire bytes, val loss +0.59 vs adamw`."""
-        baseline = self.baseline or ""
-        base = self.optimizers.get(baseline)
-        if base is None:
-            return []
-        return [verdict_line(name, s, baseline, base) for name, s in self.optimizers.items()
-                if name != baseline]
 
-
-def verdict_line(name: str, s: OptimizerSummary, base_name: str, base: OptimizerSummary) -> str:
-    """The run's last line: the same figures as the verdict block (report/verdict.py), paired over seeds
-    (harness/distro_bench/results/stats.py): step speed-up, bytes, and the val loss gap at equal time (final loss for a folder
-    without it), with its 95% half-width over three or more seeds."""
-    return f"{name}: {verdict_figures(s, base)} vs {base_name}"
-
-
-def verdict_figures(s: OptimizerSummary, base: OptimizerSummary) -> str:
-    """`verdict_line`'s figures alone ('1.2x faster steps, 616x fewer payload bytes, ...'): `run` puts the
-    verdict's decision in front of them (report/verdict.py closing_line)."""
-    def seeds(o: OptimizerSummary, key: str) -> dict:
-        return {k: v.get(key) for k, v in (o.per_seed or {}).items()}
-
-    parts = []
-    speed = ratio_interval(seeds(base, "step_time_s_mean"), seeds(s, "step_time_s_mean"))
-    r = speed.mean if speed is not None and speed.n >= 2 else (
-        base.step_time_s_mean / s.step_time_s_mean if s.step_time_s_mean and base.step_time_s_mean else None)
-    if r:
-        parts.append(f"{_times(r)} faster steps" if r >= 1 else f"{_times(1 / r)} slower steps")
-    if s.reduction_vs_baseline:
-        r, basis = s.reduction_vs_baseline, s.reduction_basis or "payload"
-        parts.append(f"{_times(r)} fewer {basis} bytes" if r >= 1 else f"{_times(1 / r)} more {basis} bytes")
-    for key, label in (("val_loss_at_equal_time", "val loss at equal time"), ("final_val_loss", "val loss"),
-                       ("final_loss", "loss")):
-        gap = paired_difference(seeds(s, key), seeds(base, key))
-        a, b = s.get(key), base.get(key)
-        if gap is not None and gap.n >= 2:
-            parts.append(f"{label} {gap.mean:+.2f} ± {gap.half:.2f}")
-            break
-        if a is not None and b is not None:
-            parts.append(f"{label} {a - b:+.2f}")
-            break
-    if s.replicas_identical is False:
-        parts.append("REPLICAS DIFFER")
-    return ", ".join(parts) or "no figures recorded"
-
-
-__all__ = ["OptimizerSummary", "RunInfo", "Summary", "verdict_figures", "verdict_line"]
+__all__ = ["OptimizerSummary", "RunInfo", "Summary"]
