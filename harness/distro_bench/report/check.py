@@ -38,7 +38,7 @@ from distro_bench.report.verdict import is_post_hoc
 from distro_bench.results import stats
 from distro_bench.results.figures import gated, reduction, reduction_basis
 from distro_bench.results.summary import OptimizerSummary, Summary
-from distro_bench.scenario.gates import FIXED, GATES
+from distro_bench.scenario.gates import FIXED, GATES, Gate
 from distro_bench.scenario.model import LinkSpec
 
 MIN_SEEDS = 3  # two seeds give a t interval 12.7 standard errors wide: a gate on it cannot fail or pass honestly
@@ -169,17 +169,19 @@ def _shaped(link: object) -> bool:
         return True
 
 
-def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_gap: float | None = None,
-               baseline: str | None = None, candidates: list[str] | None = None,
+def run_checks(run: LoadedRun, *, baseline: str | None = None, candidates: list[str] | None = None,
                allow_few_seeds: bool = False, strict: bool = False, against: LoadedRun | None = None,
-               max_reduction_drop: float | None = None, max_loss_regression: float | None = None) -> CheckReport:
-    """Thresholds from the arguments, else from the scenario's `checks`; InputError for a name the run lacks.
+               **given: float | None) -> CheckReport:
+    """Thresholds from the arguments (`given`: a threshold per gate row of scenario/gates.py by its key, e.g.
+    `min_reduction=50`), else from the scenario's `checks`; InputError for a name the run lacks.
     `allow_few_seeds` lets the loss gap be judged on fewer than MIN_SEEDS seeds (one seed: its value);
     `strict` fails a check that is not applicable to the run (N/A) instead of passing over it. `against`, a
     reference run of the same scenario (the last good one), adds the regression checks (`against_checks`)."""
     checks = run.data.scenario.get("checks") or {}
-    given = {"min_reduction": min_reduction, "max_loss_gap": max_loss_gap, "max_reduction_drop": max_reduction_drop,
-             "max_loss_regression": max_loss_regression}
+    unknown = sorted(set(given) - set(GATES))
+    if unknown:
+        raise TypeError(f"run_checks: no gate {', '.join(unknown)}; the gates are {', '.join(GATES)}")
+    given = {k: given.get(k) for k in GATES}
     for key, value in given.items():  # the scenario's own thresholds were validated when the run was loaded
         if value is not None and not GATES[key].allows(value):
             raise InputError(f"{GATES[key].flag}: must be a number {GATES[key].bound_text()}, got {value!r}")
@@ -243,14 +245,14 @@ def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_g
                 add(CheckResult(label, cand, None, gate.threshold_text(limit), FAIL,
                                 f"no summary for {cand if s is None else base}: it recorded no step", gate=gate.key))
             else:
-                r = _JUDGES[fig.key](base, cand, base_summary, s, limit, allow_few_seeds)
+                r = _JUDGES[fig.key](gate, base, cand, base_summary, s, limit, allow_few_seeds)
                 if fig.compare == "difference" and no_premise:  # a loss at equal time: measured, for information
                     r.status, r.note = NA, f"not applicable: {no_premise}; measured: {r.note}"
                 add(r)
     if against is not None:
         report.results += against_checks(run, against, base, list(candidates), thresholds, no_premise)
     else:
-        for key in ("max_reduction_drop", "max_loss_regression"):
+        for key in (k for k, g in GATES.items() if g.against):
             if given[key] is not None:
                 raise InputError(f"{GATES[key].flag}: compares with a reference run; give it with --against REF_RUN")
     for r in report.results:  # each result's op and limit, from the gate table (or the fixed checks)
@@ -261,10 +263,9 @@ def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_g
     return report
 
 
-def _reduction(base: str, cand: str, b: OptimizerSummary, c: OptimizerSummary, limit: float,
+def _reduction(gate: Gate, base: str, cand: str, b: OptimizerSummary, c: OptimizerSummary, limit: float,
                allow_few_seeds: bool) -> CheckResult:
     """The reduction, paired by seed on one basis: the lower end of its 95% interval >= the limit."""
-    gate = GATES["min_reduction"]
     label = f"{gate.label} vs {base}"
     all_reds, basis = _seed_reductions(b, c)
     reds = [r for r in all_reds if r is not None]
@@ -275,10 +276,9 @@ def _reduction(base: str, cand: str, b: OptimizerSummary, c: OptimizerSummary, l
                        "; ".join(filter(None, [f"{basis} bytes, tx + rx", note])), ci, margin, len(reds), gate=gate.key)
 
 
-def _loss_gap(base: str, cand: str, b: OptimizerSummary, c: OptimizerSummary, margin: float,
+def _loss_gap(gate: Gate, base: str, cand: str, b: OptimizerSummary, c: OptimizerSummary, margin: float,
               allow_few_seeds: bool) -> CheckResult:
     """Non-inferiority at equal time: candidate - baseline validation loss, paired by seed, upper end <= margin."""
-    gate = GATES["max_loss_gap"]
     label, limit = f"{gate.label} vs {base}", gate.threshold_text(margin)
     key, what = "val_loss_at_equal_time", "val loss at equal time, candidate - baseline"
     if c.get(key) is None and b.get(key) is None and not (c.per_seed or b.per_seed):
@@ -305,7 +305,7 @@ def _loss_gap(base: str, cand: str, b: OptimizerSummary, c: OptimizerSummary, ma
 
 
 # How each gated figure is judged against the run's own baseline (results/figures.py: the rows' gates).
-_JUDGES: dict[str, Callable[[str, str, OptimizerSummary, OptimizerSummary, float, bool], CheckResult]] = {
+_JUDGES: dict[str, Callable[[Gate, str, str, OptimizerSummary, OptimizerSummary, float, bool], CheckResult]] = {
     "reduction_vs_baseline": _reduction, "val_loss_at_equal_time": _loss_gap}
 
 
@@ -335,8 +335,9 @@ def against_checks(run: LoadedRun, ref: LoadedRun, base: str | None, candidates:
         b_now, c_now = _seed_figures(now, base or ""), _seed_figures(now, cand)
         b_ref, c_ref = _seed_figures(then, base or ""), _seed_figures(then, cand)
         seeds = [k for k in c_now if k in b_now and k in c_ref and k in b_ref]
-        for key in ("max_reduction_drop", "max_loss_regression"):
-            gate, limit = GATES[key], thresholds.get(key)
+        for fig, gate in ((f, g) for f, g in gated() if g.against):  # the gate rows against a reference run
+            key, limit = gate.key, thresholds.get(gate.key)
+            ratio = fig.compare != "difference"  # a ratio (the reduction) or a difference (the loss gap)
             label = f"{gate.label} vs reference"
             if limit is None:
                 out.append(CheckResult(label, cand, None, "not set", SKIP, "no threshold set", gate=key))
@@ -345,7 +346,7 @@ def against_checks(run: LoadedRun, ref: LoadedRun, base: str | None, candidates:
                 out.append(CheckResult(label, cand, None, gate.threshold_text(limit), FAIL,
                                        f"no seed that both runs ran for {cand} and {base}", gate=key))
                 continue
-            if key == "max_reduction_drop":
+            if ratio:
                 now_basis = reduction_basis([b_now[k] for k in seeds], [c_now[k] for k in seeds])
                 ref_basis = reduction_basis([b_ref[k] for k in seeds], [c_ref[k] for k in seeds])
                 pairs = [(reduction(b_now[k], c_now[k], now_basis), reduction(b_ref[k], c_ref[k], ref_basis))
@@ -353,7 +354,7 @@ def against_checks(run: LoadedRun, ref: LoadedRun, base: str | None, candidates:
             else:
                 pairs = [(_equal_time_gap(b_now[k], c_now[k]), _equal_time_gap(b_ref[k], c_ref[k])) for k in seeds]
             bad = [k for k, (x, y) in zip(seeds, pairs) if not (stats.finite(x) and stats.finite(y))
-                   or (key == "max_reduction_drop" and (x <= 0 or y <= 0))]
+                   or (ratio and (x <= 0 or y <= 0))]
             if bad:
                 out.append(CheckResult(label, cand, None, gate.threshold_text(limit), FAIL,
                                        f"seed(s) {', '.join(bad)} have no finite figure in one of the runs; every "
@@ -361,7 +362,7 @@ def against_checks(run: LoadedRun, ref: LoadedRun, base: str | None, candidates:
                 continue
             good = [(x, y) for x, y in pairs if stats.finite(x) and stats.finite(y)]  # all of them, as `bad` is empty
             out.append(_judge_against(key, cand, good, float(limit)))
-            if key == "max_loss_regression" and no_premise:
+            if not ratio and no_premise:  # a loss at equal time: no premise over unshaped links
                 r = out[-1]
                 r.status, r.note = NA, f"not applicable: {no_premise}; measured: {r.note}"
     return out
