@@ -27,6 +27,7 @@ from distro_bench.report.verdict_estimates import (
     _diff,
     _estimate,
     _factor,
+    _recorded,
     _time_budget,
     is_post_hoc,
     restricted_estimate,
@@ -53,7 +54,7 @@ from distro_bench.results.stats import (
     restricted_time,
     restriction_s,
 )
-from distro_bench.results.summary import Summary
+from distro_bench.results.summary import OptimizerSummary, Summary
 
 WIDTH = 80  # the block `run` prints fits an 80-column terminal or log
 
@@ -123,7 +124,7 @@ def _flops_text(e: Estimate, of_peak: float | None) -> str:
     return shown.text(unit) + (f" ({of_peak:.1%} of peak)" if isinstance(of_peak, (int, float)) else "")
 
 
-def closing_lines(summary: dict) -> list[str]:
+def closing_lines(summary: dict | Summary) -> list[str]:
     """`closing_line` for every optimizer of the summary against its baseline."""
     model = Summary.model_validate(summary)
     base = model.optimizers.get(model.baseline or "")
@@ -133,16 +134,16 @@ def closing_lines(summary: dict) -> list[str]:
             for v in verdicts(summary) if v.optimizer in model.optimizers]
 
 
-def verdict_lines(summary: dict) -> list[str]:
+def verdict_lines(summary: dict | Summary) -> list[str]:
     """Plain text (no markup) for the end of `distro-bench run`: one headline per optimizer (who won, on which
     figure, at what bytes), then per optimizer a heading, aligned figures (this optimizer | baseline |
     comparison) and the sentence. Empty when there is nothing to compare."""
-    scenario = (summary.get("run") or {}).get("scenario")
+    scenario = Summary.model_validate(summary).run.scenario
     found = verdicts(summary)
     lines: list[str] = []
     for v in found:
         lines += textwrap.wrap(headline(v, summary), WIDTH, subsequent_indent="  ", break_on_hyphens=False)
-    local = (summary.get("run") or {}).get("backend") == "local"
+    local = Summary.model_validate(summary).run.backend == "local"
     for v in found:
         d = decision(v, summary)
         if d.decided:
@@ -189,24 +190,25 @@ class Ranked:
     steps: Estimate
 
 
-def ranking(summary: dict) -> list[Ranked]:
+def ranking(summary: dict | Summary) -> list[Ranked]:
     """Every optimizer of the run, best first (see Ranked). Empty for fewer than three: the verdict says it all."""
-    opts = {k: v for k, v in (summary.get("optimizers") or {}).items() if isinstance(v, dict)}
+    model = Summary.model_validate(summary)
+    opts = model.optimizers
     if len(opts) < 3:
         return []
     basis = reduction_basis(opts.values())
 
-    per = {n: s.get("per_seed") or {} for n, s in opts.items()}
-    tau = restriction_s(per.values(), _time_budget(summary)) if all(per.values()) else None
+    per = {n: s.per_seed or {} for n, s in opts.items()}
+    tau = restriction_s(per.values(), _time_budget(model)) if all(per.values()) else None
 
-    def time_of(name: str, s: dict) -> Estimate:
+    def time_of(name: str, s: OptimizerSummary) -> Estimate:
         """The restricted mean to the run's shared tau where every optimizer has per-seed figures (a miss
         counts tau, intervals within [0, tau]); else the summary's mean, its interval cut at 0."""
-        if all(per.values()) and "time_to_target_s" in s:
+        if all(per.values()) and _recorded(s, "time_to_target_s"):
             r = restricted_time(per[name], tau)
             if r is not None and (tau is not None or not r.missed):
                 return restricted_estimate(r)
-        return _estimate(s, "time_to_target_s").within(0.0, _budget_cap(summary, s))
+        return _estimate(s, "time_to_target_s").within(0.0, _budget_cap(model, s))
 
     times = {n: time_of(n, s) for n, s in opts.items()}
 
@@ -217,7 +219,7 @@ def ranking(summary: dict) -> list[Ranked]:
 
     out = []
     for i, (name, s) in enumerate(sorted(opts.items(), key=key), 1):
-        reached, seeds = _count(s.get("target_reached")), _count(s.get("seeds"))
+        reached, seeds = _count(s.target_reached), _count(s.seeds)
         out.append(Ranked(rank=i, optimizer=name, time_to_target=times[name],
                           reached=f"{reached}/{seeds}" if reached is not None and seeds else "",
                           loss_equal_time=_estimate(s, "val_loss_at_equal_time"),
@@ -234,7 +236,7 @@ def ranking_rows(ranked: list[Ranked]) -> list[list[str]]:
             for r in ranked]
 
 
-def ranking_lines(summary: dict) -> list[str]:
+def ranking_lines(summary: dict | Summary) -> list[str]:
     """The ranking as aligned plain text for `run`'s output (empty for fewer than three optimizers)."""
     ranked = ranking(summary)
     if not ranked:

@@ -18,6 +18,7 @@ from distro_bench.results.stats import (
     restricted_time,
     restriction_s,
 )
+from distro_bench.results.summary import OptimizerSummary, Summary
 
 
 @dataclass(frozen=True)
@@ -193,53 +194,60 @@ def _diff(a: Estimate, b: Estimate) -> Estimate:
 
 # ---- reading the summary --------------------------------------------------------------------------
 
-def _estimate(s: dict, key: str) -> Estimate:
-    v = s.get(key)
+def _estimate(s: OptimizerSummary | dict, key: str) -> Estimate:
+    """A figure of one side (a summary key, results/figures.py) with the half-width of its 95% interval."""
+    s = OptimizerSummary.model_validate(s)
+    v = getattr(s, key, None)
     if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
         return Estimate(None)
-    ci = (s.get("ci95") or {}).get(key)
+    ci = (s.ci95 or {}).get(key)
     half = None
     if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(isinstance(c, (int, float)) for c in ci):
         half = (float(ci[1]) - float(ci[0])) / 2
     return Estimate(float(v), half)
 
 
-def _reached(s: dict) -> bool | None:
-    if "time_to_target_s" not in s:
+def _recorded(s: OptimizerSummary, key: str) -> bool:
+    """Whether the summary.json this side was read from has the key at all (older harnesses wrote fewer)."""
+    return key in s.model_fields_set or key in (s.model_extra or {})
+
+
+def _reached(s: OptimizerSummary) -> bool | None:
+    if not _recorded(s, "time_to_target_s"):
         return None
-    return s.get("time_to_target_s") is not None
+    return s.time_to_target_s is not None
 
 
 def _count(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _bytes(base: dict, cand: dict) -> tuple[float | None, str | None]:
+def _bytes(base: OptimizerSummary, cand: OptimizerSummary) -> tuple[float | None, str | None]:
     """The reduction and its basis (results/figures.py's one rule; a mean over seeds has wire bytes only where
     every seed counted them)."""
     basis = reduction_basis([base], [cand])
     r = reduction(base, cand, basis)
     if r:
         return r, basis
-    red = cand.get("reduction_vs_baseline")
-    return (float(red), cand.get("reduction_basis")) if red else (None, None)
+    red = cand.reduction_vs_baseline
+    return (float(red), cand.reduction_basis) if red else (None, None)
 
 
-def _seed_map(s: dict, key: str) -> dict:
+def _seed_map(s: OptimizerSummary, key: str) -> dict:
     """{seed: figure} from the summary's `per_seed` (empty for a folder without it)."""
-    return {k: v.get(key) for k, v in (s.get("per_seed") or {}).items() if isinstance(v, dict)}
+    return {k: v.get(key) for k, v in (s.per_seed or {}).items() if isinstance(v, dict)}
 
 
 def _paired(p: Interval | None) -> Interval | None:
     return p if p is not None and p.n >= 2 else None
 
 
-def _missed(s: dict) -> int:
-    return sum(1 for v in (s.get("per_seed") or {}).values() if v.get("time_to_target_s") is None)
+def _missed(s: OptimizerSummary) -> int:
+    return sum(1 for v in (s.per_seed or {}).values() if v.get("time_to_target_s") is None)
 
 
-def _time_budget(summary: dict) -> float | None:
-    b = (summary.get("run") or {}).get("budget") or {}
+def _time_budget(summary: dict | Summary) -> float | None:
+    b = Summary.model_validate(summary).run.budget or {}
     if isinstance(b, dict) and b.get("kind") == "time" and isinstance(b.get("value"), (int, float)):
         return float(b["value"])
     cap = b.get("cap") if isinstance(b, dict) else None
@@ -248,9 +256,9 @@ def _time_budget(summary: dict) -> float | None:
     return None
 
 
-def is_post_hoc(summary: dict) -> bool:
+def is_post_hoc(summary: dict | Summary) -> bool:
     """The comparison's target was chosen after seeing the data (the worst best validation loss)."""
-    t = summary.get("target")
+    t = Summary.model_validate(summary).target
     if not isinstance(t, dict) or t.get("val_loss") is None:
         return False
     return bool(t.get("post_hoc"))  # an older folder's summary gained the flag when read (results/summary.py MIGRATIONS)
@@ -267,36 +275,38 @@ def restricted_estimate(r: RestrictedTime | None) -> Estimate:
     return Estimate(iv.mean, (iv.hi - iv.lo) / 2, (iv.lo, iv.hi))
 
 
-def _budget_cap(summary: dict, *sides: dict) -> float:
+def _budget_cap(summary: dict | Summary, *sides: OptimizerSummary) -> float:
     """The most training seconds any seed could have spent: the time budget, else the longest seed's."""
     budget = _time_budget(summary)
     if budget is not None:
         return budget
-    times = [v.get("train_time_s") for s in sides for v in (s.get("per_seed") or {}).values()]
-    times = [t for t in times if isinstance(t, (int, float))]
+    times = [float(t) for s in sides for v in (s.per_seed or {}).values()
+             if isinstance(t := v.get("train_time_s"), (int, float))]
     return max(times) if times else math.inf
 
 
-def verdicts(summary: dict) -> list[Verdict]:
-    """One verdict per optimizer other than the baseline, in the summary's order."""
-    opts = summary.get("optimizers") or {}
-    base_name = summary.get("baseline")
-    base = opts.get(base_name)
+def verdicts(summary: dict | Summary) -> list[Verdict]:
+    """One verdict per optimizer other than the baseline, in the summary's order (read as the typed Summary)."""
+    model = Summary.model_validate(summary)
+    raw = summary if isinstance(summary, dict) else model.to_dict()  # results/cost.py reads the document
+    opts = model.optimizers
+    base_name = model.baseline
+    base = opts.get(base_name or "")
     if base is None or base_name is None:
         return []
-    target = summary.get("target") or {}
-    t_val = target.get("val_loss") if isinstance(target, dict) else None
+    target = model.target or {}
+    t_val = target.get("val_loss")
     out = []
     for name, s in opts.items():
-        if name == base_name or not isinstance(s, dict):
+        if name == base_name:
             continue
         ratio, basis = _bytes(base, s)
-        seeds = s.get("seeds")
-        cap = _budget_cap(summary, s, base)
+        seeds = s.seeds
+        cap = _budget_cap(model, s, base)
         v = Verdict(
             optimizer=name, baseline=base_name, seeds=int(seeds) if isinstance(seeds, int) else None,
             target=float(t_val) if isinstance(t_val, (int, float)) else None,
-            target_how=target.get("how") if isinstance(target, dict) and isinstance(target.get("how"), str) else None,
+            target_how=target.get("how") if isinstance(target.get("how"), str) else None,
             step_time=_estimate(s, "step_time_s_mean"), base_step_time=_estimate(base, "step_time_s_mean"),
             time_to_target=_estimate(s, "time_to_target_s").within(0.0, cap),
             base_time_to_target=_estimate(base, "time_to_target_s").within(0.0, cap),
@@ -306,7 +316,7 @@ def verdicts(summary: dict) -> list[Verdict]:
             loss_equal_steps=_estimate(s, "val_loss_at_equal_steps"),
             base_loss_equal_steps=_estimate(base, "val_loss_at_equal_steps"),
             bytes_ratio=ratio, bytes_basis=basis,
-            reached_seeds=_count(s.get("target_reached")), base_reached_seeds=_count(base.get("target_reached")))
+            reached_seeds=_count(s.target_reached), base_reached_seeds=_count(base.target_reached))
         v.paired_equal_time = _paired(paired_difference(_seed_map(s, "val_loss_at_equal_time"),
                                                         _seed_map(base, "val_loss_at_equal_time")))
         v.paired_equal_steps = _paired(paired_difference(_seed_map(s, "val_loss_at_equal_steps"),
@@ -314,13 +324,13 @@ def verdicts(summary: dict) -> list[Verdict]:
         v.paired_step_speedup = _paired(ratio_interval(_seed_map(base, "step_time_s_mean"),
                                                        _seed_map(s, "step_time_s_mean")))
         v.goodput, v.base_goodput = _estimate(s, "goodput_model_flops_per_s"), _estimate(base, "goodput_model_flops_per_s")
-        v.goodput_of_peak, v.base_goodput_of_peak = s.get("goodput_of_peak"), base.get("goodput_of_peak")
+        v.goodput_of_peak, v.base_goodput_of_peak = s.goodput_of_peak, base.goodput_of_peak
         v.paired_goodput = _paired(ratio_interval(_seed_map(s, "goodput_model_flops_per_s"),
                                                   _seed_map(base, "goodput_model_flops_per_s")))
-        v.post_hoc = is_post_hoc(summary)
-        mine_seeds, base_seeds = s.get("per_seed") or {}, base.get("per_seed") or {}
+        v.post_hoc = is_post_hoc(model)
+        mine_seeds, base_seeds = s.per_seed or {}, base.per_seed or {}
         if mine_seeds and base_seeds and v.reached is not None:
-            v.tau = restriction_s([mine_seeds, base_seeds], _time_budget(summary))
+            v.tau = restriction_s([mine_seeds, base_seeds], _time_budget(model))
             v.restricted, v.base_restricted = restricted_time(mine_seeds, v.tau), restricted_time(base_seeds, v.tau)
             if v.restricted is not None:
                 v.time_to_target = restricted_estimate(v.restricted)
@@ -338,10 +348,10 @@ def verdicts(summary: dict) -> list[Verdict]:
         if basis:
             v.bytes_per_step, v.base_bytes_per_step = total_bytes(s, basis), total_bytes(base, basis)
         v.steps, v.base_steps = _estimate(s, "steps"), _estimate(base, "steps")
-        _add_cost(v, summary)
+        _add_cost(v, raw)
         if v.reached is None:
             v.notes.append("time to target not recorded (run folder from before issue 16)")
-        if not v.loss_equal_time.known and "val_loss_at_equal_time" not in s:
+        if not v.loss_equal_time.known and not _recorded(s, "val_loss_at_equal_time"):
             v.notes.append("loss at equal time not recorded")
         if v.target_how and "seed overlap, labelled" in v.target_how:  # issue 49: said wherever the verdict is
             v.notes.append("target: " + v.target_how)

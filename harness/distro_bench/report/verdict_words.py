@@ -201,8 +201,8 @@ def _seeds_of(k: int | None, n: int | None, short: bool = False) -> str:
     return f" (by {k} of {n} seeds)" if k and n and 0 < k < n else ""
 
 
-def _budget_words(summary: dict) -> str | None:
-    b = (summary.get("run") or {}).get("budget")
+def _budget_words(summary: dict | Summary) -> str | None:
+    b = Summary.model_validate(summary).run.budget
     if not isinstance(b, dict) or "kind" not in b:
         return None
     value = b.get("value")
@@ -215,7 +215,7 @@ def _budget_words(summary: dict) -> str | None:
     return f"budget {words} each"
 
 
-def heading(v: Verdict, summary: dict) -> str:
+def heading(v: Verdict, summary: dict | Summary) -> str:
     bits = []
     if v.seeds:
         bits.append(f"{v.seeds} seed" + ("s" if v.seeds != 1 else "") + (", paired 95% intervals" if v.seeds > 1 else ""))
@@ -242,7 +242,7 @@ class Decision:
         return self.outcome != "no verdict"
 
 
-def decision(v: Verdict, summary: dict) -> Decision:
+def decision(v: Verdict, summary: dict | Summary) -> Decision:
     """The paired 95% interval's decision (see `headline`), shared by the report's headings and `run`'s lines so
     that none of them says more than the verdict."""
     sp = v.paired_target_speedup
@@ -254,7 +254,7 @@ def decision(v: Verdict, summary: dict) -> Decision:
             outcome = "no verdict"
         return Decision(outcome, f"to val loss {v.target:.3g} {speedup_text(v, brackets=True)}",
                         "the bound does not decide" if outcome == "no verdict" else None)
-    backend = (summary.get("run") or {}).get("backend")
+    backend = Summary.model_validate(summary).run.backend
     gap = v.paired_equal_time
     if gap is not None and gap.n >= 2 and backend != "local":
         outcome = "wins" if gap.hi < 0 else "loses" if gap.lo > 0 else "ties"
@@ -265,7 +265,7 @@ def decision(v: Verdict, summary: dict) -> Decision:
     return Decision("no verdict", why=why)
 
 
-def headline(v: Verdict, summary: dict) -> str:
+def headline(v: Verdict, summary: dict | Summary) -> str:
     """One line that says who won: 'distro wins vs adamw: to val loss 3 2.6x sooner [2.30, 2.90]; 672x fewer
     bytes'. The decision is the paired 95% interval's: of the time-to-target speed-up where the
     target was set in advance and the speed-up is estimable, else of the val loss gap at equal time where the
@@ -282,14 +282,14 @@ def headline(v: Verdict, summary: dict) -> str:
     return f"{v.optimizer} vs {v.baseline}: no verdict ({d.why}){tail}"
 
 
-def closing_line(v: Verdict, summary: dict, figures: str) -> str:
+def closing_line(v: Verdict, summary: dict | Summary, figures: str) -> str:
     """`run`'s last line for one optimizer: the decision first, then the figures (`figures`, from
     verdict_figures), labelled as measurements, not a verdict, where there is none; on an
     unemulated network they are the loopback's."""
     d = decision(v, summary)
     if d.decided:
         return f"{v.optimizer} {d.outcome} vs {v.baseline}; {figures}"
-    where = " on loopback" if (summary.get("run") or {}).get("backend") == "local" else ""
+    where = " on loopback" if Summary.model_validate(summary).run.backend == "local" else ""
     return (f"{v.optimizer} vs {v.baseline}: no verdict ({d.why or 'the bound does not decide'}); "
             f"measured{where}, not a verdict: {figures}")
 
