@@ -88,3 +88,19 @@ def test_wire_bytes_to_target_is_null_without_wire_counters_or_a_crossing():
     out = metrics.summarize(metrics.records_to_frame(recs), [], "adamw", target=2.0)
     assert out["adamw"]["wire_bytes_to_target"] is None  # payload bytes are not wire bytes
     assert out["distro"]["wire_bytes_to_target"] is None  # never reached
+
+
+def test_the_summary_table_takes_its_columns_and_cells_from_the_rows():
+    from distro_bench.cli.summary import summary_columns, summary_rows
+    from distro_bench.results.summary import Summary
+
+    side = {"step_time_s_mean": 0.5, "comm_s_mean": 0.1, "wire_tx_bytes_per_step": 1e6, "wire_rx_bytes_per_step": 1e6,
+            "reduction_vs_baseline": 1.0, "reduction_basis": "wire", "final_loss": 2.1, "final_val_loss": 2.2,
+            "replicas_identical": True}
+    cand = {**side, "wire_tx_bytes_per_step": 1e3, "wire_rx_bytes_per_step": 1e3, "reduction_vs_baseline": 1000.0,
+            "final_val_loss": None, "replicas_identical": False}
+    s = Summary.model_validate({"baseline": "adamw", "optimizers": {"adamw": side, "distro": cand}})
+    assert summary_columns(s) == ["optimizer", "step", "comm", "wire/step", "fewer", "loss", "val loss", "replicas"]
+    base_row, cand_row = summary_rows(s)
+    assert base_row[4] == "base" and cand_row[4] == "1,000x"
+    assert cand_row[6:] == ["n/a", "DIFFER"] and base_row[7] == "same"

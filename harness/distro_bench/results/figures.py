@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from distro_bench.results.format import fmt_num, fmt_seconds, fmt_times
 from distro_bench.scenario.gates import GATES, Gate
 
 Aggregate = Literal["mean", "all", "min", "count", "same", "n"]
@@ -59,6 +60,8 @@ class Figure:
     point: bool = False  # one of a sweep point's figures (studies/sweep.py POINT_KEYS)
     # one seed's value from its records and the figures computed before it (SeedRecords); None: `source` does it
     compute: Callable[[SeedRecords], Any] | None = None
+    # a column of the summary table `run` and `node` print (cli/summary.py): (its place, its heading, its cell)
+    column: tuple[int, str, Callable[[Any], str]] | None = None
 
     def text(self, value: Any) -> str:
         return "n/a" if value is None else self.fmt.format(value)
@@ -143,6 +146,10 @@ _T = "{}"
 _NUM = int | float
 
 
+def _loss_cell(v: Any) -> str:
+    return fmt_num(v, ".3f")
+
+
 def _f(key: str, label: str, unit: str, fmt: str, source: str, **kw: Any) -> Figure:
     return Figure(key, label, unit, fmt, source, **kw)
 
@@ -150,20 +157,24 @@ def _f(key: str, label: str, unit: str, fmt: str, source: str, **kw: Any) -> Fig
 FIGURES: tuple[Figure, ...] = (
     # DESIGN.md contract
     _f("steps", "steps", "steps", "{:,.0f}", _M, kind=_NUM, compare="ratio", point=True),
-    _f("step_time_s_mean", "step time (mean)", "s", _S, _M, compare="ratio", better="lower", point=True),
+    _f("step_time_s_mean", "step time (mean)", "s", _S, _M, compare="ratio", better="lower", point=True,
+       column=(1, "step", fmt_seconds)),
     _f("step_time_s_p50", "step time (median)", "s", _S, _M, compare="ratio", better="lower"),
     _f("compute_s_mean", "compute time per step", "s", _S, _M, better="lower"),
-    _f("comm_s_mean", "communication time per step", "s", _S, _M, better="lower", point=True),
+    _f("comm_s_mean", "communication time per step", "s", _S, _M, better="lower", point=True,
+       column=(2, "comm", fmt_seconds)),
     _f("payload_tx_bytes_per_step", "payload sent per worker per step", "bytes", _B, _M, better="lower", point=True),
     _f("payload_rx_bytes_per_step", "payload received per worker per step", "bytes", _B, _M, better="lower",
        point=True),
     _f("wire_tx_bytes_per_step", "wire bytes sent per worker per step", "bytes", _B, _M, better="lower", point=True),
     _f("wire_rx_bytes_per_step", "wire bytes received per worker per step", "bytes", _B, _M, better="lower",
        point=True),
-    _f("final_loss", "final training loss", "nats", _L, _M, compare="difference", better="lower", point=True),
-    _f("final_val_loss", "final validation loss", "nats", _L, _M, compare="difference", better="lower", point=True),
+    _f("final_loss", "final training loss", "nats", _L, _M, compare="difference", better="lower", point=True,
+       column=(5, "loss", _loss_cell)),
+    _f("final_val_loss", "final validation loss", "nats", _L, _M, compare="difference", better="lower", point=True,
+       column=(6, "val loss", _loss_cell)),
     _f("reduction_vs_baseline", "fewer bytes than the baseline (baseline / this, tx + rx on reduction_basis)",
-       "x", _X, _RED, better="higher", point=True,
+       "x", _X, _RED, better="higher", point=True, column=(4, "fewer", fmt_times),
        gates=(GATES["min_reduction"], GATES["max_reduction_drop"])),
     # additions
     _f("reduction_basis", "bytes basis of the reduction (wire where both sides counted it, else payload)", "", _T,
@@ -178,7 +189,8 @@ FIGURES: tuple[Figure, ...] = (
     _f("wall_time_s", "wall time", "s", _S, _M, better="lower", point=True),
     _f("tokens_per_s", "tokens per second", "tokens/s", "{:,.0f}", _M, compare="ratio", better="higher"),
     _f("ranks", "workers", "1", _T, _M, kind=int, seeds="same"),
-    _f("replicas_identical", "replicas identical", "", _T, _M, kind=bool, seeds="all"),
+    _f("replicas_identical", "replicas identical", "", _T, _M, kind=bool, seeds="all",
+       column=(7, "replicas", lambda v: {True: "same", False: "DIFFER"}.get(v, "n/a"))),
     _f("replicas_diverged_at_step", "first step the replicas differ", "steps", _T, _M, kind=int, seeds="min"),
     _f("param_checksum", "parameter checksum", "", _T, _M, kind=str, seeds="same"),
     # issue 16: repeats, time to target, equal-budget losses
@@ -245,10 +257,15 @@ FIGURES: tuple[Figure, ...] = (
 BY_KEY: dict[str, Figure] = {f.key: f for f in FIGURES}
 
 
+def columns() -> list[Figure]:
+    """The figures of the summary table `run` and `node` print, in its order (cli/summary.py)."""
+    return sorted((f for f in FIGURES if f.column), key=lambda f: f.column[0] if f.column else 0)
+
+
 def gated() -> list[tuple[Figure, Gate]]:
     """(figure, gate) for every gate of `check`, in the table's order."""
     return [(f, g) for f in FIGURES for g in f.gates]
 
 
-__all__ = ["BY_KEY", "FIGURES", "Figure", "SeedRecords", "bytes_per_step", "gated", "reduction", "reduction_basis",
+__all__ = ["BY_KEY", "FIGURES", "Figure", "SeedRecords", "bytes_per_step", "columns", "gated", "reduction", "reduction_basis",
            "total_bytes"]
