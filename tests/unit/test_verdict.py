@@ -207,9 +207,9 @@ def test_a_missed_seed_counts_at_the_budget_as_a_restricted_mean_and_says_so():
     # true time is later), so it reads "at least" / "not shown sooner" with the lower end, never "Nx [lo, hi]"
     s = _paired_summary([3.0, 2.5, 3.5], [2.9, 2.4, 3.4], [40.0, None, 50.0], [20.0, 15.0, 25.0])
     (v,) = verdicts(s)
-    assert v.tau == 60.0 and v.capped == "base" and v.base_restricted.missed == 1
-    assert v.base_restricted.interval.mean == pytest.approx(50.0)
-    assert v.base_restricted.interval.hi == 60.0  # the unclipped t interval reaches 74.8 s
+    assert v.tau == 60.0 and v.capped == "base" and v.base.restricted.missed == 1
+    assert v.base.restricted.interval.mean == pytest.approx(50.0)
+    assert v.base.restricted.interval.hi == 60.0  # the unclipped t interval reaches 74.8 s
     assert v.paired_target_speedup.mean == pytest.approx((2.0 * 4.0 * 2.0) ** (1 / 3))
     text = "\n".join(verdict_lines(s))
     lo = v.paired_target_speedup.lo
@@ -221,10 +221,10 @@ def test_a_missed_seed_counts_at_the_budget_as_a_restricted_mean_and_says_so():
 def test_time_to_target_interval_never_runs_past_the_budget_or_below_zero():
     s = _paired_summary([3.0, 2.5, 3.5], [2.9, 2.4, 3.4], [58.0, 30.0, 59.9], [1.0, 2.0, 30.0])
     (v,) = verdicts(s)
-    lo, hi = v.base_time_to_target.bounds
+    lo, hi = v.base.time_to_target.bounds
     assert hi == 60.0 and lo > 0
-    assert v.time_to_target.bounds[0] == 0.0
-    assert "[" in v.base_time_to_target.text(" s") and "±" not in v.base_time_to_target.text(" s")
+    assert v.mine.time_to_target.bounds[0] == 0.0
+    assert "[" in v.base.time_to_target.text(" s") and "±" not in v.base.time_to_target.text(" s")
 
 
 def test_the_block_fits_80_columns():

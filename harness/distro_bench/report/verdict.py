@@ -63,9 +63,9 @@ def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
     """(figure, this optimizer, the baseline, comparison) for the block's table."""
     out = []
     sp = v.step_speedup
-    out.append(("step time", v.step_time.text(" s"), v.base_step_time.text(" s"),
+    out.append(("step time", v.mine.step_time.text(" s"), v.base.step_time.text(" s"),
                 "n/a" if sp is None else _faster(sp, v.paired_step_speedup)))
-    if v.reached is None:
+    if v.mine.reached is None:
         out.append(("time to target", "not recorded", "not recorded", "n/a"))
     else:
         def shown(reached, est, restricted, k):
@@ -73,47 +73,47 @@ def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
                 return est.text(" s") + ("" if reached else _seeds_of(k, v.seeds, short=True))
             return "not reached" + _seeds_of(k, v.seeds)
 
-        mine = shown(v.reached, v.time_to_target, v.restricted, v.reached_seeds)
-        theirs = shown(v.base_reached, v.base_time_to_target, v.base_restricted, v.base_reached_seeds)
-        k, kb = v.reached_seeds or 0, v.base_reached_seeds or 0
+        mine = shown(v.mine.reached, v.mine.time_to_target, v.mine.restricted, v.mine.reached_seeds)
+        theirs = shown(v.base.reached, v.base.time_to_target, v.base.restricted, v.base.reached_seeds)
+        k, kb = v.mine.reached_seeds or 0, v.base.reached_seeds or 0
         cmp = ("post-hoc target: descriptive" if v.post_hoc else
                speedup_text(v, short=True) if v.target_speedup else
                "not estimable" if v.speedup_why else
-               "only this one reached it" if v.reached else
-               f"only {v.baseline} reached it" if v.base_reached else
+               "only this one reached it" if v.mine.reached else
+               f"only {v.baseline} reached it" if v.base.reached else
                f"seeds hit {k}/{v.seeds} vs {kb}/{v.seeds}" if k or kb else "neither reached it")
         out.append((f"time to val loss {v.target:.4g}" if v.target is not None else "time to target", mine, theirs, cmp))
     for label, mine, theirs, diff in (
-            ("val loss at equal time", v.loss_equal_time, v.base_loss_equal_time, v.loss_diff_equal_time),
-            ("val loss at equal steps", v.loss_equal_steps, v.base_loss_equal_steps, v.loss_diff_equal_steps)):
+            ("val loss at equal time", v.mine.loss_equal_time, v.base.loss_equal_time, v.loss_diff_equal_time),
+            ("val loss at equal steps", v.mine.loss_equal_steps, v.base.loss_equal_steps, v.loss_diff_equal_steps)):
         out.append((label, mine.text() if mine.known else v.missing, theirs.text() if theirs.known else v.missing,
                     _lower_higher(diff)))
     bw = _bytes_words(v)
     # The short labels keep the CLI's block within 80 columns; the report's text says what each figure is.
     basis = v.bytes_basis or "payload"
-    mine_b, base_b = v.bytes_per_step, v.base_bytes_per_step
+    mine_b, base_b = v.mine.bytes_per_step, v.base.bytes_per_step
     known = mine_b is not None and base_b is not None
     out.append((f"{basis} bytes/step (tx+rx)", fmt_bytes(mine_b) if known else "", fmt_bytes(base_b) if known else "",
                 bw or "n/a"))
     # Per step hides what a budget costs: at equal time the quicker method takes more steps.
-    if mine_b is not None and base_b is not None and v.steps.mean and v.base_steps.mean and v.steps.known \
-            and v.base_steps.known:
-        mine_t, base_t = mine_b * v.steps.mean, base_b * v.base_steps.mean
+    if mine_b is not None and base_b is not None and v.mine.steps.mean and v.base.steps.mean and v.mine.steps.known \
+            and v.base.steps.known:
+        mine_t, base_t = mine_b * v.mine.steps.mean, base_b * v.base.steps.mean
         r = base_t / mine_t if mine_t else None
         out.append((f"{basis} bytes, whole run", fmt_bytes(mine_t), fmt_bytes(base_t),
                     "n/a" if not r else f"{_factor(r)} fewer bytes" if r >= 1 else f"{_factor(1 / r)} more bytes"))
-    g, base_g = v.goodput.mean, v.base_goodput.mean
-    if g is not None and base_g and v.goodput.known:  # issue 37: the same for every method
+    g, base_g = v.mine.goodput.mean, v.base.goodput.mean
+    if g is not None and base_g and v.mine.goodput.known:  # issue 37: the same for every method
         r = g / base_g
         cmp = (f"about the same ({_factor(r)}{_range(v.paired_goodput)})" if 0.95 <= r <= 1.05 else
                f"{_factor(r)} more" + _range(v.paired_goodput) if r > 1 else f"{_factor(1 / r)} less"
                + _range(v.paired_goodput, True))
-        out.append(("goodput, model FLOP/s", _flops_text(v.goodput, v.goodput_of_peak),
-                    _flops_text(v.base_goodput, v.base_goodput_of_peak), cmp))
-    if v.cost is not None and v.base_cost is not None:  # issue 29; the note under the block says how it is costed
+        out.append(("goodput, model FLOP/s", _flops_text(v.mine.goodput, v.mine.goodput_of_peak),
+                    _flops_text(v.base.goodput, v.base.goodput_of_peak), cmp))
+    if v.mine.cost is not None and v.base.cost is not None:  # issue 29; the note under the block says how it is costed
         label = cost_label(v)
         priced = "$" in label
-        out.append((label, cost_text(v.cost, priced), cost_text(v.base_cost, priced), cost_comparison(v)))
+        out.append((label, cost_text(v.mine.cost, priced), cost_text(v.base.cost, priced), cost_comparison(v)))
     return out
 
 

@@ -34,8 +34,8 @@ def _money(x: float) -> str:
 
 def cost_label(v: Verdict) -> str:
     """'cost to target $, CPU-h': the units live in the label so each side stays as narrow as a step time."""
-    priced = (v.cost is not None and v.cost.usd is not None and v.base_cost is not None
-              and v.base_cost.usd is not None)
+    priced = (v.mine.cost is not None and v.mine.cost.usd is not None and v.base.cost is not None
+              and v.base.cost.usd is not None)
     return f"cost to target {'$, ' if priced else ''}{v.cost_unit}"
 
 
@@ -52,7 +52,7 @@ def cost_text(c: _cost.CostSide | None, priced: bool = True) -> str:
 def cost_comparison(v: Verdict) -> str:
     """'98x cheaper [90, 107]' on dollars where they price both the bytes and the hours; else the two apart,
     '40x less egress, 2.5x fewer CPU-h' (a bytes win is not a verdict when the hours went the other way)."""
-    mine, base = v.cost, v.base_cost
+    mine, base = v.mine.cost, v.base.cost
     if mine is None or base is None:
         return "n/a"
     if v.post_hoc:  # a cost to a target chosen after the data: descriptive, as its time is

@@ -54,26 +54,41 @@ class Estimate:
 
 
 @dataclass
+class Side:
+    """One side of a verdict (the optimizer judged, or its baseline): its figures, each a mean over seeds with its
+    95% interval, read from its summary by one function (`_side`) for both."""
+
+    step_time: Estimate
+    time_to_target: Estimate
+    reached: bool | None  # None: the run folder does not record time to target
+    loss_equal_time: Estimate
+    loss_equal_steps: Estimate
+    reached_seeds: int | None = None  # how many seeds reached the target (summary `target_reached`)
+    # its time to target as a restricted mean to the verdict's `tau` (results/stats.py RestrictedTime)
+    restricted: RestrictedTime | None = None
+    bytes_per_step: float | None = None  # tx + rx per worker per step on the verdict's `bytes_basis`
+    steps: Estimate = field(default_factory=lambda: Estimate(None))  # mean steps per seed
+    # Cost to the target (issue 29, results/cost.py): None without `costs` in the summary or without a target.
+    cost: _cost.CostSide | None = None
+    # Issue 37: useful model FLOPs per training second (6 x parameters per token that reached the shared model),
+    # and its share of the workers' peak where every worker ran on a profile's GPU.
+    goodput: Estimate = field(default_factory=lambda: Estimate(None))
+    goodput_of_peak: float | None = None
+
+
+@dataclass
 class Verdict:
+    """One optimizer (`mine`) against the baseline (`base`): each side's figures, and how they compare."""
+
     optimizer: str
     baseline: str
     seeds: int | None
     target: float | None
     target_how: str | None
-    step_time: Estimate
-    base_step_time: Estimate
-    time_to_target: Estimate
-    base_time_to_target: Estimate
-    reached: bool | None  # None: the run folder does not record time to target
-    base_reached: bool | None
-    loss_equal_time: Estimate
-    base_loss_equal_time: Estimate
-    loss_equal_steps: Estimate
-    base_loss_equal_steps: Estimate
+    mine: Side
+    base: Side
     bytes_ratio: float | None  # baseline bytes / this optimizer's (tx + rx per worker per step)
     bytes_basis: str | None
-    reached_seeds: int | None = None  # how many seeds reached the target (summary `target_reached`)
-    base_reached_seeds: int | None = None
     notes: list[str] = field(default_factory=list)
     # Paired over seeds (harness/distro_bench/results/stats.py; None for one seed or a folder without `per_seed`): differences
     # candidate - baseline seed by seed, speed-ups as baseline / candidate on the log scale.
@@ -84,42 +99,27 @@ class Verdict:
     # Times to target are restricted means to `tau` (harness/distro_bench/results/stats.py RestrictedTime): a seed that
     # missed counts exactly tau; every crossing is interval-censored between two of the method's evaluations.
     tau: float | None = None
-    restricted: RestrictedTime | None = None
-    base_restricted: RestrictedTime | None = None
     speedup_why: str | None = None  # why there is no time-to-target speed-up ("not estimable: ...")
     post_hoc: bool = False  # the target was chosen after seeing the data (the worst best): descriptive only
     # Issue 49: which side's restricted time is a bound because it missed the target on some seed (counted at
     # tau, right-censored): "base" (the speed-up is at least the ratio), "mine" (at most), "both" (a ratio of
     # restricted means, named as such), None (no side missed).
     capped: str | None = None
-    bytes_per_step: float | None = None  # tx + rx per worker per step on `bytes_basis`
-    base_bytes_per_step: float | None = None
-    steps: Estimate = field(default_factory=lambda: Estimate(None))  # mean steps per seed
-    base_steps: Estimate = field(default_factory=lambda: Estimate(None))
-    # Cost to the target (issue 29, report/cost.py): None without `costs` in the summary or without a target.
-    cost: _cost.CostSide | None = None
-    base_cost: _cost.CostSide | None = None
     cost_ratio: Interval | None = None  # paired baseline / this optimizer's cost (dollars where priced, else hours)
     cost_unit: str = "GPU-h"
-    # Issue 37: useful model FLOPs per training second (6 x parameters per token that reached the shared model),
-    # in all, and its share of the workers' peak where every worker ran on a profile's GPU.
-    goodput: Estimate = field(default_factory=lambda: Estimate(None))
-    base_goodput: Estimate = field(default_factory=lambda: Estimate(None))
-    goodput_of_peak: float | None = None
-    base_goodput_of_peak: float | None = None
     paired_goodput: Interval | None = None  # paired this / baseline
 
     @property
     def missing(self) -> str:
         """A figure the summary lacks: an old folder never recorded it; a new one had no evaluation to use."""
-        return "not recorded" if self.reached is None else "n/a"
+        return "not recorded" if self.mine.reached is None else "n/a"
 
     @property
     def step_speedup(self) -> float | None:
         """Baseline step time / this optimizer's: above 1, this optimizer's steps are quicker."""
         if self.paired_step_speedup is not None:
             return self.paired_step_speedup.mean
-        return _ratio(self.base_step_time.mean, self.step_time.mean)
+        return _ratio(self.base.step_time.mean, self.mine.step_time.mean)
 
     @property
     def target_speedup(self) -> float | None:
@@ -128,17 +128,17 @@ class Verdict:
             return None
         if self.paired_target_speedup is not None:
             return self.paired_target_speedup.mean
-        if not (self.reached and self.base_reached):
+        if not (self.mine.reached and self.base.reached):
             return None
-        return _ratio(self.base_time_to_target.mean, self.time_to_target.mean)
+        return _ratio(self.base.time_to_target.mean, self.mine.time_to_target.mean)
 
     @property
     def loss_diff_equal_time(self) -> Estimate:
-        return _paired_or_diff(self.paired_equal_time, self.loss_equal_time, self.base_loss_equal_time)
+        return _paired_or_diff(self.paired_equal_time, self.mine.loss_equal_time, self.base.loss_equal_time)
 
     @property
     def loss_diff_equal_steps(self) -> Estimate:
-        return _paired_or_diff(self.paired_equal_steps, self.loss_equal_steps, self.base_loss_equal_steps)
+        return _paired_or_diff(self.paired_equal_steps, self.mine.loss_equal_steps, self.base.loss_equal_steps)
 
 
 # ---- number formatting -------------------------------------------------------------------------------
@@ -285,6 +285,16 @@ def _budget_cap(summary: dict | Summary, *sides: OptimizerSummary) -> float:
     return max(times) if times else math.inf
 
 
+def _side(s: OptimizerSummary, cap: float, basis: str | None) -> Side:
+    """One side's figures from its summary (times to target cut to [0, cap]; bytes on the verdict's basis)."""
+    return Side(step_time=_estimate(s, "step_time_s_mean"),
+                time_to_target=_estimate(s, "time_to_target_s").within(0.0, cap), reached=_reached(s),
+                loss_equal_time=_estimate(s, "val_loss_at_equal_time"),
+                loss_equal_steps=_estimate(s, "val_loss_at_equal_steps"), reached_seeds=_count(s.target_reached),
+                bytes_per_step=total_bytes(s, basis) if basis else None, steps=_estimate(s, "steps"),
+                goodput=_estimate(s, "goodput_model_flops_per_s"), goodput_of_peak=s.goodput_of_peak)
+
+
 def verdicts(summary: dict | Summary) -> list[Verdict]:
     """One verdict per optimizer other than the baseline, in the summary's order (read as the typed Summary)."""
     model = Summary.model_validate(summary)
@@ -307,51 +317,37 @@ def verdicts(summary: dict | Summary) -> list[Verdict]:
             optimizer=name, baseline=base_name, seeds=int(seeds) if isinstance(seeds, int) else None,
             target=float(t_val) if isinstance(t_val, (int, float)) else None,
             target_how=target.get("how") if isinstance(target.get("how"), str) else None,
-            step_time=_estimate(s, "step_time_s_mean"), base_step_time=_estimate(base, "step_time_s_mean"),
-            time_to_target=_estimate(s, "time_to_target_s").within(0.0, cap),
-            base_time_to_target=_estimate(base, "time_to_target_s").within(0.0, cap),
-            reached=_reached(s), base_reached=_reached(base),
-            loss_equal_time=_estimate(s, "val_loss_at_equal_time"),
-            base_loss_equal_time=_estimate(base, "val_loss_at_equal_time"),
-            loss_equal_steps=_estimate(s, "val_loss_at_equal_steps"),
-            base_loss_equal_steps=_estimate(base, "val_loss_at_equal_steps"),
-            bytes_ratio=ratio, bytes_basis=basis,
-            reached_seeds=_count(s.target_reached), base_reached_seeds=_count(base.target_reached))
+            mine=_side(s, cap, basis), base=_side(base, cap, basis), bytes_ratio=ratio, bytes_basis=basis)
         v.paired_equal_time = _paired(paired_difference(_seed_map(s, "val_loss_at_equal_time"),
                                                         _seed_map(base, "val_loss_at_equal_time")))
         v.paired_equal_steps = _paired(paired_difference(_seed_map(s, "val_loss_at_equal_steps"),
                                                          _seed_map(base, "val_loss_at_equal_steps")))
         v.paired_step_speedup = _paired(ratio_interval(_seed_map(base, "step_time_s_mean"),
                                                        _seed_map(s, "step_time_s_mean")))
-        v.goodput, v.base_goodput = _estimate(s, "goodput_model_flops_per_s"), _estimate(base, "goodput_model_flops_per_s")
-        v.goodput_of_peak, v.base_goodput_of_peak = s.goodput_of_peak, base.goodput_of_peak
         v.paired_goodput = _paired(ratio_interval(_seed_map(s, "goodput_model_flops_per_s"),
                                                   _seed_map(base, "goodput_model_flops_per_s")))
         v.post_hoc = is_post_hoc(model)
         mine_seeds, base_seeds = s.per_seed or {}, base.per_seed or {}
-        if mine_seeds and base_seeds and v.reached is not None:
+        if mine_seeds and base_seeds and v.mine.reached is not None:
             v.tau = restriction_s([mine_seeds, base_seeds], _time_budget(model))
-            v.restricted, v.base_restricted = restricted_time(mine_seeds, v.tau), restricted_time(base_seeds, v.tau)
-            if v.restricted is not None:
-                v.time_to_target = restricted_estimate(v.restricted)
-            if v.base_restricted is not None:
-                v.base_time_to_target = restricted_estimate(v.base_restricted)
-            if (v.reached_seeds or 0) + (v.base_reached_seeds or 0) > 0 or v.reached or v.base_reached:
+            v.mine.restricted, v.base.restricted = restricted_time(mine_seeds, v.tau), restricted_time(base_seeds, v.tau)
+            if v.mine.restricted is not None:
+                v.mine.time_to_target = restricted_estimate(v.mine.restricted)
+            if v.base.restricted is not None:
+                v.base.time_to_target = restricted_estimate(v.base.restricted)
+            if (v.mine.reached_seeds or 0) + (v.base.reached_seeds or 0) > 0 or v.mine.reached or v.base.reached:
                 iv, why = restricted_speedup(base_seeds, mine_seeds, v.tau)
                 v.paired_target_speedup, v.speedup_why = _paired(iv), why
-            mine_missed = bool(v.restricted and v.restricted.missed)
-            base_missed = bool(v.base_restricted and v.base_restricted.missed)
+            mine_missed = bool(v.mine.restricted and v.mine.restricted.missed)
+            base_missed = bool(v.base.restricted and v.base.restricted.missed)
             v.capped = ("both" if mine_missed and base_missed else "mine" if mine_missed else
                         "base" if base_missed else None)
         if v.post_hoc:
             v.paired_target_speedup = None
-        if basis:
-            v.bytes_per_step, v.base_bytes_per_step = total_bytes(s, basis), total_bytes(base, basis)
-        v.steps, v.base_steps = _estimate(s, "steps"), _estimate(base, "steps")
         _add_cost(v, raw)
-        if v.reached is None:
+        if v.mine.reached is None:
             v.notes.append("time to target not recorded (run folder from before issue 16)")
-        if not v.loss_equal_time.known and not _recorded(s, "val_loss_at_equal_time"):
+        if not v.mine.loss_equal_time.known and not _recorded(s, "val_loss_at_equal_time"):
             v.notes.append("loss at equal time not recorded")
         if v.target_how and "seed overlap, labelled" in v.target_how:  # issue 49: said wherever the verdict is
             v.notes.append("target: " + v.target_how)
@@ -359,10 +355,10 @@ def verdicts(summary: dict | Summary) -> list[Verdict]:
             v.notes.append(f"post-hoc, descriptive: the target val loss {v.target:.4g} is the worst best loss, chosen "
                            "after seeing the data, so times to it describe this run and no speed-up interval is "
                            "given; set checks.target_val_loss in advance (e.g. from a pilot run) to test one")
-        missed = (v.restricted.missed if v.restricted else 0) + (v.base_restricted.missed if v.base_restricted else 0)
+        missed = (v.mine.restricted.missed if v.mine.restricted else 0) + (v.base.restricted.missed if v.base.restricted else 0)
         if missed and v.tau is not None:
-            v.notes.append(f"seeds that reached the target: {v.optimizer} {v.reached_seeds or 0}/{v.seeds}, "
-                           f"{v.baseline} {v.base_reached_seeds or 0}/{v.seeds}; times to target are restricted "
+            v.notes.append(f"seeds that reached the target: {v.optimizer} {v.mine.reached_seeds or 0}/{v.seeds}, "
+                           f"{v.baseline} {v.base.reached_seeds or 0}/{v.seeds}; times to target are restricted "
                            f"means to {_num(v.tau)} s (a seed that missed counts {_num(v.tau)} s), intervals within "
                            f"[0, {_num(v.tau)}] s")
         if v.capped and v.paired_target_speedup is not None and not v.post_hoc:
@@ -375,8 +371,8 @@ def verdicts(summary: dict | Summary) -> list[Verdict]:
             v.notes.append(words[v.capped] + " (the bound is the paired 95% interval's end)")
         if v.speedup_why and not v.post_hoc:
             v.notes.append(f"time-to-target speed-up not estimable: {v.speedup_why}")
-        if v.restricted is not None and v.base_restricted is not None and not v.post_hoc \
-                and (v.restricted.censored or v.base_restricted.censored):
+        if v.mine.restricted is not None and v.base.restricted is not None and not v.post_hoc \
+                and (v.mine.restricted.censored or v.base.restricted.censored):
             v.notes.append("times to target are read on each method's own evaluations: a crossing lies between the "
                            "last evaluation above the target and the first at or below it (interval-censored), "
                            "estimated by linear interpolation between them; each interval spans the lower bounds' "
@@ -392,7 +388,7 @@ def _add_cost(v: Verdict, summary: dict) -> None:
     if mine is None or base is None:
         return
     costs = summary["costs"]
-    v.cost, v.base_cost = mine, base
+    v.mine.cost, v.base.cost = mine, base
     v.cost_ratio = None if v.post_hoc else _cost.paired_ratio(base, mine)  # descriptive only on a post-hoc target
     v.cost_unit = costs.get("hours_unit") or "GPU-h"
     price, gpu = costs.get("egress_usd_per_gb"), costs.get("gpu_usd_per_hour")

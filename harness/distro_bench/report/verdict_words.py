@@ -59,7 +59,7 @@ def _bound_kind(v: Verdict, iv: Interval) -> str | None:
 
 
 def _missed_words(v: Verdict, side: str) -> str:
-    r, name = (v.base_restricted, v.baseline) if side == "base" else (v.restricted, v.optimizer)
+    r, name = (v.base.restricted, v.baseline) if side == "base" else (v.mine.restricted, v.optimizer)
     missed = r.missed if r is not None else 0
     n = r.n if r is not None else v.seeds
     return f"{name} not reached in {_num(v.tau or 0)} s on {missed} of {n} seeds"
@@ -143,22 +143,22 @@ def _speedup_words(v: Verdict) -> str:
 
 def _target_clause(v: Verdict) -> str | None:
     t = _target_words(v)
-    if v.reached is None:
+    if v.mine.reached is None:
         return None
-    restricted = v.tau is not None and ((v.restricted is not None and v.restricted.missed)
-                                        or (v.base_restricted is not None and v.base_restricted.missed))
-    if not v.reached:
-        t += _partly(v.reached_seeds, v.seeds)
+    restricted = v.tau is not None and ((v.mine.restricted is not None and v.mine.restricted.missed)
+                                        or (v.base.restricted is not None and v.base.restricted.missed))
+    if not v.mine.reached:
+        t += _partly(v.mine.reached_seeds, v.seeds)
         if restricted and v.target_speedup:  # a restricted mean compares even with misses
             return (f"did not reach {t}; its time restricted to {_num(v.tau or 0)} s was "
-                    f"{v.time_to_target.text(' s')}" + _speedup_words(v))
-        if v.base_reached:
-            return f"did not reach {t} (which {v.baseline} reached in {v.base_time_to_target.text(' s')})"
+                    f"{v.mine.time_to_target.text(' s')}" + _speedup_words(v))
+        if v.base.reached:
+            return f"did not reach {t} (which {v.baseline} reached in {v.base.time_to_target.text(' s')})"
         return f"did not reach {t}, nor did {v.baseline}"
-    clause = f"reached {t} in {v.time_to_target.text(' s')}"
+    clause = f"reached {t} in {v.mine.time_to_target.text(' s')}"
     if v.target_speedup:
         clause += (f" (restricted to {_num(v.tau or 0)} s)" if restricted else "") + _speedup_words(v)
-    elif v.base_reached is False:
+    elif v.base.reached is False:
         clause += f", which {v.baseline} did not reach"
     return clause
 
