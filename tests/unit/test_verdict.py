@@ -374,3 +374,20 @@ def test_goodput_in_model_flops_is_a_row_of_every_verdict_with_its_paired_ratio(
     assert max(len(line) for line in verdict_lines(s)) <= 80
     del s["optimizers"]["adamw"]["goodput_model_flops_per_s"]  # a folder from before: no row, nothing made up
     assert "goodput, model FLOP/s" not in {r[0] for r in rows(verdicts(s)[0])}
+
+
+def test_the_verdicts_figures_as_numbers_each_side_read_alike():
+    # issue 50: the figures themselves, read off the Verdict (the wording is checked where it is the point)
+    base_eq, cand_eq = [3.0, 2.5, 3.5], [2.9, 2.45, 3.3]
+    s = _paired_summary(base_eq, cand_eq, [40.0, 30.0, 50.0], [20.0, 15.0, 25.0])
+    (v,) = verdicts(s)
+    assert v.bytes_basis == "wire" and v.bytes_ratio == pytest.approx(1e8 / 2e5)
+    assert v.mine.bytes_per_step == pytest.approx(4e5) and v.base.bytes_per_step == pytest.approx(2e8)
+    gaps = [c - b for b, c in zip(base_eq, cand_eq)]
+    assert v.paired_equal_time.mean == pytest.approx(sum(gaps) / 3) and v.paired_equal_time.n == 3
+    assert v.loss_diff_equal_time.mean == pytest.approx(sum(gaps) / 3)
+    assert v.mine.loss_equal_time.mean == pytest.approx(sum(cand_eq) / 3)
+    assert v.base.loss_equal_time.mean == pytest.approx(sum(base_eq) / 3)
+    assert v.paired_step_speedup.mean == pytest.approx(3.0 / 0.38, rel=0.02)  # geometric mean of the seed ratios
+    assert v.mine.reached and v.base.reached and v.mine.reached_seeds == 3 == v.base.reached_seeds
+    assert v.paired_target_speedup.mean == pytest.approx(2.0, rel=0.01)  # each seed's baseline time is twice its own
