@@ -1,7 +1,7 @@
 """The typed view of `summary.json`: one model per level, fields named exactly as the public keys.
 
 The keys are a public schema (metrics.SUMMARY_KEYS and runner.finalize write them): fields are only ever
-added. Every model allows extra keys, so a summary written by a newer harness still loads, and supports
+added. `OptimizerSummary` has one field per row of results/figures.py (the table of figures), typed as the row says. Every model allows extra keys, so a summary written by a newer harness still loads, and supports
 `summary["key"]` / `.get("key")` for code written against the plain dict. Torch-free and pandas-free.
 """
 
