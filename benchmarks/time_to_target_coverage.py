@@ -107,7 +107,7 @@ def measure(trials: int, seeds: int = 3, seed: int = 0) -> Coverage:
     for _ in range(trials):
         summary, _ = shootout(rng, FAST, SLOW, seeds)
         (v,) = verdicts(summary)
-        iv = v.restricted.interval if v.restricted else None
+        iv = v.mine.restricted.interval if v.mine.restricted else None
         time_cov += bool(iv is not None and iv.lo <= true_mean_s(FAST) <= iv.hi)
         sp = v.paired_target_speedup
         sp_cov += bool(sp is not None and sp.lo <= true_ratio <= sp.hi)

@@ -108,9 +108,18 @@ def render_command_table() -> str:
 
 
 def render_summary_keys() -> str:
-    from distro_bench.results.metrics import SUMMARY_KEYS
+    """One row per figure of harness/distro_bench/results/figures.py (the order of SUMMARY_KEYS)."""
+    from distro_bench.results.figures import FIGURES
 
-    return "\n".join(f"{i}. `{k}`" for i, k in enumerate(SUMMARY_KEYS, 1))
+    seeds = {"mean": "mean, 95% CI", "all": "all seeds", "min": "earliest", "count": "seeds true", "same": "if alike",
+             "n": "count"}
+    rows = ["| # | key | figure | unit | over seeds | compared | gates |", "|---|---|---|---|---|---|---|"]
+    for i, f in enumerate(FIGURES, 1):
+        compared = f"{f.compare}, {f.better} is better" if f.compare and f.better else f.compare or (
+            f"{f.better} is better" if f.better else "")
+        gates = ", ".join(f"`{g.flag}`" for g in f.gates)
+        rows.append(f"| {i} | `{f.key}` | {_cell(f.label)} | {f.unit} | {seeds[f.seeds]} | {compared} | {gates} |")
+    return "\n".join(rows)
 
 
 def render_metric_columns() -> str:

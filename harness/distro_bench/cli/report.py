@@ -53,8 +53,10 @@ def report(
         else:
             run, files = None, api.compare(run_dirs, out, allow_different=allow_different)
     if as_json:
+        from distro_bench.report.verdict_words import figure_lines
+
         print_json({**files.to_dict(), "runs": [str(p) for p in run_dirs],
-                    **({"summary": run.summary.to_dict(), "verdicts": run.summary.verdicts()} if run else {})})
+                    **({"summary": run.summary.to_dict(), "verdicts": figure_lines(run.summary)} if run else {})})
         return
     for p in files.plots:
         console.print(f"  {p}", markup=False, soft_wrap=True)

@@ -9,31 +9,44 @@ from distro_bench.cli.console import TABLE_STYLE, print_table, table_records
 if TYPE_CHECKING:
     from distro_bench.results.summary import Summary
 
-SUMMARY_COLUMNS = ["optimizer", "step", "comm", "{basis}/step", "fewer", "loss", "val loss", "replicas"]
+# The bytes column is no one summary key: tx + rx per worker per step on the table's basis, after `comm`.
+BYTES_AT, BYTES_COLUMN = 3, "{basis}/step"
 
 
 def _basis(summary: Summary) -> str:
-    """The byte basis of the table: wire where every optimizer measured it (as reduction_vs_baseline)."""
+    """The byte basis of the table: the reductions' where they agree, else results/figures.py's one rule over
+    every optimizer."""
+    from distro_bench.results.figures import reduction_basis
+
     known = {s.reduction_basis for s in summary.optimizers.values()} - {None}
     if len(known) == 1:
         return str(known.pop())
-    return "wire" if all(s.wire_tx_bytes_per_step is not None for s in summary.optimizers.values()) else "payload"
+    return reduction_basis(summary.optimizers.values())
 
 
 def summary_columns(summary: Summary) -> list[str]:
-    return [c.format(basis=_basis(summary)) for c in SUMMARY_COLUMNS]
+    """`optimizer`, then the columns of results/figures.py's rows that have one, the bytes column in its place."""
+    from distro_bench.results.figures import columns
+
+    heads = [f.column[1] for f in columns() if f.column]
+    heads.insert(BYTES_AT - 1, BYTES_COLUMN.format(basis=_basis(summary)))
+    return ["optimizer", *heads]
 
 
 def summary_rows(summary: Summary) -> list[list[str]]:
-    """One row of short cells with units per optimizer; `fewer` is baseline bytes / this optimizer's."""
-    from distro_bench.results.format import fmt_bytes, fmt_num, fmt_seconds, fmt_times
+    """One row of short cells with units per optimizer (each figure's cell as its row says); `fewer` is baseline
+    bytes / this optimizer's, `base` on the baseline's own row."""
+    from distro_bench.results.figures import columns
+    from distro_bench.results.format import fmt_bytes
 
     basis = _basis(summary)
-    return [[name, fmt_seconds(s.step_time_s_mean), fmt_seconds(s.comm_s_mean), fmt_bytes(s.bytes_per_step(basis)),
-             "base" if name == summary.baseline else fmt_times(s.reduction_vs_baseline),
-             fmt_num(s.final_loss, ".3f"), fmt_num(s.final_val_loss, ".3f"),
-             {True: "same", False: "DIFFER", None: "n/a"}[s.replicas_identical]]
-            for name, s in summary.optimizers.items()]
+    out = []
+    for name, s in summary.optimizers.items():
+        cells = ["base" if f.key == "reduction_vs_baseline" and name == summary.baseline else f.column[2](s.get(f.key))
+                 for f in columns() if f.column]
+        cells.insert(BYTES_AT - 1, fmt_bytes(s.bytes_per_step(basis)))
+        out.append([name, *cells])
+    return out
 
 
 def print_summary(summary: Summary) -> None:

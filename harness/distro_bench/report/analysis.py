@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
 from distro_bench.results import fair
-from distro_bench.results.summary import OptimizerSummary
+from distro_bench.results.figures import total_bytes as total_bytes  # one sum of bytes (issue 50); re-exported
 
 BREAKDOWN = ["compute", "compress", "communicate", "apply", "wait for slowest", "other"]
 
@@ -111,12 +109,3 @@ def time_to_target(steps_by_opt: dict[str, pd.DataFrame], target: float | None =
     else:
         expl = f"target {basis} {chosen:.4f}: the best {worst} reached (the only optimizer)"
     return TargetResult(target=chosen, basis=basis, explanation=expl, reached=reached)
-
-
-def total_bytes(summary: OptimizerSummary | Mapping[str, Any], kind: str) -> float | None:
-    """tx + rx bytes per worker per step of one optimizer's summary (or one seed's figures in its `per_seed`);
-    kind: payload | wire."""
-    tx, rx = summary.get(f"{kind}_tx_bytes_per_step"), summary.get(f"{kind}_rx_bytes_per_step")
-    if tx is None or rx is None:
-        return None
-    return float(tx) + float(rx)

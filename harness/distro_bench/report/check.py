@@ -25,15 +25,21 @@ the method; `strict` makes N/A fail too. docs/ci-gate.md.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
 
 from distro_bench.errors import InputError
-from distro_bench.report.analysis import total_bytes
 from distro_bench.report.differences import scenario_differences
 from distro_bench.report.load import LoadedRun
 from distro_bench.report.verdict import is_post_hoc
 from distro_bench.results import stats
-from distro_bench.scenario.gates import FIXED, GATES
+from distro_bench.results.figures import gated, reduction, reduction_basis
+from distro_bench.results.summary import OptimizerSummary, Summary
+from distro_bench.scenario.gates import FIXED, GATES, Gate
+from distro_bench.scenario.model import LinkSpec
 
 MIN_SEEDS = 3  # two seeds give a t interval 12.7 standard errors wide: a gate on it cannot fail or pass honestly
 PASS, FAIL, SKIP, NA = "PASS", "FAIL", "SKIP", "N/A"
@@ -93,16 +99,16 @@ def _known(run: LoadedRun) -> list[str]:
     return names + [n for n in run.optimizers if n not in names]
 
 
-def _per_seed(base: dict, cand: dict, fn) -> list:
+def _per_seed(base: OptimizerSummary, cand: OptimizerSummary, fn) -> list:
     """fn(baseline's figures, candidate's figures) for every seed both ran (summary `per_seed`); for a run
     folder from before repeats, of the summaries themselves."""
-    bs, cs = base.get("per_seed") or {}, cand.get("per_seed") or {}
+    bs, cs = base.per_seed or {}, cand.per_seed or {}
     common = [k for k in cs if k in bs]
     return [fn(bs[k], cs[k]) for k in common] if common else [fn(base, cand)]
 
 
-def _seeds(base: dict, cand: dict) -> list[str]:
-    bs, cs = base.get("per_seed") or {}, cand.get("per_seed") or {}
+def _seeds(base: OptimizerSummary, cand: OptimizerSummary) -> list[str]:
+    bs, cs = base.per_seed or {}, cand.per_seed or {}
     common = [k for k in cs if k in bs]
     return common or ["-"]
 
@@ -126,47 +132,62 @@ def _judge(values: list[float], threshold: float, higher_is_better: bool) -> tup
     return iv.mean, [iv.lo, iv.hi], margin, status, note
 
 
-def _pair_reduction(base: dict, cand: dict) -> tuple[float | None, str]:
-    """Baseline bytes over candidate bytes (tx + rx per worker per step): wire when both measured it."""
-    basis = "wire" if total_bytes(base, "wire") and total_bytes(cand, "wire") else "payload"
-    b, c = total_bytes(base, basis), total_bytes(cand, basis)
-    return (b / c if b and c else None), basis
+def _seed_reductions(base: OptimizerSummary, cand: OptimizerSummary) -> tuple[list[float | None], str]:
+    """Each paired seed's reduction (baseline bytes over candidate bytes, tx + rx per worker per step) and the
+    one basis they share (results/figures.py reduction_basis: wire where every paired seed of both counted it)."""
+    bs, cs = base.per_seed or {}, cand.per_seed or {}
+    common = [k for k in cs if k in bs]
+    pairs: list[tuple[Any, Any]] = [(bs[k], cs[k]) for k in common] if common else [(base, cand)]
+    basis = reduction_basis([b for b, _ in pairs], [c for _, c in pairs])
+    return [reduction(b, c, basis) for b, c in pairs], basis
 
 
 def unshaped_network(run: LoadedRun) -> str | None:
     """Why the loss at equal time has no premise on this run (None when it has one): nothing was emulated
     (the local backend, or a backend that could not shape), or every link of the scenario is unshaped."""
     net = run.data.environment.get("network")
-    backend = (run.data.summary.get("run") or {}).get("backend") or run.data.environment.get("backend")
+    backend = Summary.model_validate(run.data.summary).run.backend or run.data.environment.get("backend")
     if isinstance(net, dict) and net.get("network_emulated") is False:
         return (f"no network was emulated on this run (backend {backend or 'unknown'}): at equal time the loss "
                 "compares the methods over this host's unshaped loopback, where fewer bytes win nothing; run it on "
                 "netns or docker")
     links = run.data.scenario.get("links")
-    if isinstance(links, dict) and links and all(isinstance(v, dict) and not any(
-            v.get(k) for k in ("up", "down", "rate", "delay", "jitter", "loss")) for v in links.values()):
+    if isinstance(links, dict) and links and not any(_shaped(v) for v in links.values()):
         return "every link of the scenario is unshaped (no rate, delay or loss): at equal time nothing is slow"
     return None
 
 
-def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_gap: float | None = None,
-               baseline: str | None = None, candidates: list[str] | None = None,
+def _shaped(link: object) -> bool:
+    """Whether a stored link shapes anything, as the scenario model says (`LinkSpec.shaped`: a rate, any row of the
+    impairment table, a schedule or a trace). A link that no longer validates counts as shaped: the gate's
+    premise is not taken away on a guess."""
+    if not isinstance(link, dict):
+        return False
+    try:
+        return LinkSpec.model_validate(link).shaped
+    except ValidationError:
+        return True
+
+
+def run_checks(run: LoadedRun, *, baseline: str | None = None, candidates: list[str] | None = None,
                allow_few_seeds: bool = False, strict: bool = False, against: LoadedRun | None = None,
-               max_reduction_drop: float | None = None, max_loss_regression: float | None = None) -> CheckReport:
-    """Thresholds from the arguments, else from the scenario's `checks`; InputError for a name the run lacks.
+               **given: float | None) -> CheckReport:
+    """Thresholds from the arguments (`given`: a threshold per gate row of scenario/gates.py by its key, e.g.
+    `min_reduction=50`), else from the scenario's `checks`; InputError for a name the run lacks.
     `allow_few_seeds` lets the loss gap be judged on fewer than MIN_SEEDS seeds (one seed: its value);
     `strict` fails a check that is not applicable to the run (N/A) instead of passing over it. `against`, a
     reference run of the same scenario (the last good one), adds the regression checks (`against_checks`)."""
     checks = run.data.scenario.get("checks") or {}
-    given = {"min_reduction": min_reduction, "max_loss_gap": max_loss_gap, "max_reduction_drop": max_reduction_drop,
-             "max_loss_regression": max_loss_regression}
+    unknown = sorted(set(given) - set(GATES))
+    if unknown:
+        raise TypeError(f"run_checks: no gate {', '.join(unknown)}; the gates are {', '.join(GATES)}")
+    given = {k: given.get(k) for k in GATES}
     for key, value in given.items():  # the scenario's own thresholds were validated when the run was loaded
         if value is not None and not GATES[key].allows(value):
             raise InputError(f"{GATES[key].flag}: must be a number {GATES[key].bound_text()}, got {value!r}")
     thresholds = {k: given[k] if given[k] is not None else checks.get(k) for k in GATES}
     if against is None:  # the regression gates apply only beside a reference run
         thresholds = {k: v for k, v in thresholds.items() if not GATES[k].against}
-    min_reduction, max_loss_gap = thresholds["min_reduction"], thresholds["max_loss_gap"]
     known = _known(run)
     listing = ", ".join(known) or "none"
     if baseline is not None and baseline not in known:
@@ -181,11 +202,12 @@ def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_g
         default = checks.get("candidate")
         candidates = [default] if default and default != base else [n for n in known if n != base]
 
-    summaries = run.data.summary.get("optimizers", {})
+    summary = Summary.model_validate(run.data.summary)  # the typed summary (a model already, or the stored dict)
+    summaries = summary.optimizers
     report = CheckReport(run=str(run.data.path), state=run.state, baseline=base, candidates=list(candidates),
                          thresholds=thresholds, notes=list(run.notes),
                          strict=strict)
-    target = run.data.summary.get("target")
+    target = summary.target
     if is_post_hoc(run.data.summary) and isinstance(target, dict):
         report.notes.append(f"target val loss {target.get('val_loss'):.4g} is post-hoc, descriptive: the worst best "
                             "loss, chosen after seeing the data; no check tests time to it (set "
@@ -197,57 +219,40 @@ def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_g
                     "" if run.state == "complete" else f"the run is {run.state}{reason}"))
 
     for name in [base, *candidates]:
-        s = summaries.get(name)
-        identical = s.get("replicas_identical") if s else None
+        s = summaries.get(name or "")
+        identical = s.replicas_identical if s else None
         note = "" if identical else ("no summary: the optimizer recorded no step" if s is None else
                                      "end-of-run checksums not recorded" if identical is None else
                                      "workers ended with different parameters"
-                                     + (f" (diverged at step {s['replicas_diverged_at_step']})"
-                                        if s.get("replicas_diverged_at_step") is not None else ""))
+                                     + (f" (diverged at step {s.replicas_diverged_at_step})"
+                                        if s.replicas_diverged_at_step is not None else ""))
         add(CheckResult("replicas identical", name, identical, "true", PASS if identical is True else FAIL, note))
 
-    base_summary = summaries.get(base)
+    base_summary = summaries.get(base or "")
+    own = [(fig, gate) for fig, gate in gated() if not gate.against]  # the gates on the run's own baseline
     if not candidates:
-        for gate, value in ((GATES["min_reduction"], min_reduction), (GATES["max_loss_gap"], max_loss_gap)):
-            if value is not None:
-                add(CheckResult(f"{gate.label} vs baseline", None, None, str(value), FAIL,
+        for _, gate in own:
+            if thresholds.get(gate.key) is not None:
+                add(CheckResult(f"{gate.label} vs baseline", None, None, str(thresholds[gate.key]), FAIL,
                                 f"no candidate optimizer: this run has only the baseline {base}", gate=gate.key))
     for cand in candidates:
         s = summaries.get(cand)
-        red_gate, gap_gate = GATES["min_reduction"], GATES["max_loss_gap"]
-        if min_reduction is None:
-            add(CheckResult(f"{red_gate.label} vs {base}", cand, None, "not set", SKIP, "no threshold set",
-                            gate=red_gate.key))
-        elif s is None or base_summary is None:
-            add(CheckResult(f"{red_gate.label} vs {base}", cand, None, red_gate.threshold_text(min_reduction), FAIL,
-                            f"no summary for {cand if s is None else base}: it recorded no step", gate=red_gate.key))
-        else:
-            pairs = _per_seed(base_summary, s, _pair_reduction)
-            reds = [r for r, _ in pairs if r is not None]
-            basis = pairs[0][1] if pairs else "payload"
-            if len(reds) < len(pairs) or not reds:
-                add(CheckResult(f"{red_gate.label} vs {base}", cand, None, red_gate.threshold_text(min_reduction), FAIL,
-                                "bytes not recorded", gate=red_gate.key))
+        for fig, gate in own:  # one result per gate row (results/figures.py), judged as its figure pairs
+            limit, label = thresholds.get(gate.key), f"{gate.label} vs {base}"
+            if limit is None:
+                add(CheckResult(label, cand, None, "not set", SKIP, "no threshold set", gate=gate.key))
+            elif s is None or base_summary is None or base is None:  # no baseline name: no baseline summary either
+                add(CheckResult(label, cand, None, gate.threshold_text(limit), FAIL,
+                                f"no summary for {cand if s is None else base}: it recorded no step", gate=gate.key))
             else:
-                red, ci, margin, status, note = _judge(reds, min_reduction, higher_is_better=red_gate.higher_is_better)
-                add(CheckResult(f"{red_gate.label} vs {base}", cand, red, red_gate.threshold_text(min_reduction), status,
-                                "; ".join(filter(None, [f"{basis} bytes, tx + rx", note])), ci, margin, len(reds),
-                                gate=red_gate.key))
-        if max_loss_gap is None:
-            add(CheckResult(f"{gap_gate.label} vs {base}", cand, None, "not set", SKIP, "no threshold set",
-                            gate=gap_gate.key))
-        elif s is None or base_summary is None or base is None:  # no baseline name: no baseline summary either
-            add(CheckResult(f"{gap_gate.label} vs {base}", cand, None, gap_gate.threshold_text(max_loss_gap), FAIL,
-                            f"no summary for {cand if s is None else base}: it recorded no step", gate=gap_gate.key))
-        else:
-            r = _loss_gap(base, cand, base_summary, s, max_loss_gap, allow_few_seeds)
-            if no_premise:  # measured all the same, for information; neither a pass nor a failure
-                r.status, r.note = NA, f"not applicable: {no_premise}; measured: {r.note}"
-            add(r)
+                r = _JUDGES[fig.key](gate, base, cand, base_summary, s, limit, allow_few_seeds)
+                if fig.compare == "difference" and no_premise:  # a loss at equal time: measured, for information
+                    r.status, r.note = NA, f"not applicable: {no_premise}; measured: {r.note}"
+                add(r)
     if against is not None:
         report.results += against_checks(run, against, base, list(candidates), thresholds, no_premise)
     else:
-        for key in ("max_reduction_drop", "max_loss_regression"):
+        for key in (k for k, g in GATES.items() if g.against):
             if given[key] is not None:
                 raise InputError(f"{GATES[key].flag}: compares with a reference run; give it with --against REF_RUN")
     for r in report.results:  # each result's op and limit, from the gate table (or the fixed checks)
@@ -258,12 +263,25 @@ def run_checks(run: LoadedRun, *, min_reduction: float | None = None, max_loss_g
     return report
 
 
-def _loss_gap(base: str, cand: str, b: dict, c: dict, margin: float, allow_few_seeds: bool) -> CheckResult:
+def _reduction(gate: Gate, base: str, cand: str, b: OptimizerSummary, c: OptimizerSummary, limit: float,
+               allow_few_seeds: bool) -> CheckResult:
+    """The reduction, paired by seed on one basis: the lower end of its 95% interval >= the limit."""
+    label = f"{gate.label} vs {base}"
+    all_reds, basis = _seed_reductions(b, c)
+    reds = [r for r in all_reds if r is not None]
+    if len(reds) < len(all_reds) or not reds:
+        return CheckResult(label, cand, None, gate.threshold_text(limit), FAIL, "bytes not recorded", gate=gate.key)
+    red, ci, margin, status, note = _judge(reds, limit, higher_is_better=gate.higher_is_better)
+    return CheckResult(label, cand, red, gate.threshold_text(limit), status,
+                       "; ".join(filter(None, [f"{basis} bytes, tx + rx", note])), ci, margin, len(reds), gate=gate.key)
+
+
+def _loss_gap(gate: Gate, base: str, cand: str, b: OptimizerSummary, c: OptimizerSummary, margin: float,
+              allow_few_seeds: bool) -> CheckResult:
     """Non-inferiority at equal time: candidate - baseline validation loss, paired by seed, upper end <= margin."""
-    gate = GATES["max_loss_gap"]
     label, limit = f"{gate.label} vs {base}", gate.threshold_text(margin)
     key, what = "val_loss_at_equal_time", "val loss at equal time, candidate - baseline"
-    if c.get(key) is None and b.get(key) is None and not (c.get("per_seed") or b.get("per_seed")):
+    if c.get(key) is None and b.get(key) is None and not (c.per_seed or b.per_seed):
         # a run folder from before equal-time figures: its final losses
         key, what = "final_val_loss", "final val loss, candidate - baseline (no equal-time figure recorded)"
         if c.get(key) is None or b.get(key) is None:
@@ -286,11 +304,16 @@ def _loss_gap(base: str, cand: str, b: dict, c: dict, margin: float, allow_few_s
     return CheckResult(label, cand, gap, limit, status, "; ".join([what, note]), ci, m, len(gaps), gate=gate.key)
 
 
+# How each gated figure is judged against the run's own baseline (results/figures.py: the rows' gates).
+_JUDGES: dict[str, Callable[[Gate, str, str, OptimizerSummary, OptimizerSummary, float, bool], CheckResult]] = {
+    "reduction_vs_baseline": _reduction, "val_loss_at_equal_time": _loss_gap}
+
+
 # ---- against a reference run (issue 49) -----------------------------------------------------------------
 
-def _seed_figures(summary: dict, name: str) -> dict:
-    s = (summary.get("optimizers") or {}).get(name) or {}
-    return s.get("per_seed") or {}
+def _seed_figures(summary: Summary, name: str) -> dict:
+    s = summary.optimizers.get(name)
+    return (s.per_seed if s is not None else None) or {}
 
 
 def against_checks(run: LoadedRun, ref: LoadedRun, base: str | None, candidates: list[str], thresholds: dict,
@@ -307,13 +330,14 @@ def against_checks(run: LoadedRun, ref: LoadedRun, base: str | None, candidates:
         raise InputError(f"--against: {ref.data.path} is not a run of the same scenario ({shown}); compare a run "
                          "with a reference run of the same scenario")
     out: list[CheckResult] = []
-    now, then = run.data.summary, ref.data.summary
+    now, then = Summary.model_validate(run.data.summary), Summary.model_validate(ref.data.summary)
     for cand in candidates:
         b_now, c_now = _seed_figures(now, base or ""), _seed_figures(now, cand)
         b_ref, c_ref = _seed_figures(then, base or ""), _seed_figures(then, cand)
         seeds = [k for k in c_now if k in b_now and k in c_ref and k in b_ref]
-        for key in ("max_reduction_drop", "max_loss_regression"):
-            gate, limit = GATES[key], thresholds.get(key)
+        for fig, gate in ((f, g) for f, g in gated() if g.against):  # the gate rows against a reference run
+            key, limit = gate.key, thresholds.get(gate.key)
+            ratio = fig.compare != "difference"  # a ratio (the reduction) or a difference (the loss gap)
             label = f"{gate.label} vs reference"
             if limit is None:
                 out.append(CheckResult(label, cand, None, "not set", SKIP, "no threshold set", gate=key))
@@ -322,12 +346,15 @@ def against_checks(run: LoadedRun, ref: LoadedRun, base: str | None, candidates:
                 out.append(CheckResult(label, cand, None, gate.threshold_text(limit), FAIL,
                                        f"no seed that both runs ran for {cand} and {base}", gate=key))
                 continue
-            if key == "max_reduction_drop":
-                pairs = [(_pair_reduction(b_now[k], c_now[k])[0], _pair_reduction(b_ref[k], c_ref[k])[0]) for k in seeds]
+            if ratio:
+                now_basis = reduction_basis([b_now[k] for k in seeds], [c_now[k] for k in seeds])
+                ref_basis = reduction_basis([b_ref[k] for k in seeds], [c_ref[k] for k in seeds])
+                pairs = [(reduction(b_now[k], c_now[k], now_basis), reduction(b_ref[k], c_ref[k], ref_basis))
+                         for k in seeds]
             else:
                 pairs = [(_equal_time_gap(b_now[k], c_now[k]), _equal_time_gap(b_ref[k], c_ref[k])) for k in seeds]
             bad = [k for k, (x, y) in zip(seeds, pairs) if not (stats.finite(x) and stats.finite(y))
-                   or (key == "max_reduction_drop" and (x <= 0 or y <= 0))]
+                   or (ratio and (x <= 0 or y <= 0))]
             if bad:
                 out.append(CheckResult(label, cand, None, gate.threshold_text(limit), FAIL,
                                        f"seed(s) {', '.join(bad)} have no finite figure in one of the runs; every "
@@ -335,7 +362,7 @@ def against_checks(run: LoadedRun, ref: LoadedRun, base: str | None, candidates:
                 continue
             good = [(x, y) for x, y in pairs if stats.finite(x) and stats.finite(y)]  # all of them, as `bad` is empty
             out.append(_judge_against(key, cand, good, float(limit)))
-            if key == "max_loss_regression" and no_premise:
+            if not ratio and no_premise:  # a loss at equal time: no premise over unshaped links
                 r = out[-1]
                 r.status, r.note = NA, f"not applicable: {no_premise}; measured: {r.note}"
     return out

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from distro_bench.results import fair, runfiles
+from distro_bench.results.figures import BY_KEY, FIGURES, SeedRecords, reduction, reduction_basis
 from distro_bench.results.stats import t_interval
 
 METRIC_COLUMNS: dict[str, str] = {
@@ -42,59 +43,8 @@ CHURN_KEYS = ["churn_leaves", "lost_steps", "worker_availability", "goodput_toke
 # issue 37: one goodput for every method, in useful model FLOPs (6 x parameters per token that reached the shared
 # model: forward and backward of the matrix products; attention's own term is left out), per second of training
 GOODPUT_KEYS = ["goodput_model_flops_per_s", "goodput_model_flops_per_s_per_worker", "goodput_of_peak"]
-SUMMARY_KEYS = [
-    # DESIGN.md contract
-    "steps", "step_time_s_mean", "step_time_s_p50", "compute_s_mean", "comm_s_mean",
-    "payload_tx_bytes_per_step", "payload_rx_bytes_per_step",
-    "wire_tx_bytes_per_step", "wire_rx_bytes_per_step",
-    "final_loss", "final_val_loss", "reduction_vs_baseline",
-    # additions
-    "reduction_basis", "compress_s_mean", "apply_s_mean", "wait_s_mean", "collectives_per_step",
-    "ring_bytes_per_step", "wire_overhead", "first_val_loss", "wall_time_s", "tokens_per_s", "ranks", "replicas_identical",
-    "replicas_diverged_at_step", "param_checksum",
-    # issue 16: over repeats every numeric key is the mean over seeds, with its interval in `ci95`
-    "seeds", "train_time_s", "lr_schedule_steps", "time_to_target_s", "tokens_to_target", "steps_to_target",
-    "target_reached", "val_loss_at_equal_time", "val_loss_at_equal_steps",
-    # issue 27: the tuning split's loss at the last evaluation (null without data.tune_batches)
-    "final_tune_loss",
-    # issue 29: cost to the target loss (harness/distro_bench/results/cost.py fills them once the run's summary is made)
-    *COST_KEYS,
-    # issue 29: churn (scenario `churn:`): leave events, worker-steps computed but lost with a leaver, the share
-    # of worker-steps trained, tokens that reached the model per training second, state handed to returners
-    *CHURN_KEYS,
-    # issue 35: whether a crossing is known as a point (exact; since issue 49 only an interval without width), and
-    # the lower bound of its time: the last evaluation above the target (0 before the first evaluation)
-    "time_to_target_exact", "time_to_target_lo_s",
-    # issue 37: the payload's bits over their information floor (the encoding's; from the run's prediction,
-    # results/build.py) and the wire's bytes over the payload's (framing, headers, protocol), both directions
-    "floor_ratio", "framing_ratio",
-    # issue 37: payload bits over the empirical floor of what was sent (positions, signs and codes as the run
-    # picked them, train/optim/entropy.py; DisTrO and SparseLoCo, else null)
-    "floor_ratio_empirical",
-    # issue 37: useful model FLOPs per second, in all and per worker, and their share of the workers' peak (the
-    # hardware profiles' TFLOPS, where every worker ran on the GPU such a profile names; else null)
-    *GOODPUT_KEYS,
-    # issue 34: the largest peak resident memory of any of its workers (results/build.py, from the end records)
-    "max_rss_bytes",
-    # issue 47: the run's prediction of its payload (tx + rx per worker per step; null where the method does not
-    # predict its bytes) and whether the counted payload matches it: "matches", "differs", "not predicted"
-    # (results/build.py)
-    "payload_predicted_bytes_per_step", "bytes_vs_prediction",
-    # issue 48: in a byte replay, the fraction of the method's predicted bytes its messages carried (1: all of
-    # them); null for a training run
-    "replay_fraction",
-    # issue 49: read on each method's own evaluations, every crossing lies in (lo, hi]: the last evaluation
-    # above the target and the first at or below it (exact is now true only for an interval without width)
-    "time_to_target_hi_s",
-]
-# Keys that are figures of one seed's run (averaged over seeds, with a 95% interval); the rest are labels.
-_NOT_AVERAGED = {"reduction_basis", "bytes_vs_prediction", "replicas_identical", "replicas_diverged_at_step",
-                 "param_checksum", "seeds", "ranks", "target_reached", "time_to_target_exact", "replay_fraction"}
-# Figures that cannot be negative nor exceed the seed's training (time) or its run (steps, tokens): their
-# intervals are cut to what is possible (issue 35: no time interval outside [0, the run]).
-_TO_TARGET = {"time_to_target_s": "train_time_s", "time_to_target_lo_s": "train_time_s",
-              "time_to_target_hi_s": "train_time_s",
-              "steps_to_target": "steps", "tokens_to_target": None}
+# The summary keys, in summary.json's and summary.csv's order: one row each in results/figures.py (issue 50).
+SUMMARY_KEYS = [f.key for f in FIGURES]
 
 
 def read_worker_records(folder: Path) -> tuple[pd.DataFrame, list[dict]]:
@@ -297,18 +247,17 @@ def _aggregate(per_seed: list[dict]) -> dict:
     n = len(per_seed)
     for k in SUMMARY_KEYS:
         vals = [s.get(k) for s in per_seed]
-        if k == "seeds":
+        how = BY_KEY[k].seeds
+        known = [v for v in vals if v is not None]
+        if how == "n":
             out[k] = n
-        elif k in ("replicas_identical", "time_to_target_exact"):
-            known = [v for v in vals if v is not None]
+        elif how == "all":
             out[k] = (False not in known) if known else None
-        elif k == "replicas_diverged_at_step":
-            known = [v for v in vals if v is not None]
+        elif how == "min":
             out[k] = min(known) if known else None
-        elif k == "target_reached":
-            known = [v for v in vals if v is not None]
+        elif how == "count":
             out[k] = sum(bool(v) for v in known) if known else None  # how many seeds reached the target
-        elif k in _NOT_AVERAGED:
+        elif how == "same":
             out[k] = vals[0] if len(set(map(str, vals))) == 1 else None
         else:
             nums = [v for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
@@ -326,10 +275,11 @@ def _aggregate(per_seed: list[dict]) -> dict:
             if k == "time_to_target_s":  # issue 49: the interval carries each seed's censoring (stats.RestrictedTime)
                 lo, hi = _censored_ends(per_seed, lo, hi)
             out[k] = int(nums[0]) if all(v == nums[0] for v in nums) and isinstance(nums[0], int) else m
-            if k in _TO_TARGET:
-                ends = [s.get(_TO_TARGET[k]) for s in per_seed] if _TO_TARGET[k] else []
+            within = BY_KEY[k].within  # issue 35: no interval outside what is possible ([0, the run])
+            if within is not None:
+                ends = [s.get(within[1]) for s in per_seed] if within[1] else []
                 top = max((e for e in ends if isinstance(e, (int, float))), default=math.inf)
-                lo, hi = max(0.0, lo), min(top, hi)
+                lo, hi = max(within[0], lo), min(top, hi)
             ci[k] = [lo, hi] if n >= 2 else None
     out["ci95"] = ci
     return out
@@ -368,18 +318,23 @@ def summarize(df: pd.DataFrame, events: list[dict], baseline: str, target: float
             s.update({k: v for k, v in figures.get(name, {}).get(seed, {}).items() if k in SUMMARY_KEYS})
             s.update(churn_figures(seed_rows, mine, world, s["steps"], s["train_time_s"]))
             s.update(goodput_figures(s["goodput_tokens_per_s"], starts, world))
+            for row in FIGURES:  # figures computed by their own row (results/figures.py), in the table's order
+                if row.compute is not None:
+                    s[row.key] = _none_if_nan(row.compute(SeedRecords(seed_rows, mine, s)))
             per[name][seed] = s
     if baseline in per:
-        wire = all(s["wire_tx_bytes_per_step"] is not None for p in per.values() for s in p.values())
-        keys = ("wire_tx_bytes_per_step", "wire_rx_bytes_per_step") if wire else ("payload_tx_bytes_per_step", "payload_rx_bytes_per_step")
-        base_all = [sum(b[k] or 0 for k in keys) for b in per[baseline].values()]
+        base_seeds = per[baseline]
         for p in per.values():
+            # one basis per comparison (figures.reduction_basis), so that every seed of it counts alike
+            basis = reduction_basis(base_seeds.values(), p.values())
             for seed, s in p.items():
-                b = per[baseline].get(seed)
-                base_bytes = sum(b[k] or 0 for k in keys) if b else sum(base_all) / len(base_all)
-                mine_bytes = sum(s[k] or 0 for k in keys)
-                s["reduction_vs_baseline"] = base_bytes / mine_bytes if mine_bytes else None
-                s["reduction_basis"] = "wire" if wire else "payload"
+                b = base_seeds.get(seed)
+                if b is None:  # a seed the baseline did not run: against the baseline's mean bytes
+                    b = {f"{basis}_{d}_bytes_per_step": sum(x[f"{basis}_{d}_bytes_per_step"] or 0
+                                                            for x in base_seeds.values()) / len(base_seeds)
+                         for d in ("tx", "rx")}
+                s["reduction_vs_baseline"] = reduction(b, s, basis)
+                s["reduction_basis"] = basis
     out = {}
     for name, p in per.items():
         out[name] = _aggregate([p[seed] for seed in p])

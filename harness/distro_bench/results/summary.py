@@ -1,18 +1,17 @@
 """The typed view of `summary.json`: one model per level, fields named exactly as the public keys.
 
 The keys are a public schema (metrics.SUMMARY_KEYS and runner.finalize write them): fields are only ever
-added. Every model allows extra keys, so a summary written by a newer harness still loads, and supports
+added. `OptimizerSummary` has one field per row of results/figures.py (the table of figures), typed as the row says. Every model allows extra keys, so a summary written by a newer harness still loads, and supports
 `summary["key"]` / `.get("key")` for code written against the plain dict. Torch-free and pandas-free.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
-from distro_bench.results.format import fmt_times as _times
-from distro_bench.results.stats import paired_difference, ratio_interval
+from distro_bench.results import figures
 
 Number = int | float
 
@@ -41,86 +40,34 @@ class _Record(BaseModel):
         return self.model_dump(mode="json", exclude_unset=True)
 
 
-class OptimizerSummary(_Record):
-    """One optimizer's figures: per worker per step, steady state (step 0 left out), means over seeds."""
+class _OptimizerRecord(_Record):
+    """What an optimizer's summary holds besides its figures: the replay's settings, the intervals, each seed's."""
 
-    # DESIGN.md contract
-    steps: Number | None = None
-    step_time_s_mean: float | None = None
-    step_time_s_p50: float | None = None
-    compute_s_mean: float | None = None
-    comm_s_mean: float | None = None
-    payload_tx_bytes_per_step: float | None = None
-    payload_rx_bytes_per_step: float | None = None
-    wire_tx_bytes_per_step: float | None = None
-    wire_rx_bytes_per_step: float | None = None
-    final_loss: float | None = None
-    final_val_loss: float | None = None
-    reduction_vs_baseline: float | None = None
-    # additions (metrics.SUMMARY_KEYS)
-    reduction_basis: str | None = None  # "wire" | "payload"
-    compress_s_mean: float | None = None
-    apply_s_mean: float | None = None
-    wait_s_mean: float | None = None
-    collectives_per_step: float | None = None
-    ring_bytes_per_step: float | None = None
-    wire_overhead: float | None = None
-    first_val_loss: float | None = None
-    wall_time_s: float | None = None
-    tokens_per_s: float | None = None
-    ranks: int | None = None
-    replicas_identical: bool | None = None
-    replicas_diverged_at_step: int | None = None
-    param_checksum: str | None = None
-    # fair comparison (issue 16): repeats, time to target, equal-budget losses, 95% intervals
-    seeds: int | None = None
-    train_time_s: float | None = None  # the budget clock: training seconds, evaluations excluded
-    lr_schedule_steps: float | None = None  # steps the lr schedule was laid over (estimated for a time budget)
-    target_reached: int | None = None  # seeds that reached the target
-    time_to_target_s: float | None = None
-    tokens_to_target: float | None = None
-    steps_to_target: float | None = None
-    val_loss_at_equal_time: float | None = None
-    val_loss_at_equal_steps: float | None = None
-    time_to_target_exact: bool | None = None  # issue 35: false when a seed crossed before its first grid evaluation
-    time_to_target_lo_s: float | None = None  # issue 35: the lower bound of the time (0 for an interval-censored seed)
-    time_to_target_hi_s: float | None = None  # issue 49: the upper bound (the first evaluation at or below the target)
-    final_tune_loss: float | None = None  # issue 27: the tuning split's loss, what a sweep selects on
-    # issue 29: cost to the target (harness/distro_bench/results/cost.py; null where a seed missed it or nothing is priced)
-    egress_bytes_to_target: float | None = None  # all workers' egress, (tx + rx) / 2 on costs.bytes_basis
-    egress_usd_to_target: float | None = None
-    gpu_hours_to_target: float | None = None  # worker-hours (costs.hours_unit says GPU-h or CPU-h)
-    gpu_usd_to_target: float | None = None
-    energy_j_to_target: float | None = None  # null: not measured (costs.energy_note says why)
-    # issue 29: churn (harness/distro_bench/results/metrics.py churn_figures)
-    churn_leaves: float | None = None
-    lost_steps: float | None = None  # worker-steps computed but lost with a leaver
-    worker_availability: float | None = None  # share of the world's worker-steps trained
-    goodput_tokens_per_s: float | None = None  # tokens that reached the shared model per training second
-    state_handover_bytes: float | None = None  # the shared state sent to workers that came back
-    # issue 37: payload bits over their information floor; wire bytes over payload bytes
-    floor_ratio: float | None = None
-    framing_ratio: float | None = None
-    floor_ratio_empirical: float | None = None
-    # issue 37: useful model FLOPs (6 x parameters per token that reached the model) per training second
-    goodput_model_flops_per_s: float | None = None
-    goodput_model_flops_per_s_per_worker: float | None = None
-    goodput_of_peak: float | None = None  # of the profiles' peak, where every worker ran on such a GPU
-    max_rss_bytes: int | None = None  # the largest peak resident memory of any of its workers
-    # issue 47: the prediction's payload (tx + rx) and whether the counted one matches it (results/build.py)
-    payload_predicted_bytes_per_step: float | None = None
-    bytes_vs_prediction: str | None = None  # "matches" | "differs" | "not predicted"; null: not recorded
     # issue 34: in a replay, the compute, codec and fraction replayed, and the share of a step that was compute
     replay: dict[str, Any] | None = None
-    replay_fraction: float | None = None  # issue 48: a byte replay's fraction of the predicted bytes (else null)
     ci95: dict[str, list[float] | None] | None = None
     per_seed: dict[str, dict] | None = None
 
     def bytes_per_step(self, basis: str | None = None) -> float | None:
-        """tx + rx per worker per step on `basis` (wire, payload; default: this summary's reduction basis)."""
-        basis = basis or self.reduction_basis or ("wire" if self.wire_tx_bytes_per_step is not None else "payload")
-        tx, rx = self.get(f"{basis}_tx_bytes_per_step"), self.get(f"{basis}_rx_bytes_per_step")
-        return None if tx is None and rx is None else (tx or 0) + (rx or 0)
+        """tx + rx per worker per step on `basis` (wire, payload; default: this summary's reduction basis, else
+        wire where counted): results/figures.py total_bytes, the one place bytes are added up."""
+        if basis is None and self.get("reduction_basis") is None:
+            return figures.bytes_per_step(self)
+        return figures.total_bytes(self, basis or self.get("reduction_basis"))
+
+
+if TYPE_CHECKING:
+    class OptimizerSummary(_OptimizerRecord):
+        """One optimizer's figures (statically: each figure's attribute, as results/figures.py's rows say)."""
+
+        def __getattr__(self, name: str) -> Any: ...
+else:
+    # One optimizer's figures: per worker per step, steady state (step 0 left out), means over seeds. One field
+    # per row of results/figures.py, named as its key (issue 50: the table is the one list of figures).
+    OptimizerSummary = create_model(
+        "OptimizerSummary", __base__=_OptimizerRecord, __module__=__name__,
+        __doc__="One optimizer's figures: per worker per step, steady state (step 0 left out), means over seeds.",
+        **{f.key: (f.kind | None, None) for f in figures.FIGURES})
 
 
 class RunInfo(_Record):
@@ -200,52 +147,5 @@ class Summary(_Record):
     # "final_val_bits_per_byte": {optimizer: x}}: bits per byte where the text is known, so tokenizers compare
     loss: dict[str, Any] | None = None
 
-    def verdicts(self) -> list[str]:
-        """One line per optimizer against the baseline, e.g.
-        `distro: 8.0x faster steps, 565x fewer wire bytes, val loss +0.59 vs adamw`."""
-        baseline = self.baseline or ""
-        base = self.optimizers.get(baseline)
-        if base is None:
-            return []
-        return [verdict_line(name, s, baseline, base) for name, s in self.optimizers.items()
-                if name != baseline]
 
-
-def verdict_line(name: str, s: OptimizerSummary, base_name: str, base: OptimizerSummary) -> str:
-    """The run's last line: the same figures as the verdict block (report/verdict.py), paired over seeds
-    (harness/distro_bench/results/stats.py): step speed-up, bytes, and the val loss gap at equal time (final loss for a folder
-    without it), with its 95% half-width over three or more seeds."""
-    return f"{name}: {verdict_figures(s, base)} vs {base_name}"
-
-
-def verdict_figures(s: OptimizerSummary, base: OptimizerSummary) -> str:
-    """`verdict_line`'s figures alone ('1.2x faster steps, 616x fewer payload bytes, ...'): `run` puts the
-    verdict's decision in front of them (report/verdict.py closing_line)."""
-    def seeds(o: OptimizerSummary, key: str) -> dict:
-        return {k: v.get(key) for k, v in (o.per_seed or {}).items()}
-
-    parts = []
-    speed = ratio_interval(seeds(base, "step_time_s_mean"), seeds(s, "step_time_s_mean"))
-    r = speed.mean if speed is not None and speed.n >= 2 else (
-        base.step_time_s_mean / s.step_time_s_mean if s.step_time_s_mean and base.step_time_s_mean else None)
-    if r:
-        parts.append(f"{_times(r)} faster steps" if r >= 1 else f"{_times(1 / r)} slower steps")
-    if s.reduction_vs_baseline:
-        r, basis = s.reduction_vs_baseline, s.reduction_basis or "payload"
-        parts.append(f"{_times(r)} fewer {basis} bytes" if r >= 1 else f"{_times(1 / r)} more {basis} bytes")
-    for key, label in (("val_loss_at_equal_time", "val loss at equal time"), ("final_val_loss", "val loss"),
-                       ("final_loss", "loss")):
-        gap = paired_difference(seeds(s, key), seeds(base, key))
-        a, b = s.get(key), base.get(key)
-        if gap is not None and gap.n >= 2:
-            parts.append(f"{label} {gap.mean:+.2f} ± {gap.half:.2f}")
-            break
-        if a is not None and b is not None:
-            parts.append(f"{label} {a - b:+.2f}")
-            break
-    if s.replicas_identical is False:
-        parts.append("REPLICAS DIFFER")
-    return ", ".join(parts) or "no figures recorded"
-
-
-__all__ = ["OptimizerSummary", "RunInfo", "Summary", "verdict_figures", "verdict_line"]
+__all__ = ["OptimizerSummary", "RunInfo", "Summary"]

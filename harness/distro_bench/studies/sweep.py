@@ -25,9 +25,8 @@ import yaml
 
 from distro_bench.errors import CapabilityError, InputError, Interrupted
 from distro_bench.report import analysis
-from distro_bench.report.verdict import total_bytes
 from distro_bench.results import runfiles
-from distro_bench.results.metrics import CHURN_KEYS
+from distro_bench.results.figures import FIGURES, reduction, reduction_basis
 from distro_bench.results.rundir import atomic_write_json, atomic_write_text, new_run_dir, read_parquet
 from distro_bench.run.lifecycle import ProgressSink
 from distro_bench.run.overrides import Overrides, RunSettings
@@ -47,11 +46,8 @@ from distro_bench.studies.sweep_grid import parse_sets as parse_sets  # re-expor
 from distro_bench.studies.sweep_report import write_sweep_report
 
 # Figures of each optimizer's summary that a sweep records per point (absent keys stay absent: old runners).
-POINT_KEYS = ["seeds", "steps", "step_time_s_mean", "comm_s_mean", "final_loss", "final_val_loss",
-              "val_loss_at_equal_time", "val_loss_at_equal_steps", "time_to_target_s", "steps_to_target",
-              "tokens_to_target", "time_to_common_target_s", "steps_to_common_target", "reduction_vs_baseline", "wall_time_s", "payload_tx_bytes_per_step",
-              "payload_rx_bytes_per_step", "wire_tx_bytes_per_step", "wire_rx_bytes_per_step", "reduction_basis",
-              "final_tune_loss", "target_reached", *CHURN_KEYS, "ci95"]
+# (results/figures.py's rows marked `point`, and the sweep's own time to the common target)
+POINT_KEYS = [*(f.key for f in FIGURES if f.point), "time_to_common_target_s", "steps_to_common_target", "ci95"]
 # ---- running ----------------------------------------------------------------------------------------
 
 def _optimizer_key(doc: dict, name: str) -> str:
@@ -277,9 +273,8 @@ def _reductions(figs: dict[str, dict], baseline: str) -> None:
     for name, f in figs.items():
         if name == baseline or "reused_from" in f:
             continue
-        basis = "wire" if total_bytes(base, "wire") and total_bytes(f, "wire") else "payload"
-        b, c = total_bytes(base, basis), total_bytes(f, basis)
-        f["reduction_vs_baseline"] = b / c if b and c else None
+        basis = reduction_basis([base], [f])  # results/figures.py: the one basis rule and reduction
+        f["reduction_vs_baseline"] = reduction(base, f, basis)
         f["reduction_basis"] = basis
 
 

@@ -253,3 +253,31 @@ def test_the_scenario_checks_fields_and_their_bounds_come_from_the_gate_table(tm
     run = make_repeated_run(tmp_path, {"adamw": BASE, "distro": [2.31, 2.37, 2.27]}, {"min_reduction": 2})
     with pytest.raises(InputError, match=r"--max-loss-gap: must be a number >= 0, got -1"):
         run_checks(load_for_report(run), min_reduction=2, max_loss_gap=-1)
+
+
+def _on_links(run, links: dict):
+    """The run folder on the netns backend with these links in its scenario.yaml (emulated, as recorded)."""
+    scen = yaml.safe_load((run / "scenario.yaml").read_text())
+    scen["links"] = links
+    (run / "scenario.yaml").write_text(yaml.safe_dump(scen))
+    atomic_write_json(run / "environment.json", {"backend": "netns", "network": {"backend": "netns",
+                                                                               "network_emulated": True}})
+    return run
+
+
+@pytest.mark.parametrize("link", [{"duplicate": "1%"}, {"delay": "10ms", "reorder": "5%"},
+                                  {"schedule": [{"at": "5s", "delay": "20ms"}]}])
+def test_a_link_shaped_only_by_duplicate_reorder_or_a_schedule_gets_the_loss_gap_gate(cli, tmp_path, link):
+    # issue 50: the premise is the scenario model's LinkSpec.shaped, not a list of six keys: a duplicate-only link
+    # is shaped, so the regression FAILs here rather than going N/A
+    run = _on_links(make_repeated_run(tmp_path, {"adamw": BASE, "distro": [2.50, 2.56, 2.46]},
+                                      {"max_loss_gap": 0.3}), {"a": link, "b": {}})
+    code, gap = _gap_result(cli, run)
+    assert code == 1 and gap["status"] == "FAIL"
+
+
+def test_links_that_shape_nothing_leave_the_loss_gap_not_applicable(cli, tmp_path):
+    run = _on_links(make_repeated_run(tmp_path, {"adamw": BASE, "distro": [2.50, 2.56, 2.46]},
+                                      {"max_loss_gap": 0.3}), {"a": {}, "b": {"trace_resolution": "0.1s"}})
+    code, gap = _gap_result(cli, run)
+    assert code == 0 and gap["status"] == "N/A" and "every link of the scenario is unshaped" in gap["note"]

@@ -7,6 +7,7 @@ import copy
 import pytest
 
 from distro_bench.report.verdict import sentence, verdict_lines, verdicts
+from distro_bench.report.verdict_words import figure_lines
 
 
 def _opt(step, ttt, eq_time, eq_steps, wire, *, seeds=3, half=None):
@@ -206,9 +207,9 @@ def test_a_missed_seed_counts_at_the_budget_as_a_restricted_mean_and_says_so():
     # true time is later), so it reads "at least" / "not shown sooner" with the lower end, never "Nx [lo, hi]"
     s = _paired_summary([3.0, 2.5, 3.5], [2.9, 2.4, 3.4], [40.0, None, 50.0], [20.0, 15.0, 25.0])
     (v,) = verdicts(s)
-    assert v.tau == 60.0 and v.capped == "base" and v.base_restricted.missed == 1
-    assert v.base_restricted.interval.mean == pytest.approx(50.0)
-    assert v.base_restricted.interval.hi == 60.0  # the unclipped t interval reaches 74.8 s
+    assert v.tau == 60.0 and v.capped == "base" and v.base.restricted.missed == 1
+    assert v.base.restricted.interval.mean == pytest.approx(50.0)
+    assert v.base.restricted.interval.hi == 60.0  # the unclipped t interval reaches 74.8 s
     assert v.paired_target_speedup.mean == pytest.approx((2.0 * 4.0 * 2.0) ** (1 / 3))
     text = "\n".join(verdict_lines(s))
     lo = v.paired_target_speedup.lo
@@ -220,10 +221,10 @@ def test_a_missed_seed_counts_at_the_budget_as_a_restricted_mean_and_says_so():
 def test_time_to_target_interval_never_runs_past_the_budget_or_below_zero():
     s = _paired_summary([3.0, 2.5, 3.5], [2.9, 2.4, 3.4], [58.0, 30.0, 59.9], [1.0, 2.0, 30.0])
     (v,) = verdicts(s)
-    lo, hi = v.base_time_to_target.bounds
+    lo, hi = v.base.time_to_target.bounds
     assert hi == 60.0 and lo > 0
-    assert v.time_to_target.bounds[0] == 0.0
-    assert "[" in v.base_time_to_target.text(" s") and "±" not in v.base_time_to_target.text(" s")
+    assert v.mine.time_to_target.bounds[0] == 0.0
+    assert "[" in v.base.time_to_target.text(" s") and "±" not in v.base.time_to_target.text(" s")
 
 
 def test_the_block_fits_80_columns():
@@ -241,14 +242,13 @@ def test_later_names_the_inverse_ratio_and_its_interval():
 
 
 def test_the_runs_last_line_uses_the_verdicts_figure():
-    from distro_bench.results.summary import Summary
 
     base = [3.0, 2.5, 3.5]
     s = _paired_summary(base, [b - d for b, d in zip(base, (0.05, 0.045, 0.055))], [40.0, 30.0, 50.0], [20.0, 15.0, 26.0])
     for o in s["optimizers"].values():
         o["final_val_loss"] = 9.0  # a different figure: the last line must not use it
     (v,) = verdicts(s)
-    (line,) = Summary.model_validate(s).verdicts()
+    (line,) = figure_lines(s)
     d = v.loss_diff_equal_time
     assert f"val loss at equal time {d.mean:+.2f} ± {d.half:.2f}" in line
 
@@ -374,3 +374,20 @@ def test_goodput_in_model_flops_is_a_row_of_every_verdict_with_its_paired_ratio(
     assert max(len(line) for line in verdict_lines(s)) <= 80
     del s["optimizers"]["adamw"]["goodput_model_flops_per_s"]  # a folder from before: no row, nothing made up
     assert "goodput, model FLOP/s" not in {r[0] for r in rows(verdicts(s)[0])}
+
+
+def test_the_verdicts_figures_as_numbers_each_side_read_alike():
+    # issue 50: the figures themselves, read off the Verdict (the wording is checked where it is the point)
+    base_eq, cand_eq = [3.0, 2.5, 3.5], [2.9, 2.45, 3.3]
+    s = _paired_summary(base_eq, cand_eq, [40.0, 30.0, 50.0], [20.0, 15.0, 25.0])
+    (v,) = verdicts(s)
+    assert v.bytes_basis == "wire" and v.bytes_ratio == pytest.approx(1e8 / 2e5)
+    assert v.mine.bytes_per_step == pytest.approx(4e5) and v.base.bytes_per_step == pytest.approx(2e8)
+    gaps = [c - b for b, c in zip(base_eq, cand_eq)]
+    assert v.paired_equal_time.mean == pytest.approx(sum(gaps) / 3) and v.paired_equal_time.n == 3
+    assert v.loss_diff_equal_time.mean == pytest.approx(sum(gaps) / 3)
+    assert v.mine.loss_equal_time.mean == pytest.approx(sum(cand_eq) / 3)
+    assert v.base.loss_equal_time.mean == pytest.approx(sum(base_eq) / 3)
+    assert v.paired_step_speedup.mean == pytest.approx(3.0 / 0.38, rel=0.02)  # geometric mean of the seed ratios
+    assert v.mine.reached and v.base.reached and v.mine.reached_seeds == 3 == v.base.reached_seeds
+    assert v.paired_target_speedup.mean == pytest.approx(2.0, rel=0.01)  # each seed's baseline time is twice its own

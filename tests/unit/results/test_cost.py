@@ -65,7 +65,7 @@ def test_exact_dollars_and_hours_for_known_bytes():
     assert d["gpu_usd_to_target"] is None and d["energy_j_to_target"] is None  # no GPU price; no energy counter
     assert s["costs"]["hours_unit"] == "CPU-h" and s["costs"]["bytes_basis"] == "wire"
     (v,) = verdicts(s)
-    assert v.cost.usd == pytest.approx(0.00045) and v.base_cost.usd == pytest.approx(0.018)
+    assert v.mine.cost.usd == pytest.approx(0.00045) and v.base.cost.usd == pytest.approx(0.018)
     lines = verdict_lines(s)
     i = next(i for i, line in enumerate(lines) if "cost to target $, CPU-h" in line)
     row = " ".join(lines[i:i + 2])  # the comparison may sit on the next line, under the figures
@@ -81,7 +81,7 @@ def test_gpu_price_adds_to_the_dollars():
     assert a["gpu_usd_to_target"] == pytest.approx(2.0 * 400 / 3600)
     assert s["costs"]["hours_unit"] == "GPU-h"
     (v,) = verdicts(s)
-    assert v.base_cost.usd == pytest.approx(0.018 + 2.0 * 400 / 3600)
+    assert v.base.cost.usd == pytest.approx(0.018 + 2.0 * 400 / 3600)
 
 
 def test_a_missed_seed_is_costed_at_the_budget_and_shown_as_a_bound():
@@ -92,8 +92,8 @@ def test_a_missed_seed_is_costed_at_the_budget_and_shown_as_a_bound():
     assert d["per_seed"]["0"]["egress_usd_to_target"] == pytest.approx(0.00045)
     (v,) = verdicts(s)
     # seed 1 at its whole run: 1e4 x 200 steps x 4 = 8e6 bytes ($0.00072), 4 x 80 s; mean with seed 0's
-    assert v.cost.capped and v.cost.usd == pytest.approx((0.00045 + 0.00072) / 2)
-    assert v.cost.hours == pytest.approx((160 + 320) / 3600 / 2)
+    assert v.mine.cost.capped and v.mine.cost.usd == pytest.approx((0.00045 + 0.00072) / 2)
+    assert v.mine.cost.hours == pytest.approx((160 + 320) / 3600 / 2)
     lines = verdict_lines(s)
     i = next(i for i, line in enumerate(lines) if "cost to target" in line)
     row = " ".join(lines[i:i + 2])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 
 from distro_bench.cli.progress import PlainProgress
+from distro_bench.report.verdict_words import figure_lines
 from distro_bench.results import metrics
 from distro_bench.results.summary import OptimizerSummary, Summary
 
@@ -46,7 +47,7 @@ def test_of_types_a_mapping_once_and_keeps_a_summary_as_it_is():
 
 
 def test_verdict_line():
-    (line,) = Summary.model_validate(_summary()).verdicts()
+    (line,) = figure_lines(_summary())
     assert line == "distro: 8.0x faster steps, 565x fewer wire bytes, val loss +0.59 vs adamw"
 
 
