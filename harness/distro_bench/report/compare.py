@@ -27,6 +27,7 @@ from distro_bench.report.events_section import fmt_secs
 from distro_bench.report.load import LoadedRun, load_for_report
 from distro_bench.report.stats import NOT_SIGNIFICANT, Sample
 from distro_bench.report.style import bar_style, human_bytes, new_figure, note_on_axes, save
+from distro_bench.results import figures as figure_table
 from distro_bench.results import stats as seed_stats
 from distro_bench.results.rundir import atomic_write_text, ensure_report_dir
 from distro_bench.results.summary import OptimizerSummary
@@ -50,8 +51,8 @@ def environment_differences(runs: list[LoadedRun], labels: list[str]) -> list[st
 
 
 def _bytes_basis(runs: list[LoadedRun]) -> str:
-    every = [s for r in runs for s in r.summary.optimizers.values()]
-    return "wire" if every and all(analysis.total_bytes(s, "wire") for s in every) else "payload"
+    """Runs compared side by side: the one basis rule (results/figures.py) over every optimizer of every run."""
+    return figure_table.reduction_basis(s for r in runs for s in r.summary.optimizers.values())
 
 
 FIGURES = {"step_time": "step_time_s_mean", "final_loss": "final_loss"}  # plus "bytes": tx + rx on the basis
