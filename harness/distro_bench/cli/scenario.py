@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from distro_bench.scenario import environ
 from distro_bench.cli.console import (
     TABLE_STYLE,
     cli_errors,
@@ -106,7 +107,7 @@ def _validate_json(scenario: Path) -> dict[str, Any]:
         print_json({"valid": False, "source": str(scenario), "problems": [problem_record(str(e))]})
         raise typer.Exit(e.exit_code) from None
     except Exception as e:  # a bug of ours: JSON all the same; the traceback in a file
-        if os.environ.get("DISTRO_BENCH_DEBUG"):
+        if os.environ.get(environ.DEBUG):
             raise
         import tempfile
         import traceback

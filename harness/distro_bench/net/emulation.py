@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from distro_bench.scenario import environ
 from distro_bench.net.delayline import DelayLine, stop_all
 from distro_bench.net.engines import NetworkPlan, NodeLinkPlan, SiteLinkPlan, direction_plan
 from distro_bench.net.link import Direction, Impairment
@@ -86,7 +87,7 @@ class SiteEndpoints(LinkEgress):
 def worker_env(iface: str) -> dict[str, str]:
     """What a worker needs so that its traffic takes the emulated link and is counted there."""
     return {
-        "GLOO_SOCKET_IFNAME": iface, "DISTRO_BENCH_WIRE_IFACE": iface,
+        "GLOO_SOCKET_IFNAME": iface, environ.WIRE_IFACE: iface,
         # NCCL would otherwise take shared memory or P2P between GPUs of this host and bypass the link.
         "NCCL_SOCKET_IFNAME": iface, "NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1",
     }

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from distro_bench.scenario import environ
 from distro_bench.errors import InputError
 from distro_bench.results import runfiles
 
@@ -145,7 +146,7 @@ def die_with_parent() -> None:
     """Linux: SIGKILL this worker when the coordinator that started it dies (a SIGKILLed CLI has no
     teardown), instead of leaving it training or blocked on its peers forever. Set only where the
     coordinator is the direct parent (DISTRO_BENCH_PARENT_PID: local and netns, not containers or torchrun)."""
-    parent = os.environ.get("DISTRO_BENCH_PARENT_PID")
+    parent = os.environ.get(environ.PARENT_PID)
     if not parent or not sys.platform.startswith("linux"):
         return
     PR_SET_PDEATHSIG = 1
@@ -156,7 +157,7 @@ def die_with_parent() -> None:
 
 # ---- how long the coordinator waits, scaled by the host -------------------------------------------
 
-TIMEOUT_SCALE_ENV = "DISTRO_BENCH_TIMEOUT_SCALE"
+TIMEOUT_SCALE_ENV = environ.TIMEOUT_SCALE
 
 
 @dataclass(frozen=True)
