@@ -22,6 +22,7 @@ from distro_bench.train.liveness import RecordTail
 from tests.helpers import REPO
 
 CI_SMOKE = REPO / "scenarios" / "ci-smoke.yaml"
+SEEDS = len(load_scenario(CI_SMOKE).train.seed_list())  # how many seed folders the run has (worker_dir)
 TIMEOUT_S = 77  # given, so that neither launcher scales it by the host's load between the two calls
 
 
@@ -98,19 +99,19 @@ def agent_launch(tmp_path: Path, monkeypatch, nnodes: int = 2):
     a.prepare()
     a.run_dir = tmp_path / "run"
     monkeypatch.setattr(os, "geteuid", lambda: 1000)  # not root: the argv as built, not wrapped by net/enter.py
-    return a._launch("adamw", 0, worker_dir(a.run_dir, "adamw", 0, 1))
+    return a._launch("adamw", 0, worker_dir(a.run_dir, "adamw", 0, SEEDS))
 
 
 def test_the_runner_and_the_agent_give_the_same_scenario_the_same_worker_command(tmp_path, monkeypatch):
     started = runner_launches(tmp_path)
     launch = agent_launch(tmp_path, monkeypatch)
-    out = worker_dir(tmp_path / "run", "adamw", 0, 1)
+    out = worker_dir(tmp_path / "run", "adamw", 0, SEEDS)
     job = WorkerJob(tmp_path / "run" / "scenario.yaml", "adamw", out, 0, TIMEOUT_S, "gloo")
-    assert [r for r, _, _ in started] == [0, 1]
+    assert [r for r, _, _ in started] == [0, 1, 2, 3]  # ci-smoke: four workers
     for rank, argv, env in started:
         assert argv == ["/opt/python3", *job.args()]
         assert {k: env[k] for k in ("WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK")} == {
-            "WORLD_SIZE": "2", "MASTER_ADDR": "10.9.0.1", "MASTER_PORT": "29500", "RANK": str(rank),
+            "WORLD_SIZE": "4", "MASTER_ADDR": "10.9.0.1", "MASTER_PORT": "29500", "RANK": str(rank),
             "LOCAL_RANK": str(rank)}
         assert env["GLOO_SOCKET_IFNAME"] == f"veth{rank}"  # the backend's own, on top
     # The agent: torchrun's flags, then exactly the worker command the runner gave its processes.
@@ -120,7 +121,7 @@ def test_the_runner_and_the_agent_give_the_same_scenario_the_same_worker_command
     assert {k: launch.env[k] for k in shared} == {k: started[0][2][k] for k in shared} == {
         environ.TIMEOUT_S: str(TIMEOUT_S), environ.DIST_BACKEND: "gloo", "PYTHONUNBUFFERED": "1"}
     assert environ.THREADS in launch.env and all(environ.THREADS in env for _, _, env in started)
-    assert launch.env[environ.NODE_RANK] == "0" and launch.env[environ.PLACEMENT] == "0;1"
+    assert launch.env[environ.NODE_RANK] == "0" and launch.env[environ.PLACEMENT] == "0,1;2,3"
 
 
 def test_both_launchers_take_the_worker_command_from_worker_job(tmp_path, monkeypatch):
@@ -141,7 +142,7 @@ def test_the_recipes_and_the_ssh_backend_start_the_agent_with_one_command_line(t
     agent = docs["Job"]["spec"]["template"]["spec"]["containers"][0]
     assert agent["args"] == node_args("/scenario/ci-smoke.yaml", rdzv=f"{docs['Job']['metadata']['name']}-0."
                                       f"{docs['Service']['metadata']['name']}:29400",
-                                      node_rank="$(JOB_COMPLETION_INDEX)", nnodes="2", placement="0;1", iface="eth0",
+                                      node_rank="$(JOB_COMPLETION_INDEX)", nnodes="2", placement="0,1;2,3", iface="eth0",
                                       out="/results", secret_file="/secret/agents.secret", flags=["--i-know"])
     # The pod's worker threads reach the workers: the agent passes the variable the recipe sets on to them.
     (threads,) = [e["value"] for e in agent["env"] if e["name"] == environ.THREADS]

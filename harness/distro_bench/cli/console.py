@@ -16,9 +16,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from distro_bench.scenario import environ
 from distro_bench.errors import HarnessError, InputError, ScenarioError, WorkerFailed, terminal_text
 from distro_bench.results.runfiles import read_json
+from distro_bench.scenario import environ
 
 
 class _Stdout:

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from distro_bench.scenario import environ
 from distro_bench.cli.console import (
     TABLE_STYLE,
     cli_errors,
@@ -29,6 +28,7 @@ from distro_bench.cli.options import (
     out_path,
 )
 from distro_bench.cli.options import allow_trace_outside as permit_trace_outside
+from distro_bench.scenario import environ
 
 if TYPE_CHECKING:
     from distro_bench.scenario.model import LinkSpec, Scenario

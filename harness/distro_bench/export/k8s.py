@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import re
 import secrets
+from pathlib import Path
 
 import yaml
 

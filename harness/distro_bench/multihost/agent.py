@@ -230,11 +230,13 @@ class Agent:
         """Node 0 opens the run folder and names it in the store; the others write into it where it is shared
         (its token is there), else into a local copy (runfolder.py)."""
         o, st = self.o, self._live_store
+        def named(run_dir: Path) -> None:  # known before what can fail after: the status and finish see it
+            self.run_dir = run_dir
+
         if o.node_rank == 0:
-            joined = open_on_host0(self.life, o.settings.out, self.placement, st)
+            joined = open_on_host0(self.life, o.settings.out, self.placement, st, named)
         else:
-            joined = join_from_store(self.life, o.settings.out, self.placement, st, o.ship_records,
-                                     named=lambda run_dir: setattr(self, "run_dir", run_dir))
+            joined = join_from_store(self.life, o.settings.out, self.placement, st, o.ship_records, named)
         self.run_dir, self.shared, self.worker_uid = joined.run_dir, joined.shared, joined.worker_uid
         self.host["records"] = "shared path" if self.shared else "shipped to node-rank 0 over the agents' store"
 

@@ -73,10 +73,13 @@ def checked_worker_uid(value: object) -> int | None:
                        "start the run again (node 0 picks another)")
 
 
-def open_on_host0(life: RunLifecycle, out: Path, placement: Placement, st: AgentStore) -> Joined:
+def open_on_host0(life: RunLifecycle, out: Path, placement: Placement, st: AgentStore,
+                  named: Callable[[Path], None] = lambda run_dir: None) -> Joined:
     """Node 0 opens the run folder (run/lifecycle.py: claimed, scenario.yaml, status "running") and names it in
-    the store, with its token for the hosts that share the path."""
+    the store, with its token for the hosts that share the path. `named` hears the folder as soon as it exists
+    (the agent ends its status and writes it, whatever fails after)."""
     run_dir = life.open(out)
+    named(run_dir)
     token = secrets.token_hex(8)
     atomic_write_text(run_dir / TOKEN_FILE, token)
     text = (run_dir / "scenario.yaml").read_text()

@@ -31,7 +31,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from distro_bench.scenario import environ
 from distro_bench.net.delayline import DelayLine, stop_all
 from distro_bench.net.engines import NetworkPlan, NodeLinkPlan, SiteLinkPlan, direction_plan
 from distro_bench.net.link import Direction, Impairment
@@ -46,6 +45,7 @@ from distro_bench.net.shaping import (
     read_qdiscs,
 )
 from distro_bench.net.tcpprobe import unreachable
+from distro_bench.scenario import environ
 
 DIRECTIONS = ("up", "down")
 

@@ -18,8 +18,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from distro_bench.scenario import environ
 from distro_bench.errors import InputError
+from distro_bench.scenario import environ
 
 PREFIX = "hf:"
 DEFAULT_SPLIT = "train"

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distro_bench.scenario import environ
 from distro_bench.errors import InputError
+from distro_bench.scenario import environ
 from distro_bench.scenario.model import Scenario
 
 ENV_PLACEMENT = environ.PLACEMENT

@@ -14,9 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from distro_bench.scenario import environ
 from distro_bench.scenario import datafiles as df
-from distro_bench.scenario import hfcorpus, methods, presets
+from distro_bench.scenario import environ, hfcorpus, methods, presets
 from distro_bench.scenario.corpus import CorpusError, read_corpus
 from distro_bench.scenario.model import (
     BUILTIN_CORPORA,

@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from distro_bench.scenario import environ
 from distro_bench.errors import InputError
 from distro_bench.results import runfiles
+from distro_bench.scenario import environ
 
 
 class RecordTail:
