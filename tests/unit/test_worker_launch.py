@@ -163,3 +163,19 @@ def test_the_recipes_and_the_ssh_backend_start_the_agent_with_one_command_line(t
     assert argv[4:] == node_args("/w/s.yaml", rdzv="h0:29400", node_rank="1", nnodes="2", placement="0;1",
                                  iface="eth2", out="/w/results", secret_file="/w/agents.secret",
                                  flags=["--stream", "--no-measure"])
+
+
+def test_the_runner_takes_the_backends_launcher_by_name_without_asking_its_kind(tmp_path, monkeypatch):
+    """ssh names the "agents" launcher (run/remote.py), every other backend "workers": run_scenario looks it up."""
+    from distro_bench.backends.registry import BACKENDS
+    from distro_bench.run import runner
+
+    seen: list[tuple[str, str]] = []
+    for name in runner.LAUNCHERS:
+        monkeypatch.setitem(runner.LAUNCHERS, name, lambda scenario, options, sink, overrides, name=name: seen.append(
+            (name, options.backend)))
+    for backend in ("local", "netns", "ssh", "auto"):
+        runner.run_scenario(load_scenario(CI_SMOKE), RunSettings(
+            backend=backend, inventory=tmp_path / "hosts.yaml" if backend == "ssh" else None))
+    assert seen == [("workers", "local"), ("workers", "netns"), ("agents", "ssh"), ("workers", "auto")]
+    assert {name for name, cls in BACKENDS.items() if cls.launcher == "agents"} == {"ssh"}
