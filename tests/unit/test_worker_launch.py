@@ -153,7 +153,7 @@ def test_the_recipes_and_the_ssh_backend_start_the_agent_with_one_command_line(t
     srun = " ".join(f'"{a}"' if a.startswith("$") else a for a in node_args(
         "$SCENARIO", rdzv="$HEAD:$PORT", node_rank="$SLURM_NODEID", nnodes="$NNODES", placement="$PLACEMENT",
         iface="$IFACE", out="$OUT", secret_file="$SECRET_FILE"))
-    assert f"exec $DISTRO_BENCH {srun} $SHAPING --i-know'" in script
+    assert f"exec $DISTRO_BENCH {srun} $SHAPING --i-know'" in script.replace(" \\\n    ", " ")  # one line, unwrapped
 
     inv_file = tmp_path / "hosts.yaml"
     inv_file.write_text(yaml.safe_dump({"hosts": [{"host": "h0", "iface": "eth1"}, {"host": "h1", "iface": "eth2"}]}))

@@ -24,9 +24,11 @@ def sbatch_script(scenario: Scenario, scenario_path: str, s: RecipeSettings) -> 
     placement = placement_of(scenario, s)
     # One agent per node: `distro-bench node` as every launcher starts it (train/launch.py), its values the
     # script's variables (double-quoted inside bash -c's single quotes) and SLURM_NODEID its node rank.
-    node = " ".join(f'"{a}"' if a.startswith("$") else a for a in node_args(
+    words = [f'"{a}"' if a.startswith("$") else a for a in node_args(
         "$SCENARIO", rdzv="$HEAD:$PORT", node_rank="$SLURM_NODEID", nnodes="$NNODES", placement="$PLACEMENT",
-        iface="$IFACE", out="$OUT", secret_file="$SECRET_FILE"))
+        iface="$IFACE", out="$OUT", secret_file="$SECRET_FILE")]
+    cut = words.index("--placement")  # two lines, for the reader
+    node = " ".join(words[:cut]) + " \\\n    " + " ".join(words[cut:])
     flags = "".join(f" {shlex.quote(x)}" for x in (*(["--i-know"] if s.i_know else []), *s.extra))
     gpu = f"#SBATCH --gpus-per-node={s.gpus_per_node}\n" if s.gpus_per_node else ""
     cpus = f"#SBATCH --cpus-per-task={s.cpus_per_task}\n" if s.cpus_per_task else ""
