@@ -46,8 +46,9 @@ LAZY_HEAVY_ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     "distro_bench.backends.docker.worker": (frozenset({"docker"}), _DOCKER),
     "distro_bench.export.trackers": (frozenset({"matplotlib", "mlflow", "pandas", "tensorboard", "torch", "wandb"}),
                                      "each tracker's library is optional and loads only when that tracker is used"),
-    "distro_bench.multihost.agent": (frozenset({"pyroute2", "torch"}), _NETLINK + "; torch for the rendezvous "
-                                     "store node-rank 0 serves, once it runs (`distro-bench node --help` needs none)"),
+    "distro_bench.multihost.endpoints": (frozenset({"pyroute2", "torch"}), _NETLINK + "; torch for the "
+                                         "rendezvous store node-rank 0 serves, once it runs (`distro-bench node "
+                                         "--help` needs none)"),
     "distro_bench.multihost.hostshaping": (frozenset({"pyroute2"}), _NETLINK),
     "distro_bench.multihost.iface": (frozenset({"pyroute2"}), _NETLINK),
     "distro_bench.net.host": (frozenset({"docker", "torch"}), ("the host probe (doctor) reports docker and the GPUs "

@@ -25,7 +25,7 @@ from distro_bench.net import owner
 from distro_bench.net.enter import exposures, signal_scope_missing
 from distro_bench.net.naming import new_run_id
 from distro_bench.net.ns import NetnsRef
-from distro_bench.scenario import hfcorpus, methods
+from distro_bench.scenario import environ, hfcorpus, methods
 from distro_bench.scenario.model import Scenario
 from distro_bench.train.liveness import RecordTail
 
@@ -93,7 +93,7 @@ def start_process(rank: int, argv: list[str], env: dict[str, str], log_path: Pat
     """`note`: a first line for the log (who the worker runs as)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # The worker dies with us (harness/distro_bench/train/worker.py die_with_parent): a SIGKILLed CLI leaves no orphans.
-    env = {**env, "DISTRO_BENCH_PARENT_PID": str(os.getpid())}
+    env = {**env, environ.PARENT_PID: str(os.getpid())}
     with open(log_path, "ab") as log:
         if note:
             log.write(f"distro-bench: {note}\n".encode())
@@ -274,9 +274,10 @@ class Backend(ABC):
     """A context manager: `with backend:` brings the nodes up and always tears them down."""
 
     name: ClassVar[str]
-    # True for a backend whose hosts each run a whole `distro-bench node` agent (ssh): the runner hands the run to
-    # run/remote.py, and start_worker is not used.
-    launches_agents: ClassVar[bool] = False
+    # How a run on this backend is launched, a name in run/runner.py's LAUNCHERS: "workers", one process per
+    # scenario node through start_worker (train/launch.py WorkerJob); "agents", a whole `distro-bench node` agent
+    # per host, which starts its workers from the same WorkerJob (ssh: run/remote.py), start_worker unused.
+    launcher: ClassVar[str] = "workers"
 
     def __init__(self, scenario: Scenario, run_dir: Path, options: BackendOptions | None = None,
                  plan: NetworkPlan | None = None):

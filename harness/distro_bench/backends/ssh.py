@@ -29,6 +29,7 @@ from distro_bench.backends.requirements import Needs, Problem, Requirement
 from distro_bench.errors import HarnessError
 from distro_bench.net.host import HostInfo
 from distro_bench.scenario.timeouts import Timeouts
+from distro_bench.train.launch import node_args
 
 SSH = "ssh"
 # ssh gives up on a host that stops answering after ALIVE_S x ALIVE_COUNT (a host that dropped off the network);
@@ -93,18 +94,19 @@ def agent_argv(h: ResolvedHost, *, workdir: str, scenario: str, rdzv: str, nnode
                extra: list[str], secret: str | None = None) -> list[str]:
     """`distro-bench node --stream` on host `h`, with the files PREPARE unpacked in `workdir` (`scenario` the
     scenario's path among them, `secret` the agents' store secret's) and its records under workdir/results."""
-    return [h.python, "-u", "-m", "distro_bench.cli", "node", f"{workdir}/{scenario}", "--rdzv", rdzv,
-            "--node-rank", str(h.node_rank), "--nnodes", str(nnodes), "--iface", h.iface, "--placement", placement,
-            "--out", f"{workdir}/results", "--stream", *extra,
-            *(["--secret-file", f"{workdir}/{secret}"] if secret else [])]
+    # `distro-bench node` as every launcher starts it (train/launch.py), driven over the pipe (--stream).
+    return [h.python, "-u", "-m", "distro_bench.cli", *node_args(
+        f"{workdir}/{scenario}", rdzv=rdzv, node_rank=str(h.node_rank), nnodes=str(nnodes), placement=placement,
+        iface=h.iface, out=f"{workdir}/results", secret_file=f"{workdir}/{secret}" if secret else None,
+        flags=["--stream", *extra])]
 
 
 class SshBackend(Backend):
-    """Declared like every backend (catalog, preflight, doctor), but its hosts each run a whole agent: the runner
-    hands the run to run/remote.py instead of starting workers through start_worker."""
+    """Declared like every backend (catalog, preflight, doctor), but its hosts each run a whole agent: its launcher
+    is "agents" (run/runner.py LAUNCHERS: run/remote.py), not start_worker."""
 
     name = "ssh"
-    launches_agents: ClassVar[bool] = True
+    launcher: ClassVar[str] = "agents"
 
     @classmethod
     def probe(cls, scenario=None) -> tuple[bool, str]:

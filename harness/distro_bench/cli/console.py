@@ -18,6 +18,7 @@ from rich.table import Table
 
 from distro_bench.errors import HarnessError, InputError, ScenarioError, WorkerFailed, terminal_text
 from distro_bench.results.runfiles import read_json
+from distro_bench.scenario import environ
 
 
 class _Stdout:
@@ -109,7 +110,7 @@ def cli_errors():
         err_console.print("[bold red]interrupted[/]")
         raise typer.Exit(130) from None
     except Exception as e:  # a bug of ours: one line here, the traceback in a file for the report
-        if os.environ.get("DISTRO_BENCH_DEBUG"):
+        if os.environ.get(environ.DEBUG):
             raise
         import tempfile
         import traceback

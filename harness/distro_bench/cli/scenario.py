@@ -28,6 +28,7 @@ from distro_bench.cli.options import (
     out_path,
 )
 from distro_bench.cli.options import allow_trace_outside as permit_trace_outside
+from distro_bench.scenario import environ
 
 if TYPE_CHECKING:
     from distro_bench.scenario.model import LinkSpec, Scenario
@@ -96,7 +97,7 @@ def _validate_json(scenario: Path) -> None:
     try:
         result = api.validate_document(scenario)
     except Exception as e:  # a bug of ours: JSON all the same; the traceback in a file
-        if os.environ.get("DISTRO_BENCH_DEBUG"):
+        if os.environ.get(environ.DEBUG):
             raise
         import tempfile
         import traceback

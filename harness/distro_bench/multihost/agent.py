@@ -12,17 +12,18 @@ The run folder's lifecycle (open and claim, the seed x optimizer loop, how it en
 runner's: harness/distro_bench/run/lifecycle.py; what this module adds is the launch (torchrun on every host, in step
 through the store) and the hosts' part (shaping, records shipped to node 0).
 
+This module is the agent's sequence; each concern is its own module: endpoints.py (the rendezvous address and
+store), runfolder.py (opening or joining the run folder), shapedhost.py (shaping with its janitor), measure.py
+(RTT and goodput to the peers), workers.py (torchrun and the workers' launch, train/launch.py's WorkerJob),
+handover.py (records to node 0, blaming a lost peer) and finish.py (the last word, node 0's environment.json).
+
 The run folder is the one `distro-bench run` writes (backend "multihost"), so `report` and `check` read it
 unchanged. Workers never get NET_ADMIN: torchrun is started without it (harness/distro_bench/net/enter.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import pwd
-import secrets
-import signal
 import socket
 import subprocess
 import sys
@@ -30,29 +31,21 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from distro_bench import paths
-from distro_bench.backends.base import (
-    DYNAMIC_UIDS,
-    allocate_worker_uid,
-    choose_worker_user,
-    signal_scope,
-    worker_reads,
-)
-from distro_bench.errors import CapabilityError, HarnessError, InputError, WorkerFailed
+from distro_bench.backends.base import allocate_worker_uid, choose_worker_user, signal_scope, worker_reads
+from distro_bench.errors import CapabilityError, HarnessError, InputError
+from distro_bench.multihost import handover, measure, workers
 from distro_bench.multihost import iface as iface_mod
-from distro_bench.multihost import measure
 from distro_bench.multihost import secret as secret_mod
-from distro_bench.multihost.hostshaping import HostShaping, plan_host
-from distro_bench.multihost.store import LOST_AFTER_S, WATCH_S, AgentStore, PeerLost
+from distro_bench.multihost.endpoints import bind_address, is_local_host, parse_endpoint, serve_rendezvous
+from distro_bench.multihost.finish import BACKEND, Finalizer, say_bye, wait_byes
+from distro_bench.multihost.hostshaping import plan_host
+from distro_bench.multihost.runfolder import join_from_store, open_on_host0
+from distro_bench.multihost.shapedhost import ShapedHost
+from distro_bench.multihost.store import WATCH_S, AgentStore, PeerLost
 from distro_bench.multihost.stream import HostStream
-from distro_bench.net.emulation import worker_env
 from distro_bench.net.host import probe
 from distro_bench.net.ns import NetnsRef
-from distro_bench.results import runfiles
-from distro_bench.results.rundir import atomic_write_text
 from distro_bench.run import environment
-from distro_bench.run.failure import cause, without_cpp_frames
-from distro_bench.run.launch import term_with_parent
 from distro_bench.run.lifecycle import (
     NoteProgress,
     RunLifecycle,
@@ -61,13 +54,12 @@ from distro_bench.run.lifecycle import (
     sigterm_as_interrupt,
 )
 from distro_bench.run.overrides import Overrides, RunSettings
+from distro_bench.scenario import environ
 from distro_bench.scenario.loading import load_scenario
-from distro_bench.scenario.placement import ENV_NODE_RANK, ENV_PLACEMENT, Placement, from_scenario
+from distro_bench.scenario.placement import Placement, from_scenario
 from distro_bench.scenario.timeouts import Timeouts
+from distro_bench.train.launch import WorkerJob, WorkerLaunch, default_threads
 from distro_bench.train.liveness import WireCounter
-
-BACKEND = "multihost"
-TOKEN_FILE = ".multihost-token"
 
 
 @dataclass
@@ -101,69 +93,20 @@ class NodeResult:
     host: dict = field(default_factory=dict)
 
 
-def parse_endpoint(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise InputError(f"--rdzv: {text!r} is not HOST:PORT (e.g. --rdzv 10.0.0.1:29400)")
-    return host.strip("[]"), int(port)
-
-
-def bind_address(host: str) -> str:
-    """The address HOST names (its first IPv4 one, else IPv6): what node-rank 0's stores listen on, alone."""
-    try:
-        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    except socket.gaierror as e:
-        raise InputError(f"--rdzv: {host!r} does not resolve ({e.strerror})") from None
-    infos.sort(key=lambda ai: ai[0] != socket.AF_INET)
-    return str(infos[0][4][0])
-
-
-def safe_run_name(name: object) -> str:
-    """A run folder's name from the agents' store, as a plain name under --out: no separator, no `.`/`..`, no
-    control character, at most 255 bytes. Local to multihost until results/ has one safe join for every name."""
-    if (not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name
-            or any(not c.isprintable() for c in name) or len(name.encode()) > 255):
-        raise HarnessError(f"the agents' store names the run folder {str(name)[:200]!r}: not a plain folder name "
-                           "(a separator, '..', or a control character); refused")
-    return name
-
-
-def _local_addresses() -> set[str]:
-    from pyroute2 import IPRoute
-
-    with IPRoute() as ipr:
-        return {a.get_attr("IFA_LOCAL") or a.get_attr("IFA_ADDRESS") for a in ipr.get_addr()} - {None}
-
-
-def is_local_host(host: str) -> bool:
-    """Whether HOST names this machine (an address of one of its interfaces, or loopback)."""
-    try:
-        addrs = {str(ai[4][0]) for ai in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
-    except socket.gaierror:
-        return False
-    return any(a.startswith("127.") or a == "::1" for a in addrs) or bool(addrs & _local_addresses())
-
-
-def _pythonpath() -> str:
-    """This harness first, so the janitor and workers import the agent's own code."""
-    return os.pathsep.join([str(paths.IMPORT_ROOT)]
-                           + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-
-
 class Agent:
     def __init__(self, opts: NodeOptions, note=lambda text: None):
         self.o = opts
         # Driven over a pipe, the notes travel in the stream with everything else (one ordered channel).
         self.stream = HostStream(opts.node_rank) if opts.stream else None
         self.note = self.stream.note if self.stream else note
-        self.shaping: HostShaping | None = None
-        self.janitor: subprocess.Popen | None = None
+        self.shaped: ShapedHost | None = None  # this host's shaping and its janitor, once applied
         self.store: AgentStore | None = None
         self.rdzv_store = None  # node 0: torchrun's rendezvous TCPStore, served here on the rendezvous address only
         self.worker_uid: int | None = None  # this run's workers' uid on this host (backends/base.py)
         self.torchrun: subprocess.Popen | None = None
         self.host: dict = {"node_rank": opts.node_rank, "state": "starting"}
         self.run_dir: Path | None = None
+        self.shared = False  # the run folder is node 0's own (a shared path), not a local copy
         self.failed_host: dict | None = None
 
     @property
@@ -237,7 +180,7 @@ class Agent:
                       f"FILE or {secret_mod.ENV}): {secret.decode()}")
         addr = bind_address(self.rdzv_host)
         if o.node_rank == 0:
-            self.rdzv_store = _serve_rendezvous(addr, self.rdzv_port, o.join_timeout_s)
+            self.rdzv_store = serve_rendezvous(addr, self.rdzv_port, o.join_timeout_s)
         self.store = AgentStore(addr, o.store_port or self.rdzv_port + 1, o.node_rank,
                                 self.placement.nnodes, o.join_timeout_s, secret, note=self.note)
         self.store.start_heartbeat()
@@ -259,12 +202,12 @@ class Agent:
                     self.note(f"host {o.node_rank}: {step.__name__.strip('_')}: {type(e).__name__}: {e}")
             if o.node_rank == 0:
                 try:
-                    self._wait_byes()
+                    wait_byes(self.store, self.placement.nnodes)
                     if self.run_dir is not None:
                         self._finalize()
                 finally:
                     life.release()
-            self._say_bye(life.state)
+            say_bye(self.store, o.node_rank, self.host, life.state)
             self.store.close()
         return NodeResult(o.node_rank, self._folder, life.state, life.reason, self.host)  # the guard raised otherwise
 
@@ -285,50 +228,17 @@ class Agent:
         self._live_store.report_failure(life.reason or str(e))  # the guard sets the reason before calling this
 
     def _open_run_folder(self) -> None:
-        """Node 0 opens the run folder (run/lifecycle.py: claimed, scenario.yaml, status "running") and names it
-        in the store; the others write into it where it is shared (its token is there), else into a local copy."""
+        """Node 0 opens the run folder and names it in the store; the others write into it where it is shared
+        (its token is there), else into a local copy (runfolder.py)."""
         o, st = self.o, self._live_store
+        def named(run_dir: Path) -> None:  # known before what can fail after: the status and finish see it
+            self.run_dir = run_dir
+
         if o.node_rank == 0:
-            self.run_dir = run_dir = self.life.open(o.settings.out)
-            token = secrets.token_hex(8)
-            atomic_write_text(run_dir / TOKEN_FILE, token)
-            text = (run_dir / "scenario.yaml").read_text()
-            # One uid for the run's workers on every host: on a shared path they write into the same folders.
-            self.worker_uid = allocate_worker_uid() if os.geteuid() == 0 else None
-            st.set_json("run", {"name": run_dir.name, "path": str(run_dir.resolve()), "token": token,
-                                "scenario": text, "scenario_sha256": hashlib.sha256(text.encode()).hexdigest(),
-                                "placement": self.placement.encode(), "worker_uid": self.worker_uid})
-            self.shared = True
+            joined = open_on_host0(self.life, o.settings.out, self.placement, st, named)
         else:
-            st.wait_keys(["run"], "node-rank 0 to open the run folder")
-            run = _checked_run(st.get_json("run"))
-            self.worker_uid = _checked_worker_uid(run.get("worker_uid")) if os.geteuid() == 0 else None
-            if run["placement"] != self.placement.encode():
-                raise InputError(f"placement differs from node-rank 0's ({run['placement']} there, "
-                                 f"{self.placement.encode()} here): give every agent the same scenario and flags")
-            # The run folder on a shared path (NFS, a bind mount) holds node 0's token: write straight into it.
-            # Only ever below this host's own --out: node 0's path counts as shared when it is --out/<name> here.
-            out = o.settings.out.resolve()
-            same_path = Path(run["path"]) == out / run["name"]
-            try:
-                self.shared = (not o.ship_records and same_path
-                               and runfiles.read_bytes(out, Path(run["name"], TOKEN_FILE), "status.json",
-                                                       head=256).decode(errors="replace") == run["token"])
-            except (OSError, HarnessError):
-                self.shared = False
-            self.run_dir = run_dir = out / run["name"]
-            if not self.shared:
-                runfiles.write_bytes(out, Path(run["name"], "scenario.yaml"), run["scenario"].encode())
-            # What the workers load is what node 0 validated and hashed: read back, hashed, and validated here too.
-            got = runfiles.read_text(out, Path(run["name"], "scenario.yaml"))
-            if hashlib.sha256(got.encode()).hexdigest() != run["scenario_sha256"]:
-                raise HarnessError(f"{run_dir / 'scenario.yaml'} differs from the scenario node-rank 0 validated "
-                                   "(sha256 mismatch); refused")
-            try:
-                load_scenario(run_dir / "scenario.yaml")
-            except InputError as e:
-                raise HarnessError(f"the scenario from node-rank 0 does not validate here: {e}") from None
-            self.life.join(run_dir)
+            joined = join_from_store(self.life, o.settings.out, self.placement, st, o.ship_records, named)
+        self.run_dir, self.shared, self.worker_uid = joined.run_dir, joined.shared, joined.worker_uid
         self.host["records"] = "shared path" if self.shared else "shipped to node-rank 0 over the agents' store"
 
     def _shape(self) -> None:
@@ -337,34 +247,15 @@ class Agent:
             return
         iface = self.iface
         assert iface is not None, "a shaping plan means shaping, and iface.choose() names the interface for it"
-        self.shaping = shaping = HostShaping(self.plan, iface.name, replace_foreign=self.o.i_know)
-        # The janitor first: whatever happens from here on, the shaping does not outlive this process.
-        self.janitor = subprocess.Popen(
-            [sys.executable, "-m", "distro_bench.multihost.janitor", "--pid", str(os.getpid()), "--iface", iface.name,
-             "--ifb", shaping.ifb, "--root"], start_new_session=True, stdin=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": _pythonpath()})
-        applied = shaping.apply()
-        self.host["shaping"] = {"iface": iface.name, "link": self.plan.nodes[0].link_name,
-                                "link_spec": self.my_nodes[0].link.describe() if self.my_nodes[0].link else "unshaped",
-                                "engine": self.plan.engine, "not_emulated": self.plan.not_emulated,
-                                "applied": applied, "read_back_problems": shaping.verify()}
+        self.shaped = ShapedHost(self.plan, iface.name, replace_foreign=self.o.i_know)
+        link = self.my_nodes[0].link
+        self.host["shaping"] = self.shaped.apply(link.describe() if link else "unshaped")
         self.note(f"host {self.o.node_rank}: shaped {iface.name} ({self.host['shaping']['link_spec']})")
 
     def _unshape(self) -> None:
-        problems: list[str] = []
-        if self.janitor is not None:
-            self.janitor.terminate()  # we clean up ourselves; it must not race a later agent's shaping
-            try:
-                self.janitor.wait(5)
-            except subprocess.TimeoutExpired:
-                self.janitor.kill()
-        if self.shaping is not None:
-            problems = self.shaping.remove()
-            self.host["shaping_removed"] = not problems
-            if problems:
-                self.host["shaping_removal_problems"] = problems
-                self.note(f"host {self.o.node_rank}: shaping removal problems: {'; '.join(problems)}")
-            self.shaping = None
+        if self.shaped is not None:
+            self.shaped.remove(self.host, self.note, self.o.node_rank)
+            self.shaped = None
 
     def _describe_and_measure(self) -> None:
         env = environment.collect()
@@ -378,71 +269,48 @@ class Agent:
         measured: dict = {"rtt_s": {}, "goodput_bps": {}}
         if self.o.settings.measure_links is not False and n > 1 and self.iface is not None:
             assert self.iface.ipv4 is not None, "iface.choose() refuses an interface without an IPv4 address"
-            with measure.Probes(self.iface.ipv4) as probes:
-                st.set_json(f"probe/{me}", probes.endpoint())
-                st.wait_keys([f"probe/{i}" for i in range(n)], "every host's probe listeners")
-                peers = {i: st.get_record(f"probe/{i}", {"addr": str, "rtt_port": int, "sink_port": int})
-                         for i in range(n) if i != me}
-                st.barrier("rtt")
-                for i, p in peers.items():
-                    measured["rtt_s"][str(i)] = measure.rtt_to(p["addr"], p["rtt_port"])
-                st.barrier("goodput")
-                nxt = (me + 1) % n
-                measured["goodput_bps"][str(nxt)] = measure.goodput_to(peers[nxt]["addr"], peers[nxt]["sink_port"])
-                st.barrier("measured")
+            measured = measure.measure_peers(st, self.iface.ipv4, me, n)
         self.host["measured"] = measured
         st.set_json(f"host/{me}", self.host)
 
     # ---- one optimizer on every host ------------------------------------------------------------------
-    def _torchrun_argv(self, run_name: str, seed: int, out: Path) -> list[str]:
-        o = self.o
-        rdzv_id = f"{self._folder.name}-{run_name}-{seed}"[-60:]
-        argv = [sys.executable, "-m", "distro_bench.multihost.torchrun", "--rdzv-backend", "c10d",
-                "--rdzv-endpoint", f"{self.rdzv_host}:{self.rdzv_port}", "--rdzv-id", rdzv_id,
-                # keep_alive_interval: each keep-alive rewrites the rendezvous state (~1 KB) over the shaped link,
-                # every 5 s by default; with no restarts it only matters for a re-rendezvous that never comes.
-                # is_host=false everywhere: node 0's agent serves the rendezvous store itself, on the rendezvous
-                # address alone (_serve_rendezvous); torchrun would listen on every address.
-                "--rdzv-conf", f"is_host=false,join_timeout={int(o.join_timeout_s)},keep_alive_interval=30",
-                "--nnodes", str(self.placement.nnodes), "--node-rank", str(o.node_rank),
-                "--nproc-per-node", str(len(self.my_nodes)), "--max-restarts", "0",
-                # torchrun asks the rendezvous store whether nodes wait to join at every monitor interval: a
-                # round trip over the shaped link (0.1 s by default), counted in the wire bytes. 5 s is plenty.
-                "--monitor-interval", "5"]
+    def _collective_timeout_s(self) -> float:
+        # Scaled by this host's load (or DISTRO_BENCH_TIMEOUT_SCALE), as a single-host run's; an explicit option is
+        # taken as given.
+        return (self.o.settings.collective_timeout_s
+                or Timeouts.for_host(collective_timeout_s(self.scenario)).collective_s)
+
+    def _launch(self, run_name: str, seed: int, out: Path) -> WorkerLaunch:
+        """torchrun and this host's workers (train/launch.py WorkerJob, as the single-host runner's), started as
+        the local and netns backends start theirs where the agent is root."""
+        o, k = self.o, len(self.my_nodes)
         if self.iface is not None:
             assert self.iface.ipv4 is not None, "iface.choose() refuses an interface without an IPv4 address"
-            argv += ["--local-addr", self.iface.ipv4]  # the hostname may resolve to loopback or another network
-        argv += ["-m", "distro_bench.train.worker", "--scenario", str(self._folder / "scenario.yaml"), "--optimizer", run_name,
-                 "--out", str(out), "--seed", str(seed)]
-        if os.geteuid() == 0:
-            # As the local and netns backends start theirs: no capability, no_new_privs, this run's own uid (or a
-            # refusal before training: backends/base.py choose_worker_user).
-            if self.worker_uid is None:  # node 0 was not root: this host's own
-                self.worker_uid = allocate_worker_uid()
-            who = choose_worker_user(out, worker_reads(self.scenario, argv), sys.executable,
-                                     {**os.environ, **self._worker_env()}, self.worker_uid,
-                                     allow_root=o.settings.allow_root_workers)
-            self.host.setdefault("workers_user", who.record())
-            self.note(f"host {o.node_rank}: workers run as uid {who.user[0] if who.user else 0} with no capabilities "
-                      f"({who.why}); signals {signal_scope()}")
-            argv = NetnsRef.current().wrap(argv, no_caps=True, user=who.user, expose=who.expose)
-        return argv
+        torchrun = workers.torchrun_args(
+            rdzv_id=f"{self._folder.name}-{run_name}-{seed}"[-60:], rdzv_endpoint=f"{self.rdzv_host}:{self.rdzv_port}",
+            join_timeout_s=o.join_timeout_s, nnodes=self.placement.nnodes, node_rank=o.node_rank, nproc=k,
+            local_addr=self.iface.ipv4 if self.iface is not None else None)
+        job = WorkerJob(self._folder / "scenario.yaml", run_name, out, seed, self._collective_timeout_s(),
+                        choose_dist_backend(self.scenario))
+        threads = os.environ.get(environ.THREADS, str(default_threads(k, os.cpu_count())))
+        launch = job.under_torchrun(torchrun, self.placement.encode(), o.node_rank, threads, workers.pythonpath(),
+                                    workers.wire_env(self.iface.name if self.iface else None, k))
+        if os.geteuid() != 0:
+            return launch
+        # No capability, no_new_privs, this run's own uid (or a refusal before training: backends/base.py
+        # choose_worker_user).
+        if self.worker_uid is None:  # node 0 was not root: this host's own
+            self.worker_uid = allocate_worker_uid()
+        who = choose_worker_user(out, worker_reads(self.scenario, launch.argv), sys.executable,
+                                 {**os.environ, **launch.env}, self.worker_uid, allow_root=o.settings.allow_root_workers)
+        self.host.setdefault("workers_user", who.record())
+        self.note(f"host {o.node_rank}: workers run as uid {who.user[0] if who.user else 0} with no capabilities "
+                  f"({who.why}); signals {signal_scope()}")
+        return WorkerLaunch(NetnsRef.current().wrap(launch.argv, no_caps=True, user=who.user, expose=who.expose),
+                            launch.env, launch.cwd)
 
-    def _worker_env(self) -> dict[str, str]:
-        o, k = self.o, len(self.my_nodes)
-        # Scaled by this host's load (or DISTRO_BENCH_TIMEOUT_SCALE), as a single-host run's; an explicit option is taken as given.
-        timeout = o.settings.collective_timeout_s or Timeouts.for_host(collective_timeout_s(self.scenario)).collective_s
-        env = {ENV_PLACEMENT: self.placement.encode(), ENV_NODE_RANK: str(o.node_rank),
-               "DISTRO_BENCH_TIMEOUT_S": f"{timeout:.0f}", "DISTRO_BENCH_DIST_BACKEND": choose_dist_backend(self.scenario),
-               "DISTRO_BENCH_THREADS": os.environ.get("DISTRO_BENCH_THREADS", str(max(1, (os.cpu_count() or 1) // k))),
-               "PYTHONUNBUFFERED": "1", "PYTHONPATH": _pythonpath()}
-        if self.iface is not None:
-            env.update(worker_env(self.iface.name))
-            if k > 1:
-                # One interface, several workers: its counters are the host's, not a worker's; wire bytes
-                # per worker are then not measurable (null), never a guessed share.
-                env.pop("DISTRO_BENCH_WIRE_IFACE")
-        return env
+    def _torchrun_argv(self, run_name: str, seed: int, out: Path) -> list[str]:
+        return self._launch(run_name, seed, out).argv
 
     def _train_one(self, run_name: str, seed: int) -> None:
         """The launch of one optimizer and seed (run/lifecycle.py train_all): every host's torchrun, in step."""
@@ -454,11 +322,7 @@ class Agent:
         self.note(f"host {o.node_rank}: {run_name} seed {seed}: torchrun with {len(self.my_nodes)} worker(s)")
         log_path = out / f"host{o.node_rank}-torchrun.log"
         wire0 = self._iface_counters()
-        with open(log_path, "ab") as log:
-            self.torchrun = subprocess.Popen(self._torchrun_argv(run_name, seed, out), env={**os.environ,
-                                             **self._worker_env()}, stdout=log, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL, start_new_session=True,
-                                             preexec_fn=term_with_parent)  # noqa: PLW1509 (one prctl call, no locks)
+        self.torchrun = workers.start_torchrun(self._launch(run_name, seed, out), log_path)
         rc = None
         last_watch = time.monotonic()
         if self.stream:
@@ -484,33 +348,15 @@ class Agent:
                 self.stream.finish(rc)
         self.torchrun = None
         if rc != 0:
-            self._blame_peer()
+            handover.blame_peer(st, o.node_rank)
         wire1 = self._iface_counters()
         if wire0 and wire1:
             self.host.setdefault("iface_bytes", {})[tag] = {"tx": wire1[0] - wire0[0], "rx": wire1[1] - wire0[1]}
         self._ship(tag, out, rc=rc)
         if rc != 0:
-            raise _torchrun_failed(f"{run_name} seed {seed}", o.node_rank, rc, log_path)
+            raise workers.torchrun_failed(f"{run_name} seed {seed}", o.node_rank, rc, log_path)
         if o.node_rank == 0:
-            self._gather(tag, out)
-
-    def _blame_peer(self) -> None:
-        """Our workers failed: when a peer host died, that is the cause (its workers' sockets closing is what
-        failed ours). Wait long enough for its heartbeat to go stale (node 0 decides); PeerLost if it did."""
-        # Node 0 decides within LOST_AFTER_S + 2 WATCH_S; the others wait longer, so that they hear its
-        # verdict (a peer's failure) instead of giving up first with their own workers' consequent errors.
-        deadline = time.monotonic() + LOST_AFTER_S + (2 if self.o.node_rank == 0 else 4) * WATCH_S
-        while time.monotonic() < deadline:
-            if self.o.node_rank == 0:
-                lost = {i: v for i, v in self._live_store.peer_status().items() if v[0] == "lost"}
-                if lost:
-                    i, (kind, msg) = sorted(lost.items())[0]
-                    self._live_store.abort(i, kind, msg)
-            a = self._live_store.aborted()
-            if a and a["node_rank"] != self.o.node_rank:
-                raise PeerLost(f"host {a['node_rank']} (node-rank {a['node_rank']}) {a['kind']}: {a['message']}",
-                               node_rank=a["node_rank"], kind=a["kind"])
-            time.sleep(1.0 if self.o.node_rank == 0 else WATCH_S)
+            handover.gather(st, tag, self.placement.nnodes, self._folder)
 
     def _iface_counters(self) -> tuple[int, int] | None:
         if self.iface is None:
@@ -518,219 +364,20 @@ class Agent:
         return WireCounter(self.iface.name).read()
 
     def _ship(self, tag: str, out: Path, rc) -> None:
-        """This host's records of one optimizer: written in place on a shared path, else over the store."""
-        st, me = self._live_store, self.o.node_rank
-        try:
-            if me != 0 and not self.shared:
-                files = sorted(p.relative_to(self._folder) for p in out.iterdir()
-                               if p.is_file() and p.suffix in (".jsonl", ".log"))
-                st.put_files(tag, self._folder, files)
-            st.set_json(f"done/{tag}/{me}", {"rc": rc})
-        except Exception as e:  # the store is gone (node 0 ended): nothing more to hand over
-            self.note(f"host {me}: could not hand over the records of {tag}: {e}")
-
-    def _gather(self, tag: str, out: Path) -> None:
-        st = self._live_store
-        keys = [f"done/{tag}/{i}" for i in range(1, self.placement.nnodes)]
-        st.wait_keys(keys, f"every host's records of {tag}")
-        for i in range(1, self.placement.nnodes):
-            if not self.shared_of(i):
-                st.take_files(tag, i, self._folder)
-
-    def shared_of(self, i: int) -> bool:
-        st = self._live_store
-        host = st.get_record(f"host/{i}") if st.has(f"host/{i}") else {}
-        return host.get("records") == "shared path"
+        handover.ship(self._live_store, tag, out, self._folder, self.o.node_rank, self.shared, rc, self.note)
 
     def _stop_torchrun(self) -> None:
-        p = self.torchrun
-        if p is None or p.poll() is not None:
-            self.torchrun = None
-            return
-        try:
-            os.killpg(p.pid, signal.SIGTERM)  # torchrun stops its workers on SIGTERM
-            p.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait(5)
-        except ProcessLookupError:
-            pass
+        workers.stop_torchrun(self.torchrun)
         self.torchrun = None
 
     # ---- the end ----------------------------------------------------------------------------------------
-    def _say_bye(self, state: str) -> None:
-        st = self._live_store
-        try:
-            st.set_json(f"host/{self.o.node_rank}", self.host)
-            st.store.set(f"bye/{self.o.node_rank}", state)
-        except Exception:
-            pass  # node 0 (the store) is gone
-        st.stop_heartbeat()
-
-    def _wait_byes(self, timeout_s: float = 30.0) -> None:
-        """Node 0, before writing the folder: the others' last word (their final state, shaping removed)."""
-        st, deadline = self._live_store, time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            down = st.peer_status()
-            if all(st.has(f"bye/{i}") or i in down for i in range(1, self.placement.nnodes)):
-                return
-            time.sleep(0.2)
-
     def _finalize(self) -> None:
-        """Node 0: every host's description, the partial records of the others, summary and report."""
-        life = self.life
-        st, n = self._live_store, self.placement.nnodes
-        hosts = []
-        down: dict[int, tuple[str, str]] = {}
-        try:
-            down = st.peer_status()
-        except Exception:
-            pass
-        for i in range(n):
-            if i == 0:
-                hosts.append(self.host)
-                continue
-            try:
-                h = self._peer_host(i, st.get_record(f"host/{i}")) if st.has(f"host/{i}") else {
-                    "node_rank": i, "state": "unknown"}
-                if i in down:
-                    h["state"] = down[i][0]
-                    h["failure"] = down[i][1]
-            except Exception as e:
-                h = {"node_rank": i, "state": "unknown", "failure": str(e)}
-            hosts.append(h)
-        if life.state != "complete":
-            # Records the others handed over before the failure.
-            for key_tag in (f"{seed}/{name}" for seed, name in life.runs()):
-                for i in range(1, n):
-                    try:
-                        if st.has(f"files/{key_tag}/{i}") and not self.shared_of(i):
-                            st.take_files(key_tag, i, self._folder)
-                    except Exception:
-                        pass
-        failed = self.failed_host or next(({"node_rank": h["node_rank"], "kind": h["state"], "message": h.get("failure")}
-                                           for h in hosts if h.get("state") in ("lost", "failed")), None)
-        env = {**environment.collect(), "backend": BACKEND,
-               "backend_reason": f"{n} hosts, torchrun c10d rendezvous at {self.rdzv_host}:{self.rdzv_port}",
-               "network": self._network(hosts), "hosts": hosts, "placement": self.placement.encode(),
-               "failed_host": failed}
-        life.write_environment(env)
-        if failed and life.reason and f"host {failed['node_rank']}" not in life.reason:
-            life.reason = f"host {failed['node_rank']} {failed['kind']}: {failed.get('message')}; here: {life.reason}"
-        try:
-            life.write_prediction(env["network"])
-        except Exception as e:  # the run's records matter more than the model's figures
-            self.note(f"host 0: no prediction for this run: {type(e).__name__}: {e}")
-        (self._folder / TOKEN_FILE).unlink(missing_ok=True)  # the others are done with the folder
-        life.finish(write_report=self.o.settings.write_report)
-
-    def _peer_host(self, i: int, h: dict) -> dict:
-        """Host i's description as it sent it, with what node 0 knows itself (its rank, its scenario ranks and
-        nodes: the placement's) put in place, and each part node 0 reads of the type it reads it as."""
-        h = {**h, "node_rank": i, "ranks": list(self.placement.ranks_of(i)),
-             "nodes": [n.name for n in self.scenario.nodes() if n.rank in self.placement.ranks_of(i)]}
-        for key in ("shaping", "iface", "measured"):
-            if h.get(key) is not None and not isinstance(h[key], dict):
-                h[key] = None
-        if isinstance(h.get("shaping"), dict):
-            shaping = h["shaping"]
-            if not isinstance(shaping.get("not_emulated", []), list) or not all(
-                    isinstance(x, str) for x in shaping.get("not_emulated", [])):
-                shaping["not_emulated"] = ["(host sent a malformed list)"]
-            if shaping.get("applied") is not None and not isinstance(shaping["applied"], dict):
-                shaping["applied"] = None
-        if not isinstance(h.get("state"), str):
-            h["state"] = "unknown"
-        return h
-
-    def _network(self, hosts: list[dict]) -> dict:
-        """environment.json's `network`, shaped like the netns backend's (one entry per scenario node)."""
-        nodes, not_emulated, emulated = [], [], bool(hosts)
-        by_rank = {n.rank: n for n in self.scenario.nodes()}
-        for h in hosts:
-            shaping = h.get("shaping")
-            if not shaping:
-                emulated = False
-            for r in h.get("ranks") or self.placement.ranks_of(h["node_rank"]):
-                n = by_rank[r]
-                nodes.append({"rank": r, "name": n.name, "host": h["node_rank"], "hostname": h.get("hostname"),
-                              "address": (h.get("iface") or {}).get("ipv4"), "link": n.link_name,
-                              "link_spec": n.link.describe() if n.link else "unshaped",
-                              "applied": (shaping or {}).get("applied") or {"delay_line": None},
-                              "not_emulated": (shaping or {}).get("not_emulated", [])})
-            not_emulated += (shaping or {}).get("not_emulated", [])
-            if len(h.get("ranks") or []) > 1:
-                not_emulated.append(f"host {h['node_rank']}: nodes {', '.join(h.get('nodes', []))} share one interface: "
-                                    "traffic between them stays on the host, and wire bytes per worker are not measured")
-        return {"backend": BACKEND, "network_emulated": emulated, "link_engine": "tc",
-                "link_engine_reason": "tc on each host's interface (egress tbf, ingress through an ifb)",
-                "nodes": nodes, "not_emulated": not_emulated}
-
-
-def _torchrun_failed(what: str, node_rank: int, rc: int, log_path: Path) -> WorkerFailed:
-    """The failure of one host's torchrun in one line with its cause; the log tail without C++ frames."""
-    try:
-        text = log_path.read_text(errors="replace")
-    except OSError:
-        text = ""
-    why = cause(text)
-    tail = "\n".join(without_cpp_frames(text).splitlines()[-15:])
-    return WorkerFailed(f"{what}: torchrun on host {node_rank} exited with code {rc}"
-                        + (f" ({why})" if why else "") + f"; log: {log_path}", log_tail="" if why else tail)
+        """Node 0: every host's description, the partial records of the others, summary and report (finish.py)."""
+        Finalizer(self.scenario, self.placement, self.life, self._live_store, self._folder, self.note).finalize(
+            self.host, self.failed_host, f"{self.rdzv_host}:{self.rdzv_port}", self.o.settings.write_report)
 
 
 def run_node(opts: NodeOptions, note=lambda text: None) -> NodeResult:
     """One host's part of a multi-host run; SIGTERM takes the Ctrl-C path (shaping removed, records kept)."""
     with sigterm_as_interrupt():
         return Agent(opts, note).run()
-
-
-def _checked_run(run: object) -> dict:
-    """The `run` record from the agents' store, each field of the type node 0 wrote and the name a plain folder
-    name; HarnessError naming the field otherwise."""
-    fields = {"name": str, "path": str, "token": str, "scenario": str, "scenario_sha256": str, "placement": str}
-    if not isinstance(run, dict):
-        raise HarnessError("the agents' store's `run` is not a record: refused")
-    for key, kind in fields.items():
-        if not isinstance(run.get(key), kind):
-            raise HarnessError(f"the agents' store's `run.{key}` is missing or not a {kind.__name__}: refused")
-    safe_run_name(run["name"])
-    return run
-
-
-def _checked_worker_uid(value: object) -> int | None:
-    """The workers' uid node 0 chose (None where it was not root): one of backends/base.py DYNAMIC_UIDS that no
-    account of this host has; HarnessError naming it otherwise."""
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value not in DYNAMIC_UIDS:
-        raise HarnessError(f"the agents' store's `run.worker_uid` is {str(value)[:40]!r}, not one of "
-                           f"{DYNAMIC_UIDS.start}-{DYNAMIC_UIDS.stop - 1}: refused")
-    try:
-        name = pwd.getpwuid(value).pw_name
-    except KeyError:
-        return value
-    raise HarnessError(f"node-rank 0 chose uid {value} for the workers, but on this host it is the account {name!r}: "
-                       "start the run again (node 0 picks another)")
-
-
-def _serve_rendezvous(addr: str, port: int, timeout_s: float):
-    """torchrun's c10d rendezvous store, served by node 0's agent on `addr` alone: TCPStore listens on every
-    address unless handed a socket (`master_listen_fd`), which torchrun never does. torch cannot authenticate
-    it (docs/scaling-out.md says what is exposed there and what limits it)."""
-    from datetime import timedelta
-
-    from torch.distributed import TCPStore
-
-    sock = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((addr, port))
-        sock.listen(128)
-        # The store owns the descriptor from here on (it closes it when it ends).
-        return TCPStore(addr, port, is_master=True, wait_for_workers=False, multi_tenant=True,
-                        timeout=timedelta(seconds=timeout_s), master_listen_fd=sock.detach())
-    except OSError as e:
-        sock.close()
-        raise HarnessError(f"node-rank 0: cannot serve the rendezvous at {addr}:{port} ({e.strerror}); is the port "
-                           "free?") from None

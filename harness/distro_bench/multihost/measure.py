@@ -11,6 +11,7 @@ import socket
 import statistics
 import time
 
+from distro_bench.multihost.store import AgentStore
 from distro_bench.net.ns import NetnsRef
 from distro_bench.net.tcpprobe import Listener, _receive, _send_until, connect_time
 
@@ -71,3 +72,21 @@ def goodput_to(addr: str, port: int, seconds: float = 2.0, omit_s: float = 0.5) 
     finally:
         s.close()
     return out["bytes"] * 8 / out["span_s"] if out.get("span_s") else None
+
+
+def measure_peers(st: AgentStore, addr: str, me: int, n: int) -> dict:
+    """Every host at once, in step through the agents' store: RTT to each peer, then goodput to the next host."""
+    measured: dict = {"rtt_s": {}, "goodput_bps": {}}
+    with Probes(addr) as probes:
+        st.set_json(f"probe/{me}", probes.endpoint())
+        st.wait_keys([f"probe/{i}" for i in range(n)], "every host's probe listeners")
+        peers = {i: st.get_record(f"probe/{i}", {"addr": str, "rtt_port": int, "sink_port": int})
+                 for i in range(n) if i != me}
+        st.barrier("rtt")
+        for i, p in peers.items():
+            measured["rtt_s"][str(i)] = rtt_to(p["addr"], p["rtt_port"])
+        st.barrier("goodput")
+        nxt = (me + 1) % n
+        measured["goodput_bps"][str(nxt)] = goodput_to(peers[nxt]["addr"], peers[nxt]["sink_port"])
+        st.barrier("measured")
+    return measured

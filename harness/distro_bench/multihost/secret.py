@@ -11,8 +11,9 @@ import stat
 from pathlib import Path
 
 from distro_bench.errors import InputError
+from distro_bench.scenario import environ
 
-ENV = "DISTRO_BENCH_SECRET"
+ENV = environ.SECRET
 MIN_CHARS = 32  # 16 random bytes as hex at least; `make()` gives 32 bytes (64 hex digits)
 
 

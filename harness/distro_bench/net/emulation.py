@@ -45,6 +45,7 @@ from distro_bench.net.shaping import (
     read_qdiscs,
 )
 from distro_bench.net.tcpprobe import unreachable
+from distro_bench.scenario import environ
 
 DIRECTIONS = ("up", "down")
 
@@ -86,7 +87,7 @@ class SiteEndpoints(LinkEgress):
 def worker_env(iface: str) -> dict[str, str]:
     """What a worker needs so that its traffic takes the emulated link and is counted there."""
     return {
-        "GLOO_SOCKET_IFNAME": iface, "DISTRO_BENCH_WIRE_IFACE": iface,
+        "GLOO_SOCKET_IFNAME": iface, environ.WIRE_IFACE: iface,
         # NCCL would otherwise take shared memory or P2P between GPUs of this host and bypass the link.
         "NCCL_SOCKET_IFNAME": iface, "NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1",
     }

@@ -42,6 +42,7 @@ from distro_bench.scenario.timeline import compile_timeline
 from distro_bench.scenario.timeouts import HostLoad, Timeouts
 from distro_bench.scenario.units import format_duration
 from distro_bench.train.inputs import check_inputs
+from distro_bench.train.launch import WorkerJob, default_threads
 from distro_bench.train.liveness import Dead, LivenessJudge, heartbeat_age, read_heartbeat
 from distro_bench.train.replay import memory_problem as replay_memory_problem
 
@@ -151,24 +152,18 @@ def _train_one(backend: Backend, scenario: Scenario, run_dir: Path, run_name: st
     # Every wait scaled by the host's load (or DISTRO_BENCH_TIMEOUT_SCALE); an explicit option is taken as given.
     timeouts = Timeouts.for_host(collective_timeout_s(scenario))
     timeout = options.collective_timeout_s or timeouts.collective_s
-    threads = max(1, (os.cpu_count() or 1) // len(nodes))
-    common = {
-        "WORLD_SIZE": str(len(nodes)), "MASTER_ADDR": backend.master_addr(), "MASTER_PORT": str(backend.master_port()),
-        "DISTRO_BENCH_TIMEOUT_S": f"{timeout:.0f}", "DISTRO_BENCH_DIST_BACKEND": choose_dist_backend(scenario),
-        "PYTHONUNBUFFERED": "1",
-    }
-    argv = [backend.python(), "-m", "distro_bench.train.worker", "--scenario", str(run_dir / "scenario.yaml"),
-            "--optimizer", run_name, "--out", str(out), "--seed", str(seed)]
+    threads = default_threads(len(nodes), os.cpu_count())
+    job = WorkerJob(run_dir / "scenario.yaml", run_name, out, seed, timeout, choose_dist_backend(scenario))
+    master_addr, master_port = backend.master_addr(), backend.master_port()
     handles = []
     # A time budget's step count is unknown in advance: the bar counts steps without a total.
     sink.start(label, scenario.budget().max_steps)
     scheduler = _start_scheduler(backend, scenario, out, run_name, seed, sink, timeout)
     try:
         for n in nodes:
-            env = {**common, "RANK": str(n.rank), "LOCAL_RANK": str(n.rank),
-                   "DISTRO_BENCH_THREADS": str(int(n.hardware.cpus) if n.hardware.cpus else threads),
-                   **backend.worker_env(n.rank)}
-            handles.append(backend.start_worker(n.rank, argv, env, out / f"rank{n.rank}.log"))
+            launch = job.for_rank(backend.python(), n.rank, len(nodes), master_addr, master_port,
+                                  int(n.hardware.cpus) if n.hardware.cpus else threads, backend.worker_env(n.rank))
+            handles.append(backend.start_worker(n.rank, launch.argv, launch.env, out / f"rank{n.rank}.log"))
         judge = LivenessJudge(timeouts)
         for h in handles:
             judge.watch(h.rank, _host_pid(h), backend.heartbeat(out, h.rank))
@@ -271,11 +266,23 @@ def run_scenario(scenario: Scenario, options: RunSettings, sink: ProgressSink | 
     if options.inventory is not None and options.backend == "auto":
         raise InputError("--inventory: it lists the hosts of --backend ssh, which auto never picks (it needs your "
                          "hosts); add --backend ssh")
-    if (cls := BACKENDS.get(options.backend)) is not None and cls.launches_agents:
-        # Each host's agent checks its own host (root, tc, its interface) and owns the run folder (node 0's).
-        done = remote.run_over_ssh(scenario, options, sink, probe=lambda: select_backend(cls.name, scenario)[1])
-        return RunResult(run_dir=done.run_dir, state=done.state,
-                         summary=Summary.model_validate(load_run(done.run_dir).summary))
+    # The backend names its launcher (workers started one by one here, or an agent per host): not decided here.
+    return LAUNCHERS[BACKENDS.get(options.backend, Backend).launcher](scenario, options, sink, overrides)
+
+
+def _launch_agents(scenario: Scenario, options: RunSettings, sink: ProgressSink,
+                   overrides: Overrides | None) -> RunResult:
+    """A `distro-bench node` agent per host over ssh (run/remote.py), each starting its workers from the same
+    WorkerJob (train/launch.py) as _train_one does."""
+    # Each host's agent checks its own host (root, tc, its interface) and owns the run folder (node 0's).
+    done = remote.run_over_ssh(scenario, options, sink, probe=lambda: select_backend(options.backend, scenario)[1])
+    return RunResult(run_dir=done.run_dir, state=done.state,
+                     summary=Summary.model_validate(load_run(done.run_dir).summary))
+
+
+def _launch_workers(scenario: Scenario, options: RunSettings, sink: ProgressSink,
+                    overrides: Overrides | None) -> RunResult:
+    """This host's backend up, and one worker per scenario node through it (_train_one), every optimizer and seed."""
     backend_options = options.backend_options(scenario)
     if scenario.replay is not None:  # the first line a replay prints says what it is, and how much of it
         sink.note(replay_banner({name: scenario.replay.fraction_of(name) for name in scenario.optimizers}))
@@ -319,6 +326,11 @@ def run_scenario(scenario: Scenario, options: RunSettings, sink: ProgressSink | 
         # events: every optimizer's and seed's, also after a failure or interrupt
         summary = life.finish(write_report=options.write_report)
     return RunResult(run_dir=run_dir, state=life.state, summary=Summary.model_validate(summary))
+
+
+# A backend's `launcher` (backends/base.py) -> how its run is launched.
+LAUNCHERS: dict[str, Callable[[Scenario, RunSettings, ProgressSink, Overrides | None], RunResult]] = {
+    "workers": _launch_workers, "agents": _launch_agents}
 
 
 def measure_links(backend: Backend, network: dict, sink: ProgressSink) -> None:

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from distro_bench.errors import InputError
+from distro_bench.scenario import environ
 
 PREFIX = "hf:"
 DEFAULT_SPLIT = "train"
 DEFAULT_FIELD = "text"
 # Byte-level tokens: 32 MB is ~30x what the tiny/small presets see in a long run; more only costs start-up.
-MAX_BYTES = int(os.environ.get("DISTRO_BENCH_HF_MAX_BYTES", str(32 * 2**20)))
+MAX_BYTES = int(os.environ.get(environ.HF_MAX_BYTES, str(32 * 2**20)))
 INSTALL = "pip install 'distro-bench[hf]' (or: pip install datasets)"
 
 
@@ -68,7 +69,7 @@ def available() -> bool:
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("DISTRO_BENCH_CACHE") or os.path.join(
+    root = os.environ.get(environ.CACHE) or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "distro-bench")
     return Path(root) / "corpora"
 

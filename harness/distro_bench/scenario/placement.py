@@ -15,10 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distro_bench.errors import InputError
+from distro_bench.scenario import environ
 from distro_bench.scenario.model import Scenario
 
-ENV_PLACEMENT = "DISTRO_BENCH_PLACEMENT"
-ENV_NODE_RANK = "DISTRO_BENCH_NODE_RANK"
+ENV_PLACEMENT = environ.PLACEMENT
+ENV_NODE_RANK = environ.NODE_RANK
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from distro_bench.scenario import datafiles as df
-from distro_bench.scenario import hfcorpus, methods, presets
+from distro_bench.scenario import environ, hfcorpus, methods, presets
 from distro_bench.scenario.corpus import CorpusError, read_corpus
 from distro_bench.scenario.model import (
     BUILTIN_CORPORA,
@@ -425,11 +425,11 @@ def _site_problems(s: Scenario) -> list[str]:
 # Trace files are read (and copied into the run folder) with the harness's rights, often root's: a scenario
 # may name only files in its own folder, unless the user running it opts in (the CLI's --allow-trace-outside
 # sets this variable).
-ALLOW_TRACE_OUTSIDE_ENV = "DISTRO_BENCH_ALLOW_TRACE_OUTSIDE"
+ALLOW_TRACE_OUTSIDE_ENV = environ.ALLOW_TRACE_OUTSIDE
 # The same for a corpus file or folder (and a local `hf:` dataset folder): --allow-corpus-outside. Checked when
 # a scenario *file* is loaded (load_scenario); a run folder's resolved scenario.yaml names the corpus the run
 # was validated with, by its absolute path, and is loaded with confine=False by the workers.
-ALLOW_CORPUS_OUTSIDE_ENV = "DISTRO_BENCH_ALLOW_CORPUS_OUTSIDE"
+ALLOW_CORPUS_OUTSIDE_ENV = environ.ALLOW_CORPUS_OUTSIDE
 CONFINE: ContextVar[bool] = ContextVar("distro_bench_confine_corpus", default=False)
 # Set while with_overrides (scenario/loading.py) re-validates a copy: its trace files and corpus were checked when the
 # scenario was loaded (overrides change neither), so they are not read again; every other check runs.

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 import psutil
 
 from distro_bench.errors import InputError
+from distro_bench.scenario import environ
 
-TIMEOUT_SCALE_ENV = "DISTRO_BENCH_TIMEOUT_SCALE"
+TIMEOUT_SCALE_ENV = environ.TIMEOUT_SCALE
 # The collective (and rendezvous) timeout a worker is given, in seconds: set by every launcher, no default.
-COLLECTIVE_TIMEOUT_ENV = "DISTRO_BENCH_TIMEOUT_S"
+COLLECTIVE_TIMEOUT_ENV = environ.TIMEOUT_S
 
 
 @dataclass(frozen=True)

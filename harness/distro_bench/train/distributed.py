@@ -14,6 +14,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from distro_bench.scenario import environ
 from distro_bench.scenario.budget import Decision
 from distro_bench.scenario.model import Node
 from distro_bench.scenario.placement import scenario_rank
@@ -74,7 +75,7 @@ def init_process_group(device: torch.device, rank: int, world: int) -> None:
     """The default process group, unless this worker trains alone (world 1, no MASTER_ADDR)."""
     if world <= 1 and "MASTER_ADDR" not in os.environ:
         return
-    backend = os.environ.get("DISTRO_BENCH_DIST_BACKEND") or ("nccl" if device.type == "cuda" else "gloo")
+    backend = os.environ.get(environ.DIST_BACKEND) or ("nccl" if device.type == "cuda" else "gloo")
     timeout = timedelta(seconds=collective_timeout_s())
     kwargs: dict[str, Any] = {"device_id": device} if backend == "nccl" else {}
     try:

@@ -25,6 +25,7 @@ from pathlib import Path
 import psutil
 
 from distro_bench.results import runfiles
+from distro_bench.scenario import environ
 from distro_bench.scenario.timeouts import HostLoad, Timeouts
 
 
@@ -146,7 +147,7 @@ def die_with_parent() -> None:
     """Linux: SIGKILL this worker when the coordinator that started it dies (a SIGKILLed CLI has no
     teardown), instead of leaving it training or blocked on its peers forever. Set only where the
     coordinator is the direct parent (DISTRO_BENCH_PARENT_PID: local and netns, not containers or torchrun)."""
-    parent = os.environ.get("DISTRO_BENCH_PARENT_PID")
+    parent = os.environ.get(environ.PARENT_PID)
     if not parent or not sys.platform.startswith("linux"):
         return
     PR_SET_PDEATHSIG = 1

@@ -25,6 +25,7 @@ from typing import Any, TextIO
 import torch
 from torch import nn
 
+from distro_bench.scenario import environ
 from distro_bench.scenario.budget import Budget, StopPolicy
 from distro_bench.scenario.churn import ChurnPlan
 from distro_bench.scenario.model import Node, Scenario
@@ -173,7 +174,7 @@ class TrainLoop:
         """Device and process group, model and optimizer, data, heartbeat, then the calibration gathers."""
         rank, world, local_rank = worker_ranks()
         node = scenario.nodes()[rank]
-        scale = float(os.environ.get("DISTRO_BENCH_COMPUTE_SCALE", node.compute_scale))
+        scale = float(os.environ.get(environ.COMPUTE_SCALE, node.compute_scale))
         device = claim_device(node, local_rank)
         init_process_group(device, rank, world)
         comm = Comm()
@@ -192,7 +193,7 @@ class TrainLoop:
                                           budget.expected_steps() or UNKNOWN_TOTAL_STEPS)
         clip = cfg.max_grad_norm if not getattr(strategy, "clips_gradients", False) else None
         data = load_data(scenario, rank, world, seed)
-        iface = os.environ.get("DISTRO_BENCH_WIRE_IFACE")
+        iface = os.environ.get(environ.WIRE_IFACE)
         wire = WireCounter(iface) if iface else None
         timer = PhaseTimer(device)
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ from typing import Any, TextIO
 
 import torch
 
+from distro_bench.scenario import environ
 from distro_bench.scenario.model import Node, Scenario
 from distro_bench.scenario.optimizers import StrategyConfig
 from distro_bench.scenario.replay import MEASURE, ReplaySpec
@@ -232,7 +233,7 @@ class ReplayLoop:
         codec = spec.codec_of(run_name)
         steps = scenario.budget().max_steps
         assert steps is not None, "a replay runs a number of steps (scenario/replay.py replay_problems)"
-        iface = os.environ.get("DISTRO_BENCH_WIRE_IFACE")
+        iface = os.environ.get(environ.WIRE_IFACE)
         out_dir.mkdir(parents=True, exist_ok=True)
         return cls(run_name=run_name, rank=rank, world=world, node=node,
                    seed=scenario.train.seed if seed is None else seed, cfg=cfg, spec=spec,

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from distro_bench.scenario import environ
 from distro_bench.scenario.loading import load_resolved
 from distro_bench.scenario.model import Scenario
 from distro_bench.train.liveness import die_with_parent
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     # Python stack in the rank's log.
     faulthandler.enable(all_threads=True)
     die_with_parent()
-    torch.set_num_threads(int(os.environ.get("DISTRO_BENCH_THREADS", torch.get_num_threads())))
+    torch.set_num_threads(int(os.environ.get(environ.THREADS, torch.get_num_threads())))
     # The run folder's resolved scenario, validated in full (traces, corpus) once when the run was opened: read
     # here with the models' checks only, not once more per rank, optimizer and seed.
     train(load_resolved(args.scenario), args.optimizer, Path(args.out), seed=args.seed)

@@ -118,7 +118,7 @@ def test_the_agent_command_is_distro_bench_node_streaming(tmp_path):
     argv = agent_argv(inv.resolved(1), workdir="/tmp/dbench-ssh.X", scenario="scenario.yaml", rdzv="h0:29400",
                       nnodes=2, placement="0,1;2,3", extra=["--no-measure"])
     assert argv == ["python3", "-u", "-m", "distro_bench.cli", "node", "/tmp/dbench-ssh.X/scenario.yaml", "--rdzv",
-                    "h0:29400", "--node-rank", "1", "--nnodes", "2", "--iface", "eth2", "--placement", "0,1;2,3",
+                    "h0:29400", "--node-rank", "1", "--nnodes", "2", "--placement", "0,1;2,3", "--iface", "eth2",
                     "--out", "/tmp/dbench-ssh.X/results", "--stream", "--no-measure"]
     assert agent_flags(RunSettings()) == []
     assert agent_flags(RunSettings(allow_unemulated=True, measure_links=False, collective_timeout_s=30)) == [

@@ -15,7 +15,6 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 import yaml
-from pydantic import ValidationError
 
 from distro_bench.errors import InputError
 from distro_bench.export.recipes import RecipeSettings, k8s_manifest, sbatch_script, shipped_files, validate_manifest
@@ -191,11 +190,12 @@ def test_k8s_results_claim_is_configurable(cli, tmp_path):
 
 def test_k8s_agent_shapes_with_net_admin_and_its_workers_start_without_it(tmp_path, monkeypatch):
     text = k8s_manifest(load_scenario(CI_SMOKE), str(CI_SMOKE), RecipeSettings(nnodes=2, i_know=True))
-    job = next(o for o in validate_manifest(text) if o.kind == "Job")
-    agent = job.spec.template.spec.containers[0]
-    assert "NET_ADMIN" in agent.securityContext.capabilities.add and not agent.securityContext.privileged
-    assert "SETPCAP" in agent.securityContext.capabilities.add  # what dropping NET_ADMIN for the workers takes
-    assert job.spec.template.spec.initContainers[0].securityContext.privileged is True
+    job = next(o for o in validate_manifest(text) if o["kind"] == "Job")
+    agent = job["spec"]["template"]["spec"]["containers"][0]
+    assert "NET_ADMIN" in agent["securityContext"]["capabilities"]["add"]
+    assert not agent["securityContext"].get("privileged")
+    assert "SETPCAP" in agent["securityContext"]["capabilities"]["add"]  # what dropping NET_ADMIN for the workers takes
+    assert job["spec"]["template"]["spec"]["initContainers"][0]["securityContext"]["privileged"] is True
     # The agent (root in the pod) starts torchrun through enter.py with no capability at all (net_admin gone from
     # every set, the bounding one too), as the local and netns backends start their workers.
     from distro_bench.multihost.agent import Agent, NodeOptions
@@ -217,7 +217,7 @@ def test_k8s_agent_shapes_with_net_admin_and_its_workers_start_without_it(tmp_pa
 
 def test_k8s_model_accepts_the_manifest():
     text = k8s_manifest(load_scenario(CI_SMOKE), str(CI_SMOKE), RecipeSettings(nnodes=4, i_know=True))
-    kinds = sorted(o.kind for o in validate_manifest(text))
+    kinds = sorted(o["kind"] for o in validate_manifest(text))
     assert kinds == ["ConfigMap", "Job", "PersistentVolumeClaim", "Secret", "Service"]
 
 
@@ -231,7 +231,7 @@ def _pod(docs):
     (lambda docs: docs[0]["spec"].update(clusterIP="10.0.0.1"), "headless"),
     (lambda docs: docs[0]["spec"]["selector"].update({"distro-bench/job": "other"}), "does not select"),
     (lambda docs: _pod(docs).update(subdomain="other"), "subdomain"),
-    (lambda docs: _pod(docs)["containers"][0].update(imagePullPolicy="Sometimes"), "imagePullPolicy"),
+    (lambda docs: docs[1].update(apiVersion="batch/v2"), "apiVersion"),
     (lambda docs: _pod(docs)["containers"][0]["ports"][0].update(containerPort=70000), "containerPort"),
     (lambda docs: docs[2]["data"].clear(), "does not have"),
     (lambda docs: docs[2]["data"].update({"bad/key": "x"}), "not \\[-._a-zA-Z0-9\\]"),
@@ -251,7 +251,7 @@ def test_k8s_model_rejects_broken_manifests(break_it, match):
     docs = copy.deepcopy([d for d in yaml.safe_load_all(text) if d])
     assert [d["kind"] for d in docs] == ["Service", "Job", "ConfigMap", "PersistentVolumeClaim", "Secret"]
     break_it(docs)
-    with pytest.raises((ValidationError, ValueError), match=match):
+    with pytest.raises(ValueError, match=match):
         validate_manifest(yaml.safe_dump_all(docs))
 
 

@@ -14,8 +14,9 @@ import pytest
 
 from distro_bench.errors import HarnessError, InputError
 from distro_bench.multihost import secret as secret_mod
-from distro_bench.multihost.agent import _checked_run, safe_run_name
 from distro_bench.multihost.channel import NONCE, TAG, ChannelError, StoreClient, StoreServer
+from distro_bench.multihost.runfolder import checked_run as _checked_run
+from distro_bench.multihost.runfolder import safe_run_name
 from distro_bench.multihost.store import AgentStore
 from tests.helpers import free_port
 

@@ -21,8 +21,10 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from distro_bench.errors import HarnessError
-from distro_bench.multihost.agent import _checked_run, _checked_worker_uid, safe_run_name
 from distro_bench.multihost.channel import StoreClient, StoreServer
+from distro_bench.multihost.runfolder import checked_run as _checked_run
+from distro_bench.multihost.runfolder import checked_worker_uid as _checked_worker_uid
+from distro_bench.multihost.runfolder import safe_run_name
 from distro_bench.multihost.store import AgentStore
 from tests.helpers import free_port
 

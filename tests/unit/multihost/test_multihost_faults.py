@@ -68,7 +68,7 @@ def test_cpp_frames_are_left_out_of_a_log_tail():
 
 
 def test_a_torchrun_failure_names_its_cause_and_prints_no_trace(tmp_path):
-    from distro_bench.multihost.agent import _torchrun_failed
+    from distro_bench.multihost.workers import torchrun_failed as _torchrun_failed
 
     log = tmp_path / "host1-torchrun.log"
     log.write_text(HOST1_LOG)

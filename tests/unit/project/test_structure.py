@@ -26,7 +26,7 @@ LAZY_HEAVY = {
     "distro_bench.backends.docker.placement": {"docker"},
     "distro_bench.backends.docker.worker": {"docker"},
     "distro_bench.export.trackers": {"matplotlib", "mlflow", "pandas", "tensorboard", "torch", "wandb"},
-    "distro_bench.multihost.agent": {"pyroute2", "torch"},
+    "distro_bench.multihost.endpoints": {"pyroute2", "torch"},
     "distro_bench.multihost.hostshaping": {"pyroute2"},
     "distro_bench.multihost.iface": {"pyroute2"},
     "distro_bench.net.host": {"docker", "torch"},
