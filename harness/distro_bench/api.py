@@ -14,6 +14,7 @@ module's signatures and docstrings (scripts/gen_docs.py).
 
 from __future__ import annotations
 
+import inspect
 import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -267,10 +268,9 @@ def _run(run: str | Path | Run) -> Run:
     return run if isinstance(run, Run) else Run.load(run)
 
 
-def check(run: str | Path | Run, *, min_reduction: float | None = None, max_loss_gap: float | None = None,
-          baseline: str | None = None, candidates: list[str] | None = None,
+def check(run: str | Path | Run, *, baseline: str | None = None, candidates: list[str] | None = None,
           allow_few_seeds: bool = False, strict: bool = False, against: str | Path | Run | None = None,
-          max_reduction_drop: float | None = None, max_loss_regression: float | None = None) -> CheckReport:
+          **thresholds: float | None) -> CheckReport:
     """The CI gate. Thresholds default to the scenario's `checks`; `.passed` says whether every check passed.
     The loss gap needs 3 paired seeds unless `allow_few_seeds`; a check not applicable to the run (N/A) fails
     only with `strict`. `against`, a reference run of the same scenario (the last good one), adds the
@@ -278,9 +278,28 @@ def check(run: str | Path | Run, *, min_reduction: float | None = None, max_loss
     from distro_bench.report.check import run_checks
 
     ref = _run(against).loaded if against is not None else None
-    return run_checks(_run(run).loaded, min_reduction=min_reduction, max_loss_gap=max_loss_gap, baseline=baseline,
-                      candidates=candidates, allow_few_seeds=allow_few_seeds, strict=strict, against=ref,
-                      max_reduction_drop=max_reduction_drop, max_loss_regression=max_loss_regression)
+    return run_checks(_run(run).loaded, baseline=baseline, candidates=candidates, allow_few_seeds=allow_few_seeds,
+                      strict=strict, against=ref, **thresholds)
+
+
+def _gate_keywords(fn: Callable[..., Any]) -> inspect.Signature:
+    """`check`'s signature with one keyword per gate row (results/figures.py's rows: a gate added there is a
+    keyword here, `help(check)` and docs/python-api.md list it): the gates on the run's own baseline after
+    `run`, those against a reference run after `against`. run_checks rejects a key that is no gate."""
+    from distro_bench.results.figures import gated
+
+    def gate(key: str) -> inspect.Parameter:
+        return inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=None, annotation="float | None")
+
+    sig = inspect.signature(fn)
+    fixed = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    at = [p.name for p in fixed].index("against") + 1
+    own = [gate(g.key) for _, g in gated() if not g.against]
+    ref = [gate(g.key) for _, g in gated() if g.against]
+    return sig.replace(parameters=[*fixed[:1], *own, *fixed[1:at], *ref, *fixed[at:]])
+
+
+check.__signature__ = _gate_keywords(check)  # type: ignore[attr-defined]
 
 
 def check_to_dict(report: CheckReport) -> dict[str, Any]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -18,7 +20,7 @@ from distro_bench.cli.console import (
     terminal_text,
 )
 from distro_bench.cli.options import JSON_OPTION, out_path
-from distro_bench.scenario.gates import GATES
+from distro_bench.scenario.gates import Gate
 
 if TYPE_CHECKING:
     from distro_bench.api import Run
@@ -72,18 +74,15 @@ def report(
 CHECK_COLUMNS = ["check", "optimizer", "measured", "threshold", "result"]
 
 
-def check(
+def _check(
     run_dir: Path = typer.Argument(..., help="run folder"),
-    min_reduction: float = typer.Option(None, GATES["min_reduction"].flag, min=0, help=GATES["min_reduction"].help),
-    max_loss_gap: float = typer.Option(None, GATES["max_loss_gap"].flag, min=0, help=GATES["max_loss_gap"].help),
     baseline: str = typer.Option(None, help="optimizer to compare against (default: the scenario's baseline)"),
     candidate: list[str] = typer.Option(None, "--candidate", help="optimizer(s) to check (repeatable; default: checks.candidate or every non-baseline optimizer)"),
     allow_few_seeds: bool = typer.Option(False, "--allow-few-seeds", help="judge the loss gap on fewer than 3 seeds (one seed: its value, no interval)"),
     strict: bool = typer.Option(False, "--strict", help="a check that does not apply to the run (N/A: e.g. loss at equal time over unshaped links) fails too"),
     against: Path = typer.Option(None, "--against", help="a reference run of the same scenario (the last good one): also check the reduction's drop and the loss gap's regression against it, paired by seed"),
-    max_reduction_drop: float = typer.Option(None, GATES["max_reduction_drop"].flag, min=0, help=GATES["max_reduction_drop"].help),
-    max_loss_regression: float = typer.Option(None, GATES["max_loss_regression"].flag, min=0, help=GATES["max_loss_regression"].help),
     as_json: bool = JSON_OPTION,
+    **thresholds: float | None,
 ) -> None:
     """The CI gate: exit 0 when every check passes or is N/A, 1 when any fails, 2 on a bad run folder or flag.
 
@@ -95,10 +94,9 @@ def check(
 
     with cli_errors():
         run = api.load_run(run_dir)
-        result = api.check(run, min_reduction=min_reduction, max_loss_gap=max_loss_gap, baseline=baseline,
-                           candidates=candidate or None, allow_few_seeds=allow_few_seeds, strict=strict,
-                           against=api.load_run(against) if against is not None else None,
-                           max_reduction_drop=max_reduction_drop, max_loss_regression=max_loss_regression)
+        result = api.check(run, baseline=baseline, candidates=candidate or None, allow_few_seeds=allow_few_seeds,
+                           strict=strict, against=api.load_run(against) if against is not None else None,
+                           **thresholds)
     if as_json:
         print_json(api.check_to_dict(result))
     else:
@@ -128,3 +126,33 @@ def check(
                       else f"[bold red]{failed} check(s) failed{na_words}[/]")
     if not result.passed:
         raise typer.Exit(1)
+
+
+def check_command() -> Callable[..., None]:
+    """`check` with one option per gate row (results/figures.py's rows, scenario/gates.py's flags and help), so a
+    gate added to a figure row is a flag here with no edit. Typer reads a command's options from
+    `inspect.signature`, which honours `__signature__`: the gates on the run's own baseline follow the run
+    folder, those against a reference run follow --against (the order `check --help` and the docs list)."""
+    from distro_bench.results.figures import gated
+
+    def gate(g: Gate) -> inspect.Parameter:
+        return inspect.Parameter(g.key, inspect.Parameter.KEYWORD_ONLY, annotation=float,
+                                 default=typer.Option(None, g.flag, min=g.bound[1], help=g.help))
+
+    fixed = [p for p in inspect.signature(_check, eval_str=True).parameters.values() if p.kind is not p.VAR_KEYWORD]
+    own = [gate(g) for _, g in gated() if not g.against]
+    ref = [gate(g) for _, g in gated() if g.against]
+    at = [p.name for p in fixed].index("against") + 1
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in fixed]
+    params = [*params[:1], *own, *params[1:at], *ref, *params[at:]]
+
+    def check(**options: Any) -> None:
+        _check(**options)
+
+    check.__doc__ = _check.__doc__
+    check.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+    check.__annotations__ = {p.name: p.annotation for p in params}  # typer resolves each option's type from these
+    return check
+
+
+check = check_command()

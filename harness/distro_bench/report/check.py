@@ -36,7 +36,7 @@ from distro_bench.report.differences import scenario_differences
 from distro_bench.report.load import LoadedRun
 from distro_bench.report.verdict import is_post_hoc
 from distro_bench.results import stats
-from distro_bench.results.figures import gated, reduction, reduction_basis
+from distro_bench.results.figures import Figure, gated, reduction, reduction_basis
 from distro_bench.results.summary import OptimizerSummary, Summary
 from distro_bench.scenario.gates import FIXED, GATES, Gate
 from distro_bench.scenario.model import LinkSpec
@@ -245,7 +245,8 @@ def run_checks(run: LoadedRun, *, baseline: str | None = None, candidates: list[
                 add(CheckResult(label, cand, None, gate.threshold_text(limit), FAIL,
                                 f"no summary for {cand if s is None else base}: it recorded no step", gate=gate.key))
             else:
-                r = _JUDGES[fig.key](gate, base, cand, base_summary, s, limit, allow_few_seeds)
+                judge = _JUDGES.get(fig.key) or _paired(fig)
+                r = judge(gate, base, cand, base_summary, s, limit, allow_few_seeds)
                 if fig.compare == "difference" and no_premise:  # a loss at equal time: measured, for information
                     r.status, r.note = NA, f"not applicable: {no_premise}; measured: {r.note}"
                 add(r)
@@ -304,8 +305,41 @@ def _loss_gap(gate: Gate, base: str, cand: str, b: OptimizerSummary, c: Optimize
     return CheckResult(label, cand, gap, limit, status, "; ".join([what, note]), ci, m, len(gaps), gate=gate.key)
 
 
+Judge = Callable[[Gate, str, str, OptimizerSummary, OptimizerSummary, float, bool], CheckResult]
+
+
+def _paired(fig: Figure) -> Judge:
+    """The judge of a gated figure without one of its own: its value paired by seed as its row compares two
+    methods (a ratio: baseline / candidate, or candidate / baseline where higher is better; a difference:
+    candidate - baseline), the relevant end of the 95% interval against the limit. So a gate added to a figure
+    row is judged with no edit here."""
+    def judge(gate: Gate, base: str, cand: str, b: OptimizerSummary, c: OptimizerSummary, limit: float,
+              allow_few_seeds: bool) -> CheckResult:
+        def paired(bs: Any, cs: Any) -> float | None:
+            x, y = bs.get(fig.key), cs.get(fig.key)
+            if not (stats.finite(x) and stats.finite(y)):
+                return None
+            if fig.compare == "difference":
+                return float(y - x)
+            num, den = (y, x) if fig.better == "higher" else (x, y)
+            return float(num / den) if den else None
+
+        label = f"{gate.label} vs {base}"
+        values = _per_seed(b, c, paired)
+        if not values or any(v is None for v in values):
+            return CheckResult(label, cand, None, gate.threshold_text(limit), FAIL,
+                               f"{fig.label}: not recorded on every paired seed", seeds=len(values), gate=gate.key)
+        mean, ci, margin, status, note = _judge([float(v) for v in values], limit,
+                                                higher_is_better=gate.higher_is_better)
+        return CheckResult(label, cand, mean, gate.threshold_text(limit), status, f"{fig.label}: {note}", ci,
+                           margin, len(values), gate=gate.key)
+    return judge
+
+
+
+
 # How each gated figure is judged against the run's own baseline (results/figures.py: the rows' gates).
-_JUDGES: dict[str, Callable[[Gate, str, str, OptimizerSummary, OptimizerSummary, float, bool], CheckResult]] = {
+_JUDGES: dict[str, Judge] = {
     "reduction_vs_baseline": _reduction, "val_loss_at_equal_time": _loss_gap}
 
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import math
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from distro_bench.report.verdict_cost import cost_comparison, cost_label, cost_text
 from distro_bench.report.verdict_estimates import (
+    Compared,
     Estimate,
     Verdict,
     _budget_cap,
@@ -48,7 +50,7 @@ from distro_bench.report.verdict_words import (
     speedup_text,
     verdict_figures,
 )
-from distro_bench.results.figures import reduction_basis, total_bytes
+from distro_bench.results.figures import Figure, reduction_basis, total_bytes, verdict_rows
 from distro_bench.results.format import fmt_bytes
 from distro_bench.results.stats import (
     restricted_time,
@@ -59,62 +61,119 @@ from distro_bench.results.summary import OptimizerSummary, Summary
 WIDTH = 80  # the block `run` prints fits an 80-column terminal or log
 
 
-def rows(v: Verdict) -> list[tuple[str, str, str, str]]:
-    """(figure, this optimizer, the baseline, comparison) for the block's table."""
-    out = []
-    sp = v.step_speedup
-    out.append(("step time", v.mine.step_time.text(" s"), v.base.step_time.text(" s"),
-                "n/a" if sp is None else _faster(sp, v.paired_step_speedup)))
-    if v.mine.reached is None:
-        out.append(("time to target", "not recorded", "not recorded", "n/a"))
-    else:
-        def shown(reached, est, restricted, k):
-            if reached or (restricted is not None and v.tau is not None):  # a miss counts tau: restricted mean
-                return est.text(" s") + ("" if reached else _seeds_of(k, v.seeds, short=True))
-            return "not reached" + _seeds_of(k, v.seeds)
+Row = tuple[str, str, str, str]  # (figure, this optimizer, the baseline, comparison)
 
-        mine = shown(v.mine.reached, v.mine.time_to_target, v.mine.restricted, v.mine.reached_seeds)
-        theirs = shown(v.base.reached, v.base.time_to_target, v.base.restricted, v.base.reached_seeds)
-        k, kb = v.mine.reached_seeds or 0, v.base.reached_seeds or 0
-        cmp = ("post-hoc target: descriptive" if v.post_hoc else
-               speedup_text(v, short=True) if v.target_speedup else
-               "not estimable" if v.speedup_why else
-               "only this one reached it" if v.mine.reached else
-               f"only {v.baseline} reached it" if v.base.reached else
-               f"seeds hit {k}/{v.seeds} vs {kb}/{v.seeds}" if k or kb else "neither reached it")
-        out.append((f"time to val loss {v.target:.4g}" if v.target is not None else "time to target", mine, theirs, cmp))
-    for label, mine, theirs, diff in (
-            ("val loss at equal time", v.mine.loss_equal_time, v.base.loss_equal_time, v.loss_diff_equal_time),
-            ("val loss at equal steps", v.mine.loss_equal_steps, v.base.loss_equal_steps, v.loss_diff_equal_steps)):
-        out.append((label, mine.text() if mine.known else v.missing, theirs.text() if theirs.known else v.missing,
-                    _lower_higher(diff)))
+
+def rows(v: Verdict) -> list[Row]:
+    """(figure, this optimizer, the baseline, comparison) for the block's table: one row per figure row with a
+    `verdict` (results/figures.py), in its place, read as the row says (`_compared`) unless `_SHOWN` words it."""
+    out: list[Row] = []
+    for fig in verdict_rows():
+        out += _SHOWN.get(fig.key, _compared)(v, fig)
+    return out
+
+
+UNITS_SHOWN = ("s", "h", "J")  # a unit read after the number; a loss reads as a bare number (nats)
+
+
+def _unit(fig: Figure) -> str:
+    return f" {fig.unit}" if fig.unit in UNITS_SHOWN else ""
+
+
+def _compared(v: Verdict, fig: Figure) -> list[Row]:
+    """A figure row as the table says: its verdict label, each side's mean and interval in the row's unit, and the
+    comparison its row names (a difference: "0.41 ± 0.05 lower"; a ratio: "2.0x more [1.8, 2.2]"). A row not
+    `always` shown appears only where this optimizer has the figure and the baseline a non-zero one."""
+    c, row = v.figures.get(fig.key), fig.verdict
+    if c is None or row is None or (not row.always and not (c.mine.known and c.base.mean)):
+        return []
+    missing = "n/a" if c.recorded else "not recorded"
+    return [(row.label, c.mine.text(_unit(fig)) if c.mine.known else missing,
+             c.base.text(_unit(fig)) if c.base.known else missing, _comparison(fig, c))]
+
+
+def _comparison(fig: Figure, c: Compared) -> str:
+    if fig.compare == "difference":
+        return _lower_higher(c.difference)
+    r = c.ratio
+    if not r:
+        return "n/a"
+    return (f"about the same ({_factor(r)}{_range(c.paired)})" if 0.95 <= r <= 1.05 else
+            f"{_factor(r)} more" + _range(c.paired) if r > 1 else f"{_factor(1 / r)} less" + _range(c.paired, True))
+
+
+# Rows worded by hand where the table cannot say it:
+def _step_time(v: Verdict, fig: Figure) -> list[Row]:
+    """A time ratio reads as a speed-up ("2.0x faster"), paired as baseline / this optimizer."""
+    (label, mine, theirs, _), = _compared(v, fig)
+    sp = v.step_speedup
+    return [(label, mine, theirs, "n/a" if sp is None else _faster(sp, v.paired_step_speedup))]
+
+
+def _time_to_target(v: Verdict, fig: Figure) -> list[Row]:
+    """Times to target are restricted means to the verdict's tau (a missed seed counts tau), labelled with the
+    target, compared as a censored speed-up or in words for who reached it (verdict_estimates.py)."""
+    if v.mine.reached is None:
+        return [("time to target", "not recorded", "not recorded", "n/a")]
+
+    def shown(reached, est, restricted, k):
+        if reached or (restricted is not None and v.tau is not None):  # a miss counts tau: restricted mean
+            return est.text(" s") + ("" if reached else _seeds_of(k, v.seeds, short=True))
+        return "not reached" + _seeds_of(k, v.seeds)
+
+    mine = shown(v.mine.reached, v.mine.time_to_target, v.mine.restricted, v.mine.reached_seeds)
+    theirs = shown(v.base.reached, v.base.time_to_target, v.base.restricted, v.base.reached_seeds)
+    k, kb = v.mine.reached_seeds or 0, v.base.reached_seeds or 0
+    cmp = ("post-hoc target: descriptive" if v.post_hoc else
+           speedup_text(v, short=True) if v.target_speedup else
+           "not estimable" if v.speedup_why else
+           "only this one reached it" if v.mine.reached else
+           f"only {v.baseline} reached it" if v.base.reached else
+           f"seeds hit {k}/{v.seeds} vs {kb}/{v.seeds}" if k or kb else "neither reached it")
+    return [(f"time to val loss {v.target:.4g}" if v.target is not None else fig.verdict.label if fig.verdict else "",
+             mine, theirs, cmp)]
+
+
+def _bytes(v: Verdict, fig: Figure) -> list[Row]:
+    """The reduction as bytes on the verdict's one basis (results/figures.py's rule), per step and, where both
+    sides' steps are known, over the whole run: per step hides what a budget costs (at equal time the quicker
+    method takes more steps). The short labels keep the CLI's block within 80 columns; the report's text says
+    what each figure is."""
     bw = _bytes_words(v)
-    # The short labels keep the CLI's block within 80 columns; the report's text says what each figure is.
     basis = v.bytes_basis or "payload"
     mine_b, base_b = v.mine.bytes_per_step, v.base.bytes_per_step
     known = mine_b is not None and base_b is not None
-    out.append((f"{basis} bytes/step (tx+rx)", fmt_bytes(mine_b) if known else "", fmt_bytes(base_b) if known else "",
-                bw or "n/a"))
-    # Per step hides what a budget costs: at equal time the quicker method takes more steps.
+    out = [(f"{basis} {fig.verdict.label if fig.verdict else ''}", fmt_bytes(mine_b) if known else "",
+            fmt_bytes(base_b) if known else "", bw or "n/a")]
     if mine_b is not None and base_b is not None and v.mine.steps.mean and v.base.steps.mean and v.mine.steps.known \
             and v.base.steps.known:
         mine_t, base_t = mine_b * v.mine.steps.mean, base_b * v.base.steps.mean
         r = base_t / mine_t if mine_t else None
         out.append((f"{basis} bytes, whole run", fmt_bytes(mine_t), fmt_bytes(base_t),
                     "n/a" if not r else f"{_factor(r)} fewer bytes" if r >= 1 else f"{_factor(1 / r)} more bytes"))
-    g, base_g = v.mine.goodput.mean, v.base.goodput.mean
-    if g is not None and base_g and v.mine.goodput.known:  # issue 37: the same for every method
-        r = g / base_g
-        cmp = (f"about the same ({_factor(r)}{_range(v.paired_goodput)})" if 0.95 <= r <= 1.05 else
-               f"{_factor(r)} more" + _range(v.paired_goodput) if r > 1 else f"{_factor(1 / r)} less"
-               + _range(v.paired_goodput, True))
-        out.append(("goodput, model FLOP/s", _flops_text(v.mine.goodput, v.mine.goodput_of_peak),
-                    _flops_text(v.base.goodput, v.base.goodput_of_peak), cmp))
-    if v.mine.cost is not None and v.base.cost is not None:  # issue 29; the note under the block says how it is costed
-        label = cost_label(v)
-        priced = "$" in label
-        out.append((label, cost_text(v.mine.cost, priced), cost_text(v.base.cost, priced), cost_comparison(v)))
     return out
+
+
+def _goodput(v: Verdict, fig: Figure) -> list[Row]:
+    """Issue 37: FLOP/s scaled to G or T, with the share of peak beside it; compared as the table says."""
+    found = _compared(v, fig)
+    return [(label, _flops_text(v.mine.goodput, v.mine.goodput_of_peak),
+             _flops_text(v.base.goodput, v.base.goodput_of_peak), cmp) for label, _, _, cmp in found]
+
+
+def _cost(v: Verdict, fig: Figure) -> list[Row]:
+    """Issue 29: egress and worker-hours to the target in one row, in dollars where priced, else hours
+    (report/verdict_cost.py); the note under the block says how it is costed."""
+    if v.mine.cost is None or v.base.cost is None:
+        return []
+    label = cost_label(v)
+    priced = "$" in label
+    return [(label, cost_text(v.mine.cost, priced), cost_text(v.base.cost, priced), cost_comparison(v))]
+
+
+_SHOWN: dict[str, Callable[[Verdict, Figure], list[Row]]] = {
+    "step_time_s_mean": _step_time, "time_to_target_s": _time_to_target, "reduction_vs_baseline": _bytes,
+    "goodput_model_flops_per_s": _goodput, "egress_usd_to_target": _cost}
 
 
 def _flops_text(e: Estimate, of_peak: float | None) -> str:

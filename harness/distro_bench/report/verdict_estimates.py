@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 
 from distro_bench.results import cost as _cost
-from distro_bench.results.figures import reduction, reduction_basis, total_bytes
+from distro_bench.results.figures import Figure, reduction, reduction_basis, total_bytes, verdict_rows
 from distro_bench.results.stats import (
     Interval,
     RestrictedTime,
@@ -76,6 +76,27 @@ class Side:
     goodput_of_peak: float | None = None
 
 
+@dataclass(frozen=True)
+class Compared:
+    """One figure of the verdict's block on both sides (a figure row with a `verdict`, results/figures.py): each a
+    mean over seeds with its 95% interval, and the two paired seed by seed as the row compares them (a ratio,
+    this optimizer / the baseline, or a difference, this optimizer - the baseline)."""
+
+    mine: Estimate
+    base: Estimate
+    paired: Interval | None  # None for one seed or a folder without `per_seed`
+    recorded: bool  # whether this optimizer's summary has the key at all (older harnesses wrote fewer)
+
+    @property
+    def difference(self) -> Estimate:
+        return _paired_or_diff(self.paired, self.mine, self.base)
+
+    @property
+    def ratio(self) -> float | None:
+        """This optimizer's mean / the baseline's (the paired interval goes beside it)."""
+        return _ratio(self.mine.mean, self.base.mean)
+
+
 @dataclass
 class Verdict:
     """One optimizer (`mine`) against the baseline (`base`): each side's figures, and how they compare."""
@@ -108,6 +129,7 @@ class Verdict:
     cost_ratio: Interval | None = None  # paired baseline / this optimizer's cost (dollars where priced, else hours)
     cost_unit: str = "GPU-h"
     paired_goodput: Interval | None = None  # paired this / baseline
+    figures: dict[str, Compared] = field(default_factory=dict)  # the block's figures by key (`compared`)
 
     @property
     def missing(self) -> str:
@@ -326,6 +348,7 @@ def verdicts(summary: dict | Summary) -> list[Verdict]:
                                                        _seed_map(s, "step_time_s_mean")))
         v.paired_goodput = _paired(ratio_interval(_seed_map(s, "goodput_model_flops_per_s"),
                                                   _seed_map(base, "goodput_model_flops_per_s")))
+        v.figures = {f.key: compared(f, s, base) for f in verdict_rows()}
         v.post_hoc = is_post_hoc(model)
         mine_seeds, base_seeds = s.per_seed or {}, base.per_seed or {}
         if mine_seeds and base_seeds and v.mine.reached is not None:
@@ -380,6 +403,13 @@ def verdicts(summary: dict | Summary) -> list[Verdict]:
                            "the per-seed ratios (baseline / this optimizer)")
         out.append(v)
     return out
+
+
+def compared(fig: Figure, mine: OptimizerSummary, base: OptimizerSummary) -> Compared:
+    """A figure row on both sides, paired by seed as the row compares two methods."""
+    pair = paired_difference if fig.compare == "difference" else ratio_interval
+    return Compared(_estimate(mine, fig.key), _estimate(base, fig.key),
+                    _paired(pair(_seed_map(mine, fig.key), _seed_map(base, fig.key))), _recorded(mine, fig.key))
 
 
 def _add_cost(v: Verdict, summary: dict) -> None:

@@ -10,6 +10,8 @@ figures iterates this table rather than naming them:
 | harness/distro_bench/results/metrics.py | `SUMMARY_KEYS` (the order of summary.json and summary.csv), seed aggregation, `compute` |
 | harness/distro_bench/results/summary.py | `OptimizerSummary`'s fields (one per key, its type) |
 | harness/distro_bench/report/check.py | the gates each figure carries (scenario/gates.py's rows) and how they pair |
+| harness/distro_bench/report/verdict.py | the verdict block's rows: the figures with a `verdict`, compared as their rows say |
+| harness/distro_bench/cli/report.py, api.py | `check`'s threshold flags and keywords: one per gate |
 | harness/distro_bench/studies/sweep.py | `POINT_KEYS`: the rows marked `point` |
 | scripts/gen_docs.py | docs/run-folder.md's table of summary keys |
 
@@ -62,9 +64,22 @@ class Figure:
     compute: Callable[[SeedRecords], Any] | None = None
     # a column of the summary table `run` and `node` print (cli/summary.py): (its place, its heading, its cell)
     column: tuple[int, str, Callable[[Any], str]] | None = None
+    # a row of the verdict's block, this optimizer against the baseline (report/verdict.py rows)
+    verdict: VerdictRow | None = None
 
     def text(self, value: Any) -> str:
         return "n/a" if value is None else self.fmt.format(value)
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    """How a figure shows in the verdict's block (report/verdict.py): its place, its label there (short: the block
+    fits 80 columns, where the figure's own label may not), and whether the row shows where the figure is missing
+    ("not recorded" / "n/a": a figure every verdict has) or only where both sides have it."""
+
+    place: int
+    label: str
+    always: bool = True
 
 
 @dataclass(frozen=True)
@@ -158,7 +173,7 @@ FIGURES: tuple[Figure, ...] = (
     # DESIGN.md contract
     _f("steps", "steps", "steps", "{:,.0f}", _M, kind=_NUM, compare="ratio", point=True),
     _f("step_time_s_mean", "step time (mean)", "s", _S, _M, compare="ratio", better="lower", point=True,
-       column=(1, "step", fmt_seconds)),
+       column=(1, "step", fmt_seconds), verdict=VerdictRow(0, "step time")),
     _f("step_time_s_p50", "step time (median)", "s", _S, _M, compare="ratio", better="lower"),
     _f("compute_s_mean", "compute time per step", "s", _S, _M, better="lower"),
     _f("comm_s_mean", "communication time per step", "s", _S, _M, better="lower", point=True,
@@ -175,7 +190,7 @@ FIGURES: tuple[Figure, ...] = (
        column=(6, "val loss", _loss_cell)),
     _f("reduction_vs_baseline", "fewer bytes than the baseline (baseline / this, tx + rx on reduction_basis)",
        "x", _X, _RED, better="higher", point=True, column=(4, "fewer", fmt_times),
-       gates=(GATES["min_reduction"], GATES["max_reduction_drop"])),
+       gates=(GATES["min_reduction"], GATES["max_reduction_drop"]), verdict=VerdictRow(4, "bytes/step (tx+rx)")),
     # additions
     _f("reduction_basis", "bytes basis of the reduction (wire where both sides counted it, else payload)", "", _T,
        _RED, kind=str, seeds="same", point=True),
@@ -198,23 +213,24 @@ FIGURES: tuple[Figure, ...] = (
     _f("train_time_s", "training time (evaluations left out)", "s", _S, "results/fair.py end_of", better="lower"),
     _f("lr_schedule_steps", "steps of the lr schedule", "steps", _N, _RUN),
     _f("time_to_target_s", "time to the target loss", "s", _S, _FAIR, compare="ratio", better="lower",
-       within=(0.0, "train_time_s"), point=True),
+       within=(0.0, "train_time_s"), point=True, verdict=VerdictRow(1, "time to target")),
     _f("tokens_to_target", "tokens to the target loss", "tokens", "{:,.0f}", _FAIR, compare="ratio", better="lower",
        within=(0.0, None), point=True),
     _f("steps_to_target", "steps to the target loss", "steps", "{:,.1f}", _FAIR, compare="ratio", better="lower",
        within=(0.0, "steps"), point=True),
     _f("target_reached", "seeds that reached the target", "1", _T, _FAIR, kind=int, seeds="count", point=True),
     _f("val_loss_at_equal_time", "validation loss at equal time", "nats", _L, _FAIR, compare="difference",
-       better="lower", point=True, gates=(GATES["max_loss_gap"], GATES["max_loss_regression"])),
+       better="lower", point=True, gates=(GATES["max_loss_gap"], GATES["max_loss_regression"]),
+       verdict=VerdictRow(2, "val loss at equal time")),
     _f("val_loss_at_equal_steps", "validation loss at equal steps", "nats", _L, _FAIR, compare="difference",
-       better="lower", point=True),
+       better="lower", point=True, verdict=VerdictRow(3, "val loss at equal steps")),
     # issue 27
     _f("final_tune_loss", "final loss on the tuning split", "nats", _L, _M, better="lower", point=True),
     # issue 29: cost to the target
     _f("egress_bytes_to_target", "egress to the target, all workers", "bytes", _B, _COST, compare="ratio",
        better="lower"),
     _f("egress_usd_to_target", "egress cost to the target", "USD", "${:,.2f}", _COST, compare="ratio",
-       better="lower"),
+       better="lower", verdict=VerdictRow(6, "cost to target", always=False)),
     _f("gpu_hours_to_target", "worker-hours to the target", "h", "{:.4g} h", _COST, compare="ratio", better="lower"),
     _f("gpu_usd_to_target", "compute cost to the target", "USD", "${:,.2f}", _COST, compare="ratio", better="lower"),
     _f("energy_j_to_target", "energy to the target", "J", "{:.4g} J", _COST, compare="ratio", better="lower"),
@@ -235,7 +251,7 @@ FIGURES: tuple[Figure, ...] = (
     _f("floor_ratio_empirical", "payload bits over the empirical floor of what was sent", "x", _X, _M,
        better="lower"),
     _f("goodput_model_flops_per_s", "useful model FLOP/s", "FLOP/s", "{:.3g}", _GOOD, compare="ratio",
-       better="higher"),
+       better="higher", verdict=VerdictRow(5, "goodput, model FLOP/s", always=False)),
     _f("goodput_model_flops_per_s_per_worker", "useful model FLOP/s per worker", "FLOP/s", "{:.3g}", _GOOD,
        compare="ratio", better="higher"),
     _f("goodput_of_peak", "useful FLOP/s of the profiles' peak", "1", "{:.1%}", _GOOD, better="higher"),
@@ -262,10 +278,15 @@ def columns() -> list[Figure]:
     return sorted((f for f in FIGURES if f.column), key=lambda f: f.column[0] if f.column else 0)
 
 
+def verdict_rows() -> list[Figure]:
+    """The figures of the verdict's block, in its order (report/verdict.py rows)."""
+    return sorted((f for f in FIGURES if f.verdict), key=lambda f: f.verdict.place if f.verdict else 0)
+
+
 def gated() -> list[tuple[Figure, Gate]]:
     """(figure, gate) for every gate of `check`, in the table's order."""
     return [(f, g) for f in FIGURES for g in f.gates]
 
 
-__all__ = ["BY_KEY", "FIGURES", "Figure", "SeedRecords", "bytes_per_step", "columns", "gated", "reduction", "reduction_basis",
-           "total_bytes"]
+__all__ = ["BY_KEY", "FIGURES", "Figure", "SeedRecords", "VerdictRow", "bytes_per_step", "columns", "gated", "reduction",
+           "reduction_basis", "total_bytes", "verdict_rows"]
