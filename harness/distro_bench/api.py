@@ -283,23 +283,12 @@ def check(run: str | Path | Run, *, baseline: str | None = None, candidates: lis
 
 
 def _gate_keywords(fn: Callable[..., Any]) -> inspect.Signature:
-    """`check`'s signature with one keyword per gate row (results/figures.py's rows: a gate added there is a
-    keyword here, `help(check)` and docs/python-api.md list it): the gates on the run's own baseline after
-    `run`, those against a reference run after `against`. run_checks rejects a key that is no gate."""
-    from distro_bench.results.figures import gated
+    from distro_bench.results.figures import gate_signature
 
-    def gate(key: str) -> inspect.Parameter:
-        return inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=None, annotation="float | None")
-
-    sig = inspect.signature(fn)
-    fixed = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
-    at = [p.name for p in fixed].index("against") + 1
-    own = [gate(g.key) for _, g in gated() if not g.against]
-    ref = [gate(g.key) for _, g in gated() if g.against]
-    return sig.replace(parameters=[*fixed[:1], *own, *fixed[1:at], *ref, *fixed[at:]])
+    return gate_signature(fn)
 
 
-check.__signature__ = _gate_keywords(check)  # type: ignore[attr-defined]
+check.__signature__ = _gate_keywords(check)  # type: ignore[attr-defined]  # one keyword per gate row
 
 
 def check_to_dict(report: CheckReport) -> dict[str, Any]:

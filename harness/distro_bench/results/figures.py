@@ -27,6 +27,7 @@ and a line in the docs (scripts/gen_docs.py regenerates the table). Import-light
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -288,5 +289,20 @@ def gated() -> list[tuple[Figure, Gate]]:
     return [(f, g) for f in FIGURES for g in f.gates]
 
 
-__all__ = ["BY_KEY", "FIGURES", "Figure", "SeedRecords", "VerdictRow", "bytes_per_step", "columns", "gated", "reduction",
+def gate_signature(fn: Callable[..., Any]) -> inspect.Signature:
+    """`fn`'s signature (api.check's) with one keyword per gate row: a gate added to a row is a keyword there,
+    and `help()` and docs/python-api.md list it. The gates on the run's own baseline after the first parameter,
+    those against a reference run after `against`; run_checks rejects a key that is no gate."""
+    def gate(key: str) -> inspect.Parameter:
+        return inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=None, annotation="float | None")
+
+    sig = inspect.signature(fn)
+    fixed = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    at = [p.name for p in fixed].index("against") + 1
+    own = [gate(g.key) for _, g in gated() if not g.against]
+    ref = [gate(g.key) for _, g in gated() if g.against]
+    return sig.replace(parameters=[*fixed[:1], *own, *fixed[1:at], *ref, *fixed[at:]])
+
+
+__all__ = ["BY_KEY", "FIGURES", "Figure", "SeedRecords", "VerdictRow", "bytes_per_step", "columns", "gate_signature", "gated", "reduction",
            "reduction_basis", "total_bytes", "verdict_rows"]
