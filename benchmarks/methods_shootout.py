@@ -2,7 +2,7 @@
 ranked by time to target loss, each compared with the baseline and with the best, Holm-corrected.
 
     python benchmarks/methods_shootout.py [--scenario scenarios/methods-home-dsl.yaml] [--lrs 1e-3,3e-3,1e-2]
-        [--sweep-budget 15s] [--budget 25s] [--seeds 5] [--first-seed 1] [--tune-seed 0] [--widen 2]
+        [--sweep-budget BUDGET] [--budget 25s] [--seeds 5] [--first-seed 1] [--tune-seed 10] [--widen 0]
         [--backend netns] [--out results/shootout] [--keep DIR]
         [--only muloco,sparta]                                   # tune only these; the others keep their lr
         [--tune-only]                                            # write OUT/methods-tuned.yaml and stop
@@ -12,7 +12,9 @@ ranked by time to target loss, each compared with the baseline and with the best
    scenario is swept over `--lrs` with `distro-bench sweep --set optimizers.<name>.lr=... --time-budget <sweep
    budget> --pick best` (one seed: a short, coarse sweep). Each method gets the lr with the lowest tuning-split
    loss (held-out text disjoint from the validation split, docs/sweeps.md) at the end of that budget. A pick
-   on the grid's edge is swept again against the next rate beyond it (x3), at most `--widen` times.
+   on the grid's edge is swept again against the next rate beyond it (x3), at most `--widen` times. The
+   defaults give every method the same tuning budget (issue 49): as many rates, each at the reported runs'
+   budget, no widening; a pick on an edge is printed as such.
    `--only` tunes only the optimizers it names; the others keep the scenario's lr.
 2. The shoot-out: the scenario with every method at its picked lr, `--budget` seconds of training each,
    `--seeds` seeds from `--first-seed` (same data order per seed across methods; the methods' order rotates
@@ -250,12 +252,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--scenario", default="scenarios/methods-home-dsl.yaml")
     p.add_argument("--lrs", default="1e-3,3e-3,1e-2")
-    p.add_argument("--sweep-budget", default="15s")
+    p.add_argument("--sweep-budget", default=None,
+                   help="each rate's budget in the sweeps (default: --budget, the reported runs' own: issue 49)")
     p.add_argument("--budget", default="25s")
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--first-seed", type=int, default=1, help="the shoot-out's seeds: FIRST..FIRST+SEEDS-1")
-    p.add_argument("--tune-seed", type=int, default=0, help="the seed the sweeps tune on (not one of the shoot-out's)")
-    p.add_argument("--widen", type=int, default=2, help="extend a sweep beyond its grid's edge at most this often")
+    p.add_argument("--tune-seed", type=int, default=10,
+                   help="the seed the sweeps tune on (not one of the shoot-out's; the scenario's checks.tuning_seeds)")
+    p.add_argument("--widen", type=int, default=0, help="extend a sweep beyond its grid's edge at most this often "
+                   "(default 0: every method gets the same number of rates, issue 49)")
     p.add_argument("--backend", default="netns")
     p.add_argument("--out", type=Path, default=Path("results/shootout"))
     p.add_argument("--keep", type=Path, default=None, help="copy the run's summary, scenario and environment here")
@@ -264,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default=None, help="NAME[,NAME...]: tune only these optimizers; the others keep their lr")
     p.add_argument("--run", type=Path, default=None, help="print the table of this finished run and exit")
     args = p.parse_args(argv)
+    args.sweep_budget = args.sweep_budget or args.budget
     if args.run:
         print(table(args.run))
         return 0
