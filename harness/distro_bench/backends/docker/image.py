@@ -50,9 +50,9 @@ LABEL_PYTHON = "distro-bench.python"
 LABEL_PLUGIN_MODULES = "distro-bench.plugin-modules"
 LABEL_PLUGIN_METHODS = "distro-bench.plugin-methods"
 
-# What `python -m distro_bench.train.worker` imports, by distribution name. Offline builds pin the host's
-# versions (the wheelhouse then holds exactly what runs here); online builds use the project's floors.
-WORKER_REQUIREMENTS = {"torch": ">=2.4", "numpy": "", "pydantic": ">=2.6", "pyyaml": ">=6"}
+# What `python -m distro_bench.train.worker` imports, by distribution name (psutil: its liveness reads).
+# Offline builds pin the host's versions (the wheelhouse then holds exactly what runs here); online builds use the project's floors.
+WORKER_REQUIREMENTS = {"torch": ">=2.4", "numpy": "", "pydantic": ">=2.6", "pyyaml": ">=6", "psutil": ">=5.9"}
 
 # Progress lines: our own messages, and the engine's output indented by two spaces.
 Progress = Callable[[str], None]
