@@ -133,18 +133,13 @@ def check_command() -> Callable[..., None]:
     gate added to a figure row is a flag here with no edit. Typer reads a command's options from
     `inspect.signature`, which honours `__signature__`: the gates on the run's own baseline follow the run
     folder, those against a reference run follow --against (the order `check --help` and the docs list)."""
-    from distro_bench.results.figures import gated
+    from distro_bench.results.figures import gate_signature
 
     def gate(g: Gate) -> inspect.Parameter:
         return inspect.Parameter(g.key, inspect.Parameter.KEYWORD_ONLY, annotation=float,
                                  default=typer.Option(None, g.flag, min=g.bound[1], help=g.help))
 
-    fixed = [p for p in inspect.signature(_check, eval_str=True).parameters.values() if p.kind is not p.VAR_KEYWORD]
-    own = [gate(g) for _, g in gated() if not g.against]
-    ref = [gate(g) for _, g in gated() if g.against]
-    at = [p.name for p in fixed].index("against") + 1
-    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in fixed]
-    params = [*params[:1], *own, *params[1:at], *ref, *params[at:]]
+    params = list(gate_signature(_check, gate, eval_str=True).parameters.values())
 
     def check(**options: Any) -> None:
         _check(**options)

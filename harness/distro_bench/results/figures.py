@@ -123,7 +123,8 @@ def reduction(base: Mapping[str, Any] | Any, cand: Mapping[str, Any] | Any, basi
 
 def bytes_per_step(figures: Mapping[str, Any] | Any) -> float | None:
     """tx + rx per worker per step of one side on its own: wire where counted, else payload."""
-    return total_bytes(figures, "wire") if total_bytes(figures, "wire") is not None else total_bytes(figures, "payload")
+    wire = total_bytes(figures, "wire")
+    return wire if wire is not None else total_bytes(figures, "payload")
 
 
 # ---- figures computed by their own row ---------------------------------------------------------------------
@@ -289,19 +290,23 @@ def gated() -> list[tuple[Figure, Gate]]:
     return [(f, g) for f in FIGURES for g in f.gates]
 
 
-def gate_signature(fn: Callable[..., Any]) -> inspect.Signature:
-    """`fn`'s signature (api.check's) with one keyword per gate row: a gate added to a row is a keyword there,
-    and `help()` and docs/python-api.md list it. The gates on the run's own baseline after the first parameter,
-    those against a reference run after `against`; run_checks rejects a key that is no gate."""
-    def gate(key: str) -> inspect.Parameter:
-        return inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=None, annotation="float | None")
+def gate_signature(fn: Callable[..., Any], parameter: Callable[[Gate], inspect.Parameter] | None = None,
+                   eval_str: bool = False) -> inspect.Signature:
+    """`fn`'s signature (api.check's, the CLI's `check`) with one keyword per gate row, made by `parameter` (by
+    default a `float | None` keyword): a gate added to a row is a keyword and a flag there, and `help()`, `--help`
+    and the docs list it. The gates on the run's own baseline after the first parameter, those against a
+    reference run after `against`; run_checks rejects a key that is no gate."""
+    def keyword(g: Gate) -> inspect.Parameter:
+        return inspect.Parameter(g.key, inspect.Parameter.KEYWORD_ONLY, default=None, annotation="float | None")
 
-    sig = inspect.signature(fn)
+    make = parameter or keyword
+    sig = inspect.signature(fn, eval_str=eval_str)
     fixed = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
-    at = [p.name for p in fixed].index("against") + 1
-    own = [gate(g.key) for _, g in gated() if not g.against]
-    ref = [gate(g.key) for _, g in gated() if g.against]
-    return sig.replace(parameters=[*fixed[:1], *own, *fixed[1:at], *ref, *fixed[at:]])
+    first, rest = fixed[0], [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in fixed[1:]]
+    at = [p.name for p in rest].index("against") + 1
+    own = [make(g) for _, g in gated() if not g.against]
+    ref = [make(g) for _, g in gated() if g.against]
+    return sig.replace(parameters=[first, *own, *rest[:at], *ref, *rest[at:]])
 
 
 __all__ = ["BY_KEY", "FIGURES", "Figure", "SeedRecords", "VerdictRow", "bytes_per_step", "columns", "gate_signature", "gated", "reduction",
